@@ -1,0 +1,221 @@
+// dsplan: the command-line front end. The only place that turns a Status into an exit code:
+// 0 success, 2 bad input (unknown model, malformed file, impossible value), 1 internal error.
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "core/model_catalog.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "simulator/workload.h"
+#include "simulator/workload_report.h"
+
+#ifndef DSPLAN_VERSION
+#define DSPLAN_VERSION "0.0.0"
+#endif
+#ifndef DSPLAN_GIT_HASH
+#define DSPLAN_GIT_HASH "unknown"
+#endif
+
+namespace dsplan {
+namespace {
+
+int ExitCode(const Status& s) {
+  return s.code() == Status::Code::kInternal ? 1 : 2;
+}
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "dsplan: error: {}\n", s.message());
+  return ExitCode(s);
+}
+
+// Options that describe one training micro-step's shape.
+struct WorkloadFlags {
+  int64_t micro_batch = 1;
+  std::optional<int64_t> seq_len;
+  std::optional<int64_t> target_len;
+  std::string precision = "bf16";
+  std::string attention = "auto";
+  bool gradient_checkpointing = false;
+
+  void Add(CLI::App* app) {
+    app->add_option("--micro-batch,--mb", micro_batch, "Samples per GPU per micro-step")
+        ->capture_default_str();
+    app->add_option("--seq-len", seq_len,
+                    "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, "
+                    "else 1024 (capped at a learned position table)");
+    app->add_option("--target-len", target_len, "T5 decoder length (default 128)");
+    app->add_option("--precision", precision, "bf16, fp16 or fp32")->capture_default_str();
+    app->add_option("--attention", attention,
+                    "eager, sdpa, or auto (what transformers picks by default)")
+        ->capture_default_str();
+    app->add_flag("--gradient-checkpointing", gradient_checkpointing,
+                  "Activation checkpointing of every block (HF, use_reentrant=False)");
+  }
+
+  Result<WorkloadOptions> Resolve(const ModelSpec& spec) const {
+    WorkloadOptions o;
+    o.micro_batch = micro_batch;
+    if (seq_len) {
+      o.seq_len = *seq_len;
+    } else if (spec.family == Family::kT5 || spec.family == Family::kBert) {
+      o.seq_len = 512;
+    } else {
+      o.seq_len = 1024;
+      if ((spec.family == Family::kGpt2 || spec.family == Family::kOpt) &&
+          spec.max_positions < o.seq_len) {
+        o.seq_len = spec.max_positions;
+      }
+    }
+    if (target_len) {
+      if (*target_len <= 0) {
+        return Status::InvalidArgument(
+            fmt::format("--target-len must be a positive integer, got {}", *target_len));
+      }
+      o.target_len = *target_len;
+    } else if (spec.encoder_decoder()) {
+      o.target_len = 128;
+    }
+    DSPLAN_ASSIGN_OR_RETURN(o.precision, ParsePrecision(precision));
+    DSPLAN_ASSIGN_OR_RETURN(o.attention, ParseAttentionImpl(attention));
+    o.gradient_checkpointing = gradient_checkpointing;
+    return o;
+  }
+};
+
+int RunModels(bool json) {
+  auto entries = ListCatalog(DataDir());
+  if (!entries.ok()) return Fail(entries.status());
+  nlohmann::json out = nlohmann::json::array();
+  if (!json) {
+    fmt::print("{:<20} {:<10} {:>16} {:>9}  {}\n", "name", "type", "parameters", "", "HF id");
+  }
+  for (const CatalogEntry& e : *entries) {
+    auto spec = LoadModel(e.name, DataDir());
+    if (!spec.ok()) return Fail(spec.status());
+    auto params = CountParameters(*spec);
+    if (!params.ok()) return Fail(params.status().WithPrefix(e.path));
+    if (json) {
+      out.push_back({{"name", e.name},
+                     {"model_type", spec->model_type},
+                     {"class", ModelClassName(spec->family)},
+                     {"params", *params},
+                     {"hf_id", e.hf_id},
+                     {"description", e.description}});
+    } else {
+      fmt::print("{:<20} {:<10} {:>16} {:>9}  {}\n", e.name, spec->model_type, *params,
+                 FormatCount(static_cast<double>(*params)), e.hf_id);
+    }
+  }
+  if (json) fmt::print("{}\n", out.dump(2));
+  return 0;
+}
+
+int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bool all_layers,
+             bool tensors, bool quiet_header) {
+  auto spec = LoadModel(model, DataDir());
+  if (!spec.ok()) return Fail(spec.status());
+  auto opts = flags.Resolve(*spec);
+  if (!opts.ok()) return Fail(opts.status());
+  auto w = BuildWorkload(*spec, *opts);
+  if (!w.ok()) return Fail(w.status());
+  if (json) {
+    fmt::print("{}\n", WorkloadToJson(*w, tensors).dump(2));
+    return 0;
+  }
+  if (!quiet_header) fmt::print("{}", ModelSummary(*spec, w->params));
+  std::string shape =
+      spec->encoder_decoder()
+          ? fmt::format("micro-batch {}, source {} + target {} tokens", opts->micro_batch,
+                        opts->seq_len, opts->target_len)
+          : fmt::format("micro-batch {}, sequence {}", opts->micro_batch, opts->seq_len);
+  fmt::print("workload: {}, {}, attention {}, checkpointing {}\n\n", shape,
+             PrecisionName(opts->precision), AttentionImplName(w->attention),
+             opts->gradient_checkpointing ? "on" : "off");
+  fmt::print("{}", WorkloadTable(*w, all_layers));
+  return 0;
+}
+
+}  // namespace
+}  // namespace dsplan
+
+int main(int argc, char** argv) {
+  using namespace dsplan;
+  CLI::App app{"dsplan: which DeepSpeed ZeRO configuration fits on your GPUs, and which is fastest"};
+  app.set_version_flag("--version", std::string("dsplan ") + DSPLAN_VERSION + " (" +
+                                        DSPLAN_GIT_HASH + ")");
+  app.require_subcommand(0, 1);
+
+  // Main job: dsplan --model M --gpus G
+  std::string model;
+  int64_t gpus = 0;
+  int64_t nodes = 1;
+  bool json = false;
+  WorkloadFlags main_flags;
+  app.add_option("--model", model, "Catalog name (dsplan models) or path to a HF config.json");
+  app.add_option("--gpus", gpus, "GPUs per node");
+  app.add_option("--nodes", nodes, "Nodes")->capture_default_str();
+  app.add_flag("--json", json, "Machine-readable output");
+  main_flags.Add(&app);
+
+  auto* models_cmd = app.add_subcommand("models", "List the model catalog with parameter counts");
+  bool models_json = false;
+  models_cmd->add_flag("--json", models_json, "Machine-readable output");
+
+  auto* model_cmd =
+      app.add_subcommand("model", "Per-layer parameters, FLOPs and saved activations of a model");
+  std::string model_name;
+  bool model_json = false, all_layers = false, tensors = false;
+  WorkloadFlags model_flags;
+  model_cmd->add_option("model", model_name, "Catalog name or path to a HF config.json")
+      ->required();
+  model_cmd->add_flag("--json", model_json, "Machine-readable output");
+  model_cmd->add_flag("--all-layers", all_layers, "One row per block instead of folding repeats");
+  model_cmd->add_flag("--tensors", tensors, "With --json: include the full tensor table");
+  model_flags.Add(model_cmd);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    fmt::print(stderr, "dsplan: error: {}\nRun 'dsplan --help' for the options.\n", e.what());
+    return 2;
+  }
+
+  if (*models_cmd) return RunModels(models_json);
+  if (*model_cmd) {
+    return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
+  }
+  if (model.empty()) {
+    fmt::print(stderr,
+               "dsplan: error: --model is required (a catalog name from 'dsplan models' or a "
+               "path to a HuggingFace config.json), e.g. dsplan --model t5-3b --gpus 4\n");
+    return 2;
+  }
+  if (gpus <= 0) {
+    fmt::print(stderr, "dsplan: error: --gpus must be a positive integer (GPUs per node), got "
+                       "{}\n",
+               gpus);
+    return 2;
+  }
+  if (nodes <= 0) {
+    fmt::print(stderr, "dsplan: error: --nodes must be a positive integer, got {}\n", nodes);
+    return 2;
+  }
+  if (!json) {
+    fmt::print("dsplan {} ({}): {} on {} node(s) x {} GPU(s)\n", DSPLAN_VERSION, DSPLAN_GIT_HASH,
+               model, nodes, gpus);
+    fmt::print("note: the ZeRO planner is not part of this build yet; below is the model "
+               "workload it plans from.\n\n");
+  }
+  return RunModel(model, main_flags, json, false, false, false);
+}

@@ -1,0 +1,554 @@
+#include "core/model_spec.h"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace dsplan {
+namespace {
+
+struct FamilyInfo {
+  Family family;
+  const char* model_type;
+  const char* model_class;
+};
+
+constexpr std::array<FamilyInfo, 14> kFamilies = {{
+    {Family::kT5, "t5", "T5ForConditionalGeneration"},
+    {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
+    {Family::kGptJ, "gptj", "GPTJForCausalLM"},
+    {Family::kGptNeoX, "gpt_neox", "GPTNeoXForCausalLM"},
+    {Family::kOpt, "opt", "OPTForCausalLM"},
+    {Family::kBloom, "bloom", "BloomForCausalLM"},
+    {Family::kLlama, "llama", "LlamaForCausalLM"},
+    {Family::kMistral, "mistral", "MistralForCausalLM"},
+    {Family::kQwen2, "qwen2", "Qwen2ForCausalLM"},
+    {Family::kMixtral, "mixtral", "MixtralForCausalLM"},
+    {Family::kFalcon, "falcon", "FalconForCausalLM"},
+    {Family::kPhi, "phi", "PhiForCausalLM"},
+    {Family::kGemma, "gemma", "GemmaForCausalLM"},
+    {Family::kBert, "bert", "BertForMaskedLM"},
+}};
+
+const FamilyInfo& InfoOf(Family f) {
+  for (const auto& i : kFamilies)
+    if (i.family == f) return i;
+  return kFamilies[0];
+}
+
+// Maps an ACT2FN name to the implementation that decides what autograd saves.
+Result<Activation> ParseActivation(const HfConfig& c, const char* key, const std::string& name) {
+  static const std::array<std::pair<const char*, Activation>, 9> kNames = {{
+      {"relu", Activation::kRelu},
+      {"gelu", Activation::kGelu},
+      {"gelu_new", Activation::kGeluNew},
+      {"gelu_pytorch_tanh", Activation::kGeluTanh},
+      {"gelu_fast", Activation::kGeluFast},
+      {"silu", Activation::kSilu},
+      {"swish", Activation::kSilu},
+      {"gelu_accurate", Activation::kGeluNew},
+      {"bloom_gelu", Activation::kBloomGelu},
+  }};
+  for (const auto& [n, a] : kNames)
+    if (name == n) return a;
+  return c.Error(key, fmt::format("names activation '{}', which dsplan does not model; supported: "
+                                  "relu, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, silu, swish",
+                                  name));
+}
+
+// Reads into |spec| field by field; each family function mirrors its configuration_*.py.
+class Reader {
+ public:
+  Reader(const HfConfig& c, ModelSpec* s) : c_(c), s_(s) {}
+  Status status() const { return st_; }
+
+  int64_t Int(std::initializer_list<const char*> keys, int64_t def) {
+    auto r = c_.Int(keys, def);
+    return Take(std::move(r), def);
+  }
+  std::optional<int64_t> OptInt(std::initializer_list<const char*> keys) {
+    auto r = c_.OptInt(keys);
+    return Take(std::move(r), std::optional<int64_t>());
+  }
+  double Double(std::initializer_list<const char*> keys, double def) {
+    auto r = c_.Double(keys, def);
+    return Take(std::move(r), def);
+  }
+  std::optional<double> OptDouble(std::initializer_list<const char*> keys) {
+    auto r = c_.OptDouble(keys);
+    return Take(std::move(r), std::optional<double>());
+  }
+  bool Bool(std::initializer_list<const char*> keys, bool def) {
+    auto r = c_.Bool(keys, def);
+    return Take(std::move(r), def);
+  }
+  std::string String(std::initializer_list<const char*> keys, const std::string& def) {
+    auto r = c_.String(keys, def);
+    return Take(std::move(r), def);
+  }
+  Activation Act(const char* key, const std::string& def) {
+    std::string name = String({key}, def);
+    if (!st_.ok()) return Activation::kGelu;
+    auto r = ParseActivation(c_, key, name);
+    return Take(std::move(r), Activation::kGelu);
+  }
+  void Fail(Status s) {
+    if (st_.ok()) st_ = std::move(s);
+  }
+
+ private:
+  template <typename T>
+  T Take(Result<T> r, T def) {
+    if (r.ok()) return std::move(r).value();
+    Fail(r.status());
+    return def;
+  }
+  const HfConfig& c_;
+  ModelSpec* s_;
+  Status st_;
+};
+
+// Dropout p from a config key must be a probability.
+void CheckProbability(Reader& r, const HfConfig& c, const char* key, double p) {
+  if (!(p >= 0 && p < 1)) r.Fail(c.Error(key, fmt::format("must be in [0, 1), found {}", p)));
+}
+
+void ReadT5(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 32128);
+  s.hidden_size = r.Int({"d_model", "hidden_size"}, 512);
+  s.head_dim = r.Int({"d_kv"}, 64);
+  s.intermediate_size = r.Int({"d_ff"}, 2048);
+  s.num_layers = r.Int({"num_layers", "num_hidden_layers"}, 6);
+  s.num_decoder_layers = r.OptInt({"num_decoder_layers"}).value_or(s.num_layers);
+  s.num_heads = r.Int({"num_heads", "num_attention_heads"}, 8);
+  s.num_kv_heads = s.num_heads;
+  s.t5_rel_buckets = r.Int({"relative_attention_num_buckets"}, 32);
+  s.t5_rel_max_distance = r.Int({"relative_attention_max_distance"}, 128);
+  double p = r.Double({"dropout_rate"}, 0.1);
+  CheckProbability(r, c, "dropout_rate", p);
+  s.embd_dropout = s.attn_dropout = s.hidden_dropout = p;
+  s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-6);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+  // T5Config.__init__: "gated-gelu" means gelu_new; otherwise the part after "gated-".
+  std::string ff = r.String({"feed_forward_proj"}, "relu");
+  std::string act = ff;
+  s.gated_mlp = false;
+  auto dash = ff.find('-');
+  if (dash != std::string::npos) {
+    if (ff.substr(0, dash) != "gated" || ff.find('-', dash + 1) != std::string::npos) {
+      r.Fail(c.Error("feed_forward_proj",
+                     fmt::format("'{}' is not a valid activation; use 'gated-{{ACT_FN}}' or "
+                                 "'{{ACT_FN}}', e.g. 'gated-gelu' or 'relu'",
+                                 ff)));
+      return;
+    }
+    s.gated_mlp = true;
+    act = ff.substr(dash + 1);
+  }
+  if (ff == "gated-gelu") act = "gelu_new";
+  auto a = ParseActivation(c, "feed_forward_proj", act);
+  if (!a.ok()) return r.Fail(a.status());
+  s.activation = *a;
+}
+
+void ReadGpt2(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 50257);
+  s.max_positions = r.Int({"n_positions", "max_position_embeddings"}, 1024);
+  s.hidden_size = r.Int({"n_embd", "hidden_size"}, 768);
+  s.num_layers = r.Int({"n_layer", "num_hidden_layers"}, 12);
+  s.num_heads = r.Int({"n_head", "num_attention_heads"}, 12);
+  s.num_kv_heads = s.num_heads;
+  s.intermediate_size = r.OptInt({"n_inner"}).value_or(4 * s.hidden_size);
+  s.activation = r.Act("activation_function", "gelu_new");
+  s.hidden_dropout = r.Double({"resid_pdrop"}, 0.1);
+  s.embd_dropout = r.Double({"embd_pdrop"}, 0.1);
+  s.attn_dropout = r.Double({"attn_pdrop"}, 0.1);
+  CheckProbability(r, c, "resid_pdrop", s.hidden_dropout);
+  CheckProbability(r, c, "embd_pdrop", s.embd_dropout);
+  CheckProbability(r, c, "attn_pdrop", s.attn_dropout);
+  s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-5);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+  if (r.Bool({"add_cross_attention"}, false)) {
+    r.Fail(c.Error("add_cross_attention", "is true; dsplan models GPT-2 as a decoder-only "
+                                          "language model (set it to false)"));
+  }
+}
+
+void ReadGptJ(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 50400);
+  s.max_positions = r.Int({"n_positions", "max_position_embeddings"}, 2048);
+  s.hidden_size = r.Int({"n_embd", "hidden_size"}, 4096);
+  s.num_layers = r.Int({"n_layer", "num_hidden_layers"}, 28);
+  s.num_heads = r.Int({"n_head", "num_attention_heads"}, 16);
+  s.num_kv_heads = s.num_heads;
+  s.rotary_dim = r.OptInt({"rotary_dim"}).value_or(0);
+  s.intermediate_size = r.OptInt({"n_inner"}).value_or(4 * s.hidden_size);
+  s.activation = r.Act("activation_function", "gelu_new");
+  s.hidden_dropout = r.Double({"resid_pdrop"}, 0.0);
+  s.embd_dropout = r.Double({"embd_pdrop"}, 0.0);
+  s.attn_dropout = r.Double({"attn_pdrop"}, 0.0);
+  CheckProbability(r, c, "resid_pdrop", s.hidden_dropout);
+  CheckProbability(r, c, "embd_pdrop", s.embd_dropout);
+  CheckProbability(r, c, "attn_pdrop", s.attn_dropout);
+  s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-5);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, false);
+  s.parallel_residual = true;
+}
+
+void ReadGptNeoX(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 50432);
+  s.hidden_size = r.Int({"hidden_size"}, 6144);
+  s.num_layers = r.Int({"num_hidden_layers"}, 44);
+  s.num_heads = r.Int({"num_attention_heads"}, 64);
+  s.num_kv_heads = s.num_heads;
+  s.intermediate_size = r.Int({"intermediate_size"}, 24576);
+  s.activation = r.Act("hidden_act", "gelu");
+  s.max_positions = r.Int({"max_position_embeddings"}, 2048);
+  double pct = r.Double({"rotary_pct", "partial_rotary_factor"}, 0.25);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  s.hidden_dropout = r.Double({"hidden_dropout"}, 0.0);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  CheckProbability(r, c, "hidden_dropout", s.hidden_dropout);
+  s.norm_eps = r.Double({"layer_norm_eps"}, 1e-5);
+  s.parallel_residual = r.Bool({"use_parallel_residual"}, true);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, false);
+  s.linear_bias = r.Bool({"attention_bias"}, true);
+  if (s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
+  s.rotary_dim = static_cast<int64_t>(s.head_dim * pct);
+}
+
+void ReadOpt(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 50272);
+  s.hidden_size = r.Int({"hidden_size"}, 768);
+  s.num_layers = r.Int({"num_hidden_layers"}, 12);
+  s.intermediate_size = r.Int({"ffn_dim"}, 3072);
+  s.max_positions = r.Int({"max_position_embeddings"}, 2048);
+  s.position_offset = 2;
+  s.opt_norm_before = r.Bool({"do_layer_norm_before"}, true);
+  bool remove_final = r.Bool({"_remove_final_layer_norm"}, false);
+  s.opt_final_norm = s.opt_norm_before && !remove_final;
+  s.opt_word_embed_proj_dim = r.OptInt({"word_embed_proj_dim"}).value_or(s.hidden_size);
+  s.hidden_dropout = r.Double({"dropout"}, 0.1);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  CheckProbability(r, c, "dropout", s.hidden_dropout);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  s.embd_dropout = 0;  // OPTDecoder applies no dropout to the embeddings
+  s.num_heads = r.Int({"num_attention_heads"}, 12);
+  s.num_kv_heads = s.num_heads;
+  s.activation = r.Act("activation_function", "relu");
+  s.linear_bias = r.Bool({"enable_bias"}, true);
+  if (!r.Bool({"layer_norm_elementwise_affine"}, true)) {
+    r.Fail(c.Error("layer_norm_elementwise_affine",
+                   "is false; dsplan models OPT with affine layer norms only"));
+  }
+  s.norm_eps = 1e-5;
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+}
+
+void ReadBloom(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 250880);
+  // BloomConfig pops the legacy "n_embed" and uses it as hidden_size when given.
+  s.hidden_size = r.Int({"n_embed", "hidden_size"}, 64);
+  s.num_layers = r.Int({"n_layer", "num_hidden_layers"}, 2);
+  s.num_heads = r.Int({"n_head", "num_attention_heads"}, 8);
+  s.num_kv_heads = s.num_heads;
+  s.intermediate_size = 4 * s.hidden_size;
+  s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-5);
+  if (r.Bool({"apply_residual_connection_post_layernorm"}, false)) {
+    r.Fail(c.Error("apply_residual_connection_post_layernorm",
+                   "is true; dsplan models the standard BLOOM residual (false)"));
+  }
+  s.hidden_dropout = r.Double({"hidden_dropout"}, 0.0);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  CheckProbability(r, c, "hidden_dropout", s.hidden_dropout);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  s.activation = Activation::kBloomGelu;
+  s.alibi = true;
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+}
+
+// Llama, Mistral, Qwen2, Mixtral and Gemma share LlamaConfig's key names; |defaults| holds each
+// class's own defaults.
+struct LlamaLikeDefaults {
+  int64_t vocab, hidden, inter, layers, heads;
+  std::optional<int64_t> kv_heads;  // nullopt: = heads
+  std::optional<int64_t> head_dim;  // nullopt: hidden / heads
+  int64_t max_pos;
+  const char* act;
+  double eps;
+  bool tie;
+};
+
+void ReadLlamaLike(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDefaults& d) {
+  s.vocab_size = r.Int({"vocab_size"}, d.vocab);
+  s.hidden_size = r.Int({"hidden_size"}, d.hidden);
+  s.intermediate_size = r.Int({"intermediate_size"}, d.inter);
+  s.num_layers = r.Int({"num_hidden_layers"}, d.layers);
+  s.num_heads = r.Int({"num_attention_heads"}, d.heads);
+  s.num_kv_heads = r.OptInt({"num_key_value_heads"}).value_or(d.kv_heads.value_or(s.num_heads));
+  auto hd = r.OptInt({"head_dim"});
+  if (!hd) hd = d.head_dim;
+  if (hd) {
+    s.head_dim = *hd;
+  } else if (s.num_heads > 0) {
+    if (s.hidden_size % s.num_heads != 0) {
+      r.Fail(c.Error("hidden_size",
+                     fmt::format("{} is not divisible by num_attention_heads {} (and no head_dim "
+                                 "is given)",
+                                 s.hidden_size, s.num_heads)));
+    }
+    s.head_dim = s.hidden_size / s.num_heads;
+  }
+  s.max_positions = r.Int({"max_position_embeddings"}, d.max_pos);
+  s.norm_eps = r.Double({"rms_norm_eps"}, d.eps);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, d.tie);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  double partial = r.Double({"partial_rotary_factor"}, 1.0);
+  s.rotary_dim = static_cast<int64_t>(s.head_dim * partial);
+  s.gated_mlp = true;
+}
+
+void ReadLlama(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {32000, 4096, 11008, 32, 32, std::nullopt, std::nullopt, 2048, "silu",
+                          1e-6, false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+  s.mlp_bias = r.Bool({"mlp_bias"}, false);
+}
+
+void ReadMistral(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-6,
+                          false});
+  s.activation = r.Act("hidden_act", "silu");
+}
+
+void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, std::nullopt, 32768, "silu", 1e-6,
+                          false});
+  s.activation = r.Act("hidden_act", "silu");
+}
+
+void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-5,
+                          false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.num_experts = r.Int({"num_local_experts"}, 8);
+  s.experts_per_token = r.Int({"num_experts_per_tok"}, 2);
+  if (s.experts_per_token > s.num_experts) {
+    r.Fail(c.Error("num_experts_per_tok",
+                   fmt::format("{} exceeds num_local_experts {}", s.experts_per_token,
+                               s.num_experts)));
+  }
+}
+
+void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {256000, 3072, 24576, 28, 16, 16, 256, 8192, "gelu_pytorch_tanh", 1e-6,
+                          true});
+  // GemmaMLP uses hidden_activation; configs that only set hidden_act mean the tanh GELU too.
+  std::string act = r.String({"hidden_activation"}, "gelu_pytorch_tanh");
+  auto a = ParseActivation(c, "hidden_activation", act);
+  if (!a.ok()) return r.Fail(a.status());
+  s.activation = *a;
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+}
+
+void ReadFalcon(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 65024);
+  s.hidden_size = r.Int({"hidden_size"}, 4544);
+  s.num_layers = r.Int({"num_hidden_layers", "n_layer"}, 32);
+  s.num_heads = r.Int({"num_attention_heads", "n_head"}, 71);
+  s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-5);
+  s.hidden_dropout = r.Double({"hidden_dropout"}, 0.0);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  CheckProbability(r, c, "hidden_dropout", s.hidden_dropout);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  s.falcon_new_arch = r.Bool({"new_decoder_architecture"}, false);
+  s.falcon_multi_query = r.Bool({"multi_query"}, true);
+  s.num_kv_heads = r.OptInt({"num_kv_heads", "n_head_kv"}).value_or(s.num_heads);
+  s.alibi = r.Bool({"alibi"}, false);
+  s.parallel_residual = r.Bool({"parallel_attn"}, true);
+  s.linear_bias = r.Bool({"bias"}, false);
+  s.max_positions = r.Int({"max_position_embeddings"}, 2048);
+  s.intermediate_size = r.OptInt({"ffn_hidden_size"}).value_or(4 * s.hidden_size);
+  s.activation = r.Act("activation", "gelu");
+  auto nln = r.OptInt({"num_ln_in_parallel_attn"});
+  if (!nln && s.falcon_new_arch) nln = 2;
+  s.falcon_num_ln_parallel = nln.value_or(1);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+  if (s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
+  // Falcon's multi-query attention has one K/V head; the new architecture has num_kv_heads.
+  if (!s.falcon_new_arch && s.falcon_multi_query) s.num_kv_heads = 1;
+  if (!s.falcon_new_arch && !s.falcon_multi_query) s.num_kv_heads = s.num_heads;
+  s.rotary_dim = s.alibi ? 0 : s.head_dim;
+}
+
+void ReadPhi(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 51200);
+  s.hidden_size = r.Int({"hidden_size"}, 2048);
+  s.intermediate_size = r.Int({"intermediate_size"}, 8192);
+  s.num_layers = r.Int({"num_hidden_layers"}, 24);
+  s.num_heads = r.Int({"num_attention_heads"}, 32);
+  s.num_kv_heads = r.OptInt({"num_key_value_heads"}).value_or(s.num_heads);
+  s.hidden_dropout = r.Double({"resid_pdrop"}, 0.0);
+  s.embd_dropout = r.Double({"embd_pdrop"}, 0.0);
+  s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
+  CheckProbability(r, c, "resid_pdrop", s.hidden_dropout);
+  CheckProbability(r, c, "embd_pdrop", s.embd_dropout);
+  CheckProbability(r, c, "attention_dropout", s.attn_dropout);
+  s.activation = r.Act("hidden_act", "gelu_new");
+  s.max_positions = r.Int({"max_position_embeddings"}, 2048);
+  s.norm_eps = r.Double({"layer_norm_eps"}, 1e-5);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, false);
+  double partial = r.Double({"partial_rotary_factor"}, 0.5);
+  s.qk_layernorm = r.Bool({"qk_layernorm"}, false);
+  if (s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
+  s.rotary_dim = static_cast<int64_t>(s.head_dim * partial);
+  s.parallel_residual = true;
+}
+
+void ReadBert(Reader& r, const HfConfig& c, ModelSpec& s) {
+  s.vocab_size = r.Int({"vocab_size"}, 30522);
+  s.hidden_size = r.Int({"hidden_size"}, 768);
+  s.num_layers = r.Int({"num_hidden_layers"}, 12);
+  s.num_heads = r.Int({"num_attention_heads"}, 12);
+  s.num_kv_heads = s.num_heads;
+  s.intermediate_size = r.Int({"intermediate_size"}, 3072);
+  s.activation = r.Act("hidden_act", "gelu");
+  s.hidden_dropout = r.Double({"hidden_dropout_prob"}, 0.1);
+  s.attn_dropout = r.Double({"attention_probs_dropout_prob"}, 0.1);
+  CheckProbability(r, c, "hidden_dropout_prob", s.hidden_dropout);
+  CheckProbability(r, c, "attention_probs_dropout_prob", s.attn_dropout);
+  s.embd_dropout = s.hidden_dropout;
+  s.max_positions = r.Int({"max_position_embeddings"}, 512);
+  s.bert_type_vocab = r.Int({"type_vocab_size"}, 2);
+  s.norm_eps = r.Double({"layer_norm_eps"}, 1e-12);
+  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+}
+
+// Sizes that must be positive, named by the config key that usually sets them.
+Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
+  struct Check {
+    const char* key;
+    int64_t value;
+    bool needed;
+  };
+  const bool learned_pos = s.family == Family::kGpt2 || s.family == Family::kOpt ||
+                           s.family == Family::kBert;
+  const Check checks[] = {
+      {"vocab_size", s.vocab_size, true},
+      {"hidden_size", s.hidden_size, true},
+      {"num_hidden_layers", s.num_layers, true},
+      {"num_decoder_layers", s.num_decoder_layers, s.family == Family::kT5},
+      {"num_attention_heads", s.num_heads, true},
+      {"num_key_value_heads", s.num_kv_heads, true},
+      {"head_dim", s.head_dim, true},
+      {"intermediate_size", s.intermediate_size, true},
+      {"max_position_embeddings", s.max_positions, learned_pos},
+      {"num_local_experts", s.num_experts, s.family == Family::kMixtral},
+      {"num_experts_per_tok", s.experts_per_token, s.family == Family::kMixtral},
+      {"word_embed_proj_dim", s.opt_word_embed_proj_dim, s.family == Family::kOpt},
+      {"relative_attention_num_buckets", s.t5_rel_buckets, s.family == Family::kT5},
+  };
+  for (const auto& ch : checks) {
+    if (ch.needed && ch.value <= 0) {
+      return c.Error(ch.key, fmt::format("must be a positive integer, found {} (for model_type "
+                                         "'{}')",
+                                         ch.value, s.model_type));
+    }
+  }
+  if (s.num_heads % s.num_kv_heads != 0) {
+    return c.Error("num_key_value_heads",
+                   fmt::format("{} does not divide num_attention_heads {}", s.num_kv_heads,
+                               s.num_heads));
+  }
+  return Status();
+}
+
+}  // namespace
+
+const char* ModelTypeName(Family f) { return InfoOf(f).model_type; }
+const char* ModelClassName(Family f) { return InfoOf(f).model_class; }
+
+std::string SupportedModelTypes() {
+  std::string out;
+  for (const auto& i : kFamilies) {
+    if (!out.empty()) out += ", ";
+    out += i.model_type;
+  }
+  return out;
+}
+
+const char* ActivationName(Activation a) {
+  switch (a) {
+    case Activation::kRelu: return "relu";
+    case Activation::kGelu: return "gelu";
+    case Activation::kGeluTanh: return "gelu_pytorch_tanh";
+    case Activation::kGeluNew: return "gelu_new";
+    case Activation::kGeluFast: return "gelu_fast";
+    case Activation::kBloomGelu: return "bloom_gelu";
+    case Activation::kSilu: return "silu";
+  }
+  return "?";
+}
+
+Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& name) {
+  ModelSpec s;
+  s.name = name;
+  DSPLAN_ASSIGN_OR_RETURN(std::string model_type, config.String({"model_type"}, ""));
+  if (model_type.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: no 'model_type' key; a HuggingFace config.json names its architecture there "
+        "(supported: {})",
+        config.source(), SupportedModelTypes()));
+  }
+  const FamilyInfo* info = nullptr;
+  for (const auto& i : kFamilies)
+    if (model_type == i.model_type) info = &i;
+  if (!info) {
+    return Status::Unsupported(fmt::format("{}: model_type '{}' is not supported; supported: {}",
+                                           config.source(), model_type, SupportedModelTypes()));
+  }
+  s.model_type = model_type;
+  s.family = info->family;
+  Reader r(config, &s);
+  switch (s.family) {
+    case Family::kT5: ReadT5(r, config, s); break;
+    case Family::kGpt2: ReadGpt2(r, config, s); break;
+    case Family::kGptJ: ReadGptJ(r, config, s); break;
+    case Family::kGptNeoX: ReadGptNeoX(r, config, s); break;
+    case Family::kOpt: ReadOpt(r, config, s); break;
+    case Family::kBloom: ReadBloom(r, config, s); break;
+    case Family::kLlama: ReadLlama(r, config, s); break;
+    case Family::kMistral: ReadMistral(r, config, s); break;
+    case Family::kQwen2: ReadQwen2(r, config, s); break;
+    case Family::kMixtral: ReadMixtral(r, config, s); break;
+    case Family::kFalcon: ReadFalcon(r, config, s); break;
+    case Family::kPhi: ReadPhi(r, config, s); break;
+    case Family::kGemma: ReadGemma(r, config, s); break;
+    case Family::kBert: ReadBert(r, config, s); break;
+  }
+  DSPLAN_RETURN_IF_ERROR(r.status());
+  // Families whose head size is hidden_size / num_heads need exact division.
+  if (s.head_dim == 0 && s.num_heads > 0) {
+    if (s.hidden_size % s.num_heads != 0) {
+      return config.Error("hidden_size", fmt::format("{} is not divisible by the number of "
+                                                     "attention heads {}",
+                                                     s.hidden_size, s.num_heads));
+    }
+    s.head_dim = s.hidden_size / s.num_heads;
+  } else if (s.family != Family::kT5 && s.num_heads > 0 && s.head_dim * s.num_heads != s.hidden_size &&
+             (s.family == Family::kGpt2 || s.family == Family::kGptJ ||
+              s.family == Family::kGptNeoX || s.family == Family::kOpt ||
+              s.family == Family::kBloom || s.family == Family::kFalcon ||
+              s.family == Family::kPhi || s.family == Family::kBert)) {
+    return config.Error("hidden_size", fmt::format("{} is not divisible by the number of "
+                                                   "attention heads {}",
+                                                   s.hidden_size, s.num_heads));
+  }
+  DSPLAN_RETURN_IF_ERROR(CheckSizes(config, s));
+  return s;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,152 @@
+// T5ForConditionalGeneration (t5, t5 v1.1, flan-t5) as modeling_t5.py runs it in train mode.
+#include <fmt/format.h>
+
+#include "simulator/families/families.h"
+
+namespace dsplan {
+namespace {
+
+struct T5Ctx {
+  Tracer& tr;
+  const ModelSpec& s;
+  int64_t b = 0;
+  int64_t inner = 0;  // num_heads * d_kv
+};
+
+// T5Attention: q/k/v/o without bias, no score scaling, the (masked) position bias added to the
+// scores, softmax over fp32 scores.
+T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, int64_t sq,
+              int64_t sk, const T& bias, bool causal) {
+  const ModelSpec& s = c.s;
+  Tracer& tr = c.tr;
+  T q = Linear(tr, p + ".q", x, c.inner, false);
+  T k = Linear(tr, p + ".k", kv_source, c.inner, false);
+  T v = Linear(tr, p + ".v", kv_source, c.inner, false);
+  AttentionArgs a;
+  a.name = p;
+  a.q = tr.View(q, {c.b, s.num_heads, sq, s.head_dim});
+  a.k = tr.View(k, {c.b, s.num_heads, sk, s.head_dim});
+  a.v = tr.View(v, {c.b, s.num_heads, sk, s.head_dim});
+  a.causal = causal;
+  a.dropout = s.attn_dropout;
+  a.float_mask = &bias;
+  a.eager_softmax_fp32 = true;
+  a.eager_scale_op = false;
+  return Linear(tr, p + ".o", Attention(tr, a), s.hidden_size, false);
+}
+
+T T5Ff(T5Ctx& c, const std::string& p, const T& h) {
+  const ModelSpec& s = c.s;
+  Tracer& tr = c.tr;
+  T x = RmsNormT5(tr, p + ".layer_norm", h);
+  const std::string d = p + ".DenseReluDense";
+  T inner;
+  if (s.gated_mlp) {
+    T g = Activate(tr, d + ".act", Linear(tr, d + ".wi_0", x, s.intermediate_size, false),
+                   s.activation);
+    T lin = Linear(tr, d + ".wi_1", x, s.intermediate_size, false);
+    inner = MulSaveBoth(tr, d + ".gate_mul", g, lin);
+  } else {
+    inner = Activate(tr, d + ".act", Linear(tr, d + ".wi", x, s.intermediate_size, false),
+                     s.activation);
+  }
+  inner = Dropout(tr, d + ".dropout", inner, s.hidden_dropout);
+  T y = Linear(tr, d + ".wo", inner, s.hidden_size, false);
+  y = Dropout(tr, p + ".dropout", y, s.hidden_dropout);
+  return AddT(tr, p + ".residual", h, y);
+}
+
+// The relative position bias of a stack, computed in its first block: an embedding of the
+// bucket ids [sq, sk], permuted to [1, h, sq, sk], plus the extended mask -> [b, h, sq, sk].
+T RelativeBias(T5Ctx& c, const std::string& p, int64_t sq, int64_t sk) {
+  Tracer& tr = c.tr;
+  T buckets = tr.New(p + ".relative_position_bucket", {sq, sk}, DType::kI64);
+  T table = Embedding(tr, p + ".relative_attention_bias", buckets, c.s.t5_rel_buckets,
+                      c.s.num_heads);
+  (void)table;
+  return AddT(tr, p + ".position_bias", tr.New(p + ".mask", {c.b, 1, 1, sk}),
+              tr.View(table, {1, c.s.num_heads, sq, sk}));
+}
+
+}  // namespace
+
+void TraceT5(Tracer& tr) {
+  const ModelSpec& s = tr.spec();
+  const int64_t b = tr.options().micro_batch;
+  const int64_t src = tr.options().seq_len;
+  const int64_t tgt = tr.options().target_len > 0 ? tr.options().target_len : src;
+  T5Ctx c{tr, s, b, s.num_heads * s.head_dim};
+
+  // Encoder.
+  T ids = tr.Input("input_ids", {b, src}, DType::kI64);
+  tr.BeginLayer("encoder.embeddings", LayerKind::kEmbedding, false);
+  T shared;
+  T h = Embedding(tr, "shared", ids, s.vocab_size, s.hidden_size, &shared);
+  h = Dropout(tr, "encoder.dropout", h, s.embd_dropout);
+  T enc_bias;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = fmt::format("encoder.block.{}", i);
+    tr.BeginLayer(p, LayerKind::kEncoderBlock, true);
+    tr.CheckpointArg(h);
+    const std::string a = p + ".layer.0";
+    if (i == 0) {
+      enc_bias = RelativeBias(c, a + ".SelfAttention", src, src);
+    } else {
+      tr.CheckpointArg(enc_bias);
+    }
+    T x = RmsNormT5(tr, a + ".layer_norm", h);
+    T o = T5Attention(c, a + ".SelfAttention", x, x, src, src, enc_bias, false);
+    o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
+    h = AddT(tr, a + ".residual", h, o);
+    h = T5Ff(c, p + ".layer.1", h);
+  }
+  tr.BeginLayer("encoder.final_layer_norm", LayerKind::kFinalNorm, false);
+  T enc = RmsNormT5(tr, "encoder.final_layer_norm", h);
+  enc = Dropout(tr, "encoder.final_dropout", enc, s.hidden_dropout);
+
+  // Decoder.
+  T dec_ids = tr.Input("decoder_input_ids", {b, tgt}, DType::kI64);
+  tr.BeginLayer("decoder.embeddings", LayerKind::kEmbedding, false);
+  h = EmbeddingShared(tr, "decoder.embed_tokens", dec_ids, shared);
+  h = Dropout(tr, "decoder.dropout", h, s.embd_dropout);
+  T dec_bias, cross_bias;
+  for (int64_t i = 0; i < s.num_decoder_layers; ++i) {
+    const std::string p = fmt::format("decoder.block.{}", i);
+    tr.BeginLayer(p, LayerKind::kDecoderBlock, true);
+    tr.CheckpointArg(h);
+    tr.CheckpointArg(enc);
+    const std::string a = p + ".layer.0";
+    const std::string x_ = p + ".layer.1";
+    if (i == 0) {
+      dec_bias = RelativeBias(c, a + ".SelfAttention", tgt, tgt);
+      // Cross attention has no relative bias: zeros [1, h, tgt, src] plus the encoder mask.
+      cross_bias = tr.New(x_ + ".EncDecAttention.position_bias", {b, s.num_heads, tgt, src});
+    } else {
+      tr.CheckpointArg(dec_bias);
+      tr.CheckpointArg(cross_bias);
+    }
+    T x = RmsNormT5(tr, a + ".layer_norm", h);
+    T o = T5Attention(c, a + ".SelfAttention", x, x, tgt, tgt, dec_bias, true);
+    o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
+    h = AddT(tr, a + ".residual", h, o);
+    x = RmsNormT5(tr, x_ + ".layer_norm", h);
+    o = T5Attention(c, x_ + ".EncDecAttention", x, enc, tgt, src, cross_bias, false);
+    o = Dropout(tr, x_ + ".dropout", o, s.hidden_dropout);
+    h = AddT(tr, x_ + ".residual", h, o);
+    h = T5Ff(c, p + ".layer.2", h);
+  }
+  tr.BeginLayer("decoder.final_layer_norm", LayerKind::kFinalNorm, false);
+  T out = RmsNormT5(tr, "decoder.final_layer_norm", h);
+  out = Dropout(tr, "decoder.final_dropout", out, s.hidden_dropout);
+
+  tr.BeginLayer("lm_head", LayerKind::kHead, false);
+  // Tied embeddings: the output is rescaled by d_model**-0.5 (a scalar mul, nothing saved).
+  if (s.tie_word_embeddings) out = Copy(tr, "lm_head.rescale", out, out.dtype);
+  T logits = Linear(tr, "lm_head", out, s.vocab_size, false,
+                    s.tie_word_embeddings ? &shared : nullptr);
+  tr.KeepAsOutput(logits);
+  tr.BeginLayer("loss", LayerKind::kLoss, false);
+  CrossEntropy(tr, "loss", logits, /*upcast=*/false);
+}
+
+}  // namespace dsplan

@@ -1,0 +1,583 @@
+#include "simulator/tracer.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/checked_math.h"
+
+namespace dsplan {
+
+Tracer::Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention)
+    : spec_(spec), opt_(options), attention_(attention) {
+  switch (opt_.precision) {
+    case Precision::kBf16: act_dtype_ = DType::kBF16; break;
+    case Precision::kFp16: act_dtype_ = DType::kF16; break;
+    case Precision::kFp32: act_dtype_ = DType::kF32; break;
+  }
+}
+
+void Tracer::Fail(const std::string& what) {
+  if (status_.ok()) {
+    status_ = Status::InvalidArgument(fmt::format(
+        "{}: the size of {} overflows a 64-bit count; reduce micro-batch, sequence length or "
+        "model sizes",
+        spec_.name, what));
+  }
+}
+
+int64_t Tracer::Numel(const std::vector<int64_t>& dims, const std::string& what) {
+  int64_t r = 1;
+  for (int64_t d : dims) {
+    auto p = CheckedMul(r, d);
+    if (!p || d < 0) {
+      Fail(what);
+      return 0;
+    }
+    r = *p;
+  }
+  return r;
+}
+
+void Tracer::PushUnique(std::vector<int>& v, int s) {
+  if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+}
+
+void Tracer::BeginLayer(const std::string& name, LayerKind kind, bool checkpointable) {
+  Layer l;
+  l.name = name;
+  l.kind = kind;
+  l.checkpointed = checkpointable && opt_.gradient_checkpointing;
+  layers_.push_back(std::move(l));
+  layer_state_.emplace_back();
+}
+
+T Tracer::Input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  T t = New(name, std::move(shape), dtype);
+  storages_[t.storage].input = true;
+  storages_[t.storage].layer = -1;
+  return t;
+}
+
+T Tracer::New(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  T t;
+  t.numel = Numel(shape, name);
+  t.shape = std::move(shape);
+  t.dtype = dtype;
+  Storage s;
+  s.name = name;
+  auto b = CheckedMul(t.numel, DTypeBytes(dtype));
+  if (!b) Fail(name);
+  s.bytes = b.value_or(0);
+  s.layer = static_cast<int>(layers_.size()) - 1;
+  s.shape = t.shape;
+  s.dtype = dtype;
+  t.storage = static_cast<int>(storages_.size());
+  storages_.push_back(std::move(s));
+  return t;
+}
+
+T Tracer::Param(const std::string& name, std::vector<int64_t> shape) {
+  T t = New(name, std::move(shape), act_dtype_);
+  Storage& s = storages_[t.storage];
+  s.category = TensorCategory::kParameter;
+  TensorSpec p;
+  p.name = name;
+  p.shape = t.shape;
+  p.dtype = act_dtype_;
+  p.category = TensorCategory::kParameter;
+  p.numel = t.numel;
+  p.bytes = s.bytes;
+  p.layer = s.layer;
+  params_.push_back(std::move(p));
+  if (!layers_.empty()) {
+    auto sum = CheckedAdd(layers_.back().params, t.numel);
+    if (!sum) Fail(name);
+    layers_.back().params = sum.value_or(0);
+  }
+  return t;
+}
+
+T Tracer::View(const T& t, std::vector<int64_t> shape) {
+  T v = t;
+  v.shape = std::move(shape);
+  v.numel = Numel(v.shape, storages_[t.storage].name);
+  return v;
+}
+
+void Tracer::Save(const T& t) {
+  if (layer_state_.empty() || t.storage < 0) return;
+  const Storage& s = storages_[t.storage];
+  if (s.category == TensorCategory::kParameter || s.input) return;  // not an activation
+  PushUnique(layer_state_.back().saved, t.storage);
+}
+
+void Tracer::CheckpointArg(const T& t) {
+  if (layer_state_.empty() || t.storage < 0) return;
+  const Storage& s = storages_[t.storage];
+  if (s.category == TensorCategory::kParameter || s.input) return;
+  PushUnique(layer_state_.back().ckpt_args, t.storage);
+}
+
+void Tracer::KeepAsOutput(const T& t) {
+  if (layer_state_.empty()) return;
+  PushUnique(layer_state_.back().outputs, t.storage);
+}
+
+void Tracer::AddOp(Op op) {
+  Layer& l = layers_.back();
+  l.fwd_flops += op.fwd_flops;
+  l.bwd_flops += op.bwd_flops;
+  l.fwd_bytes += op.fwd_bytes;
+  l.bwd_bytes += op.bwd_bytes;
+  l.ops.push_back(std::move(op));
+}
+
+Result<Workload> Tracer::Finish() {
+  DSPLAN_RETURN_IF_ERROR(status_);
+  Workload w;
+  w.spec = spec_;
+  w.options = opt_;
+  w.attention = attention_;
+  w.tensors = params_;
+  const int n = static_cast<int>(layers_.size());
+
+  // Which layer first saves each storage (no checkpointing), and which first keeps it.
+  std::vector<int> saved_by(storages_.size(), -1), kept_by(storages_.size(), -1);
+  for (int li = 0; li < n; ++li) {
+    for (int s : layer_state_[li].saved)
+      if (saved_by[s] < 0) saved_by[s] = li;
+    std::vector<int> keeps;
+    if (layers_[li].checkpointed) {
+      keeps = layer_state_[li].ckpt_args;
+      // Saves of storages produced before this layer that are not its args are kept by
+      // whoever holds them; storages produced inside are rematerialized.
+    } else {
+      keeps = layer_state_[li].saved;
+    }
+    keeps.insert(keeps.end(), layer_state_[li].outputs.begin(), layer_state_[li].outputs.end());
+    for (int s : keeps)
+      if (kept_by[s] < 0) kept_by[s] = li;
+    if (layers_[li].checkpointed) {
+      int64_t re = 0;
+      for (int s : layer_state_[li].saved)
+        if (storages_[s].layer == li) re += storages_[s].bytes;
+      layers_[li].recompute_bytes = re;
+      layers_[li].recompute_flops = layers_[li].fwd_flops;
+    }
+  }
+  // Storages saved by a checkpointed layer but produced by an earlier layer stay alive through
+  // the earlier layer's own accounting only if someone keeps them; an earlier non-checkpointed
+  // producer's output that a checkpointed layer reads is held by the checkpoint's arguments.
+  for (size_t s = 0; s < storages_.size(); ++s) {
+    const Storage& st = storages_[s];
+    int owner = kept_by[s] >= 0 ? kept_by[s] : saved_by[s];
+    if (owner < 0) continue;
+    if (kept_by[s] >= 0) {
+      layers_[kept_by[s]].activation_bytes += st.bytes;
+    }
+    if (saved_by[s] >= 0) layers_[saved_by[s]].saved_bytes += st.bytes;
+    if (saved_by[s] < 0 && kept_by[s] >= 0 &&
+        std::find(layer_state_[kept_by[s]].outputs.begin(),
+                  layer_state_[kept_by[s]].outputs.end(),
+                  static_cast<int>(s)) != layer_state_[kept_by[s]].outputs.end()) {
+      layers_[kept_by[s]].saved_bytes += st.bytes;  // outputs count in both views
+    }
+    TensorSpec t;
+    t.name = st.name;
+    t.shape = st.shape;
+    t.dtype = st.dtype;
+    bool is_output = false;
+    for (int li = 0; li < n && !is_output; ++li)
+      is_output = std::find(layer_state_[li].outputs.begin(), layer_state_[li].outputs.end(),
+                            static_cast<int>(s)) != layer_state_[li].outputs.end();
+    t.category = is_output ? TensorCategory::kOutput : TensorCategory::kActivation;
+    t.numel = st.bytes / DTypeBytes(st.dtype);
+    t.bytes = st.bytes;
+    t.layer = owner;
+    t.recomputed = kept_by[s] < 0;
+    w.tensors.push_back(std::move(t));
+  }
+
+  for (const Layer& l : layers_) {
+    w.params += l.params;
+    w.fwd_flops += l.fwd_flops;
+    w.bwd_flops += l.bwd_flops;
+    w.recompute_flops += l.recompute_flops;
+    w.activation_bytes += l.activation_bytes;
+    w.recompute_peak_bytes = std::max(w.recompute_peak_bytes, l.recompute_bytes);
+  }
+  for (const TensorSpec& p : params_) w.param_bytes += p.bytes;
+  w.flops_per_step = w.fwd_flops + w.bwd_flops + w.recompute_flops;
+  w.layers = std::move(layers_);
+  return w;
+}
+
+// ---------------------------------------------------------------------------------------------
+// nn helpers
+
+namespace {
+
+double B(const T& t) { return static_cast<double>(t.numel) * DTypeBytes(t.dtype); }
+
+// NumPy/PyTorch broadcasting of two shapes (sizes of 1 stretch; missing leading dims are 1).
+std::vector<int64_t> Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = std::max(da, db);
+  }
+  return out;
+}
+
+std::vector<int64_t> WithLast(std::vector<int64_t> shape, int64_t last) {
+  shape.back() = last;
+  return shape;
+}
+
+// An elementwise op over |out| reading |inputs|; backward reads grad + saved, writes grads.
+void Elementwise(Tracer& tr, const std::string& name, OpKind kind, const T& out,
+                 std::initializer_list<const T*> inputs, double flops_per_elem) {
+  Op op;
+  op.name = name;
+  op.kind = kind;
+  double in_bytes = 0;
+  for (const T* t : inputs) in_bytes += B(*t);
+  op.fwd_flops = flops_per_elem * out.numel;
+  op.bwd_flops = 2 * flops_per_elem * out.numel;
+  op.fwd_bytes = in_bytes + B(out);
+  op.bwd_bytes = 2 * (in_bytes + B(out));
+  tr.AddOp(std::move(op));
+}
+
+}  // namespace
+
+T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias,
+         const T* tied_weight) {
+  const int64_t in = x.shape.back();
+  T w = tied_weight ? *tied_weight : tr.Param(name + ".weight", {out, in});
+  if (bias) tr.Param(name + ".bias", {out});
+  T y = tr.New(name + ".out", WithLast(x.shape, out));
+  tr.Save(x);
+  Op op;
+  op.name = name;
+  op.kind = OpKind::kGemm;
+  op.m = x.rows();
+  op.n = out;
+  op.k = in;
+  const double mnk = static_cast<double>(op.m) * op.n * op.k;
+  const double mn = static_cast<double>(op.m) * op.n;
+  op.fwd_flops = 2 * mnk + (bias ? mn : 0);
+  op.bwd_flops = 4 * mnk + (bias ? mn : 0);
+  const double e = DTypeBytes(x.dtype);
+  const double traffic = e * (static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n + mn);
+  op.fwd_bytes = traffic;
+  op.bwd_bytes = 2 * traffic;
+  tr.AddOp(std::move(op));
+  (void)w;
+  return y;
+}
+
+T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& weight) {
+  std::vector<int64_t> shape = ids.shape;
+  shape.push_back(weight.shape.back());
+  T y = tr.New(name + ".out", shape);
+  tr.Save(ids);  // embedding_backward needs the indices (model inputs are not activations)
+  Op op;
+  op.name = name;
+  op.kind = OpKind::kEmbedding;
+  op.fwd_bytes = B(ids) + 2 * B(y);
+  op.bwd_bytes = B(ids) + 2 * B(y);  // scatter-add of the output gradient into the table
+  op.bwd_flops = static_cast<double>(y.numel);
+  tr.AddOp(std::move(op));
+  return y;
+}
+
+T Embedding(Tracer& tr, const std::string& name, const T& ids, int64_t num, int64_t dim,
+            T* weight_out) {
+  T w = tr.Param(name + ".weight", {num, dim});
+  if (weight_out) *weight_out = w;
+  return EmbeddingShared(tr, name, ids, w);
+}
+
+T LayerNorm(Tracer& tr, const std::string& name, const T& x, bool bias) {
+  const int64_t d = x.shape.back();
+  tr.Param(name + ".weight", {d});
+  if (bias) tr.Param(name + ".bias", {d});
+  T y = tr.New(name + ".out", x.shape, x.dtype);
+  T mean = tr.New(name + ".mean", {x.rows()}, DType::kF32);
+  T rstd = tr.New(name + ".rstd", {x.rows()}, DType::kF32);
+  tr.Save(x);
+  tr.Save(mean);
+  tr.Save(rstd);
+  Op op;
+  op.name = name;
+  op.kind = OpKind::kNorm;
+  op.fwd_flops = 8.0 * x.numel;
+  op.bwd_flops = 16.0 * x.numel;
+  op.fwd_bytes = B(x) + B(y);
+  op.bwd_bytes = 3 * B(x);
+  tr.AddOp(std::move(op));
+  return y;
+}
+
+T RmsNormLlama(Tracer& tr, const std::string& name, const T& x) {
+  const int64_t d = x.shape.back();
+  tr.Param(name + ".weight", {d});
+  // hidden_states.to(float32): a copy unless already fp32; saved by pow(2) and the mul.
+  T h32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
+  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
+  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
+  // .to(input_dtype): a copy unless fp32; saved by weight * normed.
+  T n = x.dtype == DType::kF32 ? n32 : tr.New(name + ".normed", x.shape, x.dtype);
+  T y = tr.New(name + ".out", x.shape, x.dtype);
+  tr.Save(h32);
+  tr.Save(r);
+  tr.Save(n);
+  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0);
+  return y;
+}
+
+T RmsNormT5(Tracer& tr, const std::string& name, const T& x) {
+  const int64_t d = x.shape.back();
+  tr.Param(name + ".weight", {d});
+  T h32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
+  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
+  // x * rsqrt(var) promotes to fp32 and saves both x and rsqrt.
+  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
+  T n = x.dtype == DType::kF32 ? n32 : tr.New(name + ".normed", x.shape, x.dtype);
+  T y = tr.New(name + ".out", x.shape, x.dtype);
+  tr.Save(h32);
+  tr.Save(x);
+  tr.Save(r);
+  tr.Save(n);
+  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0);
+  return y;
+}
+
+T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {
+  const int64_t d = x.shape.back();
+  tr.Param(name + ".weight", {d});
+  T x32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
+  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
+  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
+  T y32 = tr.New(name + ".scaled_fp32", x.shape, DType::kF32);
+  T y = x.dtype == DType::kF32 ? y32 : tr.New(name + ".out", x.shape, x.dtype);
+  tr.Save(x32);
+  tr.Save(r);
+  tr.Save(n32);
+  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 7.0);
+  return y;
+}
+
+T Dropout(Tracer& tr, const std::string& name, const T& x, double p) {
+  if (p <= 0) return x;  // F.dropout with p == 0 returns its input (no kernel, no mask)
+  T mask = tr.New(name + ".mask", x.shape, DType::kBool);
+  T y = tr.New(name + ".out", x.shape, x.dtype);
+  tr.Save(mask);
+  Elementwise(tr, name, OpKind::kDropout, y, {&x}, 2.0);
+  return y;
+}
+
+T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
+  switch (a) {
+    case Activation::kRelu: {
+      T y = tr.New(name + ".out", x.shape, x.dtype);
+      tr.Save(y);  // threshold_backward uses the result
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 1.0);
+      return y;
+    }
+    case Activation::kGelu:
+    case Activation::kGeluTanh:
+    case Activation::kBloomGelu:
+    case Activation::kSilu: {
+      T y = tr.New(name + ".out", x.shape, x.dtype);
+      tr.Save(x);
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 8.0);
+      return y;
+    }
+    case Activation::kGeluNew: {
+      // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) as Python tensor ops:
+      // pow saves x; tanh saves its output t; the final mul saves h = 0.5*x and u = 1 + t.
+      T t = tr.New(name + ".tanh", x.shape, x.dtype);
+      T h = tr.New(name + ".half_x", x.shape, x.dtype);
+      T u = tr.New(name + ".one_plus_tanh", x.shape, x.dtype);
+      T y = tr.New(name + ".out", x.shape, x.dtype);
+      tr.Save(x);
+      tr.Save(t);
+      tr.Save(h);
+      tr.Save(u);
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 9.0);
+      return y;
+    }
+    case Activation::kGeluFast: {
+      // 0.5 * x * (1 + tanh(x * 0.7978845608 * (1 + 0.044715 * x * x))): mul(c, x) saves c and
+      // x; mul(a, d) saves a and d; tanh saves t; the final mul saves h and u.
+      std::vector<T> saved;
+      for (const char* part : {".c", ".a", ".d", ".tanh", ".half_x", ".one_plus_tanh"})
+        saved.push_back(tr.New(name + part, x.shape, x.dtype));
+      T y = tr.New(name + ".out", x.shape, x.dtype);
+      tr.Save(x);
+      for (const T& s : saved) tr.Save(s);
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 10.0);
+      return y;
+    }
+  }
+  return x;
+}
+
+T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b) {
+  T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
+  tr.Save(a);
+  tr.Save(b);
+  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0);
+  return y;
+}
+
+T AddT(Tracer& tr, const std::string& name, const T& a, const T& b) {
+  T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
+  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0);
+  return y;
+}
+
+T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype) {
+  T y = tr.New(name, x.shape, dtype);
+  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 0.0);
+  return y;
+}
+
+T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
+         const T& sin) {
+  // q * cos + rotate_half(q) * sin: the muls save cos and sin (q's grad needs them; they do not
+  // require grad, so q is not saved); slices, neg and cat save nothing.
+  tr.Save(cos);
+  tr.Save(sin);
+  T y = tr.New(name + ".out", x.shape, x.dtype);
+  (void)rotary_dim;
+  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 3.0);
+  return y;
+}
+
+T Attention(Tracer& tr, const AttentionArgs& a) {
+  const int64_t b = a.q.dim(0), h = a.q.dim(1), sq = a.q.dim(2), hd = a.q.dim(3);
+  const int64_t sk = a.k.dim(2), hkv = a.k.dim(1), hdv = a.v.dim(3);
+  const double bh = static_cast<double>(b) * h;
+  const double qk_flops = 2.0 * bh * sq * sk * hd;
+  const double pv_flops = 2.0 * bh * sq * sk * hdv;
+  const DType e = a.q.dtype;
+  if (tr.sdpa()) {
+    // Flash / memory-efficient SDPA: saves q, k, v, the output and the fp32 logsumexp; dropout
+    // uses a Philox seed, so no mask is stored. A float mask (T5 bias) is an input it saves.
+    T out = tr.New(a.name + ".sdpa_out", {b, sq, h, hdv}, e);  // [b, s, h, d] in memory
+    T lse = tr.New(a.name + ".logsumexp", {b, h, sq}, DType::kF32);
+    tr.Save(a.q);
+    tr.Save(a.k);
+    tr.Save(a.v);
+    tr.Save(out);
+    tr.Save(lse);
+    if (a.float_mask) tr.Save(*a.float_mask);
+    Op op;
+    op.name = a.name + ".sdpa";
+    op.kind = OpKind::kAttention;
+    op.m = sq;
+    op.n = sk;
+    op.k = hd;
+    op.batch = b * h;
+    op.causal = a.causal;
+    op.fwd_flops = qk_flops + pv_flops;
+    op.bwd_flops = 2 * (qk_flops + pv_flops);
+    op.fwd_bytes = B(a.q) + B(a.k) + B(a.v) + B(out) + (a.float_mask ? B(*a.float_mask) : 0);
+    op.bwd_bytes = 2 * op.fwd_bytes + B(out);
+    tr.AddOp(std::move(op));
+    (void)hkv;
+    return tr.View(out, {b, sq, h * hdv});
+  }
+  // Eager: explicit scores, softmax, dropout and two batched matmuls.
+  T q = a.q, k = a.k, v = a.v;
+  if (a.eager_upcast_qk && e != DType::kF32) {
+    q = Copy(tr, a.name + ".q_fp32", a.q, DType::kF32);
+    k = Copy(tr, a.name + ".k_fp32", a.k, DType::kF32);
+  }
+  T scores = tr.New(a.name + ".scores", {b, h, sq, sk}, q.dtype);
+  tr.Save(q);
+  tr.Save(k);
+  {
+    Op op;
+    op.name = a.name + ".qk";
+    op.kind = OpKind::kBatchedGemm;
+    op.m = sq;
+    op.n = sk;
+    op.k = hd;
+    op.batch = b * h;
+    op.fwd_flops = qk_flops;
+    op.bwd_flops = 2 * qk_flops;
+    op.fwd_bytes = B(q) + B(k) + B(scores);
+    op.bwd_bytes = 2 * op.fwd_bytes;
+    tr.AddOp(std::move(op));
+  }
+  T masked = scores;
+  if (a.eager_scale_op || a.float_mask || a.causal) {
+    masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
+    Elementwise(tr, a.name + ".mask_add", OpKind::kElementwise, masked, {&scores}, 2.0);
+  }
+  // Softmax saves its output; with dtype=float32 that output is fp32 (the input is converted
+  // first, a transient copy).
+  const DType sm_dtype = a.eager_softmax_fp32 ? DType::kF32 : masked.dtype;
+  T probs = tr.New(a.name + ".probs", scores.shape, sm_dtype);
+  tr.Save(probs);
+  {
+    Op op;
+    op.name = a.name + ".softmax";
+    op.kind = OpKind::kSoftmax;
+    op.fwd_flops = 5.0 * probs.numel;
+    op.bwd_flops = 4.0 * probs.numel;
+    op.fwd_bytes = B(masked) + B(probs);
+    op.bwd_bytes = 3 * B(probs);
+    tr.AddOp(std::move(op));
+  }
+  T p = probs;
+  if (sm_dtype != v.dtype) p = Copy(tr, a.name + ".probs_cast", probs, v.dtype);
+  p = Dropout(tr, a.name + ".attn_dropout", p, a.dropout);
+  T ctx = tr.New(a.name + ".context", {b, h, sq, hdv}, v.dtype);
+  tr.Save(p);
+  tr.Save(v);
+  {
+    Op op;
+    op.name = a.name + ".pv";
+    op.kind = OpKind::kBatchedGemm;
+    op.m = sq;
+    op.n = hdv;
+    op.k = sk;
+    op.batch = b * h;
+    op.fwd_flops = pv_flops;
+    op.bwd_flops = 2 * pv_flops;
+    op.fwd_bytes = B(p) + B(v) + B(ctx);
+    op.bwd_bytes = 2 * op.fwd_bytes;
+    tr.AddOp(std::move(op));
+  }
+  // transpose(1, 2).contiguous(): a real copy of the [b, h, s, d] context.
+  T merged = Copy(tr, a.name + ".context_merged", ctx, ctx.dtype);
+  return tr.View(merged, {b, sq, h * hdv});
+}
+
+void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upcast) {
+  T src = logits;
+  if (upcast && logits.dtype != DType::kF32) {
+    // logits.float(): a transient fp32 copy (log_softmax saves its output, not its input).
+    src = Copy(tr, name + ".logits_fp32", logits, DType::kF32);
+  }
+  T logp = tr.New(name + ".log_softmax", src.shape, src.dtype);
+  tr.Save(logp);
+  Op op;
+  op.name = name;
+  op.kind = OpKind::kLoss;
+  op.fwd_flops = 5.0 * src.numel;
+  op.bwd_flops = 4.0 * src.numel;
+  op.fwd_bytes = B(src) + B(logp);
+  op.bwd_bytes = 3 * B(logp);
+  tr.AddOp(std::move(op));
+}
+
+}  // namespace dsplan

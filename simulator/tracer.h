@@ -1,0 +1,158 @@
+// Tracer: records a forward pass as transformers runs it, op by op, into a Workload.
+//
+// Internal to the simulator. Family builders (simulator/families/) call the nn-style helpers
+// below in the order the HF modeling code runs; each helper adds its op (FLOPs, bytes) and marks
+// the storages PyTorch autograd saves for that op's backward. A view shares its base's storage,
+// so a storage saved by several ops (or through several views) is counted once.
+#ifndef DSPLAN_SIMULATOR_TRACER_H_
+#define DSPLAN_SIMULATOR_TRACER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+/// A traced tensor: a shape and dtype over a storage (storages are owned by the Tracer).
+struct T {
+  int storage = -1;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kBF16;
+  int64_t numel = 0;
+  int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
+  int64_t rows() const { return shape.empty() ? 0 : numel / shape.back(); }
+};
+
+class Tracer {
+ public:
+  Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention);
+
+  const ModelSpec& spec() const { return spec_; }
+  const WorkloadOptions& options() const { return opt_; }
+  AttentionImpl attention() const { return attention_; }
+  /// Dtype of parameters, buffers and (so) activations.
+  DType act_dtype() const { return act_dtype_; }
+  bool sdpa() const { return attention_ == AttentionImpl::kSdpa; }
+
+  /// Starts a layer; ops, parameters and saves go to it until the next BeginLayer.
+  /// |checkpointable| layers are recomputed when gradient checkpointing is on.
+  void BeginLayer(const std::string& name, LayerKind kind, bool checkpointable);
+
+  /// A model input that is not an activation (input ids, labels, position ids).
+  T Input(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  /// A parameter of the current layer in the training dtype.
+  T Param(const std::string& name, std::vector<int64_t> shape);
+  /// A new storage produced by the current op.
+  T New(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  T New(const std::string& name, std::vector<int64_t> shape) { return New(name, shape, act_dtype_); }
+  /// A view or slice of |t| (same storage): reshape, transpose, split, chunk.
+  T View(const T& t, std::vector<int64_t> shape);
+
+  /// Marks |t|'s storage as saved for backward by the current op.
+  void Save(const T& t);
+  /// Marks |t| as an input held by the activation checkpoint of the current layer.
+  void CheckpointArg(const T& t);
+  /// Marks |t| as kept alive by the model output until backward (the logits).
+  void KeepAsOutput(const T& t);
+
+  /// Appends an op to the current layer.
+  void AddOp(Op op);
+
+  /// Product of |dims| with overflow detection: on overflow records an error naming |what|
+  /// and returns 0.
+  int64_t Numel(const std::vector<int64_t>& dims, const std::string& what);
+  int64_t Mul(int64_t a, int64_t b, const std::string& what) { return Numel({a, b}, what); }
+
+  Status status() const { return status_; }
+  /// Computes per-layer totals and the activation accounting; the Tracer is spent after.
+  Result<Workload> Finish();
+
+ private:
+  struct Storage {
+    std::string name;
+    int64_t bytes = 0;
+    int layer = -1;  // producing layer (-1: model input)
+    bool input = false;
+    TensorCategory category = TensorCategory::kActivation;
+    int tensor_index = -1;  // index in tensors_ once recorded
+    std::vector<int64_t> shape;
+    DType dtype = DType::kBF16;
+  };
+  struct LayerState {
+    std::vector<int> saved;       // storages saved by this layer's ops, in order, unique
+    std::vector<int> ckpt_args;   // storages held by the checkpoint
+    std::vector<int> outputs;     // storages kept by the model output
+  };
+  void Fail(const std::string& what);
+  static void PushUnique(std::vector<int>& v, int s);
+
+  const ModelSpec& spec_;
+  WorkloadOptions opt_;
+  AttentionImpl attention_;
+  DType act_dtype_;
+  std::vector<Storage> storages_;
+  std::vector<TensorSpec> params_;
+  std::vector<Layer> layers_;
+  std::vector<LayerState> layer_state_;
+  Status status_;
+};
+
+// ---- nn-style helpers: each mirrors one PyTorch module or functional as transformers uses it.
+
+/// nn.Linear (or Conv1D): weight [out, in] (+ bias [out]); saves its input. |tied| reuses an
+/// existing weight (tied LM head) instead of creating a parameter.
+T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias,
+         const T* tied_weight = nullptr);
+/// nn.Embedding lookup of |ids|: weight [num, dim]; saves the indices.
+T Embedding(Tracer& tr, const std::string& name, const T& ids, int64_t num, int64_t dim,
+            T* weight_out = nullptr);
+/// Embedding lookup reusing an existing table (tied encoder/decoder embeddings).
+T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& weight);
+/// nn.LayerNorm over the last dim: saves input, mean and rstd (fp32 per row).
+T LayerNorm(Tracer& tr, const std::string& name, const T& x, bool bias = true);
+/// LlamaRMSNorm-style (fp32 upcast, weight * normed.to(dtype)).
+T RmsNormLlama(Tracer& tr, const std::string& name, const T& x);
+/// T5LayerNorm (variance in fp32, x * rsqrt promotes to fp32, cast back, weight *).
+T RmsNormT5(Tracer& tr, const std::string& name, const T& x);
+/// GemmaRMSNorm (all in fp32, output * (1 + weight.float()), cast back).
+T RmsNormGemma(Tracer& tr, const std::string& name, const T& x);
+/// nn.Dropout in train mode: no-op when p == 0, else saves a bool mask.
+T Dropout(Tracer& tr, const std::string& name, const T& x, double p);
+/// The activation function as transformers' ACT2FN implements it.
+T Activate(Tracer& tr, const std::string& name, const T& x, Activation a);
+/// a * b of two activations (saves both).
+T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b);
+/// a + b (saves nothing).
+T AddT(Tracer& tr, const std::string& name, const T& a, const T& b);
+/// A copy of |x| into a new contiguous storage (transpose(...).contiguous(), cat, cast).
+T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype);
+
+struct AttentionArgs {
+  std::string name;
+  T q, k, v;               // [b, heads, s_q, hd], [b, kv_heads, s_k, hd]
+  bool causal = true;
+  double dropout = 0;      // attention-probability dropout in train mode
+  const T* float_mask = nullptr;  // additive float mask/bias [b or 1, h, s_q, s_k] (T5 bias, ALiBi)
+  bool eager_softmax_fp32 = true;  // eager: softmax computed (and saved) in fp32
+  bool eager_upcast_qk = false;    // eager: q and k cast to fp32 before the score matmul (GPT-J)
+  bool eager_scale_op = true;      // eager: a scale op between matmul and softmax (no save)
+};
+/// Self/cross attention core: softmax(q k^T + mask) v with dropout, the SDPA or eager way.
+/// Returns the context as [b, s_q, heads * hd], ready for the output projection.
+T Attention(Tracer& tr, const AttentionArgs& a);
+
+/// Rotary embedding applied to the first |rotary_dim| dims of |x| ([b, h, s, hd]); returns the
+/// new tensor (q*cos + rotate_half(q)*sin, concatenated with the pass-through part).
+T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
+         const T& sin);
+
+/// Cross entropy as transformers' ForCausalLMLoss does it (logits.float(), shift, CE) when
+/// |upcast| is true, else nn.CrossEntropyLoss on the logits as they are.
+void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upcast);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_TRACER_H_

@@ -1,0 +1,171 @@
+#include "simulator/workload.h"
+
+#include <fmt/format.h>
+
+#include "simulator/families/families.h"
+#include "simulator/tracer.h"
+
+namespace dsplan {
+
+int64_t DTypeBytes(DType t) {
+  switch (t) {
+    case DType::kF32: return 4;
+    case DType::kBF16: return 2;
+    case DType::kF16: return 2;
+    case DType::kI64: return 8;
+    case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+const char* DTypeName(DType t) {
+  switch (t) {
+    case DType::kF32: return "fp32";
+    case DType::kBF16: return "bf16";
+    case DType::kF16: return "fp16";
+    case DType::kI64: return "int64";
+    case DType::kBool: return "bool";
+  }
+  return "?";
+}
+
+const char* PrecisionName(Precision p) {
+  switch (p) {
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+    case Precision::kFp32: return "fp32";
+  }
+  return "?";
+}
+
+Result<Precision> ParsePrecision(const std::string& s) {
+  if (s == "bf16") return Precision::kBf16;
+  if (s == "fp16") return Precision::kFp16;
+  if (s == "fp32") return Precision::kFp32;
+  return Status::InvalidArgument(
+      fmt::format("precision '{}' is not known; use bf16, fp16 or fp32", s));
+}
+
+const char* AttentionImplName(AttentionImpl a) {
+  switch (a) {
+    case AttentionImpl::kAuto: return "auto";
+    case AttentionImpl::kEager: return "eager";
+    case AttentionImpl::kSdpa: return "sdpa";
+  }
+  return "?";
+}
+
+Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
+  if (s == "auto") return AttentionImpl::kAuto;
+  if (s == "eager") return AttentionImpl::kEager;
+  if (s == "sdpa") return AttentionImpl::kSdpa;
+  return Status::InvalidArgument(
+      fmt::format("attention implementation '{}' is not known; use eager, sdpa or auto", s));
+}
+
+bool FamilySupportsSdpa(Family f) {
+  switch (f) {
+    case Family::kT5:
+    case Family::kGptJ:
+    case Family::kBloom:
+      return false;
+    default:
+      return true;
+  }
+}
+
+const char* TensorCategoryName(TensorCategory c) {
+  switch (c) {
+    case TensorCategory::kParameter: return "parameter";
+    case TensorCategory::kActivation: return "activation";
+    case TensorCategory::kOutput: return "output";
+  }
+  return "?";
+}
+
+const char* OpKindName(OpKind k) {
+  switch (k) {
+    case OpKind::kGemm: return "gemm";
+    case OpKind::kBatchedGemm: return "batched_gemm";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kNorm: return "norm";
+    case OpKind::kActivation: return "activation";
+    case OpKind::kDropout: return "dropout";
+    case OpKind::kElementwise: return "elementwise";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kSoftmax: return "softmax";
+    case OpKind::kLoss: return "loss";
+  }
+  return "?";
+}
+
+const char* LayerKindName(LayerKind k) {
+  switch (k) {
+    case LayerKind::kEmbedding: return "embedding";
+    case LayerKind::kEncoderBlock: return "encoder_block";
+    case LayerKind::kDecoderBlock: return "decoder_block";
+    case LayerKind::kFinalNorm: return "final_norm";
+    case LayerKind::kHead: return "head";
+    case LayerKind::kLoss: return "loss";
+  }
+  return "?";
+}
+
+Result<Workload> BuildWorkload(const ModelSpec& spec, const WorkloadOptions& options) {
+  if (options.micro_batch <= 0) {
+    return Status::InvalidArgument(fmt::format(
+        "micro-batch must be a positive integer, got {}", options.micro_batch));
+  }
+  if (options.seq_len <= 0) {
+    return Status::InvalidArgument(
+        fmt::format("sequence length must be a positive integer, got {}", options.seq_len));
+  }
+  if (options.target_len < 0) {
+    return Status::InvalidArgument(
+        fmt::format("target length must be a positive integer, got {}", options.target_len));
+  }
+  if (options.target_len > 0 && !spec.encoder_decoder()) {
+    return Status::InvalidArgument(fmt::format(
+        "--target-len applies to encoder-decoder models (t5); {} is decoder-only or encoder-only",
+        spec.name));
+  }
+  const bool learned_positions = spec.family == Family::kGpt2 || spec.family == Family::kOpt ||
+                                 spec.family == Family::kBert;
+  if (learned_positions && options.seq_len > spec.max_positions) {
+    return Status::InvalidArgument(fmt::format(
+        "sequence length {} exceeds {}'s learned position table of {} positions "
+        "(max_position_embeddings / n_positions)",
+        options.seq_len, spec.name, spec.max_positions));
+  }
+  AttentionImpl attention = options.attention;
+  if (attention == AttentionImpl::kAuto) {
+    attention = FamilySupportsSdpa(spec.family) ? AttentionImpl::kSdpa : AttentionImpl::kEager;
+  } else if (attention == AttentionImpl::kSdpa && !FamilySupportsSdpa(spec.family)) {
+    return Status::Unsupported(fmt::format(
+        "transformers' {} has no SDPA attention path; use --attention eager (or auto)",
+        ModelClassName(spec.family)));
+  }
+  Tracer tr(spec, options, attention);
+  switch (spec.family) {
+    case Family::kT5: TraceT5(tr); break;
+    case Family::kBert: TraceBert(tr); break;
+    default: TraceDecoderOnly(tr); break;
+  }
+  DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish());
+  w.tokens = options.micro_batch *
+             (options.seq_len + (spec.encoder_decoder()
+                                     ? (options.target_len > 0 ? options.target_len
+                                                               : options.seq_len)
+                                     : 0));
+  return w;
+}
+
+Result<int64_t> CountParameters(const ModelSpec& spec) {
+  WorkloadOptions o;
+  o.micro_batch = 1;
+  o.seq_len = 1;
+  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, o));
+  return w.params;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,152 @@
+// Workload: what one micro-batch of training does, layer by layer, for a ModelSpec.
+//
+// The workload is the single source of truth for memory and work (DESIGN.md): a tensor table
+// (parameters and the activations autograd keeps for backward, each with shape, dtype and
+// category) and an op list per layer (GEMMs with (m, n, k), attention, norms, activations,
+// dropout, embeddings, LM head, loss) with forward and backward FLOPs and bytes moved.
+//
+// It is built by tracing each family's forward pass as transformers' modeling code runs it in
+// model.train() (simulator/families/), recording what PyTorch's autograd saves per op
+// (docs/activations.md). Tensors that share storage (views, slices) are counted once.
+//
+// Thread safety: BuildWorkload is reentrant; a Workload is an immutable value.
+#ifndef DSPLAN_SIMULATOR_WORKLOAD_H_
+#define DSPLAN_SIMULATOR_WORKLOAD_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_spec.h"
+#include "core/status.h"
+
+namespace dsplan {
+
+enum class DType { kF32, kBF16, kF16, kI64, kBool };
+int64_t DTypeBytes(DType t);
+const char* DTypeName(DType t);
+
+/// Training precision as DeepSpeed runs it: bf16/fp16 cast the module (weights, buffers and so
+/// activations) to 16 bits; fp32 keeps everything in 32 bits.
+enum class Precision { kBf16, kFp16, kFp32 };
+const char* PrecisionName(Precision p);
+Result<Precision> ParsePrecision(const std::string& s);
+
+/// transformers' attn_implementation. kAuto picks what transformers picks by default: sdpa when
+/// the family supports it, else eager.
+enum class AttentionImpl { kAuto, kEager, kSdpa };
+const char* AttentionImplName(AttentionImpl a);
+Result<AttentionImpl> ParseAttentionImpl(const std::string& s);
+/// Whether transformers' modeling code for |f| offers the SDPA path.
+bool FamilySupportsSdpa(Family f);
+
+struct WorkloadOptions {
+  int64_t micro_batch = 1;   // samples per GPU per micro-step
+  int64_t seq_len = 1024;    // tokens per sample; for T5 the encoder (source) length
+  int64_t target_len = 0;    // T5: decoder (target) length; 0 = same as seq_len
+  Precision precision = Precision::kBf16;
+  AttentionImpl attention = AttentionImpl::kAuto;
+  /// HF gradient_checkpointing_enable(use_reentrant=False): every transformer block is
+  /// recomputed in backward; only its inputs stay alive.
+  bool gradient_checkpointing = false;
+};
+
+enum class TensorCategory {
+  kParameter,   // a model parameter (in the training dtype)
+  kActivation,  // saved by autograd for backward
+  kOutput,      // kept alive by the model output object through backward (the logits)
+};
+const char* TensorCategoryName(TensorCategory c);
+
+struct TensorSpec {
+  std::string name;            // e.g. "decoder.block.3.layer.0.SelfAttention.q.weight"
+  std::vector<int64_t> shape;
+  DType dtype = DType::kBF16;
+  TensorCategory category = TensorCategory::kActivation;
+  int64_t numel = 0;
+  int64_t bytes = 0;
+  int layer = -1;              // index into Workload::layers of the owning layer
+  /// Activations only: true when the tensor is rematerialized in backward under activation
+  /// checkpointing instead of staying alive from forward.
+  bool recomputed = false;
+};
+
+enum class OpKind {
+  kGemm,         // a Linear: C[m,n] = A[m,k] W[k,n] (+ bias)
+  kBatchedGemm,  // attention score / context matmuls (batch = b*h)
+  kAttention,    // a fused SDPA kernel (flash / memory-efficient)
+  kNorm,         // LayerNorm / RMSNorm
+  kActivation,   // GELU, ReLU, SiLU, ...
+  kDropout,
+  kElementwise,  // adds, muls, casts, rotary, softmax outside attention
+  kEmbedding,    // gather from an embedding table
+  kSoftmax,      // eager attention softmax
+  kLoss,         // log_softmax + nll
+};
+const char* OpKindName(OpKind k);
+
+struct Op {
+  std::string name;
+  OpKind kind = OpKind::kElementwise;
+  // GEMM shape (kGemm, kBatchedGemm, kAttention's two matmuls): C[m,n] = A[m,k] B[k,n], |batch|
+  // independent products.
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+  bool causal = false;          // kAttention: causal mask (kernels skip about half the work)
+  double fwd_flops = 0;         // FLOPs in forward
+  double bwd_flops = 0;         // FLOPs in backward (input and weight gradients)
+  double fwd_bytes = 0;         // bytes read + written in forward
+  double bwd_bytes = 0;         // bytes read + written in backward
+};
+
+enum class LayerKind { kEmbedding, kEncoderBlock, kDecoderBlock, kFinalNorm, kHead, kLoss };
+const char* LayerKindName(LayerKind k);
+
+struct Layer {
+  std::string name;             // "embeddings", "encoder.block.0", "model.layers.17", ...
+  LayerKind kind = LayerKind::kEmbedding;
+  bool checkpointed = false;    // recomputed in backward (gradient checkpointing on, a block)
+  int64_t params = 0;           // parameters owned by this layer (tied weights counted once)
+  std::vector<Op> ops;
+  double fwd_flops = 0;
+  double bwd_flops = 0;
+  double recompute_flops = 0;   // forward run again in backward (checkpointed layers)
+  double fwd_bytes = 0;
+  double bwd_bytes = 0;
+  /// Activations (unique storages) this layer's ops save for backward, without checkpointing.
+  int64_t saved_bytes = 0;
+  /// Bytes this layer keeps alive from its forward to its backward under the options: with
+  /// checkpointing, only the block inputs the checkpoint holds; else saved_bytes (plus outputs
+  /// such as the logits, which the model output keeps).
+  int64_t activation_bytes = 0;
+  /// Bytes rematerialized when the layer is recomputed in backward (0 unless checkpointed).
+  int64_t recompute_bytes = 0;
+};
+
+struct Workload {
+  ModelSpec spec;
+  WorkloadOptions options;
+  AttentionImpl attention = AttentionImpl::kSdpa;  // the implementation actually modeled
+  std::vector<TensorSpec> tensors;  // parameters first-come, then activations, in trace order
+  std::vector<Layer> layers;
+
+  int64_t params = 0;               // == transformers' sum(p.numel() for p in parameters())
+  int64_t tokens = 0;               // tokens per micro-batch (encoder + decoder for T5)
+  double fwd_flops = 0;
+  double bwd_flops = 0;
+  double recompute_flops = 0;
+  double flops_per_step = 0;        // fwd + bwd + recompute for one micro-batch
+  int64_t activation_bytes = 0;     // sum of Layer::activation_bytes
+  int64_t recompute_peak_bytes = 0; // largest Layer::recompute_bytes
+  int64_t param_bytes = 0;          // parameters in the training dtype
+};
+
+/// Traces |spec| for |options|. Errors: non-positive sizes, a T5 model without a target
+/// length, an attention implementation the family lacks, or sizes whose products overflow.
+Result<Workload> BuildWorkload(const ModelSpec& spec, const WorkloadOptions& options);
+
+/// The exact parameter count (transformers' sum of numel, tied weights once).
+Result<int64_t> CountParameters(const ModelSpec& spec);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_WORKLOAD_H_

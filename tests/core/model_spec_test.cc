@@ -1,0 +1,190 @@
+// HF config import and the catalog: defaults, aliases, and every kind of bad input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "core/model_catalog.h"
+#include "core/model_spec.h"
+
+namespace dsplan {
+namespace {
+
+const std::string kData = DSPLAN_TEST_DATA_DIR;
+
+Result<ModelSpec> FromJson(const std::string& json) {
+  auto cfg = HfConfig::Parse(json, "config.json");
+  if (!cfg.ok()) return cfg.status();
+  return ModelSpecFromHf(*cfg, "test");
+}
+
+bool Mentions(const Status& s, const std::string& text) {
+  return s.message().find(text) != std::string::npos;
+}
+
+TEST(ModelSpecTest, AbsentKeysTakeTransformersDefaults) {
+  auto s = FromJson(R"({"model_type": "llama"})");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->hidden_size, 4096);
+  EXPECT_EQ(s->intermediate_size, 11008);
+  EXPECT_EQ(s->num_kv_heads, 32);  // num_key_value_heads None -> num_attention_heads
+  EXPECT_EQ(s->head_dim, 128);
+  EXPECT_FALSE(s->tie_word_embeddings);
+  auto t5 = FromJson(R"({"model_type": "t5"})");
+  ASSERT_TRUE(t5.ok());
+  EXPECT_EQ(t5->num_decoder_layers, 6);  // None -> num_layers
+  EXPECT_TRUE(t5->tie_word_embeddings);
+  EXPECT_EQ(t5->activation, Activation::kRelu);
+}
+
+TEST(ModelSpecTest, AttributeMapAliases) {
+  auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
+                        "num_attention_heads": 4})");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->hidden_size, 256);
+  EXPECT_EQ(g->num_layers, 3);
+  EXPECT_EQ(g->intermediate_size, 1024);  // n_inner None -> 4 * n_embd
+  auto b = FromJson(R"({"model_type": "bloom", "n_embed": 128, "n_layer": 2, "n_head": 4})");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->hidden_size, 128);
+}
+
+TEST(ModelSpecTest, T5FeedForwardProj) {
+  auto g = FromJson(R"({"model_type": "t5", "feed_forward_proj": "gated-gelu"})");
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(g->gated_mlp);
+  EXPECT_EQ(g->activation, Activation::kGeluNew);
+  auto s = FromJson(R"({"model_type": "t5", "feed_forward_proj": "gated-silu"})");
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->activation, Activation::kSilu);
+  auto bad = FromJson(R"({"model_type": "t5", "feed_forward_proj": "double-gated-gelu"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Mentions(bad.status(), "feed_forward_proj"));
+}
+
+TEST(ModelSpecTest, FalconMultiQueryIgnoresNumKvHeads) {
+  auto f = FromJson(R"({"model_type": "falcon", "hidden_size": 256, "num_attention_heads": 8,
+                        "num_kv_heads": 8, "multi_query": true,
+                        "new_decoder_architecture": false})");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->num_kv_heads, 1);
+}
+
+TEST(ModelSpecTest, UnsupportedModelTypeListsSupported) {
+  auto s = FromJson(R"({"model_type": "mamba"})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kUnsupported);
+  EXPECT_TRUE(Mentions(s.status(), "mamba"));
+  EXPECT_TRUE(Mentions(s.status(), "gpt_neox"));
+  EXPECT_TRUE(Mentions(s.status(), "mixtral"));
+}
+
+TEST(ModelSpecTest, MissingModelTypeIsNamed) {
+  auto s = FromJson(R"({"hidden_size": 12})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Mentions(s.status(), "model_type"));
+}
+
+TEST(ModelSpecTest, WrongTypeNamesFileAndKey) {
+  auto s = FromJson(R"({"model_type": "gpt2", "n_embd": "wide"})");
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Mentions(s.status(), "config.json"));
+  EXPECT_TRUE(Mentions(s.status(), "'n_embd'"));
+  auto f = FromJson(R"({"model_type": "llama", "num_hidden_layers": 2.5})");
+  ASSERT_FALSE(f.ok());
+  EXPECT_TRUE(Mentions(f.status(), "num_hidden_layers"));
+}
+
+TEST(ModelSpecTest, ImpossibleSizes) {
+  auto zero = FromJson(R"({"model_type": "llama", "num_hidden_layers": 0})");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_TRUE(Mentions(zero.status(), "num_hidden_layers"));
+  auto neg = FromJson(R"({"model_type": "gpt2", "vocab_size": -1})");
+  ASSERT_FALSE(neg.ok());
+  EXPECT_TRUE(Mentions(neg.status(), "vocab_size"));
+  auto heads = FromJson(R"({"model_type": "gpt2", "n_embd": 100, "n_head": 3})");
+  ASSERT_FALSE(heads.ok());
+  EXPECT_TRUE(Mentions(heads.status(), "not divisible"));
+  auto llama = FromJson(R"({"model_type": "llama", "hidden_size": 100,
+                            "num_attention_heads": 3})");
+  ASSERT_FALSE(llama.ok());
+  EXPECT_TRUE(Mentions(llama.status(), "not divisible"));
+  auto kv = FromJson(R"({"model_type": "llama", "num_attention_heads": 32,
+                         "num_key_value_heads": 5})");
+  ASSERT_FALSE(kv.ok());
+  EXPECT_TRUE(Mentions(kv.status(), "num_key_value_heads"));
+  auto zero_heads = FromJson(R"({"model_type": "gpt2", "n_head": 0})");
+  ASSERT_FALSE(zero_heads.ok());
+  auto drop = FromJson(R"({"model_type": "gpt2", "resid_pdrop": 1.5})");
+  ASSERT_FALSE(drop.ok());
+  EXPECT_TRUE(Mentions(drop.status(), "resid_pdrop"));
+  auto moe = FromJson(R"({"model_type": "mixtral", "num_local_experts": 2,
+                          "num_experts_per_tok": 3})");
+  ASSERT_FALSE(moe.ok());
+}
+
+TEST(ModelSpecTest, MalformedJsonNamesTheFile) {
+  auto c = HfConfig::Parse("{\"model_type\": \"gpt2\",", "my/config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Mentions(c.status(), "my/config.json"));
+  EXPECT_TRUE(Mentions(c.status(), "malformed JSON"));
+  auto arr = HfConfig::Parse("[1, 2]", "a.json");
+  ASSERT_FALSE(arr.ok());
+}
+
+TEST(ModelCatalogTest, UnknownNameSuggestsNearNames) {
+  auto s = LoadModel("llama-2-7", kData);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kNotFound);
+  EXPECT_TRUE(Mentions(s.status(), "llama-2-7b"));
+  auto t = LoadModel("t5-3", kData);
+  ASSERT_FALSE(t.ok());
+  EXPECT_TRUE(Mentions(t.status(), "t5-3b"));
+}
+
+TEST(ModelCatalogTest, PathsLoadConfigJsonFilesAndFolders) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / "dsplan_model_folder_test";
+  fs::create_directories(dir);
+  std::ofstream(dir / "config.json") << R"({"model_type": "gpt2", "n_layer": 2})";
+  auto folder = LoadModel(dir.string(), kData);
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  EXPECT_EQ(folder->num_layers, 2);
+  auto file = LoadModel((dir / "config.json").string(), kData);
+  ASSERT_TRUE(file.ok());
+  auto missing = LoadModel((dir / "nope.json").string(), kData);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(Mentions(missing.status(), "nope.json"));
+  fs::create_directories(dir / "empty");
+  auto empty = LoadModel((dir / "empty").string(), kData);
+  ASSERT_FALSE(empty.ok());
+  EXPECT_TRUE(Mentions(empty.status(), "config.json"));
+  fs::remove_all(dir);
+}
+
+TEST(ModelCatalogTest, CatalogFilesRejectUnknownKeys) {
+  namespace fs = std::filesystem;
+  fs::path f = fs::temp_directory_path() / "dsplan_bad_catalog.yaml";
+  std::ofstream(f) << "name: x\nconfgi:\n  model_type: gpt2\n";
+  auto c = LoadCatalogConfig(f.string());
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(Mentions(c.status(), "confgi"));
+  std::ofstream(f) << "name: x\nconfig: [unclosed\n";
+  auto m = LoadCatalogConfig(f.string());
+  ASSERT_FALSE(m.ok());
+  EXPECT_TRUE(Mentions(m.status(), "malformed YAML"));
+  fs::remove(f);
+}
+
+TEST(ModelCatalogTest, CatalogYamlTypesScalarsLikeJson) {
+  auto c = LoadCatalogConfig(kData + "/models/llama-2-7b.yaml");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->json()["hidden_size"].is_number_integer());
+  EXPECT_TRUE(c->json()["rms_norm_eps"].is_number_float());
+  EXPECT_TRUE(c->json()["tie_word_embeddings"].is_boolean());
+  EXPECT_TRUE(c->json()["model_type"].is_string());
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -129,7 +129,11 @@ void ReadT5(Reader& r, const HfConfig& c, ModelSpec& s) {
   CheckProbability(r, c, "dropout_rate", p);
   s.embd_dropout = s.attn_dropout = s.hidden_dropout = p;
   s.norm_eps = r.Double({"layer_norm_epsilon"}, 1e-6);
-  s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, true);
+  // transformers 5.x T5Config: a false tie_word_embeddings (T5 v1.1, flan-t5) only turns off
+  // the d_model**-0.5 rescale of the decoder output; the config then sets tie_word_embeddings
+  // to True, so a model built from the config ties lm_head to the shared embedding.
+  s.t5_rescale_output = r.Bool({"tie_word_embeddings"}, true);
+  s.tie_word_embeddings = true;
   // T5Config.__init__: "gated-gelu" means gelu_new; otherwise the part after "gated-".
   std::string ff = r.String({"feed_forward_proj"}, "relu");
   std::string act = ff;
@@ -318,23 +322,34 @@ void ReadLlama(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.mlp_bias = r.Bool({"mlp_bias"}, false);
 }
 
+// sliding_window: the class default when the key is absent, none when it is null.
+int64_t SlidingWindow(Reader& r, const HfConfig& c, int64_t def) {
+  if (!c.json().contains("sliding_window")) return def;
+  return r.OptInt({"sliding_window"}).value_or(0);
+}
+
 void ReadMistral(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-6,
                           false});
   s.activation = r.Act("hidden_act", "silu");
+  s.sliding_window = SlidingWindow(r, c, 4096);
 }
 
 void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, std::nullopt, 32768, "silu", 1e-6,
                           false});
   s.activation = r.Act("hidden_act", "silu");
+  // Qwen2Config forces sliding_window to None unless use_sliding_window.
+  const int64_t window = SlidingWindow(r, c, 4096);
+  s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
 }
 
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-5,
                           false});
   s.activation = r.Act("hidden_act", "silu");
-  s.num_experts = r.Int({"num_local_experts"}, 8);
+  s.sliding_window = SlidingWindow(r, c, 0);
+  s.num_experts = r.Int({"num_local_experts", "num_experts"}, 8);
   s.experts_per_token = r.Int({"num_experts_per_tok"}, 2);
   if (s.experts_per_token > s.num_experts) {
     r.Fail(c.Error("num_experts_per_tok",

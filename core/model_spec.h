@@ -81,6 +81,10 @@ struct ModelSpec {
   double attn_dropout = 0;    // on attention probabilities
   double hidden_dropout = 0;  // on the residual branches (attention output, MLP output)
 
+  // Sliding-window attention (mistral sliding_window, qwen2 with use_sliding_window, mixtral):
+  // 0 = none. Decides whether transformers builds a mask for SDPA.
+  int64_t sliding_window = 0;
+
   // Rotary position embeddings (llama, mistral, qwen2, mixtral, gptj, gpt_neox, phi, falcon).
   int64_t rotary_dim = 0;  // dimensions rotated per head (0 = no rotary)
 
@@ -103,6 +107,7 @@ struct ModelSpec {
   bool qk_layernorm = false;         // phi qk_layernorm
   int64_t t5_rel_buckets = 32;       // t5 relative_attention_num_buckets
   int64_t t5_rel_max_distance = 128; // t5 relative_attention_max_distance
+  bool t5_rescale_output = true;     // t5: config tie_word_embeddings is not false (see below)
   int64_t bert_type_vocab = 2;       // bert type_vocab_size
   int64_t position_offset = 0;       // opt: 2 extra rows in the position table
 

@@ -365,9 +365,11 @@ T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {
   T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
   T y32 = tr.New(name + ".scaled_fp32", x.shape, DType::kF32);
   T y = x.dtype == DType::kF32 ? y32 : tr.New(name + ".out", x.shape, x.dtype);
+  T one_plus_w = tr.New(name + ".one_plus_weight", {d}, DType::kF32);  // (1 + weight.float())
   tr.Save(x32);
   tr.Save(r);
   tr.Save(n32);
+  tr.Save(one_plus_w);
   Elementwise(tr, name, OpKind::kNorm, y, {&x}, 7.0);
   return y;
 }
@@ -460,71 +462,85 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   return y;
 }
 
+namespace {
+
+// The kernel input as the attention op sees it: fused views and (for eager matmuls) anything
+// not contiguous in [b, h, s, d] is copied first; |copy| says whether it must be.
+T KernelInput(Tracer& tr, const std::string& name, const T& x, bool copy, DType dtype) {
+  if (!copy && x.dtype == dtype) return x;
+  return Copy(tr, name, x, dtype);
+}
+
+Op AttentionGemm(const std::string& name, OpKind kind, int64_t batch, int64_t m, int64_t n,
+                 int64_t k, double bytes) {
+  Op op;
+  op.name = name;
+  op.kind = kind;
+  op.m = m;
+  op.n = n;
+  op.k = k;
+  op.batch = batch;
+  op.fwd_flops = 2.0 * batch * m * n * k;
+  op.bwd_flops = 2 * op.fwd_flops;
+  op.fwd_bytes = bytes;
+  op.bwd_bytes = 2 * bytes;
+  return op;
+}
+
+}  // namespace
+
 T Attention(Tracer& tr, const AttentionArgs& a) {
   const int64_t b = a.q.dim(0), h = a.q.dim(1), sq = a.q.dim(2), hd = a.q.dim(3);
-  const int64_t sk = a.k.dim(2), hkv = a.k.dim(1), hdv = a.v.dim(3);
+  const int64_t sk = a.k.dim(2), hdv = a.v.dim(3);
   const double bh = static_cast<double>(b) * h;
   const double qk_flops = 2.0 * bh * sq * sk * hd;
   const double pv_flops = 2.0 * bh * sq * sk * hdv;
   const DType e = a.q.dtype;
-  if (tr.sdpa()) {
-    // Flash / memory-efficient SDPA: saves q, k, v, the output and the fp32 logsumexp; dropout
-    // uses a Philox seed, so no mask is stored. A float mask (T5 bias) is an input it saves.
-    T out = tr.New(a.name + ".sdpa_out", {b, sq, h, hdv}, e);  // [b, s, h, d] in memory
-    T lse = tr.New(a.name + ".logsumexp", {b, h, sq}, DType::kF32);
-    tr.Save(a.q);
-    tr.Save(a.k);
-    tr.Save(a.v);
-    tr.Save(out);
-    tr.Save(lse);
+  if (tr.sdpa() && a.backend == SdpaBackend::kCudnn) {
+    // cuDNN SDPA saves q, k, v, its output, the fp32 logsumexp [b, h, s, 1], the Philox seed and
+    // offset (dropout regenerates its mask) and attn_bias when a mask is passed. K and V that
+    // are strided views into a fused projection reach it as copies; Q keeps its view (and so the
+    // whole fused projection alive).
+    T q = a.q;
+    T k = KernelInput(tr, a.name + ".k_contiguous", a.k, a.k_layout == Layout::kFused, e);
+    T v = KernelInput(tr, a.name + ".v_contiguous", a.v, a.v_layout == Layout::kFused, e);
+    // The output takes Q's memory layout: [b, s, h, d] unless Q is contiguous [b, h, s, d].
+    T out = tr.New(a.name + ".sdpa_out", {b, sq, h, hdv}, e);
+    T lse = tr.New(a.name + ".logsumexp", {b, h, sq, 1}, DType::kF32);
+    T philox = tr.New(a.name + ".philox_seed_offset", {2}, DType::kI64);
+    for (const T* t : {&q, &k, &v, &out, &lse, &philox}) tr.Save(*t);
     if (a.float_mask) tr.Save(*a.float_mask);
-    Op op;
-    op.name = a.name + ".sdpa";
-    op.kind = OpKind::kAttention;
-    op.m = sq;
-    op.n = sk;
-    op.k = hd;
-    op.batch = b * h;
-    op.causal = a.causal;
+    Op op = AttentionGemm(a.name + ".sdpa", OpKind::kAttention, b * h, sq, sk, hd, 0);
     op.fwd_flops = qk_flops + pv_flops;
-    op.bwd_flops = 2 * (qk_flops + pv_flops);
-    op.fwd_bytes = B(a.q) + B(a.k) + B(a.v) + B(out) + (a.float_mask ? B(*a.float_mask) : 0);
+    op.bwd_flops = 2 * op.fwd_flops;
+    op.causal = a.causal;
+    op.fwd_bytes = B(q) + B(k) + B(v) + B(out) + (a.float_mask ? B(*a.float_mask) : 0);
     op.bwd_bytes = 2 * op.fwd_bytes + B(out);
     tr.AddOp(std::move(op));
-    (void)hkv;
+    if (a.q_layout == Layout::kBhsd) {
+      return tr.View(Copy(tr, a.name + ".context_merged", out, e), {b, sq, h * hdv});
+    }
     return tr.View(out, {b, sq, h * hdv});
   }
-  // Eager: explicit scores, softmax, dropout and two batched matmuls.
-  T q = a.q, k = a.k, v = a.v;
-  if (a.eager_upcast_qk && e != DType::kF32) {
-    q = Copy(tr, a.name + ".q_fp32", a.q, DType::kF32);
-    k = Copy(tr, a.name + ".k_fp32", a.k, DType::kF32);
-  }
-  T scores = tr.New(a.name + ".scores", {b, h, sq, sk}, q.dtype);
+  // Eager attention, and SDPA's math fallback (which upcasts bf16/fp16 inputs to fp32 and runs
+  // the same matmul-softmax-dropout-matmul sequence). Matmuls save contiguous copies of operands
+  // that are transposed views; K^T is always one.
+  const bool math = tr.sdpa();
+  const DType work = (math || a.eager_upcast_qk) ? DType::kF32 : e;
+  const DType vwork = math ? DType::kF32 : e;
+  T q = KernelInput(tr, a.name + ".q_matmul", a.q, a.q_layout != Layout::kBhsd, work);
+  T k = KernelInput(tr, a.name + ".k_matmul", a.k, true, work);
+  T v = KernelInput(tr, a.name + ".v_matmul", a.v, a.v_layout != Layout::kBhsd, vwork);
+  if (k.dim(1) != h) k = tr.New(a.name + ".k_heads", {b, h, sk, hd}, work);  // K/V broadcast
+  if (v.dim(1) != h) v = tr.New(a.name + ".v_heads", {b, h, sk, hdv}, vwork);
+  T scores = tr.New(a.name + ".scores", {b, h, sq, sk}, work);
   tr.Save(q);
   tr.Save(k);
-  {
-    Op op;
-    op.name = a.name + ".qk";
-    op.kind = OpKind::kBatchedGemm;
-    op.m = sq;
-    op.n = sk;
-    op.k = hd;
-    op.batch = b * h;
-    op.fwd_flops = qk_flops;
-    op.bwd_flops = 2 * qk_flops;
-    op.fwd_bytes = B(q) + B(k) + B(scores);
-    op.bwd_bytes = 2 * op.fwd_bytes;
-    tr.AddOp(std::move(op));
-  }
-  T masked = scores;
-  if (a.eager_scale_op || a.float_mask || a.causal) {
-    masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
-    Elementwise(tr, a.name + ".mask_add", OpKind::kElementwise, masked, {&scores}, 2.0);
-  }
-  // Softmax saves its output; with dtype=float32 that output is fp32 (the input is converted
-  // first, a transient copy).
-  const DType sm_dtype = a.eager_softmax_fp32 ? DType::kF32 : masked.dtype;
+  tr.AddOp(AttentionGemm(a.name + ".qk", OpKind::kBatchedGemm, b * h, sq, sk, hd,
+                         B(q) + B(k) + B(scores)));
+  T masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
+  Elementwise(tr, a.name + ".scale_mask", OpKind::kElementwise, masked, {&scores}, 2.0);
+  const DType sm_dtype = (math || a.eager_softmax_fp32) ? DType::kF32 : masked.dtype;
   T probs = tr.New(a.name + ".probs", scores.shape, sm_dtype);
   tr.Save(probs);
   {
@@ -543,22 +559,10 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   T ctx = tr.New(a.name + ".context", {b, h, sq, hdv}, v.dtype);
   tr.Save(p);
   tr.Save(v);
-  {
-    Op op;
-    op.name = a.name + ".pv";
-    op.kind = OpKind::kBatchedGemm;
-    op.m = sq;
-    op.n = hdv;
-    op.k = sk;
-    op.batch = b * h;
-    op.fwd_flops = pv_flops;
-    op.bwd_flops = 2 * pv_flops;
-    op.fwd_bytes = B(p) + B(v) + B(ctx);
-    op.bwd_bytes = 2 * op.fwd_bytes;
-    tr.AddOp(std::move(op));
-  }
-  // transpose(1, 2).contiguous(): a real copy of the [b, h, s, d] context.
-  T merged = Copy(tr, a.name + ".context_merged", ctx, ctx.dtype);
+  tr.AddOp(AttentionGemm(a.name + ".pv", OpKind::kBatchedGemm, b * h, sq, hdv, sk,
+                         B(p) + B(v) + B(ctx)));
+  // transpose(1, 2).contiguous() (and the cast back from fp32 on the math path): a real copy.
+  T merged = Copy(tr, a.name + ".context_merged", ctx, e);
   return tr.View(merged, {b, sq, h * hdv});
 }
 
@@ -569,7 +573,13 @@ void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upc
     src = Copy(tr, name + ".logits_fp32", logits, DType::kF32);
   }
   T logp = tr.New(name + ".log_softmax", src.shape, src.dtype);
+  // nll_loss saves the log-probabilities, the int64 targets (the shifted label copy, or the
+  // labels themselves) and the fp32 total weight.
+  T target = tr.New(name + ".target", {src.rows()}, DType::kI64);
+  T total_weight = tr.New(name + ".total_weight", {1}, DType::kF32);
   tr.Save(logp);
+  tr.Save(target);
+  tr.Save(total_weight);
   Op op;
   op.name = name;
   op.kind = OpKind::kLoss;

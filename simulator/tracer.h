@@ -130,18 +130,39 @@ T AddT(Tracer& tr, const std::string& name, const T& a, const T& b);
 /// A copy of |x| into a new contiguous storage (transpose(...).contiguous(), cat, cast).
 T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype);
 
+/// How a q/k/v tensor sits in memory; it decides which tensors the attention kernels copy and
+/// so which storages stay alive (docs/activations.md, "attention").
+enum class Layout {
+  kBshd,   // its own storage laid out [b, s, heads, hd]: a transposed view of a projection, or
+           // an elementwise result on one (Llama RoPE keeps the layout)
+  kFused,  // a strided view into a fused q/k/v projection (GPT-2 c_attn, NeoX, BLOOM)
+  kBhsd,   // a contiguous [b, heads, s, hd] tensor (after a RoPE cat, repeat_kv, broadcast)
+};
+
+/// Which SDPA kernel PyTorch 2.11 picks on an H100/H200 (cuDNN >= 9.15): cuDNN attention for
+/// every case dsplan models except a float mask with a non-contiguous last dim (T5's permuted
+/// position bias) or K/V with fewer heads than Q and no enable_gqa (Falcon-7B), which fall back
+/// to the fp32 math path.
+enum class SdpaBackend { kCudnn, kMath };
+
 struct AttentionArgs {
   std::string name;
   T q, k, v;               // [b, heads, s_q, hd], [b, kv_heads, s_k, hd]
+  Layout q_layout = Layout::kBshd;
+  Layout k_layout = Layout::kBshd;
+  Layout v_layout = Layout::kBshd;
   bool causal = true;
   double dropout = 0;      // attention-probability dropout in train mode
-  const T* float_mask = nullptr;  // additive float mask/bias [b or 1, h, s_q, s_k] (T5 bias, ALiBi)
-  bool eager_softmax_fp32 = true;  // eager: softmax computed (and saved) in fp32
+  /// Additive float mask or bias the kernel reads ([b or 1, h or 1, s_q, s_k]); SDPA saves it as
+  /// attn_bias, eager adds it to the scores (nothing saved).
+  const T* float_mask = nullptr;
+  SdpaBackend backend = SdpaBackend::kCudnn;
+  bool eager_softmax_fp32 = true;  // eager: softmax(dtype=float32): fp32 probs saved, then cast
   bool eager_upcast_qk = false;    // eager: q and k cast to fp32 before the score matmul (GPT-J)
-  bool eager_scale_op = true;      // eager: a scale op between matmul and softmax (no save)
 };
 /// Self/cross attention core: softmax(q k^T + mask) v with dropout, the SDPA or eager way.
-/// Returns the context as [b, s_q, heads * hd], ready for the output projection.
+/// Returns the context as [b, s_q, heads * hd] as the output projection reads it: shared with
+/// the kernel output when that is already [b, s, h, d] in memory, else a transposed copy.
 T Attention(Tracer& tr, const AttentionArgs& a);
 
 /// Rotary embedding applied to the first |rotary_dim| dims of |x| ([b, h, s, hd]); returns the

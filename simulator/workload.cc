@@ -65,9 +65,8 @@ Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
 
 bool FamilySupportsSdpa(Family f) {
   switch (f) {
-    case Family::kT5:
-    case Family::kGptJ:
-    case Family::kBloom:
+    case Family::kGptJ:   // eager or flash_attention_2 only
+    case Family::kBloom:  // eager only
       return false;
     default:
       return true;

@@ -11,12 +11,15 @@ namespace dsplan {
 namespace {
 
 struct Ctx {
+  Ctx(Tracer& t, const ModelSpec& spec) : tr(t), s(spec) {}
   Tracer& tr;
   const ModelSpec& s;
   int64_t b = 0;
   int64_t n = 0;  // sequence length
   T cos, sin;     // rotary tables from the model-level rotary embedding (when used)
   bool rope = false;
+  T mask;          // the 4-D mask built once per forward when attention needs one
+  bool has_mask = false;
 };
 
 std::string L(const std::string& prefix, int64_t i) { return fmt::format("{}.{}", prefix, i); }
@@ -26,15 +29,29 @@ T Heads(Ctx& c, const T& x, int64_t heads, int64_t hd) {
   return c.tr.View(x, {c.b, heads, c.n, hd});
 }
 
-// repeat_kv in eager attention materializes K/V for every query head when kv_heads < heads.
-T RepeatKv(Ctx& c, const std::string& name, const T& x) {
-  if (c.tr.sdpa() || x.dim(1) == c.s.num_heads) return x;
-  T y = c.tr.New(name, {c.b, c.s.num_heads, c.n, x.dim(3)});
-  return y;
+// Layout of q/k after rotary: Llama-style RoPE over the whole head keeps the projection's
+// [b, s, h, d] memory layout; a partial rotary ends in a cat, which is contiguous [b, h, s, d].
+Layout RopeLayout(const ModelSpec& s) {
+  return s.rotary_dim < s.head_dim ? Layout::kBhsd : Layout::kBshd;
+}
+
+// Whether transformers builds a 4-D mask for SDPA: only when a sliding window is shorter than the
+// sequence (no padding is modeled). Eager attention always gets a float mask.
+bool SdpaNeedsMask(const Ctx& c) {
+  return c.s.sliding_window > 0 && c.n > c.s.sliding_window;
+}
+
+// The mask made once per forward in the model (create_causal_mask): float [b, 1, n, n] in the
+// activation dtype for eager, bool [b, 1, n, n] for SDPA. Blocks read it as an argument, so
+// activation checkpointing keeps it alive.
+void MakeMask(Ctx& c, const std::string& name, bool needed) {
+  if (!needed) return;
+  c.mask = c.tr.New(name, {c.b, 1, c.n, c.n}, c.tr.sdpa() ? DType::kBool : c.tr.act_dtype());
+  c.has_mask = true;
 }
 
 // Attention over separate q/k/v projections with optional rotary (Llama, Mistral, Qwen2,
-// Mixtral, Gemma, Phi, GPT-J-style wiring is handled by its own block).
+// Mixtral, Gemma, Phi, OPT).
 struct ProjNames {
   const char* q;
   const char* k;
@@ -43,28 +60,41 @@ struct ProjNames {
 };
 
 T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames& names,
-                       bool qkv_bias, bool o_bias, bool softmax_fp32) {
+                       bool qkv_bias, bool o_bias, bool softmax_fp32, bool scale_q = false) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
   T q = Linear(tr, p + "." + names.q, x, s.num_heads * s.head_dim, qkv_bias);
+  if (scale_q) q = Copy(tr, p + ".q_scaled", q, q.dtype);  // q_proj(x) * scaling (OPT)
   T k = Linear(tr, p + "." + names.k, x, s.num_kv_heads * s.head_dim, qkv_bias);
   T v = Linear(tr, p + "." + names.v, x, s.num_kv_heads * s.head_dim, qkv_bias);
-  T qh = Heads(c, q, s.num_heads, s.head_dim);
-  T kh = Heads(c, k, s.num_kv_heads, s.head_dim);
-  T vh = Heads(c, v, s.num_kv_heads, s.head_dim);
-  if (s.qk_layernorm) {
-    qh = LayerNorm(tr, p + ".q_layernorm", qh);
-    kh = LayerNorm(tr, p + ".k_layernorm", kh);
-  }
-  if (c.rope) {
-    qh = Rotary(tr, p + ".rotary_q", qh, s.rotary_dim, c.cos, c.sin);
-    kh = Rotary(tr, p + ".rotary_k", kh, s.rotary_dim, c.cos, c.sin);
-  }
   AttentionArgs a;
   a.name = p;
-  a.q = qh;
-  a.k = RepeatKv(c, p + ".k_repeated", kh);
-  a.v = RepeatKv(c, p + ".v_repeated", vh);
+  a.q = Heads(c, q, s.num_heads, s.head_dim);
+  a.k = Heads(c, k, s.num_kv_heads, s.head_dim);
+  a.v = Heads(c, v, s.num_kv_heads, s.head_dim);
+  if (s.qk_layernorm) {
+    a.q = LayerNorm(tr, p + ".q_layernorm", a.q);
+    a.k = LayerNorm(tr, p + ".k_layernorm", a.k);
+  }
+  if (c.rope) {
+    a.q = Rotary(tr, p + ".rotary_q", a.q, s.rotary_dim, c.cos, c.sin);
+    a.k = Rotary(tr, p + ".rotary_k", a.k, s.rotary_dim, c.cos, c.sin);
+    a.q_layout = a.k_layout = RopeLayout(s);
+  }
+  // repeat_kv materializes K/V for every query head unless SDPA runs without a mask
+  // (enable_gqa); the copies are contiguous [b, h, s, d].
+  const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
+  if (s.num_kv_heads < s.num_heads && mask) {
+    a.k = tr.New(p + ".k_repeated", {c.b, s.num_heads, c.n, s.head_dim});
+    a.v = tr.New(p + ".v_repeated", {c.b, s.num_heads, c.n, s.head_dim});
+    a.k_layout = a.v_layout = Layout::kBhsd;
+  }
+  T bias;
+  if (tr.sdpa() && mask) {
+    // cuDNN converts the bool mask to a bf16 attn_bias of its own, per call.
+    bias = tr.New(p + ".attn_bias", {c.b, 1, c.n, c.n});
+    a.float_mask = &bias;
+  }
   a.causal = true;
   a.dropout = s.attn_dropout;
   a.eager_softmax_fp32 = softmax_fp32;
@@ -86,22 +116,26 @@ T GatedMlp(Ctx& c, const std::string& p, const T& x, int64_t inter, bool bias) {
   return Linear(c.tr, p + ".down_proj", h, c.s.hidden_size, bias);
 }
 
-// Mixtral's sparse MoE block. Routing is modeled as uniform: each expert receives
+// Mixtral's sparse MoE block as transformers 5 runs it (MixtralTopKRouter + MixtralExperts with
+// the default grouped_mm implementation). Routing is modeled as uniform: each expert receives
 // tokens * top_k / num_experts rows (the expectation under a balanced router).
 T MoeBlock(Ctx& c, const std::string& p, const T& x) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
   const int64_t tokens = x.rows();
   const int64_t d = s.hidden_size, inter = s.intermediate_size, e = s.num_experts;
-  const int64_t routed = tr.Mul(tokens, s.experts_per_token, "routed tokens");
+  const int64_t k = s.experts_per_token;
+  const int64_t routed = tr.Mul(tokens, k, "routed tokens");
   T flat = tr.View(x, {tokens, d});
-  T logits = Linear(tr, p + ".gate", flat, e, false);
-  // softmax(router_logits, dtype=float) saves its fp32 output; topk saves the indices.
-  T probs = tr.New(p + ".routing_probs", {tokens, e}, DType::kF32);
-  tr.Save(probs);
-  T idx = tr.New(p + ".topk_indices", {tokens, s.experts_per_token}, DType::kI64);
-  tr.Save(idx);
-  T weights = tr.New(p + ".routing_weights", {tokens, s.experts_per_token});
+  T router_w = tr.Param(p + ".gate.weight", {e, d});
+  T logits = Linear(tr, p + ".gate", flat, e, false, &router_w);
+  (void)logits;
+  // softmax(logits.float()) saves its fp32 output; topk saves the indices; the renormalized
+  // top-k weights are fp32.
+  T probs = tr.New(p + ".router_probs", {tokens, e}, DType::kF32);
+  T idx = tr.New(p + ".topk_indices", {tokens, k}, DType::kI64);
+  T weights = tr.New(p + ".topk_weights", {tokens, k}, DType::kF32);
+  for (const T* t : {&probs, &idx, &weights}) tr.Save(*t);
   {
     Op op;
     op.name = p + ".router_softmax_topk";
@@ -112,28 +146,23 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
     op.bwd_bytes = 3.0 * tokens * e * 4;
     tr.AddOp(std::move(op));
   }
-  (void)logits;
-  // Experts: parameters per expert; activations for all routed rows together.
-  for (int64_t i = 0; i < e; ++i) {
-    tr.Param(fmt::format("{}.experts.{}.w1.weight", p, i), {inter, d});
-    tr.Param(fmt::format("{}.experts.{}.w2.weight", p, i), {d, inter});
-    tr.Param(fmt::format("{}.experts.{}.w3.weight", p, i), {inter, d});
-  }
-  T gathered = tr.New(p + ".expert_inputs", {routed, d});  // hidden_states[top_x] copies
-  T w1 = tr.New(p + ".experts.w1.out", {routed, inter});
-  T act = tr.New(p + ".experts.act.out", {routed, inter});
-  T w3 = tr.New(p + ".experts.w3.out", {routed, inter});
-  T prod = tr.New(p + ".experts.act_mul_w3", {routed, inter});
-  T w2 = tr.New(p + ".experts.w2.out", {routed, d});
-  T rw = tr.New(p + ".experts.routing_weight_rows", {routed, 1});
-  tr.Save(gathered);  // by w1 and w3
-  tr.Save(w1);        // by silu
-  tr.Save(act);       // by the mul
-  tr.Save(w3);        // by the mul
-  tr.Save(prod);      // by w2
-  tr.Save(w2);        // by the mul with the routing weight
-  tr.Save(rw);
-  (void)weights;
+  tr.Param(p + ".experts.gate_up_proj", {e, 2 * inter, d});
+  tr.Param(p + ".experts.down_proj", {e, d, inter});
+  // grouped_mm_experts_forward: gather rows per expert, one grouped GEMM for gate+up, silu(gate)
+  // * up, a grouped GEMM down, times the fp32 routing weight, scatter back and sum over top-k.
+  T gathered = tr.New(p + ".experts.inputs", {routed, d});
+  T gate_up = tr.New(p + ".experts.gate_up", {routed, 2 * inter});
+  T act = tr.New(p + ".experts.act", {routed, inter});
+  T prod = tr.New(p + ".experts.act_mul_up", {routed, inter});
+  T down = tr.New(p + ".experts.down", {routed, d});
+  for (const T* t : {&gathered, &gate_up, &act, &prod, &down}) tr.Save(*t);
+  // Bookkeeping the backward needs: gather and inverse-permutation indices, the sorted fp32
+  // routing weights, and the masked_fill masks of both grouped GEMM outputs.
+  for (const char* n : {".experts.gather_index", ".experts.inverse_perm"})
+    tr.Save(tr.New(p + n, {routed}, DType::kI64));
+  tr.Save(tr.New(p + ".experts.sorted_weights", {routed, 1}, DType::kF32));
+  for (const char* n : {".experts.gate_up_fill_mask", ".experts.down_fill_mask"})
+    tr.Save(tr.New(p + n, {routed, 1}, DType::kBool));
   const int64_t per_expert = (routed + e - 1) / e;
   auto expert_gemm = [&](const std::string& name, int64_t n_out, int64_t k_in) {
     Op op;
@@ -152,21 +181,19 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
     op.bwd_bytes = 2 * op.fwd_bytes;
     tr.AddOp(std::move(op));
   };
-  expert_gemm(p + ".experts.w1", inter, d);
-  expert_gemm(p + ".experts.w3", inter, d);
-  expert_gemm(p + ".experts.w2", d, inter);
+  expert_gemm(p + ".experts.gate_up_proj", 2 * inter, d);
+  expert_gemm(p + ".experts.down_proj", d, inter);
   {
     Op op;
     op.name = p + ".experts.elementwise";
     op.kind = OpKind::kElementwise;
-    op.fwd_flops = 10.0 * routed * inter;
-    op.bwd_flops = 20.0 * routed * inter;
-    op.fwd_bytes = 6.0 * routed * inter * DTypeBytes(x.dtype);
-    op.bwd_bytes = 12.0 * routed * inter * DTypeBytes(x.dtype);
+    op.fwd_flops = 10.0 * routed * inter + 3.0 * routed * d;
+    op.bwd_flops = 2 * op.fwd_flops;
+    op.fwd_bytes = (6.0 * routed * inter + 6.0 * routed * d) * DTypeBytes(x.dtype);
+    op.bwd_bytes = 2 * op.fwd_bytes;
     tr.AddOp(std::move(op));
   }
-  T out = tr.New(p + ".out", x.shape);  // index_add_ into zeros: saves only the indices
-  return out;
+  return tr.New(p + ".out", x.shape);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -205,12 +232,12 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
   CrossEntropy(tr, "loss", logits, /*upcast=*/true);
 }
 
-// Rotary tables computed once per forward by the model-level rotary embedding, in the
-// activation dtype, [b, n, rotary_dim].
+// Rotary tables computed once per forward by the model-level rotary embedding (under no_grad),
+// in the activation dtype, [1, n, rotary_dim] for the default position ids.
 void MakeRotary(Ctx& c, const std::string& name) {
   if (c.s.rotary_dim <= 0) return;
-  c.cos = c.tr.New(name + ".cos", {c.b, c.n, c.s.rotary_dim});
-  c.sin = c.tr.New(name + ".sin", {c.b, c.n, c.s.rotary_dim});
+  c.cos = c.tr.New(name + ".cos", {1, c.n, c.s.rotary_dim});
+  c.sin = c.tr.New(name + ".sin", {1, c.n, c.s.rotary_dim});
   c.rope = true;
 }
 
@@ -221,6 +248,7 @@ void BeginBlock(Ctx& c, const std::string& name, const T& h) {
     c.tr.CheckpointArg(c.cos);
     c.tr.CheckpointArg(c.sin);
   }
+  if (c.has_mask) c.tr.CheckpointArg(c.mask);
 }
 
 void Gpt2(Ctx& c, const T& ids) {
@@ -233,6 +261,7 @@ void Gpt2(Ctx& c, const T& ids) {
   T pos = Embedding(tr, "transformer.wpe", pos_ids, s.max_positions, s.hidden_size);
   T h = AddT(tr, "transformer.embed_add", tok, pos);
   h = Dropout(tr, "transformer.drop", h, s.embd_dropout);
+  MakeMask(c, "transformer.causal_mask", !tr.sdpa());
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
@@ -240,11 +269,10 @@ void Gpt2(Ctx& c, const T& ids) {
     T qkv = Linear(tr, p + ".attn.c_attn", x, 3 * s.hidden_size, true);
     AttentionArgs a;
     a.name = p + ".attn";
-    a.q = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
-    a.k = a.q;
-    a.v = a.q;
+    a.q = a.k = a.v = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
+    a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
-    a.eager_softmax_fp32 = false;
+    a.eager_softmax_fp32 = false;  // GPT-2's eager softmax runs in the activation dtype
     T o = Linear(tr, p + ".attn.c_proj", Attention(tr, a), s.hidden_size, true);
     o = Dropout(tr, p + ".attn.resid_dropout", o, s.hidden_dropout);
     T h2 = AddT(tr, p + ".residual_1", h, o);
@@ -263,6 +291,7 @@ void GptJ(Ctx& c, const T& ids) {
   T wte;
   T h = Embedding(tr, "transformer.wte", ids, s.vocab_size, s.hidden_size, &wte);
   h = Dropout(tr, "transformer.drop", h, s.embd_dropout);
+  MakeMask(c, "transformer.causal_mask", true);
   const int64_t rot = s.rotary_dim > 0 ? s.rotary_dim : s.head_dim;
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
@@ -271,19 +300,21 @@ void GptJ(Ctx& c, const T& ids) {
     T q = Linear(tr, p + ".attn.q_proj", x, s.hidden_size, false);
     T k = Linear(tr, p + ".attn.k_proj", x, s.hidden_size, false);
     T v = Linear(tr, p + ".attn.v_proj", x, s.hidden_size, false);
-    // Per-layer sin/cos gathered from the embed_positions buffer, repeat_interleave'd to the
-    // rotary width; the rotary muls save them.
-    T sin = tr.New(p + ".attn.sin", {c.b, c.n, 1, rot});
-    T cos = tr.New(p + ".attn.cos", {c.b, c.n, 1, rot});
-    T qh = Rotary(tr, p + ".attn.rotary_q", Heads(c, q, s.num_heads, s.head_dim), rot, cos, sin);
-    T kh = Rotary(tr, p + ".attn.rotary_k", Heads(c, k, s.num_heads, s.head_dim), rot, cos, sin);
+    // sin/cos gathered per layer from the embed_positions buffer and repeat_interleave'd, once
+    // for q and once for k: four [1, n, 1, rot] tensors the rotary muls save.
+    T rq_sin = tr.New(p + ".attn.q_sin", {1, c.n, 1, rot});
+    T rq_cos = tr.New(p + ".attn.q_cos", {1, c.n, 1, rot});
+    T rk_sin = tr.New(p + ".attn.k_sin", {1, c.n, 1, rot});
+    T rk_cos = tr.New(p + ".attn.k_cos", {1, c.n, 1, rot});
     AttentionArgs a;
     a.name = p + ".attn";
-    a.q = qh;
-    a.k = kh;
+    a.q = Rotary(tr, p + ".attn.rotary_q", Heads(c, q, s.num_heads, s.head_dim), rot, rq_cos,
+                 rq_sin);
+    a.k = Rotary(tr, p + ".attn.rotary_k", Heads(c, k, s.num_heads, s.head_dim), rot, rk_cos,
+                 rk_sin);
     a.v = Heads(c, v, s.num_heads, s.head_dim);
     a.dropout = s.attn_dropout;
-    a.eager_upcast_qk = true;
+    a.eager_upcast_qk = true;  // _attn casts q and k to fp32: an FP32 score matmul
     a.eager_softmax_fp32 = true;
     T o = Linear(tr, p + ".attn.out_proj", Attention(tr, a), s.hidden_size, false);
     o = Dropout(tr, p + ".attn.resid_dropout", o, s.hidden_dropout);
@@ -292,8 +323,7 @@ void GptJ(Ctx& c, const T& ids) {
     T sum = AddT(tr, p + ".parallel_add", o, m);
     h = AddT(tr, p + ".residual", sum, h);
   }
-  // GPTJForCausalLM casts the logits to fp32 in the model (and returns them in fp32).
-  TailAndLoss(c, h, "transformer.ln_f", "lm_head", wte, true, true);
+  TailAndLoss(c, h, "transformer.ln_f", "lm_head", wte, true, false);
 }
 
 void GptNeoX(Ctx& c, const T& ids) {
@@ -304,17 +334,20 @@ void GptNeoX(Ctx& c, const T& ids) {
   T h = Embedding(tr, "gpt_neox.embed_in", ids, s.vocab_size, s.hidden_size, &emb);
   h = Dropout(tr, "gpt_neox.emb_dropout", h, s.hidden_dropout);
   MakeRotary(c, "gpt_neox.rotary_emb");
+  MakeMask(c, "gpt_neox.causal_mask", !tr.sdpa());
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("gpt_neox.layers", i);
     BeginBlock(c, p, h);
     T x = LayerNorm(tr, p + ".input_layernorm", h);
     T qkv = Linear(tr, p + ".attention.query_key_value", x, 3 * s.hidden_size, s.linear_bias);
-    T q = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
+    T heads = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});  // per-head interleaved q|k|v
     AttentionArgs a;
     a.name = p + ".attention";
-    a.q = Rotary(tr, p + ".attention.rotary_q", q, s.rotary_dim, c.cos, c.sin);
-    a.k = Rotary(tr, p + ".attention.rotary_k", q, s.rotary_dim, c.cos, c.sin);
-    a.v = q;  // a view of the fused projection
+    a.q = Rotary(tr, p + ".attention.rotary_q", heads, s.rotary_dim, c.cos, c.sin);
+    a.k = Rotary(tr, p + ".attention.rotary_k", heads, s.rotary_dim, c.cos, c.sin);
+    a.q_layout = a.k_layout = RopeLayout(s);
+    a.v = heads;
+    a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
     T o = Linear(tr, p + ".attention.dense", Attention(tr, a), s.hidden_size, s.linear_bias);
     o = Dropout(tr, p + ".post_attention_dropout", o, s.hidden_dropout);
@@ -332,7 +365,7 @@ void GptNeoX(Ctx& c, const T& ids) {
       h = AddT(tr, p + ".residual_2", m, h2);
     }
   }
-  TailAndLoss(c, h, "gpt_neox.final_layer_norm", "embed_out", emb, false, false);
+  TailAndLoss(c, h, "gpt_neox.final_layer_norm", "lm_head", emb, false, false);
 }
 
 void Opt(Ctx& c, const T& ids) {
@@ -347,14 +380,15 @@ void Opt(Ctx& c, const T& ids) {
   T pos_ids = tr.Input("position_ids", {c.b, c.n}, DType::kI64);
   T pos = Embedding(tr, "model.decoder.embed_positions", pos_ids,
                     s.max_positions + s.position_offset, s.hidden_size);
-  T h = AddT(tr, "model.decoder.embed_add", tok, pos);
-  h = Dropout(tr, "model.decoder.dropout", h, s.hidden_dropout);
+  T h = AddT(tr, "model.decoder.embed_add", tok, pos);  // no embedding dropout in OPT
+  MakeMask(c, "model.decoder.causal_mask", !tr.sdpa());
   const ProjNames names{"q_proj", "k_proj", "v_proj", "out_proj"};
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.decoder.layers", i);
     BeginBlock(c, p, h);
     T x = s.opt_norm_before ? LayerNorm(tr, p + ".self_attn_layer_norm", h) : h;
-    T o = SeparateQkvAttention(c, p + ".self_attn", x, names, s.linear_bias, s.linear_bias, true);
+    T o = SeparateQkvAttention(c, p + ".self_attn", x, names, s.linear_bias, s.linear_bias, true,
+                               /*scale_q=*/true);
     o = Dropout(tr, p + ".dropout_1", o, s.hidden_dropout);
     T h2 = AddT(tr, p + ".residual_1", h, o);
     if (!s.opt_norm_before) h2 = LayerNorm(tr, p + ".self_attn_layer_norm", h2);
@@ -375,27 +409,21 @@ void Bloom(Ctx& c, const T& ids) {
   T emb;
   T h = Embedding(tr, "transformer.word_embeddings", ids, s.vocab_size, s.hidden_size, &emb);
   h = LayerNorm(tr, "transformer.word_embeddings_layernorm", h);
-  // ALiBi [b * heads, 1, n]: an input of baddbmm that needs no gradient, so it is not saved.
+  // ALiBi [b * heads, 1, n] feeds baddbmm as `self` (no gradient, so not saved); the eager
+  // causal mask [b, 1, n, n] is added to the scores.
   T alibi = tr.New("transformer.alibi", {c.b * s.num_heads, 1, c.n});
+  MakeMask(c, "transformer.causal_mask", true);
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
     tr.CheckpointArg(alibi);
     T x = LayerNorm(tr, p + ".input_layernorm", h);
     T qkv = Linear(tr, p + ".self_attention.query_key_value", x, 3 * s.hidden_size, true);
-    T qh = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     AttentionArgs a;
     a.name = p + ".self_attention";
-    if (tr.sdpa()) {
-      a.q = a.k = a.v = qh;
-    } else {
-      // reshape(batch * heads, n, hd) of a transposed view copies q, k and v.
-      a.q = Copy(tr, p + ".self_attention.q", qh, qh.dtype);
-      a.k = Copy(tr, p + ".self_attention.k", qh, qh.dtype);
-      a.v = Copy(tr, p + ".self_attention.v", qh, qh.dtype);
-    }
+    a.q = a.k = a.v = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
+    a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
-    a.float_mask = &alibi;
     T o = Linear(tr, p + ".self_attention.dense", Attention(tr, a), s.hidden_size, true);
     o = Dropout(tr, p + ".self_attention.dropout", o, s.hidden_dropout);
     T h2 = AddT(tr, p + ".residual_1", o, h);
@@ -413,19 +441,25 @@ void Falcon(Ctx& c, const T& ids) {
   tr.BeginLayer("transformer.embeddings", LayerKind::kEmbedding, false);
   T emb;
   T h = Embedding(tr, "transformer.word_embeddings", ids, s.vocab_size, s.hidden_size, &emb);
-  T alibi;
-  if (s.alibi) alibi = tr.New("transformer.alibi", {c.b * s.num_heads, 1, c.n});
   MakeRotary(c, "transformer.rotary_emb");
+  // FalconModel builds its 4-D mask for SDPA too (allow_is_causal_skip=False); with ALiBi the
+  // mask becomes a float bias [b, heads, n, n].
+  if (s.alibi) {
+    c.mask = tr.New("transformer.alibi_mask", {c.b, s.num_heads, c.n, c.n});
+    c.has_mask = true;
+  } else {
+    MakeMask(c, "transformer.causal_mask", true);
+  }
   int64_t qkv_out = 3 * s.hidden_size;
   if (s.falcon_new_arch) {
     qkv_out = (2 * s.num_kv_heads + s.num_heads) * s.head_dim;
   } else if (s.falcon_multi_query) {
     qkv_out = s.hidden_size + 2 * s.head_dim;
   }
+  const bool mha = !s.falcon_new_arch && !s.falcon_multi_query;
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
-    if (s.alibi) tr.CheckpointArg(alibi);
     T x_attn, x_mlp;
     if (s.parallel_residual && s.falcon_num_ln_parallel == 2) {
       x_attn = LayerNorm(tr, p + ".ln_attn", h);
@@ -433,30 +467,49 @@ void Falcon(Ctx& c, const T& ids) {
     } else {
       x_attn = x_mlp = LayerNorm(tr, p + ".input_layernorm", h);
     }
-    T qkv = Linear(tr, p + ".self_attention.query_key_value", x_attn, qkv_out, s.linear_bias);
-    T q = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
-    // K and V are picked out with index lists ([..., [-2], :]), which copies them.
-    T k = tr.New(p + ".self_attention.k", {c.b, s.num_kv_heads, c.n, s.head_dim});
-    T v = tr.New(p + ".self_attention.v", {c.b, s.num_kv_heads, c.n, s.head_dim});
+    const std::string sa = p + ".self_attention";
+    T qkv = Linear(tr, sa + ".query_key_value", x_attn, qkv_out, s.linear_bias);
+    T fused = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     AttentionArgs a;
-    a.name = p + ".self_attention";
-    if (c.rope) {
-      q = Rotary(tr, p + ".self_attention.rotary_q", q, s.rotary_dim, c.cos, c.sin);
-      k = Rotary(tr, p + ".self_attention.rotary_k", k, s.rotary_dim, c.cos, c.sin);
+    a.name = sa;
+    a.q = a.k = a.v = fused;
+    a.q_layout = a.k_layout = a.v_layout = Layout::kBshd;  // MHA: views pinning the fused qkv
+    if (!mha) {
+      // New architecture: K/V broadcast to every query head and flattened (copies); multi-query:
+      // one K/V head picked with an index list (copies).
+      const int64_t kv = s.falcon_new_arch ? s.num_heads : 1;
+      a.q = tr.New(sa + ".q", {c.b, s.num_heads, c.n, s.head_dim});
+      a.k = tr.New(sa + ".k", {c.b, kv, c.n, s.head_dim});
+      a.v = tr.New(sa + ".v", {c.b, kv, c.n, s.head_dim});
     }
-    a.q = q;
-    a.k = RepeatKv(c, p + ".self_attention.k_repeated", k);
-    a.v = RepeatKv(c, p + ".self_attention.v_repeated", v);
-    a.dropout = s.attn_dropout;
-    if (s.alibi) a.float_mask = &alibi;
-    T o = Linear(tr, p + ".self_attention.dense", Attention(tr, a), s.hidden_size, s.linear_bias);
+    if (c.rope) {
+      a.q = Rotary(tr, sa + ".rotary_q", a.q, s.rotary_dim, c.cos, c.sin);
+      a.k = Rotary(tr, sa + ".rotary_k", a.k, s.rotary_dim, c.cos, c.sin);
+    }
+    T bias;
+    if (tr.sdpa()) {
+      if (s.alibi) {
+        a.float_mask = &c.mask;
+      } else if (a.k.dim(1) == s.num_heads) {
+        bias = tr.New(sa + ".attn_bias", {c.b, 1, c.n, c.n});  // the bool mask as bf16, per call
+        a.float_mask = &bias;
+      } else {
+        a.backend = SdpaBackend::kMath;  // one K/V head without enable_gqa: the fp32 math path
+      }
+    }
+    // The rotary path passes dropout_p=0 to SDPA and has no eager dropout; eager softmax runs
+    // in the activation dtype there and in fp32 on the ALiBi path.
+    a.dropout = s.alibi ? s.attn_dropout : 0.0;
+    a.eager_softmax_fp32 = false;
+    T o = Linear(tr, sa + ".dense", Attention(tr, a), s.hidden_size, s.linear_bias);
     if (s.parallel_residual) {
       T m = Mlp2(c, p + ".mlp", x_mlp, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
       T sum = AddT(tr, p + ".parallel_add", m, o);
       sum = Dropout(tr, p + ".dropout", sum, s.hidden_dropout);
       h = AddT(tr, p + ".residual", sum, h);
     } else {
-      o = Dropout(tr, p + ".attn_dropout", o, s.hidden_dropout);
+      // The post-attention residual dropout uses attention_dropout (as in FalconDecoderLayer).
+      o = Dropout(tr, p + ".attn_dropout", o, s.attn_dropout);
       T h2 = AddT(tr, p + ".residual_1", o, h);
       T x2 = LayerNorm(tr, p + ".post_attention_layernorm", h2);
       T m = Mlp2(c, p + ".mlp", x2, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
@@ -475,6 +528,7 @@ void Phi(Ctx& c, const T& ids) {
   T h = Embedding(tr, "model.embed_tokens", ids, s.vocab_size, s.hidden_size, &emb);
   h = Dropout(tr, "model.embed_dropout", h, s.embd_dropout);
   MakeRotary(c, "model.rotary_emb");
+  MakeMask(c, "model.causal_mask", !tr.sdpa());
   const ProjNames names{"q_proj", "k_proj", "v_proj", "dense"};
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.layers", i);
@@ -499,6 +553,7 @@ void LlamaLike(Ctx& c, const T& ids) {
   T h = Embedding(tr, "model.embed_tokens", ids, s.vocab_size, s.hidden_size, &emb);
   if (gemma) h = Copy(tr, "model.embed_scale", h, h.dtype);  // * sqrt(hidden), saves no tensor
   MakeRotary(c, "model.rotary_emb");
+  MakeMask(c, "model.causal_mask", !tr.sdpa() || SdpaNeedsMask(c));
   auto norm = [&](const std::string& name, const T& x) {
     return gemma ? RmsNormGemma(tr, name, x) : RmsNormLlama(tr, name, x);
   };
@@ -511,7 +566,7 @@ void LlamaLike(Ctx& c, const T& ids) {
     T o = SeparateQkvAttention(c, p + ".self_attn", x, names, qkv_bias, s.attention_bias, true);
     T h2 = AddT(tr, p + ".residual_1", h, o);
     x = norm(p + ".post_attention_layernorm", h2);
-    T m = s.num_experts > 0 ? MoeBlock(c, p + ".block_sparse_moe", x)
+    T m = s.num_experts > 0 ? MoeBlock(c, p + ".mlp", x)
                             : GatedMlp(c, p + ".mlp", x, s.intermediate_size, s.mlp_bias);
     h = AddT(tr, p + ".residual_2", h2, m);
   }
@@ -522,7 +577,9 @@ void LlamaLike(Ctx& c, const T& ids) {
 
 void TraceDecoderOnly(Tracer& tr) {
   const ModelSpec& s = tr.spec();
-  Ctx c{tr, s, tr.options().micro_batch, tr.options().seq_len, {}, {}, false};
+  Ctx c(tr, s);
+  c.b = tr.options().micro_batch;
+  c.n = tr.options().seq_len;
   T ids = tr.Input("input_ids", {c.b, c.n}, DType::kI64);
   switch (s.family) {
     case Family::kGpt2: Gpt2(c, ids); break;

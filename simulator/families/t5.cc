@@ -13,10 +13,12 @@ struct T5Ctx {
   int64_t inner = 0;  // num_heads * d_kv
 };
 
-// T5Attention: q/k/v/o without bias, no score scaling, the (masked) position bias added to the
-// scores, softmax over fp32 scores.
+// T5Attention: q/k/v/o without bias, no score scaling, a position bias added to the scores.
+// Eager: softmax in the activation dtype. SDPA: the bias (or the causal `where` over it) is a
+// float mask whose last dim is strided, which sends self-attention to the fp32 math kernel;
+// cross-attention's zero bias is contiguous, so cuDNN runs it and saves the bias.
 T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, int64_t sq,
-              int64_t sk, const T& bias, bool causal) {
+              int64_t sk, const T& bias, bool causal, bool self_attention) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
   T q = Linear(tr, p + ".q", x, c.inner, false);
@@ -29,9 +31,14 @@ T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, in
   a.v = tr.View(v, {c.b, s.num_heads, sk, s.head_dim});
   a.causal = causal;
   a.dropout = s.attn_dropout;
-  a.float_mask = &bias;
-  a.eager_softmax_fp32 = true;
-  a.eager_scale_op = false;
+  a.eager_softmax_fp32 = false;
+  if (self_attention) {
+    a.backend = SdpaBackend::kMath;
+    // The decoder's mask is torch.where(causal, bias, min): its bool condition is saved.
+    if (causal && tr.sdpa()) tr.Save(tr.New(p + ".causal_condition", {1, 1, sq, sk}, DType::kBool));
+  } else {
+    a.float_mask = &bias;
+  }
   return Linear(tr, p + ".o", Attention(tr, a), s.hidden_size, false);
 }
 
@@ -56,16 +63,15 @@ T T5Ff(T5Ctx& c, const std::string& p, const T& h) {
   return AddT(tr, p + ".residual", h, y);
 }
 
-// The relative position bias of a stack, computed in its first block: an embedding of the
-// bucket ids [sq, sk], permuted to [1, h, sq, sk], plus the extended mask -> [b, h, sq, sk].
+// The relative position bias of a stack, computed in its first block and passed to the others:
+// an embedding of the bucket ids [sq, sk] (saved), permuted to a strided [1, h, sq, sk] view.
+// transformers 5 keeps the attention mask separate from it.
 T RelativeBias(T5Ctx& c, const std::string& p, int64_t sq, int64_t sk) {
   Tracer& tr = c.tr;
   T buckets = tr.New(p + ".relative_position_bucket", {sq, sk}, DType::kI64);
   T table = Embedding(tr, p + ".relative_attention_bias", buckets, c.s.t5_rel_buckets,
                       c.s.num_heads);
-  (void)table;
-  return AddT(tr, p + ".position_bias", tr.New(p + ".mask", {c.b, 1, 1, sk}),
-              tr.View(table, {1, c.s.num_heads, sq, sk}));
+  return tr.View(table, {1, c.s.num_heads, sq, sk});
 }
 
 }  // namespace
@@ -95,7 +101,7 @@ void TraceT5(Tracer& tr) {
       tr.CheckpointArg(enc_bias);
     }
     T x = RmsNormT5(tr, a + ".layer_norm", h);
-    T o = T5Attention(c, a + ".SelfAttention", x, x, src, src, enc_bias, false);
+    T o = T5Attention(c, a + ".SelfAttention", x, x, src, src, enc_bias, false, true);
     o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
     h = AddT(tr, a + ".residual", h, o);
     h = T5Ff(c, p + ".layer.1", h);
@@ -110,27 +116,32 @@ void TraceT5(Tracer& tr) {
   h = EmbeddingShared(tr, "decoder.embed_tokens", dec_ids, shared);
   h = Dropout(tr, "decoder.dropout", h, s.embd_dropout);
   T dec_bias, cross_bias;
+  // Eager decoders get the causal mask as a float [b, 1, tgt, tgt] built once per forward.
+  T causal_mask;
+  if (!tr.sdpa()) causal_mask = tr.New("decoder.causal_mask", {b, 1, tgt, tgt});
   for (int64_t i = 0; i < s.num_decoder_layers; ++i) {
     const std::string p = fmt::format("decoder.block.{}", i);
     tr.BeginLayer(p, LayerKind::kDecoderBlock, true);
     tr.CheckpointArg(h);
     tr.CheckpointArg(enc);
+    if (!tr.sdpa()) tr.CheckpointArg(causal_mask);
     const std::string a = p + ".layer.0";
     const std::string x_ = p + ".layer.1";
     if (i == 0) {
       dec_bias = RelativeBias(c, a + ".SelfAttention", tgt, tgt);
-      // Cross attention has no relative bias: zeros [1, h, tgt, src] plus the encoder mask.
-      cross_bias = tr.New(x_ + ".EncDecAttention.position_bias", {b, s.num_heads, tgt, src});
+      // Cross attention has no relative bias: zeros [1, h, tgt, src], made in block 0 and
+      // reused by the later blocks.
+      cross_bias = tr.New(x_ + ".EncDecAttention.position_bias", {1, s.num_heads, tgt, src});
     } else {
       tr.CheckpointArg(dec_bias);
       tr.CheckpointArg(cross_bias);
     }
     T x = RmsNormT5(tr, a + ".layer_norm", h);
-    T o = T5Attention(c, a + ".SelfAttention", x, x, tgt, tgt, dec_bias, true);
+    T o = T5Attention(c, a + ".SelfAttention", x, x, tgt, tgt, dec_bias, true, true);
     o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
     h = AddT(tr, a + ".residual", h, o);
     x = RmsNormT5(tr, x_ + ".layer_norm", h);
-    o = T5Attention(c, x_ + ".EncDecAttention", x, enc, tgt, src, cross_bias, false);
+    o = T5Attention(c, x_ + ".EncDecAttention", x, enc, tgt, src, cross_bias, false, false);
     o = Dropout(tr, x_ + ".dropout", o, s.hidden_dropout);
     h = AddT(tr, x_ + ".residual", h, o);
     h = T5Ff(c, p + ".layer.2", h);
@@ -140,8 +151,9 @@ void TraceT5(Tracer& tr) {
   out = Dropout(tr, "decoder.final_dropout", out, s.hidden_dropout);
 
   tr.BeginLayer("lm_head", LayerKind::kHead, false);
-  // Tied embeddings: the output is rescaled by d_model**-0.5 (a scalar mul, nothing saved).
-  if (s.tie_word_embeddings) out = Copy(tr, "lm_head.rescale", out, out.dtype);
+  // The decoder output is rescaled by d_model**-0.5 (a scalar mul, nothing saved) unless the
+  // config said tie_word_embeddings: false.
+  if (s.t5_rescale_output) out = Copy(tr, "lm_head.rescale", out, out.dtype);
   T logits = Linear(tr, "lm_head", out, s.vocab_size, false,
                     s.tie_word_embeddings ? &shared : nullptr);
   tr.KeepAsOutput(logits);

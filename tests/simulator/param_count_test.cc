@@ -1,7 +1,10 @@
 // Parameter counts against transformers' sum(p.numel() for p in model.parameters()).
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "core/hf_config.h"
 #include "core/model_catalog.h"
@@ -66,6 +69,27 @@ TEST(ParamCountTest, EveryCatalogEntryLoadsAndCounts) {
     ASSERT_TRUE(n.ok()) << e.name << ": " << n.status().ToString();
     EXPECT_GT(*n, 0) << e.name;
     EXPECT_FALSE(e.hf_id.empty()) << e.name << " has no hf_id";
+  }
+}
+
+// Every catalog model against transformers 5.17 itself: tools/hf_param_counts.py built each
+// catalog config on the meta device on the device machine (torch 2.11) and summed
+// p.numel() over model.parameters(); the output is the fixture.
+TEST(ParamCountTest, EveryCatalogEntryMatchesTransformers517) {
+  std::ifstream in(kData + "/tests/fixtures/hf_counts_transformers_5.17.json");
+  ASSERT_TRUE(in) << "missing fixture";
+  nlohmann::json ref = nlohmann::json::parse(in);
+  ASSERT_EQ(ref["transformers"], "5.17.0");
+  auto entries = ListCatalog(kData);
+  ASSERT_TRUE(entries.ok());
+  EXPECT_EQ(ref["counts"].size(), entries->size()) << "re-run tools/hf_param_counts.py";
+  for (const auto& [name, count] : ref["counts"].items()) {
+    ASSERT_TRUE(count.is_number_integer()) << name << ": " << count;
+    auto spec = LoadModel(name, kData);
+    ASSERT_TRUE(spec.ok()) << name << ": " << spec.status().ToString();
+    auto n = CountParameters(*spec);
+    ASSERT_TRUE(n.ok()) << n.status().ToString();
+    EXPECT_EQ(*n, count.get<int64_t>()) << name;
   }
 }
 

@@ -323,10 +323,14 @@ T LayerNorm(Tracer& tr, const std::string& name, const T& x, bool bias) {
   return y;
 }
 
-T RmsNormLlama(Tracer& tr, const std::string& name, const T& x) {
+namespace {
+
+// The Llama and T5 RMSNorms differ only in T5's `x * rsqrt` reading the bf16 input (promoting to
+// fp32), which saves that input too.
+T RmsNormFp32Variance(Tracer& tr, const std::string& name, const T& x, bool saves_input) {
   const int64_t d = x.shape.back();
   tr.Param(name + ".weight", {d});
-  // hidden_states.to(float32): a copy unless already fp32; saved by pow(2) and the mul.
+  // hidden_states.to(float32): a copy unless already fp32; saved by pow(2) (and by the mul).
   T h32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
   T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
   T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
@@ -334,27 +338,21 @@ T RmsNormLlama(Tracer& tr, const std::string& name, const T& x) {
   T n = x.dtype == DType::kF32 ? n32 : tr.New(name + ".normed", x.shape, x.dtype);
   T y = tr.New(name + ".out", x.shape, x.dtype);
   tr.Save(h32);
+  if (saves_input) tr.Save(x);
   tr.Save(r);
   tr.Save(n);
   Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0);
   return y;
 }
 
+}  // namespace
+
+T RmsNormLlama(Tracer& tr, const std::string& name, const T& x) {
+  return RmsNormFp32Variance(tr, name, x, false);
+}
+
 T RmsNormT5(Tracer& tr, const std::string& name, const T& x) {
-  const int64_t d = x.shape.back();
-  tr.Param(name + ".weight", {d});
-  T h32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
-  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
-  // x * rsqrt(var) promotes to fp32 and saves both x and rsqrt.
-  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
-  T n = x.dtype == DType::kF32 ? n32 : tr.New(name + ".normed", x.shape, x.dtype);
-  T y = tr.New(name + ".out", x.shape, x.dtype);
-  tr.Save(h32);
-  tr.Save(x);
-  tr.Save(r);
-  tr.Save(n);
-  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0);
-  return y;
+  return RmsNormFp32Variance(tr, name, x, true);
 }
 
 T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {

@@ -138,14 +138,14 @@ std::string WorkloadTable(const Workload& w, bool all_layers) {
     i = j;
   }
   out += "\n";
-  out += fmt::format("parameters           {} ({})\n", w.params,
+  out += fmt::format("{:<30}{} ({})\n", "parameters", w.params,
                      FormatBytes(static_cast<double>(w.param_bytes)));
-  out += fmt::format("tokens per micro-batch {}\n", w.tokens);
-  out += fmt::format("FLOPs per micro-batch {} (forward {}, backward {}{})\n",
+  out += fmt::format("{:<30}{}\n", "tokens per micro-batch", w.tokens);
+  out += fmt::format("{:<30}{} (forward {}, backward {}{})\n", "FLOPs per micro-batch",
                      FormatFlops(w.flops_per_step), FormatFlops(w.fwd_flops),
                      FormatFlops(w.bwd_flops),
                      ckpt ? ", recompute " + FormatFlops(w.recompute_flops) : "");
-  out += fmt::format("activations kept for backward {}", FormatBytes(
+  out += fmt::format("{:<30}{}", "activations kept for backward", FormatBytes(
                                                              static_cast<double>(w.activation_bytes)));
   if (ckpt) {
     out += fmt::format(" (+ {} while one block is recomputed)",

@@ -143,59 +143,43 @@ Result<Workload> Tracer::Finish() {
   w.tensors = params_;
   const int n = static_cast<int>(layers_.size());
 
-  // Which layer first saves each storage (no checkpointing), and which first keeps it.
+  // For each storage: the first layer whose ops save it (the view without checkpointing), the
+  // first layer that keeps it alive until backward under the options (a checkpointed layer keeps
+  // only its arguments; storages made inside it are rematerialized), and whether the model output
+  // holds it.
   std::vector<int> saved_by(storages_.size(), -1), kept_by(storages_.size(), -1);
+  std::vector<bool> is_output(storages_.size(), false);
   for (int li = 0; li < n; ++li) {
-    for (int s : layer_state_[li].saved)
+    const LayerState& ls = layer_state_[li];
+    for (int s : ls.saved)
       if (saved_by[s] < 0) saved_by[s] = li;
-    std::vector<int> keeps;
-    if (layers_[li].checkpointed) {
-      keeps = layer_state_[li].ckpt_args;
-      // Saves of storages produced before this layer that are not its args are kept by
-      // whoever holds them; storages produced inside are rematerialized.
-    } else {
-      keeps = layer_state_[li].saved;
-    }
-    keeps.insert(keeps.end(), layer_state_[li].outputs.begin(), layer_state_[li].outputs.end());
-    for (int s : keeps)
+    for (int s : layers_[li].checkpointed ? ls.ckpt_args : ls.saved)
       if (kept_by[s] < 0) kept_by[s] = li;
+    for (int s : ls.outputs) {
+      is_output[s] = true;
+      if (kept_by[s] < 0) kept_by[s] = li;
+    }
     if (layers_[li].checkpointed) {
-      int64_t re = 0;
-      for (int s : layer_state_[li].saved)
-        if (storages_[s].layer == li) re += storages_[s].bytes;
-      layers_[li].recompute_bytes = re;
+      for (int s : ls.saved)
+        if (storages_[s].layer == li) layers_[li].recompute_bytes += storages_[s].bytes;
       layers_[li].recompute_flops = layers_[li].fwd_flops;
     }
   }
-  // Storages saved by a checkpointed layer but produced by an earlier layer stay alive through
-  // the earlier layer's own accounting only if someone keeps them; an earlier non-checkpointed
-  // producer's output that a checkpointed layer reads is held by the checkpoint's arguments.
   for (size_t s = 0; s < storages_.size(); ++s) {
     const Storage& st = storages_[s];
-    int owner = kept_by[s] >= 0 ? kept_by[s] : saved_by[s];
-    if (owner < 0) continue;
-    if (kept_by[s] >= 0) {
-      layers_[kept_by[s]].activation_bytes += st.bytes;
-    }
-    if (saved_by[s] >= 0) layers_[saved_by[s]].saved_bytes += st.bytes;
-    if (saved_by[s] < 0 && kept_by[s] >= 0 &&
-        std::find(layer_state_[kept_by[s]].outputs.begin(),
-                  layer_state_[kept_by[s]].outputs.end(),
-                  static_cast<int>(s)) != layer_state_[kept_by[s]].outputs.end()) {
-      layers_[kept_by[s]].saved_bytes += st.bytes;  // outputs count in both views
-    }
+    // Outputs count in saved_bytes too, so that it is the full no-checkpointing picture.
+    const int saver = saved_by[s] >= 0 ? saved_by[s] : (is_output[s] ? kept_by[s] : -1);
+    if (saver < 0 && kept_by[s] < 0) continue;
+    if (saver >= 0) layers_[saver].saved_bytes += st.bytes;
+    if (kept_by[s] >= 0) layers_[kept_by[s]].activation_bytes += st.bytes;
     TensorSpec t;
     t.name = st.name;
     t.shape = st.shape;
     t.dtype = st.dtype;
-    bool is_output = false;
-    for (int li = 0; li < n && !is_output; ++li)
-      is_output = std::find(layer_state_[li].outputs.begin(), layer_state_[li].outputs.end(),
-                            static_cast<int>(s)) != layer_state_[li].outputs.end();
-    t.category = is_output ? TensorCategory::kOutput : TensorCategory::kActivation;
+    t.category = is_output[s] ? TensorCategory::kOutput : TensorCategory::kActivation;
     t.numel = st.bytes / DTypeBytes(st.dtype);
     t.bytes = st.bytes;
-    t.layer = owner;
+    t.layer = kept_by[s] >= 0 ? kept_by[s] : saver;
     t.recomputed = kept_by[s] < 0;
     w.tensors.push_back(std::move(t));
   }

@@ -29,40 +29,6 @@ const char* DTypeName(DType t) {
   return "?";
 }
 
-const char* PrecisionName(Precision p) {
-  switch (p) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp32: return "fp32";
-  }
-  return "?";
-}
-
-Result<Precision> ParsePrecision(const std::string& s) {
-  if (s == "bf16") return Precision::kBf16;
-  if (s == "fp16") return Precision::kFp16;
-  if (s == "fp32") return Precision::kFp32;
-  return Status::InvalidArgument(
-      fmt::format("precision '{}' is not known; use bf16, fp16 or fp32", s));
-}
-
-const char* AttentionImplName(AttentionImpl a) {
-  switch (a) {
-    case AttentionImpl::kAuto: return "auto";
-    case AttentionImpl::kEager: return "eager";
-    case AttentionImpl::kSdpa: return "sdpa";
-  }
-  return "?";
-}
-
-Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
-  if (s == "auto") return AttentionImpl::kAuto;
-  if (s == "eager") return AttentionImpl::kEager;
-  if (s == "sdpa") return AttentionImpl::kSdpa;
-  return Status::InvalidArgument(
-      fmt::format("attention implementation '{}' is not known; use eager, sdpa or auto", s));
-}
-
 bool FamilySupportsSdpa(Family f) {
   switch (f) {
     case Family::kGptJ:   // eager or flash_attention_2 only

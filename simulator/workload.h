@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/model_spec.h"
+#include "core/plan.h"
 #include "core/status.h"
 
 namespace dsplan {
@@ -26,17 +27,6 @@ enum class DType { kF32, kBF16, kF16, kI64, kBool };
 int64_t DTypeBytes(DType t);
 const char* DTypeName(DType t);
 
-/// Training precision as DeepSpeed runs it: bf16/fp16 cast the module (weights, buffers and so
-/// activations) to 16 bits; fp32 keeps everything in 32 bits.
-enum class Precision { kBf16, kFp16, kFp32 };
-const char* PrecisionName(Precision p);
-Result<Precision> ParsePrecision(const std::string& s);
-
-/// transformers' attn_implementation. kAuto picks what transformers picks by default: sdpa when
-/// the family supports it, else eager.
-enum class AttentionImpl { kAuto, kEager, kSdpa };
-const char* AttentionImplName(AttentionImpl a);
-Result<AttentionImpl> ParseAttentionImpl(const std::string& s);
 /// Whether transformers' modeling code for |f| offers the SDPA path.
 bool FamilySupportsSdpa(Family f);
 

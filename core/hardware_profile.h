@@ -20,7 +20,10 @@
 
 namespace dsplan {
 
-enum class SourceKind { kDatasheet, kMeasured };
+/// kAssumption: neither a datasheet value nor a measurement but an engineering estimate (an
+/// efficiency factor, a typical host); the detail says what it rests on.
+enum class SourceKind { kDatasheet, kMeasured, kAssumption };
+/// "datasheet", "measured", "assumption" (the YAML key of a number's source).
 const char* SourceKindName(SourceKind k);
 
 struct Source {
@@ -28,12 +31,16 @@ struct Source {
   /// Datasheet: the reference ("NVIDIA H200 datasheet, 2024"). Measured: the method ("cuBLAS
   /// bf16 GEMM, 5 warm-up + 20 timed, L2 flushed, median; 2026-12-02; dsplan 0.1.0").
   std::string detail;
+
+  bool operator==(const Source&) const = default;
 };
 
 /// A number with where it came from.
 struct Number {
   double value = 0;
   Source source;
+
+  bool operator==(const Number&) const = default;
 };
 
 /// A measured GEMM: C[m,n] = A[m,k] B[k,n] in |dtype|, achieved FLOP/s.
@@ -41,12 +48,16 @@ struct GemmPoint {
   Precision dtype = Precision::kBf16;
   int64_t m = 0, n = 0, k = 0;
   double flops_per_s = 0;
+
+  bool operator==(const GemmPoint&) const = default;
 };
 
 /// A point of a size-dependent bandwidth: moving |bytes| achieved |bytes_per_s|.
 struct BandwidthPoint {
   double bytes = 0;
   double bytes_per_s = 0;
+
+  bool operator==(const BandwidthPoint&) const = default;
 };
 
 /// A copy path (H2D or D2H, pinned or pageable): raw points plus an alpha-beta fit
@@ -55,6 +66,8 @@ struct CopyCurve {
   Number latency_s;
   Number bytes_per_s;
   std::vector<BandwidthPoint> points;
+
+  bool operator==(const CopyCurve&) const = default;
 };
 
 /// One collective on |ranks| GPUs, within a node (NVLink/PCIe) or across nodes (network):
@@ -67,6 +80,8 @@ struct CollectiveCurve {
   Number alpha_s;
   Number busbw_bytes_per_s;
   std::vector<BandwidthPoint> points;
+
+  bool operator==(const CollectiveCurve&) const = default;
 };
 
 struct GpuProfile {
@@ -90,11 +105,15 @@ struct GpuProfile {
   /// Device memory in use outside PyTorch's caching allocator once CUDA, cuBLAS and NCCL are
   /// initialised (CUDA context and library workspaces).
   Number context_bytes;
+
+  bool operator==(const GpuProfile&) const = default;
 };
 
 struct CpuAdamPoint {
   int threads = 1;
   double elements_per_s = 0;        // fp32 elements updated per second
+
+  bool operator==(const CpuAdamPoint&) const = default;
 };
 
 struct HostProfile {
@@ -103,12 +122,19 @@ struct HostProfile {
   std::vector<CpuAdamPoint> cpu_adam;
   Source cpu_adam_source;
   Number pinned_alloc_bytes_per_s;  // cudaHostAlloc throughput
-  Number pageable_alloc_bytes_per_s;
+  Number pageable_alloc_bytes_per_s;  // malloc + first touch throughput
+  /// Host-to-host memcpy bandwidth between pageable buffers, bytes/s counting the bytes copied
+  /// once (not read + write); one thread per core (DeepSpeed's flattening and fp32 copies).
+  Number memcpy_bytes_per_s;
+
+  bool operator==(const HostProfile&) const = default;
 };
 
 struct LinkProfile {
   CopyCurve h2d_pinned, h2d_pageable, d2h_pinned, d2h_pageable;
   std::vector<CollectiveCurve> collectives;  // intra- and inter-node, by op and rank count
+
+  bool operator==(const LinkProfile&) const = default;
 };
 
 struct NvmePoint {
@@ -116,6 +142,8 @@ struct NvmePoint {
   int queue_depth = 0;
   double read_bytes_per_s = 0;
   double write_bytes_per_s = 0;
+
+  bool operator==(const NvmePoint&) const = default;
 };
 
 struct NvmeProfile {
@@ -125,22 +153,34 @@ struct NvmeProfile {
   Number read_bytes_per_s;          // best sustained O_DIRECT rate
   Number write_bytes_per_s;
   std::vector<NvmePoint> points;
+
+  bool operator==(const NvmeProfile&) const = default;
 };
 
 struct HardwareProfile {
   std::string name;                 // "h200-sxm", "h200-measured"
   std::string description;
   std::string file;                 // where it was loaded from (empty if built in code)
+  /// For a measured profile: the datasheet profile its unmeasured numbers came from (empty when
+  /// none).
+  std::string base;
   int gpus_per_node = 8;
   GpuProfile gpu;
   HostProfile host;
   LinkProfile links;
   NvmeProfile nvme;
 
-  /// True when every number the cost model uses for this machine was measured.
+  /// True when every number the cost model uses for this machine was measured: every Number
+  /// except the peak_flops_* specs (which the measured GEMM table supersedes), a non-empty
+  /// measured GEMM table and CPU Adam table, and, when gpus_per_node > 1, at least one measured
+  /// intra-node collective curve; every collective curve present must be measured.
   bool FullyMeasured() const;
   /// "measured (GEMM, HBM, PCIe, CPU Adam); datasheet (NVLink, network)" — for reports.
   std::string SourceSummary() const;
+
+  /// Field-by-field equality, |file| included (compare copies with file cleared to test a
+  /// round trip).
+  bool operator==(const HardwareProfile&) const = default;
 };
 
 /// Reads a profile YAML. Unknown keys, missing required keys, wrong types or units are errors

@@ -1,0 +1,825 @@
+// HardwareProfile YAML reading and writing (format: docs/profile-format.md).
+//
+// The reader is strict: every mapping lists its keys, and an unknown key, a missing required
+// key, a value of the wrong type or with the wrong unit is an InvalidArgument naming the file,
+// the dotted key path and the line. yaml-cpp exceptions never leave this file.
+#include "core/hardware_profile.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include "core/model_catalog.h"
+#include "core/units.h"
+
+namespace dsplan {
+
+const char* SourceKindName(SourceKind k) {
+  switch (k) {
+    case SourceKind::kDatasheet: return "datasheet";
+    case SourceKind::kMeasured: return "measured";
+    case SourceKind::kAssumption: return "assumption";
+  }
+  return "?";
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a number means, so that its unit can be checked.
+enum class Unit {
+  kBytes,      // sizes: 4096, "141GB", "80GiB"
+  kBytesPerS,  // bandwidths: 4.8e12, "4.8TB/s", "25 GiB/s"
+  kFlopsPerS,  // 989.4e12, "989.4 TFLOP/s"
+  kSeconds,    // 1e-5, "10us", "5 ms"
+  kFraction,   // a plain number in [0, 1]
+  kRate,       // a plain number (elements/s)
+};
+
+const char* UnitHelp(Unit u) {
+  switch (u) {
+    case Unit::kBytes: return "a size in bytes, e.g. 141GB, 80GiB or 4096";
+    case Unit::kBytesPerS: return "a bandwidth in bytes/s, e.g. 4.8TB/s, 25 GiB/s or 4.8e12";
+    case Unit::kFlopsPerS: return "a rate in FLOP/s, e.g. 989.4 TFLOP/s or 989.4e12";
+    case Unit::kSeconds: return "a time in seconds, e.g. 10us, 5 ms or 1e-5";
+    case Unit::kFraction: return "a plain number between 0 and 1";
+    case Unit::kRate: return "a plain number";
+  }
+  return "?";
+}
+
+// Reading context: the file and the dotted path of the current node.
+class Reader {
+ public:
+  explicit Reader(std::string file) : file_(std::move(file)) {}
+
+  Status Error(const YAML::Node& n, const std::string& key, const std::string& msg) const {
+    std::string where = file_;
+    if (n.IsDefined() && n.Mark().line >= 0) where += fmt::format(":{}", n.Mark().line + 1);
+    return Status::InvalidArgument(fmt::format("{}: {}: {}", where, key, msg));
+  }
+
+  // Checks that |n| is a mapping whose keys are all in |allowed|.
+  Status CheckMap(const YAML::Node& n, const std::string& key,
+                  std::initializer_list<const char*> allowed) const {
+    if (!n.IsMap()) return Error(n, key, "expected a mapping");
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>();
+      bool ok = false;
+      for (const char* a : allowed) ok = ok || k == a;
+      if (!ok) {
+        std::string valid;
+        for (const char* a : allowed) valid += (valid.empty() ? "" : ", ") + std::string(a);
+        return Error(kv.first, Join(key, k), fmt::format("unknown key (valid here: {})", valid));
+      }
+    }
+    return Status();
+  }
+
+  Result<YAML::Node> Required(const YAML::Node& map, const std::string& key,
+                              const char* child) const {
+    YAML::Node n = map[child];
+    if (!n.IsDefined() || n.IsNull()) {
+      return Error(map, Join(key, child), "missing (required)");
+    }
+    return n;
+  }
+
+  Result<std::string> String(const YAML::Node& n, const std::string& key) const {
+    if (!n.IsScalar()) return Error(n, key, "expected a string");
+    return n.Scalar();
+  }
+
+  Result<int64_t> Int(const YAML::Node& n, const std::string& key, int64_t min) const {
+    if (!n.IsScalar()) return Error(n, key, "expected an integer");
+    const std::string& s = n.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (s.empty() || *end != '\0' || errno != 0) {
+      return Error(n, key, fmt::format("expected an integer, got '{}'", s));
+    }
+    if (v < min) return Error(n, key, fmt::format("must be at least {}, got {}", min, v));
+    return static_cast<int64_t>(v);
+  }
+
+  Result<bool> Bool(const YAML::Node& n, const std::string& key) const {
+    if (n.IsScalar() && (n.Scalar() == "true" || n.Scalar() == "false")) {
+      return n.Scalar() == "true";
+    }
+    return Error(n, key, "expected true or false");
+  }
+
+  // A value with an optional unit suffix (see Unit), converted to the base unit.
+  Result<double> Value(const YAML::Node& n, const std::string& key, Unit unit) const {
+    if (!n.IsScalar()) return Error(n, key, fmt::format("expected {}", UnitHelp(unit)));
+    const std::string text = n.Scalar();
+    const char* begin = text.c_str();
+    char* end = nullptr;
+    double v = std::strtod(begin, &end);
+    if (end == begin || !std::isfinite(v)) {
+      return Error(n, key, fmt::format("'{}' is not a number; expected {}", text, UnitHelp(unit)));
+    }
+    std::string suffix(end);
+    suffix.erase(0, suffix.find_first_not_of(' '));
+    if (v < 0) return Error(n, key, fmt::format("'{}' is negative", text));
+    if (suffix.empty()) {
+      if (unit == Unit::kFraction && v > 1) {
+        return Error(n, key, fmt::format("{} is not a fraction between 0 and 1", text));
+      }
+      return v;
+    }
+    auto wrong = [&]() {
+      return Error(n, key,
+                   fmt::format("'{}' has the wrong unit for this key; expected {}", text,
+                               UnitHelp(unit)));
+    };
+    std::string upper;
+    for (char c : suffix) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    switch (unit) {
+      case Unit::kBytes: {
+        if (upper.find("/S") != std::string::npos || upper.find("FLOP") != std::string::npos) {
+          return wrong();
+        }
+        auto size = ParseSize(text, key);
+        if (!size.ok()) return Error(n, key, size.status().message());
+        return static_cast<double>(*size);
+      }
+      case Unit::kBytesPerS: {
+        if (upper.size() < 2 || upper.substr(upper.size() - 2) != "/S" ||
+            upper.find("FLOP") != std::string::npos) {
+          return wrong();
+        }
+        std::string size_text = text.substr(0, text.size() - 2);
+        // Bandwidths may be fractional bytes/s in principle; ParseSize rounds to whole bytes,
+        // which is far below any bandwidth's precision.
+        auto size = ParseSize(size_text, key);
+        if (!size.ok()) return Error(n, key, size.status().message() + " (before '/s')");
+        return static_cast<double>(*size);
+      }
+      case Unit::kFlopsPerS: {
+        static const std::map<std::string, double> kMult = {
+            {"FLOP/S", 1},     {"KFLOP/S", 1e3},  {"MFLOP/S", 1e6}, {"GFLOP/S", 1e9},
+            {"TFLOP/S", 1e12}, {"PFLOP/S", 1e15}, {"FLOPS", 1},     {"GFLOPS", 1e9},
+            {"TFLOPS", 1e12},  {"PFLOPS", 1e15}};
+        auto it = kMult.find(upper);
+        if (it == kMult.end()) return wrong();
+        return v * it->second;
+      }
+      case Unit::kSeconds: {
+        static const std::map<std::string, double> kMult = {
+            {"S", 1}, {"MS", 1e-3}, {"US", 1e-6}, {"NS", 1e-9}};
+        auto it = kMult.find(upper);
+        if (it == kMult.end()) return wrong();
+        return v * it->second;
+      }
+      case Unit::kFraction:
+      case Unit::kRate:
+        return wrong();
+    }
+    return wrong();
+  }
+
+  // A source: a mapping with exactly one of datasheet / measured / assumption.
+  Result<Source> SourceOf(const YAML::Node& n, const std::string& key,
+                          std::initializer_list<const char*> extra_keys = {}) const {
+    Source s;
+    int found = 0;
+    for (SourceKind k : {SourceKind::kDatasheet, SourceKind::kMeasured, SourceKind::kAssumption}) {
+      YAML::Node d = n[SourceKindName(k)];
+      if (!d.IsDefined()) continue;
+      ++found;
+      DSPLAN_ASSIGN_OR_RETURN(s.detail, String(d, Join(key, SourceKindName(k))));
+      if (s.detail.empty()) {
+        return Error(d, Join(key, SourceKindName(k)),
+                     "must say where the number comes from (a reference or a method)");
+      }
+      s.kind = k;
+    }
+    if (found != 1) {
+      return Error(n, key,
+                   found == 0 ? "missing its source: add one of datasheet: \"<reference>\", "
+                                "measured: \"<method>\" or assumption: \"<basis>\""
+                              : "has more than one source key; keep exactly one of datasheet, "
+                                "measured, assumption");
+    }
+    return s;
+  }
+
+  // A Number: {value: V, <source kind>: "detail"}.
+  Result<Number> NumberOf(const YAML::Node& map, const std::string& key, const char* child,
+                          Unit unit) const {
+    const std::string path = Join(key, child);
+    DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, Required(map, key, child));
+    if (!n.IsMap()) {
+      return Error(n, path,
+                   "expected a mapping {value: ..., datasheet|measured|assumption: \"...\"}");
+    }
+    DSPLAN_RETURN_IF_ERROR(CheckMap(n, path, {"value", "datasheet", "measured", "assumption"}));
+    Number out;
+    DSPLAN_ASSIGN_OR_RETURN(YAML::Node v, Required(n, path, "value"));
+    DSPLAN_ASSIGN_OR_RETURN(out.value, Value(v, Join(path, "value"), unit));
+    DSPLAN_ASSIGN_OR_RETURN(out.source, SourceOf(n, path));
+    return out;
+  }
+
+  // A flow sequence of |arity| elements at |n|.
+  Status Tuple(const YAML::Node& n, const std::string& key, size_t arity,
+               const char* shape) const {
+    if (!n.IsSequence() || n.size() != arity) {
+      return Error(n, key, fmt::format("expected a list {}", shape));
+    }
+    return Status();
+  }
+
+  static std::string Join(const std::string& a, const std::string& b) {
+    return a.empty() ? b : a + "." + b;
+  }
+
+ private:
+  std::string file_;
+};
+
+Result<std::vector<BandwidthPoint>> ReadPoints(const Reader& r, const YAML::Node& map,
+                                               const std::string& key) {
+  std::vector<BandwidthPoint> out;
+  YAML::Node n = map["points"];
+  if (!n.IsDefined() || n.IsNull()) return out;
+  const std::string path = Reader::Join(key, "points");
+  if (!n.IsSequence()) return r.Error(n, path, "expected a list of [bytes, bytes_per_s]");
+  for (size_t i = 0; i < n.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", path, i);
+    DSPLAN_RETURN_IF_ERROR(r.Tuple(n[i], p, 2, "[bytes, bytes_per_s]"));
+    BandwidthPoint bp;
+    DSPLAN_ASSIGN_OR_RETURN(bp.bytes, r.Value(n[i][0], p + "[0]", Unit::kBytes));
+    DSPLAN_ASSIGN_OR_RETURN(bp.bytes_per_s, r.Value(n[i][1], p + "[1]", Unit::kBytesPerS));
+    out.push_back(bp);
+  }
+  return out;
+}
+
+Result<CopyCurve> ReadCopy(const Reader& r, const YAML::Node& links, const char* child) {
+  const std::string key = Reader::Join("links", child);
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(links, "links", child));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(n, key, {"latency_s", "bytes_per_s", "points"}));
+  CopyCurve c;
+  DSPLAN_ASSIGN_OR_RETURN(c.latency_s, r.NumberOf(n, key, "latency_s", Unit::kSeconds));
+  DSPLAN_ASSIGN_OR_RETURN(c.bytes_per_s, r.NumberOf(n, key, "bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(c.points, ReadPoints(r, n, key));
+  return c;
+}
+
+Result<Collective> ParseCollective(const std::string& s) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kAllGather,
+                       Collective::kAllToAll, Collective::kBroadcast, Collective::kReduce,
+                       Collective::kSendRecv}) {
+    if (s == CollectiveName(c)) return c;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "unknown collective '{}' (valid: all_reduce, reduce_scatter, all_gather, all_to_all, "
+      "broadcast, reduce, send_recv)",
+      s));
+}
+
+Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root) {
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(root, "", "gpu"));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(
+      n, "gpu",
+      {"name", "memory_bytes", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_tf32",
+       "peak_flops_fp32", "hbm_bytes_per_s", "memory_bound_efficiency", "gemm_efficiency",
+       "gemm_source", "gemm", "attention_efficiency", "kernel_launch_s", "context_bytes"}));
+  GpuProfile g;
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node name, r.Required(n, "gpu", "name"));
+  DSPLAN_ASSIGN_OR_RETURN(g.name, r.String(name, "gpu.name"));
+  DSPLAN_ASSIGN_OR_RETURN(g.memory_bytes, r.NumberOf(n, "gpu", "memory_bytes", Unit::kBytes));
+  if (g.memory_bytes.value <= 0) {
+    return r.Error(n["memory_bytes"], "gpu.memory_bytes.value", "must be positive");
+  }
+  DSPLAN_ASSIGN_OR_RETURN(g.peak_flops_bf16,
+                          r.NumberOf(n, "gpu", "peak_flops_bf16", Unit::kFlopsPerS));
+  DSPLAN_ASSIGN_OR_RETURN(g.peak_flops_fp16,
+                          r.NumberOf(n, "gpu", "peak_flops_fp16", Unit::kFlopsPerS));
+  DSPLAN_ASSIGN_OR_RETURN(g.peak_flops_tf32,
+                          r.NumberOf(n, "gpu", "peak_flops_tf32", Unit::kFlopsPerS));
+  DSPLAN_ASSIGN_OR_RETURN(g.peak_flops_fp32,
+                          r.NumberOf(n, "gpu", "peak_flops_fp32", Unit::kFlopsPerS));
+  DSPLAN_ASSIGN_OR_RETURN(g.hbm_bytes_per_s,
+                          r.NumberOf(n, "gpu", "hbm_bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(g.memory_bound_efficiency,
+                          r.NumberOf(n, "gpu", "memory_bound_efficiency", Unit::kFraction));
+  DSPLAN_ASSIGN_OR_RETURN(g.gemm_efficiency,
+                          r.NumberOf(n, "gpu", "gemm_efficiency", Unit::kFraction));
+  DSPLAN_ASSIGN_OR_RETURN(g.attention_efficiency,
+                          r.NumberOf(n, "gpu", "attention_efficiency", Unit::kFraction));
+  DSPLAN_ASSIGN_OR_RETURN(g.kernel_launch_s,
+                          r.NumberOf(n, "gpu", "kernel_launch_s", Unit::kSeconds));
+  DSPLAN_ASSIGN_OR_RETURN(g.context_bytes, r.NumberOf(n, "gpu", "context_bytes", Unit::kBytes));
+  YAML::Node gemm = n["gemm"];
+  if (gemm.IsDefined() && !gemm.IsNull()) {
+    if (!gemm.IsSequence()) return r.Error(gemm, "gpu.gemm", "expected a list");
+    for (size_t i = 0; i < gemm.size(); ++i) {
+      const std::string p = fmt::format("gpu.gemm[{}]", i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(gemm[i], p, 5, "[dtype, m, n, k, flops_per_s]"));
+      GemmPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(std::string dtype, r.String(gemm[i][0], p + "[0]"));
+      auto prec = ParsePrecision(dtype);
+      if (!prec.ok()) return r.Error(gemm[i][0], p + "[0]", prec.status().message());
+      pt.dtype = *prec;
+      DSPLAN_ASSIGN_OR_RETURN(pt.m, r.Int(gemm[i][1], p + "[1]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.n, r.Int(gemm[i][2], p + "[2]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.k, r.Int(gemm[i][3], p + "[3]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.flops_per_s, r.Value(gemm[i][4], p + "[4]", Unit::kFlopsPerS));
+      g.gemm.push_back(pt);
+    }
+  }
+  YAML::Node gs = n["gemm_source"];
+  if (gs.IsDefined() && !gs.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(gs, "gpu.gemm_source", {"datasheet", "measured",
+                                                              "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(g.gemm_source, r.SourceOf(gs, "gpu.gemm_source"));
+  } else if (!g.gemm.empty()) {
+    return r.Error(n, "gpu.gemm_source", "missing: a GEMM table needs its source (the method)");
+  }
+  return g;
+}
+
+Result<HostProfile> ReadHost(const Reader& r, const YAML::Node& root) {
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(root, "", "host"));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(
+      n, "host",
+      {"cores", "ram_bytes", "cpu_adam", "cpu_adam_source", "pinned_alloc_bytes_per_s",
+       "pageable_alloc_bytes_per_s", "memcpy_bytes_per_s"}));
+  HostProfile h;
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node cores, r.Required(n, "host", "cores"));
+  DSPLAN_ASSIGN_OR_RETURN(int64_t c, r.Int(cores, "host.cores", 1));
+  h.cores = static_cast<int>(c);
+  DSPLAN_ASSIGN_OR_RETURN(h.ram_bytes, r.NumberOf(n, "host", "ram_bytes", Unit::kBytes));
+  DSPLAN_ASSIGN_OR_RETURN(h.pinned_alloc_bytes_per_s,
+                          r.NumberOf(n, "host", "pinned_alloc_bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(h.pageable_alloc_bytes_per_s,
+                          r.NumberOf(n, "host", "pageable_alloc_bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(h.memcpy_bytes_per_s,
+                          r.NumberOf(n, "host", "memcpy_bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node adam, r.Required(n, "host", "cpu_adam"));
+  if (!adam.IsSequence() || adam.size() == 0) {
+    return r.Error(adam, "host.cpu_adam", "expected a non-empty list of [threads, elements_per_s]");
+  }
+  for (size_t i = 0; i < adam.size(); ++i) {
+    const std::string p = fmt::format("host.cpu_adam[{}]", i);
+    DSPLAN_RETURN_IF_ERROR(r.Tuple(adam[i], p, 2, "[threads, elements_per_s]"));
+    CpuAdamPoint pt;
+    DSPLAN_ASSIGN_OR_RETURN(int64_t t, r.Int(adam[i][0], p + "[0]", 1));
+    pt.threads = static_cast<int>(t);
+    DSPLAN_ASSIGN_OR_RETURN(pt.elements_per_s, r.Value(adam[i][1], p + "[1]", Unit::kRate));
+    h.cpu_adam.push_back(pt);
+  }
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node as, r.Required(n, "host", "cpu_adam_source"));
+  DSPLAN_RETURN_IF_ERROR(
+      r.CheckMap(as, "host.cpu_adam_source", {"datasheet", "measured", "assumption"}));
+  DSPLAN_ASSIGN_OR_RETURN(h.cpu_adam_source, r.SourceOf(as, "host.cpu_adam_source"));
+  return h;
+}
+
+Result<LinkProfile> ReadLinks(const Reader& r, const YAML::Node& root) {
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(root, "", "links"));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(
+      n, "links", {"h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable", "collectives"}));
+  LinkProfile l;
+  DSPLAN_ASSIGN_OR_RETURN(l.h2d_pinned, ReadCopy(r, n, "h2d_pinned"));
+  DSPLAN_ASSIGN_OR_RETURN(l.h2d_pageable, ReadCopy(r, n, "h2d_pageable"));
+  DSPLAN_ASSIGN_OR_RETURN(l.d2h_pinned, ReadCopy(r, n, "d2h_pinned"));
+  DSPLAN_ASSIGN_OR_RETURN(l.d2h_pageable, ReadCopy(r, n, "d2h_pageable"));
+  YAML::Node colls = n["collectives"];
+  if (colls.IsDefined() && !colls.IsNull()) {
+    if (!colls.IsSequence()) return r.Error(colls, "links.collectives", "expected a list");
+    for (size_t i = 0; i < colls.size(); ++i) {
+      const std::string p = fmt::format("links.collectives[{}]", i);
+      const YAML::Node& c = colls[i];
+      DSPLAN_RETURN_IF_ERROR(r.CheckMap(
+          c, p, {"op", "ranks", "inter_node", "alpha_s", "busbw_bytes_per_s", "points"}));
+      CollectiveCurve cc;
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node op, r.Required(c, p, "op"));
+      DSPLAN_ASSIGN_OR_RETURN(std::string op_name, r.String(op, p + ".op"));
+      auto coll = ParseCollective(op_name);
+      if (!coll.ok()) return r.Error(op, p + ".op", coll.status().message());
+      cc.op = *coll;
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node ranks, r.Required(c, p, "ranks"));
+      DSPLAN_ASSIGN_OR_RETURN(int64_t rk, r.Int(ranks, p + ".ranks", 2));
+      cc.ranks = static_cast<int>(rk);
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node inter, r.Required(c, p, "inter_node"));
+      DSPLAN_ASSIGN_OR_RETURN(cc.inter_node, r.Bool(inter, p + ".inter_node"));
+      DSPLAN_ASSIGN_OR_RETURN(cc.alpha_s, r.NumberOf(c, p, "alpha_s", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(cc.busbw_bytes_per_s,
+                              r.NumberOf(c, p, "busbw_bytes_per_s", Unit::kBytesPerS));
+      DSPLAN_ASSIGN_OR_RETURN(cc.points, ReadPoints(r, c, p));
+      l.collectives.push_back(std::move(cc));
+    }
+  }
+  return l;
+}
+
+Result<NvmeProfile> ReadNvme(const Reader& r, const YAML::Node& root) {
+  NvmeProfile v;
+  YAML::Node n = root["nvme"];
+  if (!n.IsDefined() || n.IsNull()) return v;
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(n, "nvme", {"present", "path", "capacity_bytes",
+                                                "read_bytes_per_s", "write_bytes_per_s",
+                                                "points"}));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node present, r.Required(n, "nvme", "present"));
+  DSPLAN_ASSIGN_OR_RETURN(v.present, r.Bool(present, "nvme.present"));
+  if (!v.present) {
+    if (n.size() != 1) {
+      return r.Error(n, "nvme", "with present: false, no other key is allowed");
+    }
+    return v;
+  }
+  YAML::Node path = n["path"];
+  if (path.IsDefined() && !path.IsNull()) {
+    DSPLAN_ASSIGN_OR_RETURN(v.path, r.String(path, "nvme.path"));
+  }
+  DSPLAN_ASSIGN_OR_RETURN(v.capacity_bytes,
+                          r.NumberOf(n, "nvme", "capacity_bytes", Unit::kBytes));
+  DSPLAN_ASSIGN_OR_RETURN(v.read_bytes_per_s,
+                          r.NumberOf(n, "nvme", "read_bytes_per_s", Unit::kBytesPerS));
+  DSPLAN_ASSIGN_OR_RETURN(v.write_bytes_per_s,
+                          r.NumberOf(n, "nvme", "write_bytes_per_s", Unit::kBytesPerS));
+  YAML::Node pts = n["points"];
+  if (pts.IsDefined() && !pts.IsNull()) {
+    if (!pts.IsSequence()) {
+      return r.Error(pts, "nvme.points",
+                     "expected a list of [block_size, queue_depth, read_bytes_per_s, "
+                     "write_bytes_per_s]");
+    }
+    for (size_t i = 0; i < pts.size(); ++i) {
+      const std::string p = fmt::format("nvme.points[{}]", i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(
+          pts[i], p, 4, "[block_size, queue_depth, read_bytes_per_s, write_bytes_per_s]"));
+      NvmePoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(double bs, r.Value(pts[i][0], p + "[0]", Unit::kBytes));
+      pt.block_size = static_cast<int64_t>(bs);
+      DSPLAN_ASSIGN_OR_RETURN(int64_t qd, r.Int(pts[i][1], p + "[1]", 1));
+      pt.queue_depth = static_cast<int>(qd);
+      DSPLAN_ASSIGN_OR_RETURN(pt.read_bytes_per_s, r.Value(pts[i][2], p + "[2]", Unit::kBytesPerS));
+      DSPLAN_ASSIGN_OR_RETURN(pt.write_bytes_per_s,
+                              r.Value(pts[i][3], p + "[3]", Unit::kBytesPerS));
+      v.points.push_back(pt);
+    }
+  }
+  return v;
+}
+
+Result<HardwareProfile> ReadProfile(const Reader& r, const YAML::Node& root) {
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(root, "(top level)", {"name", "description", "base",
+                                                          "gpus_per_node", "gpu", "host",
+                                                          "links", "nvme"}));
+  HardwareProfile p;
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node name, r.Required(root, "", "name"));
+  DSPLAN_ASSIGN_OR_RETURN(p.name, r.String(name, "name"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node desc, r.Required(root, "", "description"));
+  DSPLAN_ASSIGN_OR_RETURN(p.description, r.String(desc, "description"));
+  YAML::Node base = root["base"];
+  if (base.IsDefined() && !base.IsNull()) {
+    DSPLAN_ASSIGN_OR_RETURN(p.base, r.String(base, "base"));
+  }
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node gpn, r.Required(root, "", "gpus_per_node"));
+  DSPLAN_ASSIGN_OR_RETURN(int64_t g, r.Int(gpn, "gpus_per_node", 1));
+  p.gpus_per_node = static_cast<int>(g);
+  DSPLAN_ASSIGN_OR_RETURN(p.gpu, ReadGpu(r, root));
+  DSPLAN_ASSIGN_OR_RETURN(p.host, ReadHost(r, root));
+  DSPLAN_ASSIGN_OR_RETURN(p.links, ReadLinks(r, root));
+  DSPLAN_ASSIGN_OR_RETURN(p.nvme, ReadNvme(r, root));
+  return p;
+}
+
+// ---- writing ----
+
+// Shortest text that reads back to the same double (fmt's "{}" is round-trip exact).
+std::string Num(double v) { return fmt::format("{}", v); }
+
+void EmitSource(YAML::Emitter& e, const Source& s) {
+  e << YAML::Key << SourceKindName(s.kind) << YAML::Value << YAML::DoubleQuoted << s.detail;
+}
+
+void EmitNumber(YAML::Emitter& e, const char* key, const Number& n) {
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+  e << YAML::Key << "value" << YAML::Value << Num(n.value);
+  EmitSource(e, n.source);
+  e << YAML::EndMap;
+}
+
+void EmitSourceMap(YAML::Emitter& e, const char* key, const Source& s) {
+  e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginMap;
+  EmitSource(e, s);
+  e << YAML::EndMap;
+}
+
+void EmitPoints(YAML::Emitter& e, const std::vector<BandwidthPoint>& pts) {
+  if (pts.empty()) return;
+  e << YAML::Key << "points" << YAML::Value << YAML::BeginSeq;
+  for (const BandwidthPoint& p : pts) {
+    e << YAML::Flow << YAML::BeginSeq << Num(p.bytes) << Num(p.bytes_per_s) << YAML::EndSeq;
+  }
+  e << YAML::EndSeq;
+}
+
+void EmitCopy(YAML::Emitter& e, const char* key, const CopyCurve& c) {
+  e << YAML::Key << key << YAML::Value << YAML::BeginMap;
+  EmitNumber(e, "latency_s", c.latency_s);
+  EmitNumber(e, "bytes_per_s", c.bytes_per_s);
+  EmitPoints(e, c.points);
+  e << YAML::EndMap;
+}
+
+std::string EmitProfile(const HardwareProfile& p) {
+  YAML::Emitter e;
+  e << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << p.name;
+  e << YAML::Key << "description" << YAML::Value << YAML::DoubleQuoted << p.description;
+  if (!p.base.empty()) e << YAML::Key << "base" << YAML::Value << p.base;
+  e << YAML::Key << "gpus_per_node" << YAML::Value << p.gpus_per_node;
+
+  const GpuProfile& g = p.gpu;
+  e << YAML::Key << "gpu" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "name" << YAML::Value << YAML::DoubleQuoted << g.name;
+  EmitNumber(e, "memory_bytes", g.memory_bytes);
+  EmitNumber(e, "peak_flops_bf16", g.peak_flops_bf16);
+  EmitNumber(e, "peak_flops_fp16", g.peak_flops_fp16);
+  EmitNumber(e, "peak_flops_tf32", g.peak_flops_tf32);
+  EmitNumber(e, "peak_flops_fp32", g.peak_flops_fp32);
+  EmitNumber(e, "hbm_bytes_per_s", g.hbm_bytes_per_s);
+  EmitNumber(e, "memory_bound_efficiency", g.memory_bound_efficiency);
+  EmitNumber(e, "gemm_efficiency", g.gemm_efficiency);
+  EmitNumber(e, "attention_efficiency", g.attention_efficiency);
+  EmitNumber(e, "kernel_launch_s", g.kernel_launch_s);
+  EmitNumber(e, "context_bytes", g.context_bytes);
+  if (!g.gemm.empty() || !g.gemm_source.detail.empty()) {
+    EmitSourceMap(e, "gemm_source", g.gemm_source);
+  }
+  if (!g.gemm.empty()) {
+    e << YAML::Key << "gemm" << YAML::Value << YAML::BeginSeq;
+    for (const GemmPoint& pt : g.gemm) {
+      e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.m << pt.n << pt.k
+        << Num(pt.flops_per_s) << YAML::EndSeq;
+    }
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndMap;
+
+  const HostProfile& h = p.host;
+  e << YAML::Key << "host" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "cores" << YAML::Value << h.cores;
+  EmitNumber(e, "ram_bytes", h.ram_bytes);
+  EmitNumber(e, "pinned_alloc_bytes_per_s", h.pinned_alloc_bytes_per_s);
+  EmitNumber(e, "pageable_alloc_bytes_per_s", h.pageable_alloc_bytes_per_s);
+  EmitNumber(e, "memcpy_bytes_per_s", h.memcpy_bytes_per_s);
+  EmitSourceMap(e, "cpu_adam_source", h.cpu_adam_source);
+  e << YAML::Key << "cpu_adam" << YAML::Value << YAML::BeginSeq;
+  for (const CpuAdamPoint& pt : h.cpu_adam) {
+    e << YAML::Flow << YAML::BeginSeq << pt.threads << Num(pt.elements_per_s) << YAML::EndSeq;
+  }
+  e << YAML::EndSeq;
+  e << YAML::EndMap;
+
+  const LinkProfile& l = p.links;
+  e << YAML::Key << "links" << YAML::Value << YAML::BeginMap;
+  EmitCopy(e, "h2d_pinned", l.h2d_pinned);
+  EmitCopy(e, "h2d_pageable", l.h2d_pageable);
+  EmitCopy(e, "d2h_pinned", l.d2h_pinned);
+  EmitCopy(e, "d2h_pageable", l.d2h_pageable);
+  if (!l.collectives.empty()) {
+    e << YAML::Key << "collectives" << YAML::Value << YAML::BeginSeq;
+    for (const CollectiveCurve& c : l.collectives) {
+      e << YAML::BeginMap;
+      e << YAML::Key << "op" << YAML::Value << CollectiveName(c.op);
+      e << YAML::Key << "ranks" << YAML::Value << c.ranks;
+      e << YAML::Key << "inter_node" << YAML::Value << (c.inter_node ? "true" : "false");
+      EmitNumber(e, "alpha_s", c.alpha_s);
+      EmitNumber(e, "busbw_bytes_per_s", c.busbw_bytes_per_s);
+      EmitPoints(e, c.points);
+      e << YAML::EndMap;
+    }
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndMap;
+
+  const NvmeProfile& v = p.nvme;
+  e << YAML::Key << "nvme" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "present" << YAML::Value << (v.present ? "true" : "false");
+  if (v.present) {
+    if (!v.path.empty()) e << YAML::Key << "path" << YAML::Value << YAML::DoubleQuoted << v.path;
+    EmitNumber(e, "capacity_bytes", v.capacity_bytes);
+    EmitNumber(e, "read_bytes_per_s", v.read_bytes_per_s);
+    EmitNumber(e, "write_bytes_per_s", v.write_bytes_per_s);
+    if (!v.points.empty()) {
+      e << YAML::Key << "points" << YAML::Value << YAML::BeginSeq;
+      for (const NvmePoint& pt : v.points) {
+        e << YAML::Flow << YAML::BeginSeq << pt.block_size << pt.queue_depth
+          << Num(pt.read_bytes_per_s) << Num(pt.write_bytes_per_s) << YAML::EndSeq;
+      }
+      e << YAML::EndSeq;
+    }
+  }
+  e << YAML::EndMap;
+  e << YAML::EndMap;
+  return std::string(e.c_str()) + "\n";
+}
+
+}  // namespace
+
+Result<HardwareProfile> LoadHardwareProfile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    return Status::NotFound(fmt::format("hardware profile '{}' does not exist (or is not a file)",
+                                        path));
+  }
+  Reader r(path);
+  try {
+    YAML::Node root = YAML::LoadFile(path);
+    if (!root.IsMap()) {
+      return Status::InvalidArgument(
+          fmt::format("{}: a hardware profile must be a YAML mapping", path));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(HardwareProfile p, ReadProfile(r, root));
+    p.file = path;
+    return p;
+  } catch (const YAML::BadFile&) {
+    return Status::IoError(fmt::format("cannot read hardware profile '{}'", path));
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: malformed YAML at line {}, column {}: {}",
+                                               path, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+}
+
+Result<std::vector<std::string>> ListHardwareProfiles(const std::string& data_dir) {
+  const fs::path dir = fs::path(data_dir) / "profiles";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return Status::NotFound(fmt::format("no profiles folder at '{}'", dir.string()));
+  }
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  if (ec) return Status::IoError(fmt::format("cannot list '{}': {}", dir.string(), ec.message()));
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
+                                            const std::string& data_dir) {
+  const bool is_path = name_or_path.find('/') != std::string::npos ||
+                       (name_or_path.size() > 5 &&
+                        name_or_path.substr(name_or_path.size() - 5) == ".yaml");
+  if (is_path) return LoadHardwareProfile(name_or_path);
+  DSPLAN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListHardwareProfiles(data_dir));
+  if (std::find(names.begin(), names.end(), name_or_path) == names.end()) {
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    std::vector<std::string> close = SuggestNames(name_or_path, names);
+    std::string hint = close.empty() ? "" : fmt::format(" (did you mean {}?)", close.front());
+    return Status::NotFound(fmt::format(
+        "unknown hardware profile '{}'{}; available in {}/profiles: {}", name_or_path, hint,
+        data_dir, list));
+  }
+  return LoadHardwareProfile((fs::path(data_dir) / "profiles" / (name_or_path + ".yaml")).string());
+}
+
+Status WriteHardwareProfile(const HardwareProfile& profile, const std::string& path) {
+  std::string text;
+  try {
+    text = EmitProfile(profile);
+  } catch (const YAML::Exception& e) {
+    return Status::Internal(fmt::format("cannot emit hardware profile: {}", e.what()));
+  }
+  // Write beside the target, then rename, so a failed write never leaves half a profile.
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      return Status::IoError(fmt::format("cannot write hardware profile '{}': {}", path,
+                                         std::strerror(errno)));
+    }
+    out << "# dsplan hardware profile (format: docs/profile-format.md)\n" << text;
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      return Status::IoError(fmt::format("cannot write hardware profile '{}' (disk full?)", path));
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    return Status::IoError(fmt::format("cannot write hardware profile '{}': {}", path,
+                                       ec.message()));
+  }
+  return Status();
+}
+
+namespace {
+
+// One line of SourceSummary: which components each source kind covers.
+struct Component {
+  std::string name;
+  std::vector<const Source*> sources;
+};
+
+}  // namespace
+
+bool HardwareProfile::FullyMeasured() const {
+  auto m = [](const Number& n) { return n.source.kind == SourceKind::kMeasured; };
+  const GpuProfile& g = gpu;
+  if (!(m(g.memory_bytes) && m(g.hbm_bytes_per_s) && m(g.memory_bound_efficiency) &&
+        m(g.gemm_efficiency) && m(g.attention_efficiency) && m(g.kernel_launch_s) &&
+        m(g.context_bytes))) {
+    return false;
+  }
+  if (g.gemm.empty() || g.gemm_source.kind != SourceKind::kMeasured) return false;
+  if (host.cpu_adam.empty() || host.cpu_adam_source.kind != SourceKind::kMeasured) return false;
+  if (!(m(host.ram_bytes) && m(host.pinned_alloc_bytes_per_s) &&
+        m(host.pageable_alloc_bytes_per_s) && m(host.memcpy_bytes_per_s))) {
+    return false;
+  }
+  for (const CopyCurve* c :
+       {&links.h2d_pinned, &links.h2d_pageable, &links.d2h_pinned, &links.d2h_pageable}) {
+    if (!m(c->latency_s) || !m(c->bytes_per_s)) return false;
+  }
+  bool intra = false;
+  for (const CollectiveCurve& c : links.collectives) {
+    if (!m(c.alpha_s) || !m(c.busbw_bytes_per_s)) return false;
+    intra = intra || !c.inter_node;
+  }
+  if (gpus_per_node > 1 && !intra) return false;
+  if (nvme.present &&
+      !(m(nvme.capacity_bytes) && m(nvme.read_bytes_per_s) && m(nvme.write_bytes_per_s))) {
+    return false;
+  }
+  return true;
+}
+
+std::string HardwareProfile::SourceSummary() const {
+  std::vector<Component> comps;
+  comps.push_back({"GEMM", {&gpu.gemm_source, &gpu.gemm_efficiency.source}});
+  comps.push_back({"HBM", {&gpu.hbm_bytes_per_s.source, &gpu.memory_bound_efficiency.source}});
+  comps.push_back({"attention", {&gpu.attention_efficiency.source}});
+  comps.push_back({"launch", {&gpu.kernel_launch_s.source}});
+  comps.push_back({"context", {&gpu.context_bytes.source}});
+  comps.push_back({"PCIe", {&links.h2d_pinned.bytes_per_s.source,
+                            &links.d2h_pinned.bytes_per_s.source,
+                            &links.h2d_pageable.bytes_per_s.source,
+                            &links.d2h_pageable.bytes_per_s.source}});
+  comps.push_back({"CPU Adam", {&host.cpu_adam_source}});
+  comps.push_back({"host memory", {&host.memcpy_bytes_per_s.source,
+                                   &host.pinned_alloc_bytes_per_s.source,
+                                   &host.pageable_alloc_bytes_per_s.source}});
+  Component intra{"NVLink", {}}, inter{"network", {}};
+  for (const CollectiveCurve& c : links.collectives) {
+    (c.inter_node ? inter : intra).sources.push_back(&c.busbw_bytes_per_s.source);
+  }
+  if (!intra.sources.empty()) comps.push_back(intra);
+  if (!inter.sources.empty()) comps.push_back(inter);
+  if (nvme.present) {
+    comps.push_back({"NVMe", {&nvme.read_bytes_per_s.source, &nvme.write_bytes_per_s.source}});
+  }
+  // A component counts as measured only when all its numbers are; otherwise it takes the
+  // weakest kind among them (assumption < datasheet < measured).
+  auto rank = [](SourceKind k) {
+    return k == SourceKind::kMeasured ? 2 : k == SourceKind::kDatasheet ? 1 : 0;
+  };
+  std::map<int, std::vector<std::string>> by_kind;
+  for (const Component& c : comps) {
+    int r = 2;
+    bool any = false;
+    for (const Source* s : c.sources) {
+      if (c.name == "GEMM" && s == &gpu.gemm_source && gpu.gemm.empty()) continue;
+      r = std::min(r, rank(s->kind));
+      any = true;
+    }
+    if (any) by_kind[r].push_back(c.name);
+  }
+  std::string out;
+  for (int r : {2, 1, 0}) {
+    auto it = by_kind.find(r);
+    if (it == by_kind.end()) continue;
+    std::string names;
+    for (const auto& n : it->second) names += (names.empty() ? "" : ", ") + n;
+    out += fmt::format("{}{} ({})", out.empty() ? "" : "; ",
+                       r == 2 ? "measured" : r == 1 ? "datasheet" : "assumption", names);
+  }
+  return out;
+}
+
+}  // namespace dsplan

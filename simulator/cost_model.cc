@@ -1,0 +1,261 @@
+#include "simulator/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dsplan {
+namespace {
+
+// Interpolates a size-dependent bandwidth curve at |bytes| (log-linear between points, clamped
+// at the ends). Returns 0 when the curve has no points.
+double CurveBandwidth(const std::vector<BandwidthPoint>& points, double bytes) {
+  if (points.empty()) return 0;
+  if (bytes <= points.front().bytes) return points.front().bytes_per_s;
+  if (bytes >= points.back().bytes) return points.back().bytes_per_s;
+  for (size_t i = 1; i < points.size(); ++i) {
+    if (bytes <= points[i].bytes) {
+      const BandwidthPoint& a = points[i - 1];
+      const BandwidthPoint& b = points[i];
+      const double t = (std::log(bytes) - std::log(a.bytes)) / (std::log(b.bytes) - std::log(a.bytes));
+      return a.bytes_per_s + t * (b.bytes_per_s - a.bytes_per_s);
+    }
+  }
+  return points.back().bytes_per_s;
+}
+
+double CopyCurveSeconds(const CopyCurve& c, double bytes) {
+  if (bytes <= 0) return 0;
+  // Measured points describe the curve best; the alpha-beta fit covers sizes outside them.
+  if (c.points.size() >= 2 && bytes >= c.points.front().bytes && bytes <= c.points.back().bytes) {
+    return bytes / CurveBandwidth(c.points, bytes);
+  }
+  const double bw = c.bytes_per_s.value > 0 ? c.bytes_per_s.value : 1e9;
+  return c.latency_s.value + bytes / bw;
+}
+
+}  // namespace
+
+CostModel::CostModel(const HardwareProfile& profile, Precision precision)
+    : profile_(&profile), precision_(precision) {}
+
+double CostModel::PeakFlops(Precision p) const {
+  const GpuProfile& g = profile_->gpu;
+  switch (p) {
+    case Precision::kBf16: return g.peak_flops_bf16.value > 0 ? g.peak_flops_bf16.value
+                                                              : g.peak_flops_fp16.value;
+    case Precision::kFp16: return g.peak_flops_fp16.value;
+    case Precision::kFp32:
+      // PyTorch's default allow_tf32 is off for matmuls; fp32 training runs on the FP32 units.
+      return g.peak_flops_fp32.value;
+  }
+  return g.peak_flops_fp16.value;
+}
+
+double CostModel::GemmSeconds(Precision p, double m, double n, double k, double batch) const {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  const double flops = 2.0 * m * n * k * batch;
+  const double elem = static_cast<double>(PrecisionBytes(p));
+  const double bytes = elem * batch * (m * k + k * n + m * n);
+  const GpuProfile& g = profile_->gpu;
+  double rate = 0;
+  // Nearest measured shape of this dtype (log distance over m, n, k).
+  double best = std::numeric_limits<double>::infinity();
+  for (const GemmPoint& pt : g.gemm) {
+    if (pt.dtype != p || pt.flops_per_s <= 0) continue;
+    const double d = std::abs(std::log(m * batch / pt.m)) + std::abs(std::log(n / pt.n)) +
+                     std::abs(std::log(k / pt.k));
+    if (d < best) {
+      best = d;
+      rate = pt.flops_per_s;
+    }
+  }
+  if (rate <= 0) rate = PeakFlops(p) * (g.gemm_efficiency.value > 0 ? g.gemm_efficiency.value : 0.7);
+  const double compute_s = flops / rate;
+  const double memory_s = MemoryBoundSeconds(bytes);
+  return std::max(compute_s, memory_s);
+}
+
+double CostModel::MemoryBoundSeconds(double bytes) const {
+  const GpuProfile& g = profile_->gpu;
+  const double eff = g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8;
+  const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
+  return bytes / (bw * eff);
+}
+
+double CostModel::OpForwardSeconds(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::kGemm:
+    case OpKind::kBatchedGemm:
+      return GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
+    case OpKind::kAttention: {
+      const GpuProfile& g = profile_->gpu;
+      const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
+      const double flops = op.causal ? op.fwd_flops / 2 : op.fwd_flops;
+      return std::max(flops / (PeakFlops(precision_) * eff), MemoryBoundSeconds(op.fwd_bytes));
+    }
+    default:
+      return MemoryBoundSeconds(op.fwd_bytes);
+  }
+}
+
+double CostModel::OpBackwardSeconds(const Op& op) const {
+  switch (op.kind) {
+    case OpKind::kGemm:
+    case OpKind::kBatchedGemm:
+      // dX = dY W^T and dW = X^T dY: two GEMMs of the forward's size.
+      return 2 * GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
+    case OpKind::kAttention: {
+      const GpuProfile& g = profile_->gpu;
+      const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
+      const double flops = op.causal ? op.bwd_flops / 2 : op.bwd_flops;
+      // Fused backward kernels recompute the scores: about 2.5x the forward's work.
+      return std::max(1.25 * flops / (PeakFlops(precision_) * eff),
+                      MemoryBoundSeconds(op.bwd_bytes));
+    }
+    default:
+      return MemoryBoundSeconds(op.bwd_bytes);
+  }
+}
+
+double CostModel::DispatchSeconds() const { return profile_->gpu.kernel_launch_s.value; }
+
+LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
+  LayerCost c;
+  for (const Op& op : layer.ops) {
+    const double f = OpForwardSeconds(op);
+    const double b = OpBackwardSeconds(op);
+    switch (op.kind) {
+      case OpKind::kGemm:
+      case OpKind::kBatchedGemm:
+        c.fwd_gemm_s += f;
+        c.bwd_gemm_s += b;
+        break;
+      case OpKind::kAttention:
+        c.fwd_attention_s += f;
+        c.bwd_attention_s += b;
+        break;
+      default:
+        c.fwd_memory_s += f;
+        c.bwd_memory_s += b;
+        break;
+    }
+  }
+  const double n = static_cast<double>(layer.ops.size());
+  // Autograd runs about two kernels per forward op in backward (input and weight gradients,
+  // or the elementwise backward and its accumulation).
+  c.fwd_dispatch_s = n * DispatchSeconds();
+  c.bwd_dispatch_s = 2 * n * DispatchSeconds();
+  c.fwd_s = std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s);
+  c.bwd_s = std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s);
+  c.recompute_s = layer.checkpointed ? c.fwd_s : 0;
+  return c;
+}
+
+std::vector<LayerCost> CostModel::Layers(const Workload& w) const {
+  std::vector<LayerCost> out;
+  out.reserve(w.layers.size());
+  for (const dsplan::Layer& l : w.layers) out.push_back(Layer(l));
+  return out;
+}
+
+double CostModel::CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  // The curve for this op, scope and the nearest rank count; else the all-reduce curve of the
+  // scope (same links), else any curve of the scope.
+  const CollectiveCurve* best = nullptr;
+  int best_score = std::numeric_limits<int>::max();
+  for (const CollectiveCurve& cc : profile_->links.collectives) {
+    if (cc.inter_node != inter_node) continue;
+    const int score = (cc.op == c ? 0 : (cc.op == Collective::kAllReduce ? 1000 : 2000)) +
+                      std::abs(cc.ranks - ranks);
+    if (score < best_score) {
+      best_score = score;
+      best = &cc;
+    }
+  }
+  if (best == nullptr) return dsplan::CollectiveSeconds(c, ranks, bytes, 20e-6, 50e9);
+  double busbw = best->busbw_bytes_per_s.value;
+  if (best->op == c && best->ranks == ranks && best->points.size() >= 2) {
+    // Measured points already include latency effects at their sizes.
+    if (bytes >= best->points.front().bytes && bytes <= best->points.back().bytes) {
+      const double bw = CurveBandwidth(best->points, bytes);
+      const double factor = BusFactor(c, ranks);
+      return bw > 0 ? bytes * factor / bw : 0;
+    }
+  }
+  if (busbw <= 0) busbw = 50e9;
+  return dsplan::CollectiveSeconds(c, ranks, bytes, best->alpha_s.value, busbw);
+}
+
+double CostModel::CopySeconds(bool h2d, bool pinned, double bytes) const {
+  const LinkProfile& l = profile_->links;
+  const CopyCurve& c = h2d ? (pinned ? l.h2d_pinned : l.h2d_pageable)
+                           : (pinned ? l.d2h_pinned : l.d2h_pageable);
+  return CopyCurveSeconds(c, bytes);
+}
+
+double CostModel::CpuAdamSeconds(double elements, int threads) const {
+  if (elements <= 0) return 0;
+  const std::vector<CpuAdamPoint>& pts = profile_->host.cpu_adam;
+  double rate = 0;
+  if (!pts.empty()) {
+    // The best point at or below |threads| (more threads than measured do not help past the
+    // memory bandwidth); scale linearly below the first point.
+    const CpuAdamPoint* below = nullptr;
+    for (const CpuAdamPoint& p : pts) {
+      if (p.threads <= threads && (below == nullptr || p.threads > below->threads)) below = &p;
+    }
+    if (below != nullptr) {
+      rate = below->elements_per_s;
+    } else {
+      rate = pts.front().elements_per_s * threads / std::max(1, pts.front().threads);
+    }
+  }
+  if (rate <= 0) rate = 2e8 * std::max(1, threads);
+  return elements / rate;
+}
+
+double CostModel::NvmeSeconds(bool read, double bytes) const {
+  const NvmeProfile& n = profile_->nvme;
+  const double bw = read ? n.read_bytes_per_s.value : n.write_bytes_per_s.value;
+  return bytes / (bw > 0 ? bw : 2e9);
+}
+
+double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
+                              int cpu_threads) const {
+  const double dispatch = DispatchSeconds();
+  switch (t.kind) {
+    case TaskKind::kForward:
+      return t.layer >= 0 ? layers[t.layer].fwd_s : 0;
+    case TaskKind::kRecompute:
+      return t.layer >= 0 ? layers[t.layer].fwd_s : 0;
+    case TaskKind::kBackward:
+      return t.layer >= 0 ? layers[t.layer].bwd_s : 0;
+    case TaskKind::kGradCopy:
+    case TaskKind::kGpuOptimizer:
+      // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the
+      // host's dispatch bounds them when the tensors are small.
+      return std::max(MemoryBoundSeconds(t.bytes) +
+                          (t.flops > 0 ? t.flops / PeakFlops(Precision::kFp32) : 0),
+                      t.kernels * dispatch);
+    case TaskKind::kAllReduce:
+    case TaskKind::kReduceScatter:
+    case TaskKind::kAllGather:
+      return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
+             t.kernels * dispatch;
+    case TaskKind::kCopyD2H:
+      return CopySeconds(false, t.pinned, t.bytes);
+    case TaskKind::kCopyH2D:
+      return CopySeconds(true, t.pinned, t.bytes);
+    case TaskKind::kCpuOptimizer:
+      return CpuAdamSeconds(t.elements, cpu_threads);
+    case TaskKind::kNvmeRead:
+      return NvmeSeconds(true, t.bytes);
+    case TaskKind::kNvmeWrite:
+      return NvmeSeconds(false, t.bytes);
+  }
+  return 0;
+}
+
+}  // namespace dsplan

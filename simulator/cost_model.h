@@ -1,0 +1,71 @@
+// CostModel: task durations from a HardwareProfile (DESIGN.md "Simulator").
+//
+//  * GEMMs: FLOPs / achieved FLOP/s, where the achieved rate comes from the profile's measured
+//    GEMM table (nearest shape in log space) or, for datasheet profiles, the large-GEMM
+//    efficiency times the dtype's peak; never faster than the roofline of its bytes.
+//  * Memory-bound ops (elementwise, norms, softmax, casts, optimizer): bytes / (HBM bandwidth x
+//    memory-bound efficiency).
+//  * Fused attention: FLOPs (halved when causal) / (bf16 peak x attention efficiency), floored by
+//    its bytes.
+//  * Every op also costs the host its dispatch time (PyTorch eager issues one kernel per op);
+//    a layer takes max(device time, dispatch time), so small models come out launch-bound.
+//  * Collectives: alpha + S * BusFactor / busbw (core/collectives.h) from the profile's curves.
+//  * PCIe copies: latency + S / bandwidth, pinned or pageable; CPU Adam: elements / rate at the
+//    rank's thread count; NVMe: bytes / sustained bandwidth.
+#ifndef DSPLAN_SIMULATOR_COST_MODEL_H_
+#define DSPLAN_SIMULATOR_COST_MODEL_H_
+
+#include <vector>
+
+#include "core/hardware_profile.h"
+#include "core/plan.h"
+#include "simulator/step_graph.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+/// Seconds of one layer's compute, split by op class (for the validation report and the
+/// breakdown).
+struct LayerCost {
+  double fwd_s = 0;
+  double bwd_s = 0;
+  double recompute_s = 0;       // = fwd_s when checkpointed, else 0
+  double fwd_gemm_s = 0, fwd_attention_s = 0, fwd_memory_s = 0, fwd_dispatch_s = 0;
+  double bwd_gemm_s = 0, bwd_attention_s = 0, bwd_memory_s = 0, bwd_dispatch_s = 0;
+};
+
+class CostModel {
+ public:
+  /// |profile| must outlive the CostModel.
+  CostModel(const HardwareProfile& profile, Precision precision);
+
+  const HardwareProfile& profile() const { return *profile_; }
+
+  double PeakFlops(Precision p) const;
+  /// One (batched) GEMM C[m,n] = A[m,k] B[k,n], |batch| times, in |p|.
+  double GemmSeconds(Precision p, double m, double n, double k, double batch) const;
+  double MemoryBoundSeconds(double bytes) const;
+  double OpForwardSeconds(const Op& op) const;
+  double OpBackwardSeconds(const Op& op) const;
+  LayerCost Layer(const dsplan::Layer& layer) const;
+  std::vector<LayerCost> Layers(const Workload& w) const;
+
+  double CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const;
+  double CopySeconds(bool h2d, bool pinned, double bytes) const;
+  /// DeepSpeedCPUAdam over |elements| fp32 elements with |threads| threads.
+  double CpuAdamSeconds(double elements, int threads) const;
+  double NvmeSeconds(bool read, double bytes) const;
+  /// Host dispatch time per kernel (PyTorch eager).
+  double DispatchSeconds() const;
+
+  /// The duration of |task|; compute tasks of layers read |layers| (from Layers()).
+  double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
+
+ private:
+  const HardwareProfile* profile_;
+  Precision precision_;
+};
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_COST_MODEL_H_

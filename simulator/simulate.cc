@@ -1,0 +1,173 @@
+#include "simulator/simulate.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "simulator/allocator.h"
+
+namespace dsplan {
+namespace {
+
+// Resident host memory of one training process before any offload buffers: Python, PyTorch,
+// CUDA and NCCL libraries, the model's config and the data pipeline. Measured at 2.07-2.28 GiB
+// in ../shared/calibration runs without offload (steps_host_rss_peak_mb).
+constexpr int64_t kProcessHostBytes = int64_t{2150} << 20;
+
+}  // namespace
+
+SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
+                                        Precision precision, int64_t persistence_threshold) {
+  SimulationContext ctx;
+  ctx.workload = &w;
+  ctx.profile = &profile;
+  CostModel cost(profile, precision);
+  ctx.layer_costs = cost.Layers(w);
+  ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
+  ctx.persistence_threshold = persistence_threshold;
+  return ctx;
+}
+
+Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
+                            const SimulateOptions& options) {
+  const Workload& w = *ctx.workload;
+  const HardwareProfile& hw = *ctx.profile;
+  if (plan.zero.stage == 3 &&
+      plan.zero.stage3_param_persistence_threshold != ctx.persistence_threshold) {
+    return Status::Internal(
+        "Simulate: the context was built for another stage3_param_persistence_threshold");
+  }
+  DSPLAN_ASSIGN_OR_RETURN(BuiltStep built, BuildStepGraph(w, ctx.layer_params, plan));
+  const StepGraph& g = built.graph;
+  CostModel cost(hw, plan.precision);
+  const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
+  std::vector<double> durations(g.size());
+  for (TaskId id = 0; id < g.size(); ++id) {
+    durations[id] = cost.TaskSeconds(g.task(id), ctx.layer_costs, threads);
+  }
+  Schedule sched = ScheduleGraph(g, durations, true);
+  MemoryTimeline mem = ComputeMemory(g, options.keep_graph);
+
+  Prediction p;
+  p.facts = built.facts;
+  p.plan = plan;
+  p.profile_name = hw.name;
+  p.profile_sources = hw.SourceSummary();
+  p.tokens_per_micro_batch = w.tokens;
+
+  // --- GPU memory ---
+  const MemoryPeak& gpu = mem.peak[static_cast<int>(MemSpace::kGpu)];
+  p.gpu_capacity_bytes = static_cast<int64_t>(hw.gpu.memory_bytes.value);
+  p.gpu_peak_allocated_bytes = gpu.bytes;
+  p.gpu_peak_reserved_bytes = gpu.bytes;
+  if (options.model_allocator) {
+    const AllocatorResult a = SimulateCachingAllocator(g, 2);
+    p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
+  }
+  p.gpu_context_bytes = static_cast<int64_t>(hw.gpu.context_bytes.value);
+  p.gpu_total_bytes = p.gpu_peak_reserved_bytes + p.gpu_context_bytes;
+  p.gpu_breakdown_at_peak = gpu.breakdown;
+  p.gpu_breakdown_at_peak[static_cast<int>(MemCategory::kContext)] += p.gpu_context_bytes;
+  p.gpu_breakdown_at_peak[static_cast<int>(MemCategory::kAllocatorOverhead)] +=
+      p.gpu_peak_reserved_bytes - p.gpu_peak_allocated_bytes;
+  p.gpu_peak_task = gpu.task >= 0 ? TaskName(g, w, gpu.task) : "model states at rest";
+
+  // --- host and NVMe, per node ---
+  const int per_node = plan.gpus_per_node;
+  const MemoryPeak& pinned = mem.peak[static_cast<int>(MemSpace::kPinnedHost)];
+  const MemoryPeak& pageable = mem.peak[static_cast<int>(MemSpace::kPageableHost)];
+  p.host_pinned_bytes_per_node = pinned.bytes * per_node;
+  p.host_peak_bytes_per_node = (pinned.bytes + pageable.bytes + kProcessHostBytes) * per_node;
+  p.host_capacity_bytes_per_node = static_cast<int64_t>(hw.host.ram_bytes.value);
+  p.nvme_bytes_per_node = mem.peak[static_cast<int>(MemSpace::kNvme)].bytes * per_node;
+
+  // --- fit ---
+  const double usable = p.gpu_capacity_bytes * (1.0 - options.safety_margin);
+  if (p.gpu_capacity_bytes > 0 && p.gpu_total_bytes > usable) {
+    p.fits = false;
+    const CategoryBytes& b = gpu.breakdown;
+    int largest = 0;
+    for (int c = 1; c < kNumMemCategories; ++c) {
+      if (b[c] > b[largest]) largest = c;
+    }
+    p.reason = fmt::format(
+        "GPU: peak {} (reserved {} + context {}) exceeds {} ({} minus a {:.0f}% margin) at {}; "
+        "largest part: {} {}",
+        FormatBytes(static_cast<double>(p.gpu_total_bytes)),
+        FormatBytes(static_cast<double>(p.gpu_peak_reserved_bytes)),
+        FormatBytes(static_cast<double>(p.gpu_context_bytes)), FormatBytes(usable),
+        FormatBytes(static_cast<double>(p.gpu_capacity_bytes)), 100 * options.safety_margin,
+        p.gpu_peak_task, MemCategoryName(static_cast<MemCategory>(largest)),
+        FormatBytes(static_cast<double>(b[largest])));
+  } else if (p.host_capacity_bytes_per_node > 0 &&
+             p.host_peak_bytes_per_node > p.host_capacity_bytes_per_node) {
+    p.fits = false;
+    p.reason = fmt::format("host RAM: {} per node needed, {} available",
+                           FormatBytes(static_cast<double>(p.host_peak_bytes_per_node)),
+                           FormatBytes(static_cast<double>(p.host_capacity_bytes_per_node)));
+  } else if (p.nvme_bytes_per_node > 0 && hw.nvme.present && hw.nvme.capacity_bytes.value > 0 &&
+             p.nvme_bytes_per_node > hw.nvme.capacity_bytes.value) {
+    p.fits = false;
+    p.reason = fmt::format("NVMe: {} per node needed, {} available",
+                           FormatBytes(static_cast<double>(p.nvme_bytes_per_node)),
+                           FormatBytes(hw.nvme.capacity_bytes.value));
+  }
+
+  // --- time ---
+  p.step_time_s = sched.makespan_s;
+  const double samples = static_cast<double>(plan.micro_batch * plan.grad_accum * plan.dp_size());
+  const double tokens = static_cast<double>(w.tokens) * plan.grad_accum * plan.dp_size();
+  if (p.step_time_s > 0) {
+    p.samples_per_s = samples / p.step_time_s;
+    p.tokens_per_s = tokens / p.step_time_s;
+    const double hw_flops = w.flops_per_step * plan.grad_accum;  // incl. recompute, per GPU
+    const double model_flops = (w.fwd_flops + w.bwd_flops) * plan.grad_accum;
+    p.tflops_per_gpu = hw_flops / p.step_time_s / 1e12;
+    const double peak = cost.PeakFlops(plan.precision);
+    p.mfu = peak > 0 ? model_flops / p.step_time_s / peak : 0;
+  }
+  p.busy_s = sched.busy_s;
+  for (TaskId id : sched.critical_path) {
+    const double d = durations[id];
+    switch (g.task(id).kind) {
+      case TaskKind::kForward: p.breakdown.forward_s += d; break;
+      case TaskKind::kBackward: p.breakdown.backward_s += d; break;
+      case TaskKind::kRecompute: p.breakdown.recompute_s += d; break;
+      case TaskKind::kGpuOptimizer:
+      case TaskKind::kCpuOptimizer: p.breakdown.optimizer_s += d; break;
+      case TaskKind::kAllReduce:
+      case TaskKind::kReduceScatter:
+      case TaskKind::kAllGather: p.breakdown.exposed_comm_s += d; break;
+      case TaskKind::kCopyD2H:
+      case TaskKind::kCopyH2D: p.breakdown.offload_s += d; break;
+      case TaskKind::kNvmeRead:
+      case TaskKind::kNvmeWrite: p.breakdown.nvme_s += d; break;
+      case TaskKind::kGradCopy: p.breakdown.other_s += d; break;
+    }
+  }
+  // Time on the critical path not covered by tasks (waiting) is zero by construction: the
+  // path is contiguous.
+  const StepBreakdown& b = p.breakdown;
+  const std::pair<double, const char*> parts[] = {
+      {b.forward_s + b.backward_s + b.recompute_s, "compute (forward/backward)"},
+      {b.optimizer_s, "optimizer step"},
+      {b.exposed_comm_s, "communication (not overlapped)"},
+      {b.offload_s, "PCIe offload transfers"},
+      {b.nvme_s, "NVMe I/O"},
+      {b.other_s, "gradient copies"},
+  };
+  const auto* top = std::max_element(std::begin(parts), std::end(parts),
+                                     [](const auto& x, const auto& y) { return x.first < y.first; });
+  p.bottleneck = top->second;
+
+  if (options.keep_graph) {
+    p.graph = std::move(built.graph);
+    p.schedule = std::move(sched);
+    p.memory = std::move(mem);
+    p.durations = std::move(durations);
+  }
+  return p;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,58 @@
+// BuildStepGraph: one optimizer step of DeepSpeed training (GAS micro-steps plus the step) for
+// one rank, as DeepSpeed's code runs it (../shared/deepspeed.md; docs/simulator.md lists the
+// facts used, with the calibration evidence).
+//
+// The graph is built per rank class: data-parallel ranks are symmetric, so one rank's graph
+// stands for all (DESIGN.md "Scale"). Memory effects cover the GPU, pinned and pageable host
+// memory and NVMe of that rank; the prediction scales host and NVMe to a node.
+#ifndef DSPLAN_SIMULATOR_STEP_BUILDER_H_
+#define DSPLAN_SIMULATOR_STEP_BUILDER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/status.h"
+#include "simulator/step_graph.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+/// Parameter facts per layer that ZeRO's mechanisms depend on (from the tensor table).
+struct LayerParams {
+  int64_t numel = 0;             // == Layer::params
+  int32_t tensors = 0;           // parameter tensors (hooks and per-param copies)
+  int64_t largest = 0;           // largest tensor numel
+  int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
+  int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
+};
+
+/// Per-layer parameter facts of |w| for |persistence_threshold| (ZeRO-3; pass 0 otherwise).
+std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persistence_threshold);
+
+/// What the graph builder derived beyond the tasks, for reports.
+struct StepFacts {
+  OptimizerWrapper wrapper = OptimizerWrapper::kZero12;
+  int64_t params = 0;             // trainable elements (Psi)
+  int64_t partition_numel = 0;    // Psi / N rounded up (ZeRO partition per rank)
+  int64_t subgroups = 1;          // ZeRO-3 optimizer sub-groups
+  int64_t largest_subgroup = 0;
+  int64_t persistent_numel = 0;   // ZeRO-3 persistent parameters (fully held on every rank)
+  int64_t buckets_per_micro_step = 0;
+  bool overlap_comm = false;
+};
+
+struct BuiltStep {
+  StepGraph graph;
+  StepFacts facts;
+};
+
+/// Builds the graph for |plan| on |w| (whose options must match the plan's micro-batch and
+/// lengths). |params| from ComputeLayerParams (threshold = the plan's
+/// stage3_param_persistence_threshold when stage 3). Errors: a plan the graph cannot express.
+Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
+                                 const Plan& plan);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_STEP_BUILDER_H_

@@ -1,0 +1,182 @@
+#include "simulator/step_graph.h"
+
+#include <cassert>
+
+#include <fmt/format.h>
+
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+const char* ResourceName(Resource r) {
+  switch (r) {
+    case Resource::kCompute: return "compute";
+    case Resource::kComm: return "comm";
+    case Resource::kH2D: return "h2d";
+    case Resource::kD2H: return "d2h";
+    case Resource::kCpu: return "cpu";
+    case Resource::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+const char* TaskKindName(TaskKind k) {
+  switch (k) {
+    case TaskKind::kForward: return "forward";
+    case TaskKind::kRecompute: return "recompute";
+    case TaskKind::kBackward: return "backward";
+    case TaskKind::kGradCopy: return "grad_copy";
+    case TaskKind::kAllReduce: return "all_reduce";
+    case TaskKind::kReduceScatter: return "reduce_scatter";
+    case TaskKind::kAllGather: return "all_gather";
+    case TaskKind::kCopyD2H: return "copy_d2h";
+    case TaskKind::kCopyH2D: return "copy_h2d";
+    case TaskKind::kGpuOptimizer: return "gpu_optimizer";
+    case TaskKind::kCpuOptimizer: return "cpu_optimizer";
+    case TaskKind::kNvmeRead: return "nvme_read";
+    case TaskKind::kNvmeWrite: return "nvme_write";
+  }
+  return "?";
+}
+
+bool IsCollective(TaskKind k) {
+  return k == TaskKind::kAllReduce || k == TaskKind::kReduceScatter || k == TaskKind::kAllGather;
+}
+
+Collective CollectiveOf(TaskKind k) {
+  switch (k) {
+    case TaskKind::kReduceScatter: return Collective::kReduceScatter;
+    case TaskKind::kAllGather: return Collective::kAllGather;
+    default: return Collective::kAllReduce;
+  }
+}
+
+const char* MemSpaceName(MemSpace s) {
+  switch (s) {
+    case MemSpace::kGpu: return "gpu";
+    case MemSpace::kPinnedHost: return "pinned host";
+    case MemSpace::kPageableHost: return "pageable host";
+    case MemSpace::kNvme: return "nvme";
+  }
+  return "?";
+}
+
+const char* MemCategoryName(MemCategory c) {
+  switch (c) {
+    case MemCategory::kParams16: return "16-bit params";
+    case MemCategory::kGatheredParams: return "gathered params";
+    case MemCategory::kGradients: return "gradients";
+    case MemCategory::kMaster: return "fp32 master";
+    case MemCategory::kOptimizerStates: return "optimizer states";
+    case MemCategory::kCommBuffers: return "comm buffers";
+    case MemCategory::kActivations: return "activations";
+    case MemCategory::kTemporaries: return "temporaries";
+    case MemCategory::kContext: return "CUDA context + workspaces";
+    case MemCategory::kAllocatorOverhead: return "allocator overhead";
+  }
+  return "?";
+}
+
+const char* MemCategoryKey(MemCategory c) {
+  switch (c) {
+    case MemCategory::kParams16: return "params_16bit";
+    case MemCategory::kGatheredParams: return "gathered_params";
+    case MemCategory::kGradients: return "gradients";
+    case MemCategory::kMaster: return "fp32_master";
+    case MemCategory::kOptimizerStates: return "optimizer_states";
+    case MemCategory::kCommBuffers: return "comm_buffers";
+    case MemCategory::kActivations: return "activations";
+    case MemCategory::kTemporaries: return "temporaries";
+    case MemCategory::kContext: return "cuda_context";
+    case MemCategory::kAllocatorOverhead: return "allocator_overhead";
+  }
+  return "?";
+}
+
+TaskId StepGraph::Add(Task task, std::initializer_list<TaskId> deps,
+                      std::initializer_list<MemEffect> effects) {
+  const TaskId id = static_cast<TaskId>(tasks_.size());
+  task.deps_begin = static_cast<uint32_t>(deps_.size());
+  task.deps_count = 0;
+  for (TaskId d : deps) {
+    if (d < 0) continue;  // "no dependency" placeholders
+    assert(d < id);
+    deps_.push_back(d);
+    ++task.deps_count;
+  }
+  task.mem_begin = static_cast<uint32_t>(effects_.size());
+  task.mem_count = static_cast<uint32_t>(effects.size());
+  effects_.insert(effects_.end(), effects.begin(), effects.end());
+  tasks_.push_back(task);
+  return id;
+}
+
+TaskId StepGraph::Add(Task task, const std::vector<TaskId>& deps,
+                      const std::vector<MemEffect>& effects) {
+  const TaskId id = Add(task, {}, {});
+  for (TaskId d : deps) AddDep(d);
+  for (const MemEffect& e : effects) AddEffect(e);
+  return id;
+}
+
+void StepGraph::AddDep(TaskId dep) {
+  assert(!tasks_.empty());
+  if (dep < 0) return;
+  Task& t = tasks_.back();
+  assert(dep < static_cast<TaskId>(tasks_.size()) - 1);
+  // Dependencies of the last task are contiguous at the end of deps_ (Add appends them last).
+  assert(t.deps_begin + t.deps_count == deps_.size());
+  deps_.push_back(dep);
+  ++t.deps_count;
+}
+
+void StepGraph::AddEffect(const MemEffect& effect) {
+  assert(!tasks_.empty());
+  Task& t = tasks_.back();
+  assert(t.mem_begin + t.mem_count == effects_.size());
+  effects_.push_back(effect);
+  ++t.mem_count;
+}
+
+void StepGraph::Reserve(size_t tasks) {
+  tasks_.reserve(tasks);
+  deps_.reserve(tasks * 2);
+  effects_.reserve(tasks * 2);
+}
+
+void StepGraph::Clear() {
+  tasks_.clear();
+  deps_.clear();
+  effects_.clear();
+  initial = {};
+}
+
+std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id) {
+  const Task& t = graph.task(id);
+  std::string what;
+  switch (t.kind) {
+    case TaskKind::kForward: what = "fwd"; break;
+    case TaskKind::kRecompute: what = "recompute"; break;
+    case TaskKind::kBackward: what = "bwd"; break;
+    case TaskKind::kGradCopy: what = "grad copy"; break;
+    case TaskKind::kAllReduce: what = "all-reduce"; break;
+    case TaskKind::kReduceScatter: what = "reduce-scatter"; break;
+    case TaskKind::kAllGather: what = "all-gather"; break;
+    case TaskKind::kCopyD2H: what = "D2H"; break;
+    case TaskKind::kCopyH2D: what = "H2D"; break;
+    case TaskKind::kGpuOptimizer: what = "optimizer (GPU)"; break;
+    case TaskKind::kCpuOptimizer: what = "optimizer (CPU)"; break;
+    case TaskKind::kNvmeRead: what = "NVMe read"; break;
+    case TaskKind::kNvmeWrite: what = "NVMe write"; break;
+  }
+  std::string where;
+  if (t.layer >= 0 && t.layer < static_cast<int>(workload.layers.size())) {
+    where = " " + workload.layers[t.layer].name;
+  } else if (t.kind != TaskKind::kForward && t.kind != TaskKind::kBackward) {
+    where = fmt::format(" #{}", t.index);
+  }
+  if (t.micro_step >= 0) return fmt::format("{}{} (micro-step {})", what, where, t.micro_step);
+  return fmt::format("{}{} (step)", what, where);
+}
+
+}  // namespace dsplan

@@ -1,0 +1,150 @@
+// StepGraph: one DeepSpeed training step (all micro-steps of one optimizer step) as a DAG of
+// tasks with memory effects. Built by BuildStepGraph (simulator/step_builder.h) from a Workload
+// and a Plan; consumed by the simulator (cost model + scheduler) and, later, by the runtime.
+//
+// Ownership and order (STYLE.md P6): the graph owns its tasks in a vector; TaskId is the index.
+// Tasks are added in program order (the order the host issues them), so every dependency points
+// to a smaller id, each resource runs its tasks in id order (a CUDA stream is FIFO), and the
+// memory timeline is the sequence of effects in id order (PyTorch's allocator counts memory when
+// the host allocates and frees, not when kernels run).
+#ifndef DSPLAN_SIMULATOR_STEP_GRAPH_H_
+#define DSPLAN_SIMULATOR_STEP_GRAPH_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/collectives.h"
+
+namespace dsplan {
+
+struct Workload;
+
+using TaskId = int32_t;
+
+/// What executes a task. Each resource runs one task at a time, in id order.
+enum class Resource : uint8_t {
+  kCompute,  // the default CUDA stream: forward/backward kernels, casts, GPU optimizer
+  kComm,     // NCCL side stream (reduction_stream / allgather stream) or the default stream
+  kH2D,      // host-to-device copy engine
+  kD2H,      // device-to-host copy engine
+  kCpu,      // the rank's CPU threads (CPU Adam)
+  kNvme,     // the node's NVMe queue
+};
+inline constexpr int kNumResources = 6;
+const char* ResourceName(Resource r);
+
+enum class TaskKind : uint8_t {
+  kForward,        // forward of one layer
+  kRecompute,      // forward run again in backward (activation checkpointing)
+  kBackward,       // backward of one layer
+  kGradCopy,       // copy/cast of gradients into a bucket or partition buffer (memory-bound)
+  kAllReduce,
+  kReduceScatter,
+  kAllGather,
+  kCopyD2H,
+  kCopyH2D,
+  kGpuOptimizer,   // unscale/clip, flatten and cast, Adam on the GPU partition
+  kCpuOptimizer,   // DeepSpeedCPUAdam on the host partition
+  kNvmeRead,
+  kNvmeWrite,
+};
+inline constexpr int kNumTaskKinds = 13;
+const char* TaskKindName(TaskKind k);
+bool IsCollective(TaskKind k);
+Collective CollectiveOf(TaskKind k);  // REQUIRES: IsCollective(k)
+
+/// Where a memory effect lands.
+enum class MemSpace : uint8_t { kGpu, kPinnedHost, kPageableHost, kNvme };
+inline constexpr int kNumMemSpaces = 4;
+const char* MemSpaceName(MemSpace s);
+
+/// What the bytes are, for the breakdown at the peak.
+enum class MemCategory : uint8_t {
+  kParams16,          // 16-bit (or fp32 without mixed precision) model parameters, resident
+  kGatheredParams,    // ZeRO-3 parameters all-gathered for a module (live, prefetched, kept)
+  kGradients,         // gradients: param.grad, partition buffers, fp32 accumulation buffers
+  kMaster,            // fp32 master weights
+  kOptimizerStates,   // Adam exp_avg / exp_avg_sq, ...
+  kCommBuffers,       // ipg buckets, flatten copies for collectives, swap buffers
+  kActivations,       // what autograd keeps from forward to backward (+ the logits)
+  kTemporaries,       // transients inside a task: loss and backward workspaces, optimizer temps
+  kContext,           // CUDA context, cuBLAS/cuDNN/NCCL workspaces (outside the torch allocator)
+  kAllocatorOverhead, // caching-allocator rounding and fragmentation (reserved - allocated)
+};
+inline constexpr int kNumMemCategories = 10;
+const char* MemCategoryName(MemCategory c);
+/// Snake-case key used in JSON ("params_16bit", "gathered_params", ...).
+const char* MemCategoryKey(MemCategory c);
+
+/// An allocation (bytes > 0) or a free (bytes < 0), applied when its task starts or ends.
+struct MemEffect {
+  int64_t bytes = 0;
+  MemSpace space = MemSpace::kGpu;
+  MemCategory category = MemCategory::kTemporaries;
+  bool at_end = false;
+};
+
+struct Task {
+  TaskKind kind = TaskKind::kForward;
+  Resource resource = Resource::kCompute;
+  int32_t layer = -1;        // index into Workload::layers, or -1
+  int32_t micro_step = -1;   // 0..GAS-1, or -1 for the optimizer step
+  int32_t index = 0;         // bucket / sub-group number within the phase, for names
+
+  // Work, read by the cost model according to kind:
+  double flops = 0;          // GPU optimizer / extra compute FLOPs
+  double bytes = 0;          // collectives: S (nccl-tests convention); copies, NVMe and
+                             // memory-bound GPU work: bytes moved
+  double elements = 0;       // optimizer: elements updated
+  int32_t ranks = 1;         // collectives: group size
+  bool inter_node = false;   // collectives: the group spans nodes
+  bool pinned = true;        // copies: host side pinned
+  int32_t kernels = 1;       // kernels (host dispatches) the task issues
+
+  // Edges and effects, as ranges into StepGraph's flat arrays.
+  uint32_t deps_begin = 0, deps_count = 0;
+  uint32_t mem_begin = 0, mem_count = 0;
+};
+
+/// Per-space byte counts by category.
+using CategoryBytes = std::array<int64_t, kNumMemCategories>;
+
+class StepGraph {
+ public:
+  /// Memory that exists before the step starts (model states, persistent buffers), by space and
+  /// category. The timeline starts from it.
+  std::array<CategoryBytes, kNumMemSpaces> initial{};
+
+  /// Appends |task| with |deps| (all < the new id) and |effects|; returns its id.
+  TaskId Add(Task task, std::initializer_list<TaskId> deps,
+             std::initializer_list<MemEffect> effects = {});
+  TaskId Add(Task task, const std::vector<TaskId>& deps, const std::vector<MemEffect>& effects);
+  /// Adds one more dependency or effect to the most recently added task.
+  void AddDep(TaskId dep);
+  void AddEffect(const MemEffect& effect);
+
+  int size() const { return static_cast<int>(tasks_.size()); }
+  const Task& task(TaskId id) const { return tasks_[id]; }
+  const std::vector<Task>& tasks() const { return tasks_; }
+  const TaskId* deps_begin(TaskId id) const { return deps_.data() + tasks_[id].deps_begin; }
+  const TaskId* deps_end(TaskId id) const { return deps_begin(id) + tasks_[id].deps_count; }
+  const MemEffect* effects_begin(TaskId id) const { return effects_.data() + tasks_[id].mem_begin; }
+  const MemEffect* effects_end(TaskId id) const { return effects_begin(id) + tasks_[id].mem_count; }
+
+  void Reserve(size_t tasks);
+  void Clear();
+
+ private:
+  std::vector<Task> tasks_;
+  std::vector<TaskId> deps_;
+  std::vector<MemEffect> effects_;
+};
+
+/// "bwd encoder.block.3 (micro-step 0)", "reduce-scatter bucket 2 (micro-step 1)", ...
+std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_STEP_GRAPH_H_

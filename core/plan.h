@@ -62,6 +62,8 @@ struct OffloadOptimizerConfig {
   bool pipeline_write = false;
   bool fast_init = false;
   double ratio = 1.0;
+
+  bool operator==(const OffloadOptimizerConfig&) const = default;
 };
 
 struct OffloadParamConfig {
@@ -71,6 +73,8 @@ struct OffloadParamConfig {
   int64_t buffer_size = 100'000'000;     // elements
   int64_t max_in_cpu = 1'000'000'000;    // elements
   bool pin_memory = false;
+
+  bool operator==(const OffloadParamConfig&) const = default;
 };
 
 struct AioConfig {
@@ -80,6 +84,8 @@ struct AioConfig {
   bool single_submit = false;
   bool overlap_events = true;
   bool use_gds = false;
+
+  bool operator==(const AioConfig&) const = default;
 };
 
 struct ZeroConfig {
@@ -98,10 +104,40 @@ struct ZeroConfig {
   int64_t stage3_max_live_parameters = 1'000'000'000;
   int64_t stage3_max_reuse_distance = 1'000'000'000;
   bool round_robin_gradients = false;
+  /// stage3_gather_16bit_weights_on_model_save: gather the full 16-bit weights when saving
+  /// (no effect on the step; kept so an emitted config says what the user asked for).
+  bool gather_16bit_weights_on_model_save = false;
   OffloadOptimizerConfig offload_optimizer;
   OffloadParamConfig offload_param;
 
   bool OverlapComm() const { return overlap_comm.value_or(stage == 3); }
+  bool operator==(const ZeroConfig&) const = default;
+};
+
+/// fp16 loss scaling (ds_config "fp16" block; code defaults). No effect on memory or time beyond
+/// the overflow check; kept so a parsed config can be emitted again unchanged.
+struct Fp16LossScale {
+  double loss_scale = 0.0;          // 0 = dynamic
+  int64_t initial_scale_power = 16;
+  int64_t loss_scale_window = 1000;
+  int64_t hysteresis = 2;
+  bool consecutive_hysteresis = false;
+  double min_loss_scale = 1.0;
+
+  bool operator==(const Fp16LossScale&) const = default;
+};
+
+/// optimizer.params hyperparameters. None = not in the config (DeepSpeed's optimizer default),
+/// or "auto" (the HF Trainer fills it). They do not change memory or time.
+struct OptimizerHyperparams {
+  std::optional<double> lr;
+  std::optional<double> beta1;
+  std::optional<double> beta2;
+  std::optional<double> eps;
+  std::optional<double> weight_decay;
+  std::optional<double> momentum;   // SGD
+
+  bool operator==(const OptimizerHyperparams&) const = default;
 };
 
 struct Plan {
@@ -125,7 +161,19 @@ struct Plan {
   OptimizerType optimizer = OptimizerType::kAdamW;
   bool torch_adam = false;      // optimizer.params.torch_adam
   bool sgd_momentum = false;    // SGD: momentum > 0
+  /// optimizer.params.adam_w_mode for type "Adam" (DeepSpeed default true: AdamW math).
+  bool adam_w_mode = true;
+  /// false when the config has no "optimizer" block: the client (e.g. the HF Trainer) passes its
+  /// own optimizer, which dsplan assumes is `optimizer` above.
+  bool optimizer_from_config = true;
+  OptimizerHyperparams optimizer_params;
+  /// zero_allow_untested_optimizer / zero_force_ds_cpu_optimizer (deepspeed.md §0).
+  bool zero_allow_untested_optimizer = false;
+  bool zero_force_ds_cpu_optimizer = true;
+  /// scheduler.type; empty = no scheduler block. No effect on memory or time.
+  std::string scheduler;
   double gradient_clipping = 0.0;
+  Fp16LossScale fp16;
 
   ZeroConfig zero;
   AioConfig aio;
@@ -148,6 +196,8 @@ struct Plan {
   OptimizerWrapper Wrapper() const;
   bool OffloadsOptimizer() const { return zero.offload_optimizer.device != OffloadDevice::kNone; }
   bool OffloadsParams() const { return zero.offload_param.device != OffloadDevice::kNone; }
+
+  bool operator==(const Plan&) const = default;
 };
 
 /// Checks the combinations DeepSpeed itself rejects (offload_param below stage 3, ratio < 1

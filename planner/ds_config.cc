@@ -1,0 +1,1704 @@
+#include "planner/ds_config.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string_view>
+
+#include <fmt/format.h>
+
+namespace dsplan {
+namespace {
+
+using json = nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Value helpers. Every error names the dotted key and the value.
+
+std::string Show(const json& v) {
+  return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+bool IsAuto(const json& v) { return v.is_string() && v.get_ref<const std::string&>() == "auto"; }
+
+std::string Lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+std::string Join(const std::vector<std::string>& v, std::string_view sep = ", ") {
+  std::string out;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += sep;
+    out += v[i];
+  }
+  return out;
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+/// " (did you mean 'x'?)" when a valid name is close to |key|, else "".
+std::string Suggestion(const std::string& key, const std::vector<std::string>& valid) {
+  std::string best;
+  size_t best_d = std::numeric_limits<size_t>::max();
+  for (const std::string& v : valid) {
+    size_t d = EditDistance(Lower(key), Lower(v));
+    // A key that is a prefix/suffix-free rename (cpu_offload vs offload) is also worth naming.
+    if (v.find(key) != std::string::npos || key.find(v) != std::string::npos) d = std::min<size_t>(d, 3);
+    if (d < best_d) {
+      best_d = d;
+      best = v;
+    }
+  }
+  if (best.empty() || best_d > std::max<size_t>(3, key.size() / 3)) return "";
+  return fmt::format(" (did you mean '{}'?)", best);
+}
+
+/// pydantic's lax int: JSON integers, integral floats (5e8), digit strings. Rejects fractions,
+/// booleans and other strings.
+Result<int64_t> ToInt(const json& v, const std::string& key) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max())) {
+      return Status::InvalidArgument(fmt::format("{} = {} is too large", key, Show(v)));
+    }
+    return v.get<int64_t>();
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d)) {
+      return Status::InvalidArgument(fmt::format(
+          "{} must be an integer, got {} (DeepSpeed's pydantic model rejects fractional values; "
+          "round it, e.g. int(0.9*h*h))",
+          key, Show(v)));
+    }
+    if (std::fabs(d) > 9.2e18) {
+      return Status::InvalidArgument(fmt::format("{} = {} is too large", key, Show(v)));
+    }
+    return static_cast<int64_t>(d);
+  }
+  if (v.is_string()) {
+    const std::string& s = v.get_ref<const std::string&>();
+    size_t i = (!s.empty() && (s[0] == '-' || s[0] == '+')) ? 1 : 0;
+    bool digits = s.size() > i && s.size() < 19;
+    for (size_t k = i; k < s.size() && digits; ++k) digits = std::isdigit((unsigned char)s[k]);
+    if (digits) return std::stoll(s);
+  }
+  return Status::InvalidArgument(
+      fmt::format("{} must be an integer, got {}", key, Show(v)));
+}
+
+Result<double> ToDouble(const json& v, const std::string& key) {
+  if (v.is_number()) return v.get<double>();
+  return Status::InvalidArgument(fmt::format("{} must be a number, got {}", key, Show(v)));
+}
+
+/// pydantic's lax bool: true/false, 0/1, and the usual strings.
+Result<bool> ToBool(const json& v, const std::string& key) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number_integer()) {
+    const int64_t i = v.get<int64_t>();
+    if (i == 0 || i == 1) return i == 1;
+  }
+  if (v.is_string()) {
+    const std::string s = Lower(v.get<std::string>());
+    for (const char* t : {"true", "1", "yes", "on", "y", "t"}) if (s == t) return true;
+    for (const char* f : {"false", "0", "no", "off", "n", "f"}) if (s == f) return false;
+  }
+  return Status::InvalidArgument(
+      fmt::format("{} must be true or false, got {}", key, Show(v)));
+}
+
+Result<std::string> ToString(const json& v, const std::string& key) {
+  if (v.is_string()) return v.get<std::string>();
+  return Status::InvalidArgument(fmt::format("{} must be a string, got {}", key, Show(v)));
+}
+
+Result<int64_t> NonNegativeInt(const json& v, const std::string& key) {
+  DSPLAN_ASSIGN_OR_RETURN(int64_t i, ToInt(v, key));
+  if (i < 0) {
+    return Status::InvalidArgument(fmt::format("{} must be >= 0, got {}", key, i));
+  }
+  return i;
+}
+
+/// data_types.grad_accum_dtype and friends: DeepSpeed's DtypeEnum names.
+Result<Precision> ToDtype(const json& v, const std::string& key) {
+  if (v.is_string()) {
+    const std::string s = Lower(v.get<std::string>());
+    if (s == "fp32" || s == "float32" || s == "float") return Precision::kFp32;
+    if (s == "fp16" || s == "float16" || s == "half") return Precision::kFp16;
+    if (s == "bf16" || s == "bfloat16") return Precision::kBf16;
+  }
+  return Status::InvalidArgument(
+      fmt::format("{} is {}; valid: \"fp32\", \"fp16\", \"bf16\"", key, Show(v)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// pydantic sections: the keys each model accepts (DeepSpeed 0.16.5), with aliases.
+
+struct FieldName {
+  const char* name;   // the field name
+  const char* alias;  // the alias DeepSpeed documents, or nullptr
+};
+
+// DeepSpeedZeroConfig. Canonical names below are the ds_config spellings we use in messages.
+const std::vector<FieldName>& ZeroFields() {
+  static const std::vector<FieldName> f = {
+      {"stage", nullptr},
+      {"contiguous_gradients", nullptr},
+      {"reduce_scatter", nullptr},
+      {"reduce_bucket_size", nullptr},
+      {"use_multi_rank_bucket_allreduce", nullptr},
+      {"allgather_partitions", nullptr},
+      {"allgather_bucket_size", nullptr},
+      {"overlap_comm", nullptr},
+      {"load_from_fp32_weights", nullptr},
+      {"elastic_checkpoint", nullptr},
+      {"offload_param", nullptr},
+      {"offload_optimizer", nullptr},
+      {"sub_group_size", nullptr},
+      {"cpu_offload_param", nullptr},
+      {"cpu_offload_use_pin_memory", nullptr},
+      {"cpu_offload", nullptr},
+      {"stage3_prefetch_bucket_size", "prefetch_bucket_size"},
+      {"stage3_param_persistence_threshold", "param_persistence_threshold"},
+      {"stage3_model_persistence_threshold", "model_persistence_threshold"},
+      {"stage3_max_live_parameters", "max_live_parameters"},
+      {"stage3_max_reuse_distance", "max_reuse_distance"},
+      {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"},
+      {"stage3_module_granularity_threshold", "module_granularity_threshold"},
+      {"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params"},
+      {"stage3_gather_fp16_weights_on_model_save", nullptr},
+      {"ignore_unused_parameters", nullptr},
+      {"legacy_stage1", nullptr},
+      {"round_robin_gradients", nullptr},
+      {"zero_hpz_partition_size", nullptr},
+      {"zero_quantized_weights", nullptr},
+      {"zero_quantized_nontrainable_weights", nullptr},
+      {"zero_quantized_gradients", nullptr},
+      {"zeropp_loco_param", nullptr},
+      {"mics_shard_size", nullptr},
+      {"mics_hierarchical_params_gather", nullptr},
+      {"memory_efficient_linear", nullptr},
+      {"pipeline_loading_checkpoint", nullptr},
+      {"override_module_apply", nullptr},
+      {"log_trace_cache_warnings", nullptr},
+  };
+  return f;
+}
+
+// Fields that DeepSpeed releases after 0.16.5 added; older versions reject them.
+const std::set<std::string>& NewerZeroFields() {
+  static const std::set<std::string> s = {
+      "stage3_allgather_sequential", "allgather_sequential",
+      "stage3_partition_stream_chunk_size", "partition_stream_chunk_size",
+      "enable_sanity_checks", "save_muon_momentum_buffer_in_memory", "leaf_module", "zenflow"};
+  return s;
+}
+
+const std::vector<FieldName>& OffloadOptimizerFields() {
+  static const std::vector<FieldName> f = {
+      {"device", nullptr},        {"nvme_path", nullptr},      {"buffer_count", nullptr},
+      {"pin_memory", nullptr},    {"pipeline_read", nullptr},  {"pipeline_write", nullptr},
+      {"fast_init", nullptr},     {"ratio", nullptr}};
+  return f;
+}
+const std::set<std::string>& NewerOffloadOptimizerFields() {
+  static const std::set<std::string> s = {"super_offload", "convert_grad_on_cpu",
+                                          "cpuadam_cores_perc"};
+  return s;
+}
+
+const std::vector<FieldName>& OffloadParamFields() {
+  static const std::vector<FieldName> f = {
+      {"device", nullptr},       {"nvme_path", nullptr},  {"buffer_count", nullptr},
+      {"buffer_size", nullptr},  {"max_in_cpu", nullptr}, {"pin_memory", nullptr}};
+  return f;
+}
+
+/// Top-level keys DeepSpeed reads (any version); others it ignores.
+const std::set<std::string>& KnownTopLevelKeys() {
+  static const std::set<std::string> s = {
+      "train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+      "steps_per_print", "dump_state", "optimizer", "scheduler", "fp16", "bf16", "bfloat16",
+      "amp", "gradient_clipping", "prescale_gradients", "gradient_predivide_factor",
+      "sparse_gradients", "zero_optimization", "zero_allow_untested_optimizer",
+      "zero_force_ds_cpu_optimizer", "communication_data_type",
+      "seq_parallel_communication_data_type", "data_types", "wall_clock_breakdown",
+      "memory_breakdown", "flops_profiler", "activation_checkpointing", "aio", "tensorboard",
+      "wandb", "csv_monitor", "comet", "monitor_config", "elasticity", "autotuning",
+      "checkpoint", "sparse_attention", "pipeline", "curriculum_learning", "data_efficiency",
+      "compression_training", "quantize_training", "progressive_layer_drop", "eigenvalue",
+      "nebula", "datastates_ckpt", "weight_quantization", "compile", "timers",
+      "tensor_parallel", "hybrid_engine", "dataloader_drop_last", "vocabulary_size",
+      "disable_allgather", "allgather_size", "fp16_master_weights_and_grads",
+      "fp16_auto_cast", "graph_harvesting", "use_data_before_expert_parallelism",
+      "load_universal_checkpoint", "use_node_local_storage", "sequence_parallel_size",
+      "gradient_accumulation_dtype", "torch_autocast", "deepcompile", "zenflow",
+      "zero_optimization_stage", "memory_efficient_linear", "optimizer_legacy_fusion",
+      "mics_shard_size", "mics_hierarchical_params_gather", "expert_parallel",
+      "train_batch_size_auto"};
+  return s;
+}
+
+/// Checks |obj|'s keys against a pydantic model's fields; returns the values under their
+/// canonical names. Unknown keys are an error naming the key, the nearest field and all fields.
+Result<std::map<std::string, json>> CheckPydanticKeys(const json& obj, const std::string& section,
+                                                      const std::vector<FieldName>& fields,
+                                                      const std::set<std::string>& newer,
+                                                      std::vector<std::string>* warnings) {
+  if (!obj.is_object()) {
+    return Status::InvalidArgument(
+        fmt::format("{} must be an object, got {}", section, Show(obj)));
+  }
+  std::map<std::string, json> out;
+  std::vector<std::string> valid;
+  for (const FieldName& f : fields) {
+    valid.push_back(f.name);
+    if (f.alias) valid.push_back(f.alias);
+  }
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    const std::string& key = it.key();
+    const FieldName* match = nullptr;
+    for (const FieldName& f : fields) {
+      if (key == f.name || (f.alias && key == f.alias)) match = &f;
+    }
+    if (!match) {
+      if (newer.count(key)) {
+        warnings->push_back(fmt::format(
+            "{}.{} exists only in DeepSpeed releases after 0.16.5 (older ones reject it); dsplan "
+            "does not model it",
+            section, key));
+        continue;
+      }
+      std::vector<std::string> names;
+      for (const FieldName& f : fields) names.push_back(f.name);
+      return Status::InvalidArgument(fmt::format(
+          "{}: unknown key '{}'{}; DeepSpeed rejects unknown keys here (pydantic extra=forbid). "
+          "Valid keys: {}",
+          section, key, Suggestion(key, valid), Join(names)));
+    }
+    if (out.count(match->name)) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: '{}' is given twice (as '{}' and as '{}'); keep one", section, match->name,
+          match->name, match->alias ? match->alias : match->name));
+    }
+    out[match->name] = it.value();
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The parser.
+
+class Parser {
+ public:
+  Parser(const json& cfg, const DsConfigContext& ctx) : cfg_(cfg), ctx_(ctx) {}
+
+  Result<ParsedDsConfig> Run() {
+    if (!cfg_.is_object()) {
+      return Status::InvalidArgument(fmt::format(
+          "a DeepSpeed config must be a JSON object, got {}", std::string(cfg_.type_name())));
+    }
+    Plan& p = out_.plan;
+    p.nodes = ctx_.nodes;
+    p.gpus_per_node = ctx_.gpus_per_node;
+    p.seq_len = ctx_.seq_len;
+    p.target_len = ctx_.target_len;
+    p.gradient_checkpointing = ctx_.gradient_checkpointing;
+    p.attention = ctx_.attention;
+    if (ctx_.nodes < 1 || ctx_.gpus_per_node < 1) {
+      return Status::InvalidArgument(fmt::format(
+          "the cluster must have at least one node and one GPU per node (got {} x {})",
+          ctx_.nodes, ctx_.gpus_per_node));
+    }
+
+    WarnUnknownTopLevel();
+    DSPLAN_RETURN_IF_ERROR(ParsePrecision());
+    DSPLAN_RETURN_IF_ERROR(ParseZero());
+    DSPLAN_RETURN_IF_ERROR(ParseBatch());
+    DSPLAN_RETURN_IF_ERROR(ParseOptimizer());
+    DSPLAN_RETURN_IF_ERROR(ParseScheduler());
+    DSPLAN_RETURN_IF_ERROR(ParseMisc());
+    DSPLAN_RETURN_IF_ERROR(ParseAio());
+    DSPLAN_RETURN_IF_ERROR(CrossChecks());
+    DSPLAN_RETURN_IF_ERROR(ValidatePlan(p));
+    return std::move(out_);
+  }
+
+ private:
+  void Warn(std::string w) { out_.warnings.push_back(std::move(w)); }
+  void Resolved(const std::string& key) { out_.resolved_from_auto.push_back(key); }
+  bool Has(const char* key) const { return cfg_.contains(key); }
+  const json& At(const char* key) const { return cfg_.at(key); }
+
+  void WarnUnknownTopLevel() {
+    for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
+      if (!KnownTopLevelKeys().count(it.key())) {
+        Warn(fmt::format("DeepSpeed ignores top-level key '{}'{}", it.key(),
+                         Suggestion(it.key(), std::vector<std::string>(KnownTopLevelKeys().begin(),
+                                                                       KnownTopLevelKeys().end()))));
+      }
+    }
+  }
+
+  // --- fp16 / bf16 / amp -----------------------------------------------------------------------
+  Result<bool> Enabled(const json& block, const std::string& name, Precision which) {
+    if (!block.is_object()) {
+      return Status::InvalidArgument(
+          fmt::format("{} must be an object like {{\"enabled\": true}}, got {}", name, Show(block)));
+    }
+    if (!block.contains("enabled")) return false;
+    const json& v = block.at("enabled");
+    if (IsAuto(v)) {
+      Resolved(name + ".enabled");
+      if (!ctx_.precision) {
+        Warn(fmt::format(
+            "{}.enabled is \"auto\" and no precision was given: the HF Trainer's default "
+            "(--{} off) applies; pass --precision bf16|fp16|fp32",
+            name, which == Precision::kBf16 ? "bf16" : "fp16"));
+        return false;
+      }
+      return *ctx_.precision == which;
+    }
+    return ToBool(v, name + ".enabled");
+  }
+
+  Status ParsePrecision() {
+    Plan& p = out_.plan;
+    bool fp16 = false, bf16 = false;
+    if (Has("fp16")) {
+      const json& b = At("fp16");
+      DSPLAN_ASSIGN_OR_RETURN(fp16, Enabled(b, "fp16", Precision::kFp16));
+      if (b.is_object()) {
+        for (auto it = b.begin(); it != b.end(); ++it) {
+          const std::string& k = it.key();
+          const json& v = it.value();
+          const std::string key = "fp16." + k;
+          if (k == "enabled") continue;
+          if (IsAuto(v)) {
+            Warn(fmt::format("{} is \"auto\"; the HF Trainer does not fill it, DeepSpeed's "
+                             "default is used",
+                             key));
+            continue;
+          }
+          if (k == "loss_scale") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.loss_scale, ToDouble(v, key));
+          } else if (k == "initial_scale_power") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.initial_scale_power, ToInt(v, key));
+          } else if (k == "loss_scale_window") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.loss_scale_window, ToInt(v, key));
+          } else if (k == "hysteresis") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.hysteresis, ToInt(v, key));
+          } else if (k == "consecutive_hysteresis") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.consecutive_hysteresis, ToBool(v, key));
+          } else if (k == "min_loss_scale") {
+            DSPLAN_ASSIGN_OR_RETURN(p.fp16.min_loss_scale, ToDouble(v, key));
+          } else if (k == "auto_cast") {
+            DSPLAN_ASSIGN_OR_RETURN(bool ac, ToBool(v, key));
+            if (ac) Warn("fp16.auto_cast is true: dsplan models the module cast to fp16, not autocast");
+          } else if (k == "fp16_master_weights_and_grads") {
+            DSPLAN_ASSIGN_OR_RETURN(bool m, ToBool(v, key));
+            if (m) {
+              return Status::Unsupported(
+                  "fp16.fp16_master_weights_and_grads is true: dsplan does not model fp16 master "
+                  "weights; remove it or set it false");
+            }
+          } else {
+            Warn(fmt::format("DeepSpeed ignores {} (valid: enabled, auto_cast, loss_scale, "
+                             "initial_scale_power, loss_scale_window, hysteresis, "
+                             "consecutive_hysteresis, min_loss_scale)",
+                             key));
+          }
+        }
+      }
+      if (!fp16 && b.is_object() && b.size() > 1) {
+        // Loss-scale keys of a disabled block do nothing; say so only when someone set them.
+      }
+    }
+    // "bf16" and its alias "bfloat16" (DeepSpeed reads bf16 first).
+    for (const char* name : {"bf16", "bfloat16"}) {
+      if (!Has(name)) continue;
+      if (std::string(name) == "bfloat16" && Has("bf16")) {
+        Warn("both \"bf16\" and \"bfloat16\" are present; DeepSpeed reads \"bf16\" and ignores "
+             "\"bfloat16\"");
+        continue;
+      }
+      const json& b = At(name);
+      DSPLAN_ASSIGN_OR_RETURN(bf16, Enabled(b, name, Precision::kBf16));
+      for (auto it = b.begin(); it != b.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "enabled" || k == "immediate_grad_update" || k == "check_grad_overflow") continue;
+        if (k == "bf16_master_weights_and_grads" || k == "bf16_optimizer_states") {
+          DSPLAN_ASSIGN_OR_RETURN(bool m, ToBool(it.value(), std::string(name) + "." + k));
+          if (m) {
+            return Status::Unsupported(fmt::format(
+                "{}.{} is true: dsplan does not model bf16 master weights or optimizer states; "
+                "remove it",
+                name, k));
+          }
+          continue;
+        }
+        Warn(fmt::format("DeepSpeed ignores {}.{} (valid: enabled, immediate_grad_update)", name, k));
+      }
+    }
+    if (fp16 && bf16) {
+      return Status::InvalidArgument(
+          "fp16.enabled and bf16.enabled are both true; DeepSpeed asserts \"bfloat16 and fp16 "
+          "modes cannot be simultaneously enabled\": enable one");
+    }
+    p.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
+    if (ctx_.precision && *ctx_.precision != p.precision) {
+      const bool from_auto = std::find_if(out_.resolved_from_auto.begin(),
+                                          out_.resolved_from_auto.end(), [](const std::string& k) {
+                                            return k.find(".enabled") != std::string::npos;
+                                          }) != out_.resolved_from_auto.end();
+      if (!from_auto) {
+        return Status::InvalidArgument(fmt::format(
+            "the config trains in {} (fp16/bf16 \"enabled\") but precision {} was given; make "
+            "them agree or set \"enabled\": \"auto\"",
+            PrecisionName(p.precision), PrecisionName(*ctx_.precision)));
+      }
+    }
+    if (Has("amp")) {
+      const json& a = At("amp");
+      if (a.is_object() && a.contains("enabled") && !IsAuto(a.at("enabled"))) {
+        DSPLAN_ASSIGN_OR_RETURN(bool amp, ToBool(a.at("enabled"), "amp.enabled"));
+        if (amp) amp_enabled_ = true;
+      }
+    }
+    return Status();
+  }
+
+  // --- zero_optimization -----------------------------------------------------------------------
+  Status ParseZero() {
+    ZeroConfig& z = out_.plan.zero;
+    if (!Has("zero_optimization")) return Status();
+    const json& zj = At("zero_optimization");
+    if (zj.is_boolean()) {
+      // read_zero_config_deprecated: true = stage 1 with allgather_size, false = stage 0.
+      Warn("\"zero_optimization\": true/false is deprecated; DeepSpeed reads it as stage 1 "
+           "(true) or 0 (false); write {\"stage\": N}");
+      if (zj.get<bool>()) {
+        z.stage = 1;
+        if (Has("allgather_size")) {
+          DSPLAN_ASSIGN_OR_RETURN(z.allgather_bucket_size,
+                                  NonNegativeInt(At("allgather_size"), "allgather_size"));
+        }
+      }
+      return Status();
+    }
+    DSPLAN_ASSIGN_OR_RETURN(
+        auto fields, CheckPydanticKeys(zj, "zero_optimization", ZeroFields(), NewerZeroFields(),
+                                       &out_.warnings));
+    auto get = [&](const char* k) -> const json* {
+      auto it = fields.find(k);
+      return it == fields.end() ? nullptr : &it->second;
+    };
+    auto key = [](const char* k) { return std::string("zero_optimization.") + k; };
+
+    // Stage first: several defaults and warnings depend on it.
+    if (const json* v = get("stage")) {
+      if (IsAuto(*v)) {
+        Warn("zero_optimization.stage is \"auto\"; DeepSpeed drops it and uses stage 0");
+        fields.erase("stage");
+      } else {
+        DSPLAN_ASSIGN_OR_RETURN(int64_t s, ToInt(*v, key("stage")));
+        if (s < 0 || s > 3) {
+          return Status::InvalidArgument(fmt::format(
+              "zero_optimization.stage must be 0, 1, 2 or 3, got {}", Show(*v)));
+        }
+        z.stage = static_cast<int>(s);
+      }
+    }
+    const bool stage3 = z.stage == 3;
+
+    // HF "auto" for the hidden-size keys (trainer_config_finalize), and for everything else the
+    // pydantic behaviour: the field is dropped and the default used.
+    const int64_t h = ctx_.hidden_size.value_or(0);
+    for (auto it = fields.begin(); it != fields.end();) {
+      if (!IsAuto(it->second)) {
+        ++it;
+        continue;
+      }
+      const std::string& k = it->first;
+      const bool hf_fills = k == "reduce_bucket_size" ||
+                            (stage3 && (k == "stage3_prefetch_bucket_size" ||
+                                        k == "stage3_param_persistence_threshold"));
+      if (hf_fills && h > 0) {
+        if (k == "reduce_bucket_size") {
+          z.reduce_bucket_size = h * h;
+        } else if (k == "stage3_prefetch_bucket_size") {
+          z.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * double(h) * double(h));
+        } else {
+          z.stage3_param_persistence_threshold = 10 * h;
+        }
+        Resolved("zero_optimization." + k);
+      } else if (hf_fills) {
+        Warn(fmt::format("zero_optimization.{} is \"auto\" but the model's hidden size is not "
+                         "known; DeepSpeed's default is used (the HF Trainer would use the "
+                         "model's hidden_size; pass a model)",
+                         k));
+      } else {
+        Warn(fmt::format("zero_optimization.{} is \"auto\", which the HF Trainer does not fill; "
+                         "DeepSpeed drops it and uses its default",
+                         k));
+      }
+      it = fields.erase(it);
+    }
+
+    // Deprecated names (DeepSpeedConfigModel._process_deprecated_field).
+    if (const json* v = get("cpu_offload")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool on, ToBool(*v, key("cpu_offload")));
+      if (get("offload_optimizer")) {
+        return Status::InvalidArgument(
+            "zero_optimization: cannot give deprecated 'cpu_offload' and its replacement "
+            "'offload_optimizer' together; keep offload_optimizer");
+      }
+      Warn("zero_optimization.cpu_offload is deprecated; DeepSpeed maps it to "
+           "offload_optimizer: {\"device\": \"cpu\"}");
+      if (on) z.offload_optimizer.device = OffloadDevice::kCpu;
+    }
+    if (const json* v = get("cpu_offload_param")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool on, ToBool(*v, key("cpu_offload_param")));
+      if (get("offload_param")) {
+        return Status::InvalidArgument(
+            "zero_optimization: cannot give deprecated 'cpu_offload_param' and its replacement "
+            "'offload_param' together; keep offload_param");
+      }
+      Warn("zero_optimization.cpu_offload_param is deprecated; DeepSpeed maps it to "
+           "offload_param: {\"device\": \"cpu\"}");
+      if (on) z.offload_param.device = OffloadDevice::kCpu;
+    }
+    if (const json* v = get("cpu_offload_use_pin_memory")) {
+      DSPLAN_RETURN_IF_ERROR(ToBool(*v, key("cpu_offload_use_pin_memory")).status());
+      Warn("zero_optimization.cpu_offload_use_pin_memory is deprecated and DeepSpeed does not "
+           "apply it; set pin_memory inside offload_optimizer / offload_param");
+    }
+    if (const json* v = get("stage3_gather_fp16_weights_on_model_save")) {
+      if (get("stage3_gather_16bit_weights_on_model_save")) {
+        return Status::InvalidArgument(
+            "zero_optimization: cannot give deprecated 'stage3_gather_fp16_weights_on_model_save' "
+            "and 'stage3_gather_16bit_weights_on_model_save' together");
+      }
+      DSPLAN_ASSIGN_OR_RETURN(z.gather_16bit_weights_on_model_save,
+                              ToBool(*v, key("stage3_gather_fp16_weights_on_model_save")));
+      Warn("zero_optimization.stage3_gather_fp16_weights_on_model_save is deprecated; DeepSpeed "
+           "maps it to stage3_gather_16bit_weights_on_model_save");
+    }
+
+    // Plain fields.
+    auto read_bool = [&](const char* k, bool* dst) -> Status {
+      if (const json* v = get(k)) {
+        DSPLAN_ASSIGN_OR_RETURN(*dst, ToBool(*v, key(k)));
+      }
+      return Status();
+    };
+    auto read_size = [&](const char* k, int64_t* dst) -> Status {
+      if (const json* v = get(k)) {
+        DSPLAN_ASSIGN_OR_RETURN(*dst, NonNegativeInt(*v, key(k)));
+      }
+      return Status();
+    };
+    DSPLAN_RETURN_IF_ERROR(read_bool("contiguous_gradients", &z.contiguous_gradients));
+    DSPLAN_RETURN_IF_ERROR(read_bool("reduce_scatter", &z.reduce_scatter));
+    DSPLAN_RETURN_IF_ERROR(read_size("reduce_bucket_size", &z.reduce_bucket_size));
+    DSPLAN_RETURN_IF_ERROR(
+        read_bool("use_multi_rank_bucket_allreduce", &z.use_multi_rank_bucket_allreduce));
+    DSPLAN_RETURN_IF_ERROR(read_size("allgather_bucket_size", &z.allgather_bucket_size));
+    if (const json* v = get("overlap_comm")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool oc, ToBool(*v, key("overlap_comm")));
+      z.overlap_comm = oc;
+    }
+    DSPLAN_RETURN_IF_ERROR(read_size("sub_group_size", &z.sub_group_size));
+    DSPLAN_RETURN_IF_ERROR(read_size("stage3_prefetch_bucket_size", &z.stage3_prefetch_bucket_size));
+    DSPLAN_RETURN_IF_ERROR(
+        read_size("stage3_param_persistence_threshold", &z.stage3_param_persistence_threshold));
+    DSPLAN_RETURN_IF_ERROR(
+        read_size("stage3_model_persistence_threshold", &z.stage3_model_persistence_threshold));
+    DSPLAN_RETURN_IF_ERROR(read_size("stage3_max_live_parameters", &z.stage3_max_live_parameters));
+    DSPLAN_RETURN_IF_ERROR(read_size("stage3_max_reuse_distance", &z.stage3_max_reuse_distance));
+    DSPLAN_RETURN_IF_ERROR(read_bool("stage3_gather_16bit_weights_on_model_save",
+                                     &z.gather_16bit_weights_on_model_save));
+    DSPLAN_RETURN_IF_ERROR(read_bool("round_robin_gradients", &z.round_robin_gradients));
+
+    // Accepted, type-checked, no effect on memory or time.
+    for (const char* k : {"load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
+                          "memory_efficient_linear", "pipeline_loading_checkpoint",
+                          "override_module_apply", "log_trace_cache_warnings",
+                          "mics_hierarchical_params_gather"}) {
+      if (const json* v = get(k)) DSPLAN_RETURN_IF_ERROR(ToBool(*v, key(k)).status());
+    }
+    if (const json* v = get("stage3_module_granularity_threshold")) {
+      DSPLAN_ASSIGN_OR_RETURN(int64_t t, ToInt(*v, key("stage3_module_granularity_threshold")));
+      if (t > 0) {
+        Warn("zero_optimization.stage3_module_granularity_threshold > 0 groups fine-grained "
+             "modules for fetching; dsplan does not model it (fetch counts may differ)");
+      }
+    }
+
+    // Keys that do nothing (deepspeed.md §9).
+    if (get("allgather_partitions")) {
+      DSPLAN_RETURN_IF_ERROR(ToBool(*get("allgather_partitions"), key("allgather_partitions")).status());
+      Warn("zero_optimization.allgather_partitions has no effect: DeepSpeed's runtime never "
+           "reads it");
+    }
+    if (get("allgather_bucket_size")) {
+      Warn(z.stage == 3
+               ? "zero_optimization.allgather_bucket_size has no effect at stage 3 (parameter "
+                 "gathers follow stage3_prefetch_bucket_size)"
+               : "zero_optimization.allgather_bucket_size has no effect on PyTorch with "
+                 "all_gather_into_tensor (>= 1.13): the post-step all-gather is not bucketed");
+      if (z.allgather_bucket_size % 2 != 0 && z.stage != 3) {
+        return Status::InvalidArgument(fmt::format(
+            "zero_optimization.allgather_bucket_size must be a multiple of 2, got {}",
+            z.allgather_bucket_size));
+      }
+    }
+    if (get("legacy_stage1")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool l, ToBool(*get("legacy_stage1"), key("legacy_stage1")));
+      if (l) {
+        return Status::InvalidArgument(
+            "zero_optimization.legacy_stage1 is true; DeepSpeed removed the legacy stage 1 "
+            "implementation (>= 0.5.9) and raises; remove it");
+      }
+    }
+    if (z.stage < 3) {
+      for (const char* k :
+           {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
+            "stage3_model_persistence_threshold", "stage3_max_live_parameters",
+            "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
+            "stage3_module_granularity_threshold", "stage3_use_all_reduce_for_fetch_params",
+            "sub_group_size"}) {
+        if (get(k)) {
+          Warn(fmt::format("zero_optimization.{} has no effect at stage {} (stage 3 only)", k,
+                           z.stage));
+        }
+      }
+    } else if (get("round_robin_gradients") && z.round_robin_gradients) {
+      Warn("zero_optimization.round_robin_gradients has no effect at stage 3 (stages 1 and 2 "
+           "with CPU offload only)");
+    }
+    if (z.stage == 0) {
+      for (const char* k : {"reduce_bucket_size", "overlap_comm", "contiguous_gradients",
+                            "reduce_scatter", "round_robin_gradients"}) {
+        if (get(k)) Warn(fmt::format("zero_optimization.{} has no effect at stage 0", k));
+      }
+    }
+
+    // ZeRO++ / MiCS: valid DeepSpeed, not modelled yet.
+    if (const json* v = get("zero_hpz_partition_size")) {
+      DSPLAN_ASSIGN_OR_RETURN(int64_t k, NonNegativeInt(*v, key("zero_hpz_partition_size")));
+      if (k > 1) {
+        return Status::Unsupported(fmt::format(
+            "zero_optimization.zero_hpz_partition_size = {} (ZeRO++ hpZ) is not modelled by "
+            "dsplan yet; use 1 (the default)",
+            k));
+      }
+    }
+    for (const char* k : {"zero_quantized_weights", "zero_quantized_nontrainable_weights",
+                          "zero_quantized_gradients"}) {
+      if (const json* v = get(k)) {
+        DSPLAN_ASSIGN_OR_RETURN(bool on, ToBool(*v, key(k)));
+        if (on) {
+          return Status::Unsupported(fmt::format(
+              "zero_optimization.{} (ZeRO++) is not modelled by dsplan yet; set it false", k));
+        }
+      }
+    }
+    if (const json* v = get("zeropp_loco_param")) {
+      if (!v->is_null()) {
+        return Status::Unsupported(
+            "zero_optimization.zeropp_loco_param (ZeRO++ LoCo) is not modelled by dsplan yet; "
+            "remove it");
+      }
+    }
+    if (const json* v = get("mics_shard_size")) {
+      DSPLAN_ASSIGN_OR_RETURN(int64_t m, ToInt(*v, key("mics_shard_size")));
+      if (m > 0) {
+        return Status::Unsupported(fmt::format(
+            "zero_optimization.mics_shard_size = {} (MiCS) is not modelled by dsplan yet; use -1",
+            m));
+      }
+    }
+    if (const json* v = get("stage3_use_all_reduce_for_fetch_params")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool on, ToBool(*v, key("stage3_use_all_reduce_for_fetch_params")));
+      if (on && stage3) {
+        Warn("zero_optimization.stage3_use_all_reduce_for_fetch_params is true: parameter fetches "
+             "use all-reduce (about twice the bytes of an all-gather); dsplan models all-gather");
+      }
+    }
+
+    // Offload blocks.
+    if (const json* v = get("offload_optimizer")) {
+      if (!v->is_null()) DSPLAN_RETURN_IF_ERROR(ParseOffloadOptimizer(*v));
+    }
+    if (const json* v = get("offload_param")) {
+      if (!v->is_null()) DSPLAN_RETURN_IF_ERROR(ParseOffloadParam(*v));
+    }
+    return Status();
+  }
+
+  Result<OffloadDevice> Device(const json& v, const std::string& key) {
+    if (v.is_string()) {
+      const std::string& s = v.get_ref<const std::string&>();
+      if (s == "none") return OffloadDevice::kNone;
+      if (s == "cpu") return OffloadDevice::kCpu;
+      if (s == "nvme") return OffloadDevice::kNvme;
+    }
+    return Status::InvalidArgument(
+        fmt::format("{} is {}; valid: \"none\", \"cpu\", \"nvme\"", key, Show(v)));
+  }
+
+  /// Reads the common NVMe-related keys; |fields| already checked against the model.
+  Status ParseOffloadOptimizer(const json& v) {
+    const std::string sec = "zero_optimization.offload_optimizer";
+    DSPLAN_ASSIGN_OR_RETURN(auto f, CheckPydanticKeys(v, sec, OffloadOptimizerFields(),
+                                                      NewerOffloadOptimizerFields(),
+                                                      &out_.warnings));
+    DropAuto(&f, sec);
+    OffloadOptimizerConfig& o = out_.plan.zero.offload_optimizer;
+    if (f.count("device")) {
+      DSPLAN_ASSIGN_OR_RETURN(o.device, Device(f["device"], sec + ".device"));
+    }
+    if (f.count("nvme_path") && !f["nvme_path"].is_null()) {
+      DSPLAN_ASSIGN_OR_RETURN(o.nvme_path, ToString(f["nvme_path"], sec + ".nvme_path"));
+    }
+    if (f.count("buffer_count")) {
+      DSPLAN_ASSIGN_OR_RETURN(o.buffer_count, NonNegativeInt(f["buffer_count"], sec + ".buffer_count"));
+    }
+    for (auto [k, dst] : {std::pair{"pin_memory", &o.pin_memory},
+                          {"pipeline_read", &o.pipeline_read},
+                          {"pipeline_write", &o.pipeline_write},
+                          {"fast_init", &o.fast_init}}) {
+      if (f.count(k)) {
+        DSPLAN_ASSIGN_OR_RETURN(*dst, ToBool(f[k], sec + "." + k));
+      }
+    }
+    if (f.count("ratio")) {
+      DSPLAN_ASSIGN_OR_RETURN(o.ratio, ToDouble(f["ratio"], sec + ".ratio"));
+      if (o.ratio < 0 || o.ratio > 1) {
+        return Status::InvalidArgument(
+            fmt::format("{}.ratio must be between 0 and 1, got {}", sec, o.ratio));
+      }
+    }
+    const int stage = out_.plan.zero.stage;
+    if (o.device == OffloadDevice::kNone) {
+      for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "pipeline_read",
+                            "pipeline_write", "fast_init", "ratio"}) {
+        if (f.count(k)) Warn(fmt::format("{}.{} has no effect: device is \"none\"", sec, k));
+      }
+      return Status();
+    }
+    if (o.ratio < 1.0 && stage != 3) {
+      return Status::InvalidArgument(fmt::format(
+          "{}.ratio = {} needs ZeRO stage 3; DeepSpeed asserts \"Partial offloading only "
+          "supported for ZeRO Stage 3.\"",
+          sec, o.ratio));
+    }
+    if (f.count("ratio") && o.ratio < 1.0) {
+      Warn(fmt::format("{}.ratio = {} splits optimizer sub-groups between CPU and GPU; it has an "
+                       "effect only when the model has several sub-groups (sub_group_size)",
+                       sec, o.ratio));
+    }
+    if (o.device == OffloadDevice::kNvme && stage < 3) {
+      Warn(fmt::format("{}.device is \"nvme\" at stage {}: stages 1 and 2 have no NVMe swapper "
+                       "and keep optimizer states in CPU RAM, exactly as \"cpu\"",
+                       sec, stage));
+      o.device = OffloadDevice::kCpu;
+    }
+    if (o.device == OffloadDevice::kCpu) {
+      for (const char* k : {"nvme_path", "buffer_count", "pipeline_read", "pipeline_write",
+                            "fast_init"}) {
+        if (f.count(k)) {
+          Warn(fmt::format("{}.{} has no effect without NVMe (device is \"cpu\"{})", sec, k,
+                           stage < 3 ? " in effect" : ""));
+        }
+      }
+    }
+    return Status();
+  }
+
+  Status ParseOffloadParam(const json& v) {
+    const std::string sec = "zero_optimization.offload_param";
+    DSPLAN_ASSIGN_OR_RETURN(auto f, CheckPydanticKeys(v, sec, OffloadParamFields(), {},
+                                                      &out_.warnings));
+    DropAuto(&f, sec);
+    OffloadParamConfig& o = out_.plan.zero.offload_param;
+    if (f.count("device")) {
+      DSPLAN_ASSIGN_OR_RETURN(o.device, Device(f["device"], sec + ".device"));
+    }
+    if (f.count("nvme_path") && !f["nvme_path"].is_null()) {
+      DSPLAN_ASSIGN_OR_RETURN(o.nvme_path, ToString(f["nvme_path"], sec + ".nvme_path"));
+    }
+    for (auto [k, dst] : {std::pair{"buffer_count", &o.buffer_count},
+                          {"buffer_size", &o.buffer_size},
+                          {"max_in_cpu", &o.max_in_cpu}}) {
+      if (f.count(k)) {
+        DSPLAN_ASSIGN_OR_RETURN(*dst, NonNegativeInt(f[k], sec + "." + k));
+      }
+    }
+    if (f.count("pin_memory")) {
+      DSPLAN_ASSIGN_OR_RETURN(o.pin_memory, ToBool(f["pin_memory"], sec + ".pin_memory"));
+    }
+    if (o.device == OffloadDevice::kNone) {
+      for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
+        if (f.count(k)) Warn(fmt::format("{}.{} has no effect: device is \"none\"", sec, k));
+      }
+    } else if (o.device == OffloadDevice::kCpu) {
+      for (const char* k : {"nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
+        if (f.count(k)) Warn(fmt::format("{}.{} has no effect without NVMe (device is \"cpu\")", sec, k));
+      }
+    }
+    if (o.device != OffloadDevice::kNone && out_.plan.zero.stage != 3) {
+      return Status::InvalidArgument(fmt::format(
+          "zero_optimization.offload_param (device \"{}\") needs ZeRO stage 3 but the config has "
+          "stage {}; remove offload_param or set \"stage\": 3",
+          OffloadDeviceName(o.device), out_.plan.zero.stage));
+    }
+    return Status();
+  }
+
+  void DropAuto(std::map<std::string, json>* f, const std::string& sec) {
+    for (auto it = f->begin(); it != f->end();) {
+      if (IsAuto(it->second)) {
+        Warn(fmt::format("{}.{} is \"auto\", which the HF Trainer does not fill; DeepSpeed drops "
+                         "it and uses its default",
+                         sec, it->first));
+        it = f->erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  // --- batch (config.py _set_batch_related_parameters / _batch_assertion) ---------------------
+  Status ParseBatch() {
+    Plan& p = out_.plan;
+    const int64_t ws = p.world_size();
+    std::optional<int64_t> train, micro, gas;
+    bool train_auto = false, micro_auto = false, gas_auto = false;
+    auto read = [&](const char* k, std::optional<int64_t>* dst, bool* is_auto) -> Status {
+      if (!Has(k) || At(k).is_null()) return Status();
+      if (IsAuto(At(k))) {
+        *is_auto = true;
+        return Status();
+      }
+      DSPLAN_ASSIGN_OR_RETURN(int64_t v, ToInt(At(k), k));
+      *dst = v;
+      return Status();
+    };
+    DSPLAN_RETURN_IF_ERROR(read("train_batch_size", &train, &train_auto));
+    DSPLAN_RETURN_IF_ERROR(read("train_micro_batch_size_per_gpu", &micro, &micro_auto));
+    DSPLAN_RETURN_IF_ERROR(read("gradient_accumulation_steps", &gas, &gas_auto));
+
+    // The HF Trainer's values, checked against explicit config values as trainer_config_finalize
+    // does (a mismatch raises there).
+    auto check = [&](const char* k, const std::optional<int64_t>& cfg,
+                     const std::optional<int64_t>& given, const char* flag) -> Status {
+      if (cfg && given && *cfg != *given) {
+        return Status::InvalidArgument(fmt::format(
+            "{} is {} in the config but {} {} was given; make them agree or set it to \"auto\"",
+            k, *cfg, flag, *given));
+      }
+      return Status();
+    };
+    DSPLAN_RETURN_IF_ERROR(check("train_micro_batch_size_per_gpu", micro, ctx_.micro_batch,
+                                 "--micro-batch"));
+    DSPLAN_RETURN_IF_ERROR(check("gradient_accumulation_steps", gas, ctx_.grad_accum,
+                                 "--grad-accum"));
+    DSPLAN_RETURN_IF_ERROR(check("train_batch_size", train, ctx_.global_batch, "--global-batch"));
+
+    if (micro_auto) {
+      if (ctx_.micro_batch) {
+        micro = ctx_.micro_batch;
+      } else if (ctx_.global_batch && (gas || ctx_.grad_accum)) {
+        micro = *ctx_.global_batch / ws / gas.value_or(ctx_.grad_accum.value_or(1));
+      } else {
+        return Status::InvalidArgument(
+            "train_micro_batch_size_per_gpu is \"auto\" (filled by the HF Trainer from "
+            "per_device_train_batch_size); pass --micro-batch N");
+      }
+      Resolved("train_micro_batch_size_per_gpu");
+    }
+    if (gas_auto) {
+      if (ctx_.grad_accum) {
+        gas = ctx_.grad_accum;
+      } else if (ctx_.global_batch && micro) {
+        gas = *ctx_.global_batch / ws / *micro;
+      } else {
+        return Status::InvalidArgument(
+            "gradient_accumulation_steps is \"auto\" (filled by the HF Trainer); pass "
+            "--grad-accum N or --global-batch N");
+      }
+      Resolved("gradient_accumulation_steps");
+    }
+    if (train_auto) {
+      if (micro && gas) {
+        train = *micro * *gas * ws;
+      } else if (ctx_.global_batch) {
+        train = ctx_.global_batch;
+      } else {
+        return Status::InvalidArgument(
+            "train_batch_size is \"auto\" (the HF Trainer sets world size x micro-batch x "
+            "accumulation); pass --micro-batch N (and --grad-accum N) or --global-batch N");
+      }
+      Resolved("train_batch_size");
+    }
+    // Flags fill keys the config leaves out only through "auto"; DeepSpeed itself derives the rest.
+    if (!train && !micro && !gas && (ctx_.micro_batch || ctx_.global_batch)) {
+      micro = ctx_.micro_batch;
+      gas = ctx_.grad_accum;
+      train = ctx_.global_batch;
+      Warn("the config has no batch keys; using the batch given on the command line (DeepSpeed "
+           "would need them in the config or from the HF Trainer)");
+    }
+
+    // _set_batch_related_parameters, integer division as in DeepSpeed.
+    auto div = [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; };
+    if (train && micro && gas) {
+      // all given: nothing derived
+    } else if (train && micro) {
+      gas = div(div(*train, *micro), ws);
+    } else if (train && gas) {
+      micro = div(div(*train, ws), *gas);
+    } else if (micro && gas) {
+      train = *micro * *gas * ws;
+    } else if (train) {
+      gas = 1;
+      micro = div(*train, ws);
+    } else if (micro) {
+      train = *micro * ws;
+      gas = 1;
+    } else {
+      return Status::InvalidArgument(
+          "the config sets neither train_batch_size nor train_micro_batch_size_per_gpu; DeepSpeed "
+          "asserts \"Either train_batch_size or train_micro_batch_size_per_gpu needs to be "
+          "provided\"; add one (or pass --micro-batch N)");
+    }
+    // _batch_assertion.
+    if (*train <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "train_batch_size is {} (after DeepSpeed's integer division); it has to be greater than "
+          "0",
+          *train));
+    }
+    if (*micro <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "train_micro_batch_size_per_gpu is {} (train_batch_size {} // world size {} // "
+          "accumulation {}); it has to be greater than 0",
+          *micro, *train, ws, *gas));
+    }
+    if (*gas <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "gradient_accumulation_steps is {} (train_batch_size {} // micro-batch {} // world size "
+          "{}); it has to be greater than 0",
+          *gas, *train, *micro, ws));
+    }
+    if (*train != *micro * *gas * ws) {
+      return Status::InvalidArgument(fmt::format(
+          "train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps "
+          "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys",
+          *train, *micro, *gas, ws, *micro * *gas * ws));
+    }
+    p.micro_batch = *micro;
+    p.grad_accum = *gas;
+    return Status();
+  }
+
+  // --- optimizer ---------------------------------------------------------------------------------
+  Status ParseOptimizer() {
+    Plan& p = out_.plan;
+    if (Has("zero_allow_untested_optimizer")) {
+      DSPLAN_ASSIGN_OR_RETURN(p.zero_allow_untested_optimizer,
+                              ToBool(At("zero_allow_untested_optimizer"), "zero_allow_untested_optimizer"));
+    }
+    if (Has("zero_force_ds_cpu_optimizer")) {
+      DSPLAN_ASSIGN_OR_RETURN(p.zero_force_ds_cpu_optimizer,
+                              ToBool(At("zero_force_ds_cpu_optimizer"), "zero_force_ds_cpu_optimizer"));
+    }
+    if (!Has("optimizer") || At("optimizer").is_null()) {
+      p.optimizer_from_config = false;
+      p.optimizer = OptimizerType::kAdamW;
+      Warn("the config has no \"optimizer\" block: the client's optimizer is used (the HF Trainer "
+           "passes its own and sets zero_allow_untested_optimizer); dsplan assumes AdamW");
+      if (p.OffloadsOptimizer() && p.zero_force_ds_cpu_optimizer) {
+        Warn("offload_optimizer with a client optimizer: DeepSpeed raises ZeRORuntimeException "
+             "unless the client passes DeepSpeedCPUAdam or the config sets "
+             "\"zero_force_ds_cpu_optimizer\": false; add an \"optimizer\" block instead");
+      }
+      return Status();
+    }
+    const json& o = At("optimizer");
+    if (!o.is_object()) {
+      return Status::InvalidArgument(fmt::format(
+          "optimizer must be an object like {{\"type\": \"AdamW\", \"params\": {{...}}}}, got {}",
+          Show(o)));
+    }
+    if (!o.contains("type")) {
+      return Status::InvalidArgument(
+          "optimizer has no \"type\"; valid: Adam, AdamW, Adagrad, Lamb, SGD");
+    }
+    DSPLAN_ASSIGN_OR_RETURN(std::string type, ToString(o.at("type"), "optimizer.type"));
+    const std::string lower = Lower(type);
+    // DeepSpeed lower-cases its own optimizer names; anything else is looked up in torch.optim
+    // with the exact spelling.
+    if (lower == "adam") {
+      p.optimizer = OptimizerType::kAdam;
+    } else if (lower == "adamw") {
+      p.optimizer = OptimizerType::kAdamW;
+    } else if (lower == "adagrad") {
+      p.optimizer = OptimizerType::kAdagrad;
+    } else if (lower == "lamb") {
+      p.optimizer = OptimizerType::kLamb;
+    } else if (type == "SGD") {
+      p.optimizer = OptimizerType::kSgd;
+    } else if (lower == "onebitadam" || lower == "zerooneadam" || lower == "onebitlamb" ||
+               lower == "lion" || lower == "muadam" || lower == "muadamw" || lower == "musgd" ||
+               lower == "muon") {
+      return Status::Unsupported(fmt::format(
+          "optimizer.type \"{}\" is a DeepSpeed optimizer dsplan does not model; supported: "
+          "Adam, AdamW, Adagrad, Lamb, SGD",
+          type));
+    } else if (lower == "sgd") {
+      return Status::InvalidArgument(fmt::format(
+          "optimizer.type \"{}\": DeepSpeed looks non-DeepSpeed optimizers up in torch.optim by "
+          "exact name; write \"SGD\"",
+          type));
+    } else {
+      static const std::vector<std::string> kTorch = {"RMSprop", "Adadelta", "Adamax", "ASGD",
+                                                      "NAdam", "RAdam", "Rprop", "LBFGS",
+                                                      "SparseAdam", "Adafactor"};
+      if (std::find(kTorch.begin(), kTorch.end(), type) != kTorch.end()) {
+        return Status::Unsupported(fmt::format(
+            "optimizer.type \"{}\" (torch.optim.{}) is not modelled by dsplan; supported: Adam, "
+            "AdamW, Adagrad, Lamb, SGD",
+            type, type));
+      }
+      return Status::InvalidArgument(fmt::format(
+          "optimizer.type \"{}\" is neither a DeepSpeed optimizer nor in torch.optim{}; supported "
+          "by dsplan: Adam, AdamW, Adagrad, Lamb, SGD",
+          type, Suggestion(type, {"Adam", "AdamW", "Adagrad", "Lamb", "SGD"})));
+    }
+    for (auto it = o.begin(); it != o.end(); ++it) {
+      if (it.key() != "type" && it.key() != "params" && it.key() != "legacy_fusion") {
+        Warn(fmt::format("DeepSpeed ignores optimizer.{} (valid: type, params)", it.key()));
+      }
+    }
+    if (!o.contains("params") || o.at("params").is_null()) return Status();
+    const json& prm = o.at("params");
+    if (!prm.is_object()) {
+      return Status::InvalidArgument(
+          fmt::format("optimizer.params must be an object, got {}", Show(prm)));
+    }
+    OptimizerHyperparams& hp = p.optimizer_params;
+    for (auto it = prm.begin(); it != prm.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      const std::string key = "optimizer.params." + k;
+      if (k == "max_grad_norm") {
+        return Status::InvalidArgument(
+            "optimizer.params.max_grad_norm is not supported by DeepSpeed (it raises); use the "
+            "top-level \"gradient_clipping\"");
+      }
+      if (IsAuto(v)) {
+        if (k == "lr" || k == "betas" || k == "eps" || k == "weight_decay") {
+          Resolved(key);  // the Trainer fills it; no effect on memory or time
+        } else {
+          return Status::InvalidArgument(fmt::format(
+              "{} is \"auto\" but the HF Trainer fills only lr, betas, eps and weight_decay; give "
+              "a value",
+              key));
+        }
+        continue;
+      }
+      if (k == "lr") {
+        DSPLAN_ASSIGN_OR_RETURN(hp.lr, ToDouble(v, key));
+      } else if (k == "eps") {
+        DSPLAN_ASSIGN_OR_RETURN(hp.eps, ToDouble(v, key));
+      } else if (k == "weight_decay") {
+        DSPLAN_ASSIGN_OR_RETURN(hp.weight_decay, ToDouble(v, key));
+      } else if (k == "momentum") {
+        DSPLAN_ASSIGN_OR_RETURN(hp.momentum, ToDouble(v, key));
+      } else if (k == "betas") {
+        if (!v.is_array() || v.size() != 2 || !v[0].is_number() || !v[1].is_number()) {
+          return Status::InvalidArgument(fmt::format(
+              "optimizer.params.betas must be two numbers like [0.9, 0.999], got {}", Show(v)));
+        }
+        hp.beta1 = v[0].get<double>();
+        hp.beta2 = v[1].get<double>();
+      } else if (k == "torch_adam") {
+        DSPLAN_ASSIGN_OR_RETURN(p.torch_adam, ToBool(v, key));
+      } else if (k == "adam_w_mode") {
+        DSPLAN_ASSIGN_OR_RETURN(p.adam_w_mode, ToBool(v, key));
+      }
+      // Other params go to the optimizer's constructor (amsgrad, bias_correction, ...).
+    }
+    if (p.optimizer == OptimizerType::kSgd) p.sgd_momentum = hp.momentum.value_or(0.0) > 0;
+    if ((p.torch_adam || prm.contains("adam_w_mode")) && p.optimizer != OptimizerType::kAdam &&
+        p.optimizer != OptimizerType::kAdamW) {
+      Warn(fmt::format("optimizer.params torch_adam / adam_w_mode apply to Adam and AdamW only; "
+                       "{} passes them to its constructor, which may reject them",
+                       type));
+    }
+    if (p.optimizer == OptimizerType::kAdamW && prm.contains("adam_w_mode") && !p.adam_w_mode) {
+      Warn("optimizer.params.adam_w_mode = false has no effect with type AdamW (AdamW always "
+           "decouples weight decay)");
+      p.adam_w_mode = true;
+    }
+    return Status();
+  }
+
+  Status ParseScheduler() {
+    if (!Has("scheduler") || At("scheduler").is_null()) return Status();
+    const json& s = At("scheduler");
+    if (!s.is_object() || !s.contains("type")) {
+      return Status::InvalidArgument(fmt::format(
+          "scheduler must be an object with a \"type\" (WarmupLR, WarmupDecayLR, WarmupCosineLR, "
+          "OneCycle, LRRangeTest), got {}",
+          Show(s)));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(out_.plan.scheduler, ToString(s.at("type"), "scheduler.type"));
+    static const std::vector<std::string> kDs = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
+                                                 "OneCycle", "LRRangeTest"};
+    if (std::find(kDs.begin(), kDs.end(), out_.plan.scheduler) == kDs.end()) {
+      Warn(fmt::format("scheduler.type \"{}\" is not a DeepSpeed scheduler{}; DeepSpeed looks it "
+                       "up in torch.optim.lr_scheduler",
+                       out_.plan.scheduler, Suggestion(out_.plan.scheduler, kDs)));
+    }
+    return Status();
+  }
+
+  // --- gradient_clipping, data types, misc ---------------------------------------------------------
+  Status ParseMisc() {
+    Plan& p = out_.plan;
+    if (Has("gradient_clipping")) {
+      const json& v = At("gradient_clipping");
+      if (IsAuto(v)) {
+        p.gradient_clipping = ctx_.gradient_clipping.value_or(1.0);
+        Resolved("gradient_clipping");
+      } else {
+        DSPLAN_ASSIGN_OR_RETURN(p.gradient_clipping, ToDouble(v, "gradient_clipping"));
+        if (ctx_.gradient_clipping && *ctx_.gradient_clipping != p.gradient_clipping) {
+          return Status::InvalidArgument(fmt::format(
+              "gradient_clipping is {} in the config but {} was given; make them agree or set it "
+              "to \"auto\"",
+              p.gradient_clipping, *ctx_.gradient_clipping));
+        }
+      }
+    }
+    if (Has("communication_data_type") && !At("communication_data_type").is_null()) {
+      const json& v = At("communication_data_type");
+      const std::string s = v.is_string() ? Lower(v.get<std::string>()) : "";
+      if (s == "fp32") p.communication_dtype = Precision::kFp32;
+      else if (s == "fp16") p.communication_dtype = Precision::kFp16;
+      else if (s == "bf16") p.communication_dtype = Precision::kBf16;
+      else {
+        return Status::InvalidArgument(fmt::format(
+            "communication_data_type is {}; valid: \"fp16\", \"bf16\", \"fp32\"", Show(v)));
+      }
+    }
+    if (Has("data_types")) {
+      const json& d = At("data_types");
+      if (!d.is_object()) {
+        return Status::InvalidArgument(fmt::format(
+            "data_types must be an object like {{\"grad_accum_dtype\": \"fp32\"}}, got {}", Show(d)));
+      }
+      for (auto it = d.begin(); it != d.end(); ++it) {
+        if (it.key() == "grad_accum_dtype") {
+          if (!it.value().is_null()) {
+            DSPLAN_ASSIGN_OR_RETURN(Precision g, ToDtype(it.value(), "data_types.grad_accum_dtype"));
+            p.grad_accum_dtype = g;
+          }
+        } else {
+          Warn(fmt::format("DeepSpeed ignores data_types.{} (valid: grad_accum_dtype)", it.key()));
+        }
+      }
+    }
+    if (Has("prescale_gradients")) {
+      DSPLAN_ASSIGN_OR_RETURN(prescale_, ToBool(At("prescale_gradients"), "prescale_gradients"));
+    }
+    if (Has("gradient_predivide_factor")) {
+      DSPLAN_ASSIGN_OR_RETURN(predivide_,
+                              ToDouble(At("gradient_predivide_factor"), "gradient_predivide_factor"));
+    }
+    if (Has("sequence_parallel_size")) {
+      DSPLAN_ASSIGN_OR_RETURN(int64_t sp, ToInt(At("sequence_parallel_size"), "sequence_parallel_size"));
+      if (sp > 1) {
+        return Status::Unsupported(fmt::format(
+            "sequence_parallel_size = {}: dsplan models data parallelism only; remove it", sp));
+      }
+    }
+    if (Has("tensor_parallel") && At("tensor_parallel").is_object()) {
+      const json& tp = At("tensor_parallel");
+      for (const char* k : {"autotp_size", "tp_size"}) {
+        if (tp.contains(k) && tp.at(k).is_number() && tp.at(k).get<double>() > 1) {
+          return Status::Unsupported(fmt::format(
+              "tensor_parallel.{} = {}: dsplan models data parallelism only", k, Show(tp.at(k))));
+        }
+      }
+    }
+    if (Has("activation_checkpointing")) {
+      Warn("activation_checkpointing applies only to models that call "
+           "deepspeed.checkpointing.checkpoint (Megatron style); HF models use "
+           "--gradient-checkpointing (torch checkpoint) instead");
+    }
+    if (Has("elasticity")) {
+      const json& e = At("elasticity");
+      if (e.is_object() && e.contains("enabled") && e.at("enabled").is_boolean() &&
+          e.at("enabled").get<bool>()) {
+        Warn("elasticity is enabled: DeepSpeed may override the batch keys at launch; dsplan uses "
+             "the batch keys as written");
+      }
+    }
+    if (Has("fp16_master_weights_and_grads")) {
+      DSPLAN_ASSIGN_OR_RETURN(bool m, ToBool(At("fp16_master_weights_and_grads"),
+                                             "fp16_master_weights_and_grads"));
+      if (m) {
+        return Status::Unsupported(
+            "fp16_master_weights_and_grads is true: dsplan does not model fp16 master weights; "
+            "remove it");
+      }
+    }
+    return Status();
+  }
+
+  Status ParseAio() {
+    AioConfig& a = out_.plan.aio;
+    const bool nvme = out_.plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+                      out_.plan.zero.offload_param.device == OffloadDevice::kNvme;
+    if (!Has("aio")) return Status();
+    const json& j = At("aio");
+    if (!j.is_object()) {
+      return Status::InvalidArgument(fmt::format("aio must be an object, got {}", Show(j)));
+    }
+    if (!nvme) Warn("aio has no effect: nothing is offloaded to NVMe");
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      const std::string key = "aio." + k;
+      if (k == "block_size") {
+        DSPLAN_ASSIGN_OR_RETURN(a.block_size, NonNegativeInt(v, key));
+      } else if (k == "queue_depth") {
+        DSPLAN_ASSIGN_OR_RETURN(a.queue_depth, NonNegativeInt(v, key));
+      } else if (k == "intra_op_parallelism" || k == "thread_count") {
+        // handled below
+        DSPLAN_RETURN_IF_ERROR(NonNegativeInt(v, key).status());
+      } else if (k == "single_submit") {
+        DSPLAN_ASSIGN_OR_RETURN(a.single_submit, ToBool(v, key));
+      } else if (k == "overlap_events") {
+        DSPLAN_ASSIGN_OR_RETURN(a.overlap_events, ToBool(v, key));
+      } else if (k == "use_gds") {
+        DSPLAN_ASSIGN_OR_RETURN(a.use_gds, ToBool(v, key));
+      } else {
+        Warn(fmt::format("DeepSpeed ignores {} (valid: block_size, queue_depth, "
+                         "intra_op_parallelism, single_submit, overlap_events, use_gds)",
+                         key));
+      }
+    }
+    const bool has_iop = j.contains("intra_op_parallelism");
+    const bool has_tc = j.contains("thread_count");
+    if (has_iop) {
+      DSPLAN_ASSIGN_OR_RETURN(a.intra_op_parallelism,
+                              NonNegativeInt(j.at("intra_op_parallelism"), "aio.intra_op_parallelism"));
+    }
+    if (has_tc) {
+      DSPLAN_ASSIGN_OR_RETURN(int64_t tc, NonNegativeInt(j.at("thread_count"), "aio.thread_count"));
+      if (!has_iop) {
+        a.intra_op_parallelism = tc;
+        Warn("aio.thread_count is read only by DeepSpeed < 0.16.4; later versions read "
+             "aio.intra_op_parallelism (default 1): write both");
+      } else if (tc != a.intra_op_parallelism) {
+        Warn(fmt::format("aio.thread_count ({}) and aio.intra_op_parallelism ({}) differ; DeepSpeed "
+                         ">= 0.16.4 uses intra_op_parallelism, older versions thread_count",
+                         tc, a.intra_op_parallelism));
+      }
+    }
+    if (a.block_size <= 0 || a.queue_depth <= 0 || a.intra_op_parallelism <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "aio block_size, queue_depth and intra_op_parallelism must be positive (got {}, {}, {})",
+          a.block_size, a.queue_depth, a.intra_op_parallelism));
+    }
+    return Status();
+  }
+
+  // --- checks that need the whole config (engine.py) ----------------------------------------------
+  Status CrossChecks() {
+    Plan& p = out_.plan;
+    const ZeroConfig& z = p.zero;
+    if (amp_enabled_) {
+      if (z.stage > 0) {
+        return Status::InvalidArgument(
+            "amp.enabled is true with ZeRO; DeepSpeed asserts \"Amp and ZeRO are not currently "
+            "compatible\": use fp16 or bf16 instead of amp");
+      }
+      return Status::Unsupported("amp.enabled (apex AMP) is not modelled by dsplan; use fp16 or bf16");
+    }
+    if (z.stage > 0 && p.optimizer_from_config) {
+      // is_zero_supported_optimizer: torch Adam/AdamW, FusedAdam, DeepSpeedCPUAdam, Adagrad,
+      // DeepSpeedCPUAdagrad (and Lion).
+      const bool tested = p.optimizer == OptimizerType::kAdam ||
+                          p.optimizer == OptimizerType::kAdamW ||
+                          p.optimizer == OptimizerType::kAdagrad;
+      if (!tested && !p.zero_allow_untested_optimizer) {
+        return Status::InvalidArgument(fmt::format(
+            "optimizer.type {} is not in ZeRO's tested list (Adam, AdamW, Adagrad); DeepSpeed "
+            "asserts unless the config sets \"zero_allow_untested_optimizer\": true",
+            OptimizerTypeName(p.optimizer)));
+      }
+      if (p.optimizer == OptimizerType::kLamb && p.OffloadsOptimizer()) {
+        return Status::Unsupported(
+            "optimizer.type Lamb with offload_optimizer: DeepSpeed's FusedLamb runs on GPU only; "
+            "use Adam/AdamW or Adagrad with offload");
+      }
+      if (p.optimizer == OptimizerType::kSgd && p.OffloadsOptimizer()) {
+        Warn("SGD with offload_optimizer runs torch.optim.SGD on CPU (no DeepSpeed CPU kernel)");
+      }
+    }
+    if (p.torch_adam && p.OffloadsOptimizer() && p.optimizer_from_config &&
+        (p.optimizer == OptimizerType::kAdam || p.optimizer == OptimizerType::kAdamW)) {
+      Warn("optimizer.params.torch_adam with offload_optimizer: torch.optim.AdamW steps on CPU "
+           "instead of DeepSpeedCPUAdam (several times slower); remove torch_adam");
+    }
+    if (z.stage >= 1 && z.stage <= 2 && p.OffloadsOptimizer() && !z.contiguous_gradients) {
+      Warn("zero_optimization.contiguous_gradients = false is overridden: stages 1 and 2 force it "
+           "on with CPU offload");
+      p.zero.contiguous_gradients = true;
+    }
+    if (z.round_robin_gradients && (z.stage == 0 || z.stage == 3 || !p.OffloadsOptimizer())) {
+      if (z.stage == 1 || z.stage == 2) {
+        Warn("zero_optimization.round_robin_gradients has an effect only with CPU offload");
+      }
+    }
+    if (z.stage == 2 && z.reduce_scatter) {
+      if (predivide_ != 1.0) {
+        return Status::InvalidArgument(fmt::format(
+            "gradient_predivide_factor = {} is not supported by ZeRO stage 2 with reduce_scatter "
+            "(DeepSpeed asserts); use 1.0 or set reduce_scatter false",
+            predivide_));
+      }
+      if (prescale_) {
+        return Status::InvalidArgument(
+            "prescale_gradients = true is not supported by ZeRO stage 2 with reduce_scatter "
+            "(DeepSpeed asserts); remove it or set reduce_scatter false");
+      }
+    }
+    if (p.Wrapper() == OptimizerWrapper::kBf16Optimizer && z.stage == 0 &&
+        !p.grad_accum_dtype) {
+      Warn("bf16 without ZeRO: DeepSpeed 0.16 builds BF16_Optimizer (fp32 gradient "
+           "accumulation); releases after PR #7790 (2026) raise NotImplementedError here, use "
+           "stage 1 with data_types.grad_accum_dtype fp32 instead");
+    }
+    return Status();
+  }
+
+  const json& cfg_;
+  const DsConfigContext& ctx_;
+  ParsedDsConfig out_;
+  bool amp_enabled_ = false;
+  bool prescale_ = false;
+  double predivide_ = 1.0;
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+Result<ParsedDsConfig> ParseDsConfig(const json& cfg, const DsConfigContext& ctx) {
+  try {
+    return Parser(cfg, ctx).Run();
+  } catch (const std::exception& e) {
+    return Status::Internal(fmt::format("reading the DeepSpeed config failed: {}", e.what()));
+  }
+}
+
+Result<ParsedDsConfig> ParseDsConfigText(const std::string& text, const DsConfigContext& ctx,
+                                         const std::string& source_name) {
+  // DeepSpeed loads with object_pairs_hook=dict_raise_error_on_duplicate_keys.
+  std::vector<std::set<std::string>> keys_at_depth;
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start:
+        keys_at_depth.emplace_back();
+        break;
+      case json::parse_event_t::object_end:
+        if (!keys_at_depth.empty()) keys_at_depth.pop_back();
+        break;
+      case json::parse_event_t::key:
+        if (!keys_at_depth.empty() && parsed.is_string()) {
+          if (!keys_at_depth.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
+            duplicate = parsed.get<std::string>();
+          }
+        }
+        break;
+      default:
+        break;
+    }
+    return true;
+  };
+  json cfg;
+  try {
+    cfg = json::parse(text, cb);
+  } catch (const json::parse_error& e) {
+    // e.byte is the 1-based offset of the error; turn it into line:column.
+    size_t line = 1, col = 1;
+    const size_t end = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
+    for (size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    std::string what = e.what();
+    // nlohmann: "[json.exception.parse_error.101] parse error at line 3, column 5: <detail>".
+    const size_t colon = what.find(": ");
+    const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+    return Status::InvalidArgument(
+        fmt::format("{}:{}:{}: malformed JSON: {}", source_name, line, col, detail));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: malformed JSON: {}", source_name, e.what()));
+  }
+  if (!duplicate.empty()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: key '{}' appears twice in one object; DeepSpeed rejects duplicate keys", source_name,
+        duplicate));
+  }
+  auto r = ParseDsConfig(cfg, ctx);
+  if (!r.ok()) return r.status().WithPrefix(source_name);
+  return r;
+}
+
+Result<ParsedDsConfig> ParseDsConfigFile(const std::string& path, const DsConfigContext& ctx) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return Status::NotFound(fmt::format("cannot open DeepSpeed config '{}'", path));
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Status::IoError(fmt::format("reading '{}' failed", path));
+  return ParseDsConfigText(ss.str(), ctx, path);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Emit.
+
+const char* EmitStyleName(EmitStyle s) {
+  return s == EmitStyle::kExplicit ? "explicit" : "hf-auto";
+}
+
+namespace {
+
+json OptimizerJson(const Plan& p, bool hf_auto) {
+  json o;
+  o["type"] = OptimizerTypeName(p.optimizer);
+  json params = json::object();
+  const OptimizerHyperparams& hp = p.optimizer_params;
+  const bool adam_like = p.optimizer == OptimizerType::kAdam ||
+                         p.optimizer == OptimizerType::kAdamW || p.optimizer == OptimizerType::kLamb;
+  if (hf_auto) {
+    params["lr"] = "auto";
+    if (adam_like) {
+      params["betas"] = "auto";
+      params["eps"] = "auto";
+    }
+    params["weight_decay"] = "auto";
+  } else {
+    if (hp.lr) params["lr"] = *hp.lr;
+    if (hp.beta1 && hp.beta2) params["betas"] = {*hp.beta1, *hp.beta2};
+    if (hp.eps) params["eps"] = *hp.eps;
+    if (hp.weight_decay) params["weight_decay"] = *hp.weight_decay;
+  }
+  if (hp.momentum) params["momentum"] = *hp.momentum;
+  if (p.torch_adam) params["torch_adam"] = true;
+  if (p.optimizer == OptimizerType::kAdam && !p.adam_w_mode) params["adam_w_mode"] = false;
+  if (!params.empty()) o["params"] = params;
+  return o;
+}
+
+json SchedulerJson(const std::string& type) {
+  json s;
+  s["type"] = type;
+  json params = json::object();
+  if (type == "WarmupLR") {
+    params = {{"warmup_min_lr", "auto"}, {"warmup_max_lr", "auto"}, {"warmup_num_steps", "auto"}};
+  } else if (type == "WarmupDecayLR") {
+    params = {{"warmup_min_lr", "auto"},
+              {"warmup_max_lr", "auto"},
+              {"warmup_num_steps", "auto"},
+              {"total_num_steps", "auto"}};
+  }
+  if (!params.empty()) s["params"] = params;
+  return s;
+}
+
+}  // namespace
+
+json EmitDsConfig(const Plan& p, EmitStyle style) {
+  const bool hf = style == EmitStyle::kHfAuto;
+  const ZeroConfig& z = p.zero;
+  const ZeroConfig d;  // DeepSpeed's defaults
+  json c = json::object();
+
+  if (hf) {
+    c["train_batch_size"] = "auto";
+    c["train_micro_batch_size_per_gpu"] = "auto";
+    c["gradient_accumulation_steps"] = "auto";
+    c["gradient_clipping"] = "auto";
+  } else {
+    c["train_batch_size"] = p.train_batch();
+    c["train_micro_batch_size_per_gpu"] = p.micro_batch;
+    c["gradient_accumulation_steps"] = p.grad_accum;
+    c["gradient_clipping"] = p.gradient_clipping;
+  }
+
+  // Precision. The HF form leaves "enabled" to the Trainer's --bf16/--fp16, and keeps only the
+  // block of the dtype dsplan chose, so the Trainer flag that matters is the one in the config.
+  const Fp16LossScale fd;
+  auto fp16_block = [&](json enabled) {
+    json b = {{"enabled", enabled}};
+    b["loss_scale"] = p.fp16.loss_scale;
+    b["initial_scale_power"] = p.fp16.initial_scale_power;
+    b["loss_scale_window"] = p.fp16.loss_scale_window;
+    b["hysteresis"] = p.fp16.hysteresis;
+    if (p.fp16.consecutive_hysteresis) b["consecutive_hysteresis"] = true;
+    b["min_loss_scale"] = p.fp16.min_loss_scale;
+    return b;
+  };
+  if (hf) {
+    if (p.precision == Precision::kFp16) c["fp16"] = fp16_block("auto");
+    if (p.precision == Precision::kBf16) c["bf16"] = {{"enabled", "auto"}};
+  } else {
+    if (p.precision == Precision::kFp16) {
+      c["fp16"] = fp16_block(true);
+    } else if (!(p.fp16 == fd)) {
+      c["fp16"] = fp16_block(false);
+    }
+    c["bf16"] = {{"enabled", p.precision == Precision::kBf16}};
+  }
+  if (p.grad_accum_dtype) c["data_types"] = {{"grad_accum_dtype", PrecisionName(*p.grad_accum_dtype)}};
+  if (p.communication_dtype) c["communication_data_type"] = PrecisionName(*p.communication_dtype);
+
+  if (p.optimizer_from_config) c["optimizer"] = OptimizerJson(p, hf);
+  if (!p.scheduler.empty()) {
+    c["scheduler"] = hf ? SchedulerJson(p.scheduler) : json{{"type", p.scheduler}};
+  }
+  if (p.zero_allow_untested_optimizer) c["zero_allow_untested_optimizer"] = true;
+  if (!p.zero_force_ds_cpu_optimizer) c["zero_force_ds_cpu_optimizer"] = false;
+
+  json zo = json::object();
+  zo["stage"] = z.stage;
+  if (z.stage > 0) {
+    zo["overlap_comm"] = z.OverlapComm();
+    zo["contiguous_gradients"] = z.contiguous_gradients;
+    zo["reduce_scatter"] = z.reduce_scatter;
+    zo["reduce_bucket_size"] = z.reduce_bucket_size;
+  } else {
+    // Stage 0 ignores these; write them only to keep a non-default value.
+    if (z.overlap_comm) zo["overlap_comm"] = *z.overlap_comm;
+    if (z.contiguous_gradients != d.contiguous_gradients) zo["contiguous_gradients"] = z.contiguous_gradients;
+    if (z.reduce_scatter != d.reduce_scatter) zo["reduce_scatter"] = z.reduce_scatter;
+    if (z.reduce_bucket_size != d.reduce_bucket_size) zo["reduce_bucket_size"] = z.reduce_bucket_size;
+  }
+  if (z.use_multi_rank_bucket_allreduce != d.use_multi_rank_bucket_allreduce) {
+    zo["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
+  }
+  // allgather_bucket_size does nothing on modern PyTorch: write it only when not the default.
+  if (z.allgather_bucket_size != d.allgather_bucket_size) {
+    zo["allgather_bucket_size"] = z.allgather_bucket_size;
+  }
+  if (z.round_robin_gradients) zo["round_robin_gradients"] = true;
+  const bool s3 = z.stage == 3;
+  auto s3key = [&](const char* k, int64_t v, int64_t def) {
+    if (s3 || v != def) zo[k] = v;
+  };
+  s3key("sub_group_size", z.sub_group_size, d.sub_group_size);
+  s3key("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, d.stage3_prefetch_bucket_size);
+  s3key("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold,
+        d.stage3_param_persistence_threshold);
+  if (z.stage3_model_persistence_threshold != d.stage3_model_persistence_threshold) {
+    zo["stage3_model_persistence_threshold"] = z.stage3_model_persistence_threshold;
+  }
+  s3key("stage3_max_live_parameters", z.stage3_max_live_parameters, d.stage3_max_live_parameters);
+  s3key("stage3_max_reuse_distance", z.stage3_max_reuse_distance, d.stage3_max_reuse_distance);
+  if (s3 || z.gather_16bit_weights_on_model_save) {
+    zo["stage3_gather_16bit_weights_on_model_save"] = z.gather_16bit_weights_on_model_save;
+  }
+
+  const OffloadOptimizerConfig& oo = z.offload_optimizer;
+  if (oo.device != OffloadDevice::kNone) {
+    json b = {{"device", OffloadDeviceName(oo.device)}, {"pin_memory", oo.pin_memory}};
+    if (oo.device == OffloadDevice::kNvme) {
+      b["nvme_path"] = oo.nvme_path;
+      b["buffer_count"] = oo.buffer_count;
+      b["pipeline_read"] = oo.pipeline_read;
+      b["pipeline_write"] = oo.pipeline_write;
+      b["fast_init"] = oo.fast_init;
+    }
+    if (oo.ratio != 1.0) b["ratio"] = oo.ratio;
+    zo["offload_optimizer"] = b;
+  }
+  const OffloadParamConfig& op = z.offload_param;
+  if (op.device != OffloadDevice::kNone) {
+    json b = {{"device", OffloadDeviceName(op.device)}, {"pin_memory", op.pin_memory}};
+    if (op.device == OffloadDevice::kNvme) {
+      b["nvme_path"] = op.nvme_path;
+      b["buffer_count"] = op.buffer_count;
+      b["buffer_size"] = op.buffer_size;
+      b["max_in_cpu"] = op.max_in_cpu;
+    }
+    zo["offload_param"] = b;
+  }
+  c["zero_optimization"] = zo;
+
+  const bool nvme = oo.device == OffloadDevice::kNvme || op.device == OffloadDevice::kNvme;
+  if (nvme) {
+    const AioConfig& a = p.aio;
+    c["aio"] = {{"block_size", a.block_size},
+                {"queue_depth", a.queue_depth},
+                {"intra_op_parallelism", a.intra_op_parallelism},
+                {"thread_count", a.intra_op_parallelism},
+                {"single_submit", a.single_submit},
+                {"overlap_events", a.overlap_events},
+                {"use_gds", a.use_gds}};
+  }
+  c["steps_per_print"] = 100;
+  c["wall_clock_breakdown"] = false;
+  return c;
+}
+
+DsConfigContext ContextForPlan(const Plan& p) {
+  DsConfigContext c;
+  c.nodes = p.nodes;
+  c.gpus_per_node = p.gpus_per_node;
+  c.micro_batch = p.micro_batch;
+  c.grad_accum = p.grad_accum;
+  c.global_batch = p.train_batch();
+  c.precision = p.precision;
+  c.gradient_clipping = p.gradient_clipping;
+  c.seq_len = p.seq_len;
+  c.target_len = p.target_len;
+  c.gradient_checkpointing = p.gradient_checkpointing;
+  c.attention = p.attention;
+  return c;
+}
+
+}  // namespace dsplan

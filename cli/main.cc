@@ -8,6 +8,8 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/profile_command.h"
+#include "cli/sim_commands.h"
 #include "core/model_catalog.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -178,6 +180,9 @@ int main(int argc, char** argv) {
   model_cmd->add_flag("--tensors", tensors, "With --json: include the full tensor table");
   model_flags.Add(model_cmd);
 
+  CLI::App* profile_cmd = AddProfileCommand(app);
+  CLI::App* accuracy_cmd = AddAccuracyCommand(app);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -192,6 +197,8 @@ int main(int argc, char** argv) {
   }
 
   if (*models_cmd) return RunModels(models_json);
+  if (*profile_cmd) return RunProfileCommand();
+  if (*accuracy_cmd) return RunAccuracyCommand();
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
   }

@@ -1,0 +1,183 @@
+#include "cli/profile_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "core/status.h"
+#include "runtime/profiler/device_probe.h"
+#include "runtime/profiler/host_bench.h"
+#include "runtime/profiler/profiler.h"
+
+#ifndef DSPLAN_VERSION
+#define DSPLAN_VERSION "0.0.0"
+#endif
+#ifndef DSPLAN_GIT_HASH
+#define DSPLAN_GIT_HASH "unknown"
+#endif
+
+namespace dsplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProfileFlags {
+  std::string out = "dsplan-profile.yaml";
+  std::string base;
+  std::string name;
+  std::string nvme_path;
+  std::string only;
+  bool quick = false;
+  bool tiny = false;  // test-only sizes (hidden flag): seconds, not minutes
+};
+
+ProfileFlags& Flags() {
+  static ProfileFlags f;
+  return f;
+}
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "dsplan: error: {}\n", s.message());
+  return s.code() == Status::Code::kInternal ? 1 : 2;
+}
+
+// The datasheet profile for a GPU name as CUDA reports it, or "" when none matches.
+std::string BaseFor(const std::string& gpu) {
+  auto has = [&](const char* s) { return gpu.find(s) != std::string::npos; };
+  if (has("H200")) return "h200-sxm";
+  if (has("H100")) return "h100-sxm";
+  if (has("A100") && has("80GB")) return "a100-80gb";
+  if (has("A100")) return "a100-40gb";
+  if (has("L40S")) return "l40s";
+  if (has("V100")) return "v100-32gb";
+  if (has("T4")) return "t4";
+  return "";
+}
+
+// Checks before measuring that |path| can be written, so minutes of measuring are not lost.
+Status CheckWritable(const std::string& path) {
+  fs::path p(path);
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return Status::InvalidArgument(
+        fmt::format("--out '{}': folder '{}' does not exist", path, dir.string()));
+  }
+  if (fs::is_directory(p, ec)) {
+    return Status::InvalidArgument(fmt::format("--out '{}' is a folder; name a file", path));
+  }
+  if (access(dir.c_str(), W_OK) != 0 || (fs::exists(p, ec) && access(path.c_str(), W_OK) != 0)) {
+    return Status::InvalidArgument(fmt::format("--out '{}' is not writable", path));
+  }
+  return Status();
+}
+
+ProfileSizes TinySizes() {
+  ProfileSizes s = DefaultSizes(true, 2);
+  s.gemm_shapes = {{256, 256, 256}};
+  s.hbm_bytes = 1 << 20;
+  s.copy_sizes = {4096, 1 << 16, 1 << 20};
+  s.collective_sizes = {1024, 1 << 16, 1 << 20};
+  s.pinned_alloc_bytes = 1 << 20;
+  s.adam_elements = 1 << 16;
+  s.adam_threads = {1, 2};
+  s.memcpy_bytes = 1 << 22;
+  s.alloc_bytes = 1 << 22;
+  s.nvme.file_bytes = 4 << 20;
+  s.nvme.block_sizes = {1 << 20};
+  s.nvme.queue_depths = {4};
+  return s;
+}
+
+}  // namespace
+
+CLI::App* AddProfileCommand(CLI::App& app) {
+  ProfileFlags& f = Flags();
+  CLI::App* cmd = app.add_subcommand(
+      "profile", "Measure this machine (GEMM, HBM, PCIe, NCCL, CPU Adam, NVMe) and write a "
+                 "hardware profile");
+  cmd->add_option("--out,-o", f.out, "Profile YAML to write")->capture_default_str();
+  cmd->add_option("--base", f.base,
+                  "Datasheet profile (name in profiles/ or a path) for what is not measured; "
+                  "default: the one matching the GPU, else h200-sxm");
+  cmd->add_option("--name", f.name, "Name of the new profile (default: the --out file's stem)");
+  cmd->add_option("--nvme-path", f.nvme_path,
+                  "Folder on the NVMe drive to measure with O_DIRECT (default: not measured)");
+  cmd->add_option("--only", f.only,
+                  "Comma-separated sections: context, gemm, hbm, launch, copy, nccl, cpu-adam, "
+                  "host, nvme (default: all)");
+  cmd->add_flag("--quick", f.quick, "Fewer shapes and sizes: under a minute on one H200");
+  cmd->add_flag("--test-sizes", f.tiny, "Tiny sizes for tests (numbers are not meaningful)")
+      ->group("");
+  return cmd;
+}
+
+int RunProfileCommand() {
+  const ProfileFlags& f = Flags();
+  auto sections = ParseSections(f.only);
+  if (!sections.ok()) return Fail(sections.status());
+  Status writable = CheckWritable(f.out);
+  if (!writable.ok()) return Fail(writable);
+
+  std::unique_ptr<DeviceProbe> gpu = MakeGpuProbe();
+  std::string gpu_name;
+  if (gpu->DeviceCount() > 0) {
+    auto info = gpu->Info();
+    if (info.ok()) gpu_name = info->name;
+  }
+  std::string base_name = f.base;
+  if (base_name.empty()) {
+    base_name = BaseFor(gpu_name);
+    if (base_name.empty()) {
+      base_name = "h200-sxm";
+      fmt::print(stderr, "dsplan: note: {}; using --base {} for what is not measured\n",
+                 gpu_name.empty() ? "no GPU to match a datasheet profile"
+                                  : fmt::format("no datasheet profile matches '{}'", gpu_name),
+                 base_name);
+    }
+  }
+  auto base = FindHardwareProfile(base_name, DataDir());
+  if (!base.ok()) return Fail(base.status().WithPrefix("--base"));
+
+  ProfileOptions o;
+  o.sections = *sections;
+  o.nvme_path = f.nvme_path;
+  o.sizes = f.tiny ? TinySizes() : DefaultSizes(f.quick, PhysicalCores());
+  o.name = f.name.empty() ? fs::path(f.out).stem().string() : f.name;
+  o.dsplan_version = fmt::format("{} ({})", DSPLAN_VERSION, DSPLAN_GIT_HASH);
+  const bool tty = isatty(STDERR_FILENO);
+  if (tty) {
+    o.progress = [](const ProgressUpdate& p) {
+      const int secs = static_cast<int>(p.seconds_left + 0.5);
+      fmt::print(stderr, "\r\033[K[{:>3}/{}] {:<40} ~{}m{:02}s left", p.done, p.total,
+                 p.what.substr(0, 40), secs / 60, secs % 60);
+      if (p.done == p.total) fmt::print(stderr, "\r\033[K");
+      std::fflush(stderr);
+    };
+  }
+
+  fmt::print("# dsplan {} ({}) profile: {} mode, base {}, output {}\n", DSPLAN_VERSION,
+             DSPLAN_GIT_HASH, f.tiny ? "test-size" : f.quick ? "quick" : "full", base->name, f.out);
+  std::fflush(stdout);
+  auto result = RunProfile(*base, *gpu, o);
+  if (!result.ok()) return Fail(result.status());
+  fmt::print("{}", result->report);
+  if (!result->notes.empty()) {
+    fmt::print("\n# Not measured / warnings\n");
+    for (const std::string& n : result->notes) fmt::print("#  - {}\n", n);
+  }
+  Status w = WriteHardwareProfile(result->profile, f.out);
+  if (!w.ok()) return Fail(w);
+  fmt::print("\n# wrote {} ({}): {}\n", f.out, result->profile.name,
+             result->profile.SourceSummary());
+  return 0;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,511 @@
+// The CUDA DeviceProbe: cuBLASLt GEMMs, cudaMemcpyAsync copies, the runtime's small kernels and
+// NCCL collectives (NCCL loaded with dlopen, only when two or more GPUs are visible).
+// Method and facts: docs/profiler.md.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "runtime/cuda/kernels.h"
+#include "runtime/profiler/device_probe.h"
+
+namespace dsplan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+#define DSPLAN_CUDA_TRY(expr)                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (expr);                                                             \
+    if (e_ != cudaSuccess) {                                                             \
+      return Status::CudaError(                                                          \
+          fmt::format("{}:{}: {}: {}", __FILE__, __LINE__, #expr, cudaGetErrorString(e_))); \
+    }                                                                                    \
+  } while (0)
+
+#define DSPLAN_CUBLAS_TRY(expr)                                                              \
+  do {                                                                                       \
+    cublasStatus_t e_ = (expr);                                                              \
+    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                       \
+      return Status::CudaError(fmt::format("{}:{}: {}: cuBLAS status {}", __FILE__, __LINE__, \
+                                           #expr, static_cast<int>(e_)));                    \
+    }                                                                                        \
+  } while (0)
+
+constexpr size_t kWorkspaceBytes = 32u << 20;
+
+// A device (or pinned/pageable host) buffer that only grows.
+struct DeviceBuffer {
+  void* p = nullptr;
+  size_t bytes = 0;
+  Status Ensure(size_t want, int fill_dtype, uint32_t seed, cudaStream_t s) {
+    if (want <= bytes) return Status();
+    if (p) cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+    DSPLAN_CUDA_TRY(cudaMalloc(&p, want));
+    bytes = want;
+    if (fill_dtype >= 0) {
+      const int64_t elem = fill_dtype == 0 ? 4 : 2;
+      int rc = cuda::FillUniform(p, static_cast<int64_t>(want) / elem, fill_dtype, seed, s);
+      if (rc != 0) {
+        return Status::CudaError(fmt::format("fill kernel: {}",
+                                             cudaGetErrorString(static_cast<cudaError_t>(rc))));
+      }
+    }
+    return Status();
+  }
+  void Release() {
+    if (p) cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+  }
+};
+
+// NCCL through dlopen: the few entry points the profiler uses.
+struct Nccl {
+  void* lib = nullptr;
+  ncclResult_t (*CommInitAll)(ncclComm_t*, int, const int*) = nullptr;
+  ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
+  ncclResult_t (*GroupStart)() = nullptr;
+  ncclResult_t (*GroupEnd)() = nullptr;
+  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                            cudaStream_t) = nullptr;
+  ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
+                                ncclComm_t, cudaStream_t) = nullptr;
+  ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
+                            cudaStream_t) = nullptr;
+  const char* (*GetErrorString)(ncclResult_t) = nullptr;
+  ncclResult_t (*GetVersion)(int*) = nullptr;
+
+  Status Load() {
+    if (lib) return Status();
+    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+    }
+    if (!lib) {
+      return Status::Unsupported(fmt::format(
+          "NCCL not found (dlopen libnccl.so.2: {}); add its folder to LD_LIBRARY_PATH",
+          dlerror()));
+    }
+    auto sym = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      return fn != nullptr;
+    };
+    if (!(sym(CommInitAll, "ncclCommInitAll") && sym(CommDestroy, "ncclCommDestroy") &&
+          sym(GroupStart, "ncclGroupStart") && sym(GroupEnd, "ncclGroupEnd") &&
+          sym(AllReduce, "ncclAllReduce") && sym(ReduceScatter, "ncclReduceScatter") &&
+          sym(AllGather, "ncclAllGather") && sym(GetErrorString, "ncclGetErrorString") &&
+          sym(GetVersion, "ncclGetVersion"))) {
+      return Status::Unsupported("libnccl.so.2 lacks an expected entry point");
+    }
+    return Status();
+  }
+};
+
+#define DSPLAN_NCCL_TRY(expr)                                                                  \
+  do {                                                                                         \
+    ncclResult_t e_ = (expr);                                                                  \
+    if (e_ != ncclSuccess) {                                                                   \
+      return Status::NcclError(fmt::format("{}:{}: {}: {}", __FILE__, __LINE__, #expr,        \
+                                           nccl_.GetErrorString(e_)));                         \
+    }                                                                                          \
+  } while (0)
+
+class CudaProbe : public DeviceProbe {
+ public:
+  CudaProbe() {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+      reason_ = fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(e));
+      count_ = 0;
+    } else {
+      count_ = n;
+      if (n == 0) reason_ = "cudaGetDeviceCount found no GPU";
+    }
+  }
+
+  ~CudaProbe() override {
+    for (auto* b : {&a_, &b_, &c_, &flush_, &src_, &dst_, &dev_}) b->Release();
+    if (pinned_) cudaFreeHost(pinned_);
+    std::free(pageable_);
+    if (workspace_) cudaFree(workspace_);
+    if (lt_) cublasLtDestroy(lt_);
+    for (auto& r : ranks_) {
+      if (nccl_.CommDestroy && r.comm) nccl_.CommDestroy(r.comm);
+      cudaSetDevice(r.device);
+      if (r.send) cudaFree(r.send);
+      if (r.recv) cudaFree(r.recv);
+      if (r.stream) cudaStreamDestroy(r.stream);
+    }
+    if (count_ > 0) {
+      cudaSetDevice(0);
+      for (cudaEvent_t ev : events_) cudaEventDestroy(ev);
+      if (stream_) cudaStreamDestroy(stream_);
+    }
+  }
+
+  int DeviceCount() override { return count_; }
+  std::string UnavailableReason() override { return reason_; }
+
+  Result<GpuInfo> Info() override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    GpuInfo g;
+    cudaDeviceProp prop;
+    DSPLAN_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+    g.name = prop.name;
+    g.sm_count = prop.multiProcessorCount;
+    g.l2_bytes = prop.l2CacheSize;
+    g.cc_major = prop.major;
+    g.cc_minor = prop.minor;
+    size_t free_b = 0, total_b = 0;
+    DSPLAN_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    g.total_bytes = static_cast<int64_t>(total_b);
+    int rt = 0, drv = 0;
+    cudaRuntimeGetVersion(&rt);
+    cudaDriverGetVersion(&drv);
+    g.versions = fmt::format("CUDA runtime {}.{}, driver API {}.{}, cuBLASLt {}", rt / 1000,
+                             rt % 1000 / 10, drv / 1000, drv % 1000 / 10, cublasLtGetVersion());
+    if (count_ > 1 && nccl_.Load().ok()) {
+      int v = 0;
+      nccl_.GetVersion(&v);
+      g.versions += fmt::format(", NCCL {}", v);
+    }
+    l2_bytes_ = g.l2_bytes;
+    return g;
+  }
+
+  Result<int64_t> ContextBytes() override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    size_t free_b = 0, total_b = 0;
+    DSPLAN_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
+    return static_cast<int64_t>(total_b - free_b) - static_cast<int64_t>(allocated_);
+  }
+
+  Result<Timing> Gemm(Precision dtype, int64_t m, int64_t n, int64_t k,
+                      const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    if (dtype == Precision::kFp32) return Status::Unsupported("fp32 GEMMs are not profiled");
+    const cudaDataType_t t = dtype == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const int fill = dtype == Precision::kBf16 ? 1 : 2;
+    // Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T[n,m] = B^T A^T. As torch.nn.Linear
+    // calls cuBLAS (weight W[n,k] transposed): column-major D(n x m) = op_T(W: k x n) * X(k x m).
+    const uint64_t rows_c = n, cols_c = m;
+    DSPLAN_RETURN_IF_ERROR(a_.Ensure(k * n * 2, fill, 1, stream_));
+    DSPLAN_RETURN_IF_ERROR(b_.Ensure(k * m * 2, fill, 2, stream_));
+    DSPLAN_RETURN_IF_ERROR(c_.Ensure(m * n * 2, fill, 3, stream_));
+    DSPLAN_RETURN_IF_ERROR(EnsureFlush());
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
+    cublasLtMatmulPreference_t pref = nullptr;
+    struct Cleanup {
+      cublasLtMatmulDesc_t& op;
+      cublasLtMatrixLayout_t &la, &lb, &lc;
+      cublasLtMatmulPreference_t& pref;
+      ~Cleanup() {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        if (lc) cublasLtMatrixLayoutDestroy(lc);
+        if (lb) cublasLtMatrixLayoutDestroy(lb);
+        if (la) cublasLtMatrixLayoutDestroy(la);
+        if (op) cublasLtMatmulDescDestroy(op);
+      }
+    } cleanup{op, la, lb, lc, pref};
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&la, t, k, rows_c, k));
+    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lb, t, k, cols_c, k));
+    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lc, t, rows_c, cols_c, rows_c));
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
+    size_t ws = kWorkspaceBytes;
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+    cublasLtMatmulHeuristicResult_t heur;
+    int found = 0;
+    DSPLAN_CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &heur, &found));
+    if (found == 0) {
+      return Status::Unsupported(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", m, n, k,
+                                             PrecisionName(dtype)));
+    }
+    const float alpha = 1, beta = 0;
+    auto launch = [&]() -> Status {
+      DSPLAN_CUBLAS_TRY(cublasLtMatmul(lt_, op, &alpha, a_.p, la, b_.p, lb, &beta, c_.p, lc, c_.p,
+                                       lc, &heur.algo, workspace_, kWorkspaceBytes, stream_));
+      return Status();
+    };
+    return TimeWithEvents(r, launch, /*flush=*/true);
+  }
+
+  Result<Timing> DeviceCopy(int64_t bytes, const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    DSPLAN_RETURN_IF_ERROR(src_.Ensure(bytes, 0, 4, stream_));
+    DSPLAN_RETURN_IF_ERROR(dst_.Ensure(bytes, 0, 5, stream_));
+    return TimeWithEvents(r, [&]() -> Status {
+      DSPLAN_CUDA_TRY(cudaMemcpyAsync(dst_.p, src_.p, bytes, cudaMemcpyDeviceToDevice, stream_));
+      return Status();
+    }, false);
+  }
+
+  Result<Timing> Elementwise(int64_t bytes, const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    DSPLAN_RETURN_IF_ERROR(src_.Ensure(bytes, 0, 4, stream_));
+    DSPLAN_RETURN_IF_ERROR(dst_.Ensure(bytes, 0, 5, stream_));
+    return TimeWithEvents(r, [&]() -> Status {
+      int rc = cuda::Axpb(static_cast<const float*>(src_.p), static_cast<float*>(dst_.p),
+                          bytes / 4, 1.0001f, 0.5f, stream_);
+      DSPLAN_CUDA_TRY(static_cast<cudaError_t>(rc));
+      return Status();
+    }, false);
+  }
+
+  Result<Timing> HostCopy(CopyKind kind, int64_t bytes, const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    const bool pinned = kind == CopyKind::kH2DPinned || kind == CopyKind::kD2HPinned;
+    const bool h2d = kind == CopyKind::kH2DPinned || kind == CopyKind::kH2DPageable;
+    DSPLAN_RETURN_IF_ERROR(dev_.Ensure(bytes, 0, 6, stream_));
+    void* host = nullptr;
+    if (pinned) {
+      if (pinned_bytes_ < static_cast<size_t>(bytes)) {
+        if (pinned_) cudaFreeHost(pinned_);
+        pinned_ = nullptr;
+        pinned_bytes_ = 0;
+        DSPLAN_CUDA_TRY(cudaHostAlloc(&pinned_, bytes, cudaHostAllocDefault));
+        pinned_bytes_ = bytes;
+        std::memset(pinned_, 1, bytes);
+      }
+      host = pinned_;
+    } else {
+      if (pageable_bytes_ < static_cast<size_t>(bytes)) {
+        std::free(pageable_);
+        pageable_ = std::malloc(bytes);
+        if (!pageable_) return Status::IoError("cannot allocate pageable host memory");
+        pageable_bytes_ = bytes;
+        std::memset(pageable_, 1, bytes);  // first touch outside the timing
+      }
+      host = pageable_;
+    }
+    return TimeWithEvents(r, [&]() -> Status {
+      DSPLAN_CUDA_TRY(h2d ? cudaMemcpyAsync(dev_.p, host, bytes, cudaMemcpyHostToDevice, stream_)
+                          : cudaMemcpyAsync(host, dev_.p, bytes, cudaMemcpyDeviceToHost, stream_));
+      return Status();
+    }, false);
+  }
+
+  Result<Timing> KernelLaunch(const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    constexpr int kLaunches = 1000;
+    std::vector<double> samples;
+    for (int i = 0; i < r.warmup + r.timed; ++i) {
+      auto t0 = Clock::now();
+      for (int j = 0; j < kLaunches; ++j) {
+        DSPLAN_CUDA_TRY(static_cast<cudaError_t>(cuda::EmptyKernel(stream_)));
+      }
+      DSPLAN_CUDA_TRY(cudaStreamSynchronize(stream_));
+      if (i >= r.warmup) {
+        samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count() / kLaunches);
+      }
+    }
+    return Summarize(samples);
+  }
+
+  Result<double> PinnedAllocBytesPerS(int64_t bytes) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    std::vector<double> samples;
+    for (int i = 0; i < 4; ++i) {
+      auto t0 = Clock::now();
+      void* p = nullptr;
+      DSPLAN_CUDA_TRY(cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+      DSPLAN_CUDA_TRY(cudaFreeHost(p));
+      if (i > 0) samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    }
+    return bytes / Summarize(samples).median_s;
+  }
+
+  Result<Timing> Collective(dsplan::Collective coll, int ranks, int64_t bytes,
+                            const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    if (ranks < 2 || ranks > count_) {
+      return Status::InvalidArgument(fmt::format("{} ranks requested, {} GPUs visible", ranks, count_));
+    }
+    DSPLAN_RETURN_IF_ERROR(InitNccl(ranks));
+    const size_t unit = 2 * static_cast<size_t>(ranks);  // bf16 elements, divisible by ranks
+    const size_t s = std::max(unit, static_cast<size_t>(bytes) / unit * unit);
+    for (auto& rk : ranks_) {
+      if (rk.bytes < s) {
+        DSPLAN_CUDA_TRY(cudaSetDevice(rk.device));
+        if (rk.send) cudaFree(rk.send);
+        if (rk.recv) cudaFree(rk.recv);
+        rk.send = rk.recv = nullptr;
+        DSPLAN_CUDA_TRY(cudaMalloc(&rk.send, s));
+        DSPLAN_CUDA_TRY(cudaMalloc(&rk.recv, s));
+        DSPLAN_CUDA_TRY(cudaMemset(rk.send, 0x3c, s));  // bf16 ~1.1: no denormals, not zero
+        rk.bytes = s;
+      }
+    }
+    const size_t count = s / 2;
+    auto once = [&]() -> Status {
+      DSPLAN_NCCL_TRY(nccl_.GroupStart());
+      for (auto& rk : ranks_) {
+        switch (coll) {
+          case dsplan::Collective::kAllReduce:
+            DSPLAN_NCCL_TRY(nccl_.AllReduce(rk.send, rk.recv, count, ncclBfloat16, ncclSum, rk.comm,
+                                            rk.stream));
+            break;
+          case dsplan::Collective::kReduceScatter:
+            DSPLAN_NCCL_TRY(nccl_.ReduceScatter(rk.send, rk.recv, count / ranks, ncclBfloat16,
+                                                ncclSum, rk.comm, rk.stream));
+            break;
+          case dsplan::Collective::kAllGather:
+            DSPLAN_NCCL_TRY(nccl_.AllGather(rk.send, rk.recv, count / ranks, ncclBfloat16, rk.comm,
+                                            rk.stream));
+            break;
+          default:
+            nccl_.GroupEnd();
+            return Status::Unsupported(fmt::format("{} is not profiled", CollectiveName(coll)));
+        }
+      }
+      DSPLAN_NCCL_TRY(nccl_.GroupEnd());
+      return Status();
+    };
+    auto sync = [&]() -> Status {
+      for (auto& rk : ranks_) {
+        DSPLAN_CUDA_TRY(cudaSetDevice(rk.device));
+        DSPLAN_CUDA_TRY(cudaStreamSynchronize(rk.stream));
+      }
+      return Status();
+    };
+    for (int i = 0; i < r.warmup; ++i) DSPLAN_RETURN_IF_ERROR(once());
+    DSPLAN_RETURN_IF_ERROR(sync());
+    // As nccl-tests: launch |timed| iterations back to back, wait for every stream, divide. Three
+    // such batches give the spread.
+    std::vector<double> samples;
+    for (int b = 0; b < 3; ++b) {
+      auto t0 = Clock::now();
+      for (int i = 0; i < std::max(1, r.timed); ++i) DSPLAN_RETURN_IF_ERROR(once());
+      DSPLAN_RETURN_IF_ERROR(sync());
+      samples.push_back(std::chrono::duration<double>(Clock::now() - t0).count() /
+                        std::max(1, r.timed));
+    }
+    cudaSetDevice(0);
+    return Summarize(samples);
+  }
+
+ private:
+  struct Rank {
+    int device = 0;
+    ncclComm_t comm = nullptr;
+    cudaStream_t stream = nullptr;
+    void* send = nullptr;
+    void* recv = nullptr;
+    size_t bytes = 0;
+  };
+
+  Status Init() {
+    if (count_ == 0) return Status::Unsupported(reason_);
+    if (ready_) return Status();
+    DSPLAN_CUDA_TRY(cudaSetDevice(0));
+    DSPLAN_CUDA_TRY(cudaFree(nullptr));  // creates the primary context
+    DSPLAN_CUBLAS_TRY(cublasLtCreate(&lt_));
+    DSPLAN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // The workspace is an ordinary allocation; ContextBytes subtracts what this probe allocated.
+    DSPLAN_CUDA_TRY(cudaMalloc(&workspace_, kWorkspaceBytes));
+    allocated_ += kWorkspaceBytes;
+    ready_ = true;
+    return Status();
+  }
+
+  Status EnsureFlush() {
+    if (l2_bytes_ == 0) {
+      int l2 = 0;
+      DSPLAN_CUDA_TRY(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, 0));
+      l2_bytes_ = l2 > 0 ? l2 : 64 << 20;
+    }
+    return flush_.Ensure(static_cast<size_t>(2 * l2_bytes_), -1, 0, stream_);
+  }
+
+  Status InitNccl(int ranks) {
+    if (static_cast<int>(ranks_.size()) == ranks) return Status();
+    if (!ranks_.empty()) return Status::Unsupported("NCCL communicator already built for another size");
+    DSPLAN_RETURN_IF_ERROR(nccl_.Load());
+    // NVLink SHARP multicast stays off unless the user set it (shared machines: KINDS.md).
+    setenv("NCCL_NVLS_ENABLE", "0", 0);
+    std::vector<int> devs(ranks);
+    std::vector<ncclComm_t> comms(ranks);
+    for (int i = 0; i < ranks; ++i) devs[i] = i;
+    DSPLAN_NCCL_TRY(nccl_.CommInitAll(comms.data(), ranks, devs.data()));
+    ranks_.resize(ranks);
+    for (int i = 0; i < ranks; ++i) {
+      ranks_[i].device = i;
+      ranks_[i].comm = comms[i];
+      DSPLAN_CUDA_TRY(cudaSetDevice(i));
+      DSPLAN_CUDA_TRY(cudaStreamCreateWithFlags(&ranks_[i].stream, cudaStreamNonBlocking));
+    }
+    DSPLAN_CUDA_TRY(cudaSetDevice(0));
+    return Status();
+  }
+
+  // Warm-up launches, then |timed| repeats, each between two events (optionally after an L2
+  // flush outside the events); the median of the per-repeat times.
+  template <typename F>
+  Result<Timing> TimeWithEvents(const Repeats& r, F&& launch, bool flush) {
+    for (int i = 0; i < r.warmup; ++i) DSPLAN_RETURN_IF_ERROR(launch());
+    const size_t need = 2 * static_cast<size_t>(r.timed);
+    while (events_.size() < need) {
+      cudaEvent_t ev;
+      DSPLAN_CUDA_TRY(cudaEventCreate(&ev));
+      events_.push_back(ev);
+    }
+    for (int i = 0; i < r.timed; ++i) {
+      if (flush) {
+        DSPLAN_CUDA_TRY(cudaMemsetAsync(flush_.p, i & 0xff, flush_.bytes, stream_));
+      }
+      DSPLAN_CUDA_TRY(cudaEventRecord(events_[2 * i], stream_));
+      DSPLAN_RETURN_IF_ERROR(launch());
+      DSPLAN_CUDA_TRY(cudaEventRecord(events_[2 * i + 1], stream_));
+    }
+    DSPLAN_CUDA_TRY(cudaStreamSynchronize(stream_));
+    std::vector<double> samples;
+    for (int i = 0; i < r.timed; ++i) {
+      float ms = 0;
+      DSPLAN_CUDA_TRY(cudaEventElapsedTime(&ms, events_[2 * i], events_[2 * i + 1]));
+      samples.push_back(ms * 1e-3);
+    }
+    if (samples.empty()) return Status::InvalidArgument("no timed repeats");
+    return Summarize(samples);
+  }
+
+  int count_ = 0;
+  std::string reason_;
+  bool ready_ = false;
+  cublasLtHandle_t lt_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t allocated_ = 0;
+  int64_t l2_bytes_ = 0;
+  DeviceBuffer a_, b_, c_, flush_, src_, dst_, dev_;
+  void* pinned_ = nullptr;
+  size_t pinned_bytes_ = 0;
+  void* pageable_ = nullptr;
+  size_t pageable_bytes_ = 0;
+  std::vector<cudaEvent_t> events_;
+  Nccl nccl_;
+  std::vector<Rank> ranks_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceProbe> MakeGpuProbe() { return std::make_unique<CudaProbe>(); }
+
+}  // namespace dsplan

@@ -1,0 +1,404 @@
+#include "runtime/profiler/host_bench.h"
+
+#include <fcntl.h>
+#include <linux/io_uring.h>
+#include <sys/mman.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <set>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "runtime/host/cpu_adam.h"
+
+namespace dsplan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// A page-aligned buffer freed on scope exit.
+struct Aligned {
+  explicit Aligned(size_t bytes) : size(bytes) {
+    p = static_cast<char*>(std::aligned_alloc(4096, (bytes + 4095) / 4096 * 4096));
+  }
+  ~Aligned() { std::free(p); }
+  Aligned(const Aligned&) = delete;
+  Aligned& operator=(const Aligned&) = delete;
+  char* p = nullptr;
+  size_t size = 0;
+};
+
+void FillRandom(float* x, int64_t n, uint32_t seed, float lo, float hi) {
+  std::minstd_rand rng(seed);
+  const float scale = (hi - lo) / static_cast<float>(rng.max());
+  for (int64_t i = 0; i < n; ++i) x[i] = lo + scale * static_cast<float>(rng());
+}
+
+}  // namespace
+
+int PhysicalCores() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;
+  std::string line;
+  int phys = 0;
+  while (std::getline(in, line)) {
+    auto value = [&] { return std::atoi(line.substr(line.find(':') + 1).c_str()); };
+    if (line.rfind("physical id", 0) == 0) phys = value();
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+Result<int64_t> HostRamBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return Status::IoError("cannot read MemTotal from /proc/meminfo");
+}
+
+Result<Timing> TimeCpuAdam(int64_t elements, int threads, const Repeats& r) {
+  if (elements <= 0 || threads <= 0) {
+    return Status::InvalidArgument("CPU Adam needs positive elements and threads");
+  }
+  std::vector<float> p(elements), g(elements), m(elements), v(elements);
+  FillRandom(p.data(), elements, 1, -1, 1);
+  FillRandom(g.data(), elements, 2, -1e-2f, 1e-2f);
+  FillRandom(m.data(), elements, 3, -1e-3f, 1e-3f);
+  FillRandom(v.data(), elements, 4, 0, 1e-4f);
+  AdamParams a;
+  std::vector<double> samples;
+  for (int i = 0; i < r.warmup + r.timed; ++i) {
+    a.step = i + 1;
+    auto t0 = Clock::now();
+    AdamStep(a, p.data(), g.data(), m.data(), v.data(), elements, threads);
+    if (i >= r.warmup) samples.push_back(Since(t0));
+  }
+  return Summarize(samples);
+}
+
+Result<Timing> TimeMemcpy(int64_t bytes, int threads, const Repeats& r) {
+  if (bytes <= 0 || threads <= 0) return Status::InvalidArgument("memcpy needs bytes and threads");
+  Aligned src(bytes), dst(bytes);
+  if (!src.p || !dst.p) return Status::IoError(fmt::format("cannot allocate 2 x {}", FormatBytes(bytes)));
+  std::memset(src.p, 1, bytes);
+  std::memset(dst.p, 2, bytes);
+  const int64_t per = (bytes + threads - 1) / threads;
+  std::vector<double> samples;
+  for (int i = 0; i < r.warmup + r.timed; ++i) {
+    auto t0 = Clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) {
+      const int64_t b = t * per;
+      if (b >= bytes) break;
+      pool.emplace_back([&, b] { std::memcpy(dst.p + b, src.p + b, std::min(per, bytes - b)); });
+    }
+    std::memcpy(dst.p, src.p, std::min(per, bytes));
+    for (auto& th : pool) th.join();
+    if (i >= r.warmup) samples.push_back(Since(t0));
+  }
+  return Summarize(samples);
+}
+
+Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r) {
+  std::vector<double> samples;
+  const long page = sysconf(_SC_PAGESIZE);
+  for (int i = 0; i < r.warmup + r.timed; ++i) {
+    auto t0 = Clock::now();
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      return Status::IoError(fmt::format("mmap of {} failed: {}", FormatBytes(bytes),
+                                         std::strerror(errno)));
+    }
+    char* c = static_cast<char*>(p);
+    for (int64_t off = 0; off < bytes; off += page) c[off] = 1;
+    munmap(p, bytes);
+    if (i >= r.warmup) samples.push_back(Since(t0));
+  }
+  return Summarize(samples);
+}
+
+// ---- NVMe ----
+
+namespace {
+
+// A minimal io_uring over the raw system calls (no liburing): one submission ring, one
+// completion ring, reads and writes of fixed user buffers.
+class Uring {
+ public:
+  ~Uring() {
+    if (sq_ptr_ && sq_ptr_ != MAP_FAILED) munmap(sq_ptr_, sq_len_);
+    if (cq_ptr_ && cq_ptr_ != MAP_FAILED && cq_ptr_ != sq_ptr_) munmap(cq_ptr_, cq_len_);
+    if (sqes_ && sqes_ != MAP_FAILED) munmap(sqes_, sqes_len_);
+    if (fd_ >= 0) close(fd_);
+  }
+
+  // Errno-style failure as a message; empty on success.
+  std::string Init(unsigned entries) {
+    io_uring_params p;
+    std::memset(&p, 0, sizeof(p));
+    fd_ = static_cast<int>(syscall(__NR_io_uring_setup, entries, &p));
+    if (fd_ < 0) return fmt::format("io_uring_setup: {}", std::strerror(errno));
+    sq_len_ = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+    cq_len_ = p.cq_off.cqes + p.cq_entries * sizeof(io_uring_cqe);
+    const bool single = p.features & IORING_FEAT_SINGLE_MMAP;
+    if (single) sq_len_ = cq_len_ = std::max(sq_len_, cq_len_);
+    sq_ptr_ = mmap(nullptr, sq_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd_,
+                   IORING_OFF_SQ_RING);
+    if (sq_ptr_ == MAP_FAILED) return fmt::format("mmap sq ring: {}", std::strerror(errno));
+    cq_ptr_ = single ? sq_ptr_
+                     : mmap(nullptr, cq_len_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+                            fd_, IORING_OFF_CQ_RING);
+    if (cq_ptr_ == MAP_FAILED) return fmt::format("mmap cq ring: {}", std::strerror(errno));
+    sqes_len_ = p.sq_entries * sizeof(io_uring_sqe);
+    sqes_ = static_cast<io_uring_sqe*>(mmap(nullptr, sqes_len_, PROT_READ | PROT_WRITE,
+                                            MAP_SHARED | MAP_POPULATE, fd_, IORING_OFF_SQES));
+    if (sqes_ == MAP_FAILED) return fmt::format("mmap sqes: {}", std::strerror(errno));
+    char* sq = static_cast<char*>(sq_ptr_);
+    char* cq = static_cast<char*>(cq_ptr_);
+    sq_tail_ = reinterpret_cast<unsigned*>(sq + p.sq_off.tail);
+    sq_mask_ = *reinterpret_cast<unsigned*>(sq + p.sq_off.ring_mask);
+    sq_array_ = reinterpret_cast<unsigned*>(sq + p.sq_off.array);
+    cq_head_ = reinterpret_cast<unsigned*>(cq + p.cq_off.head);
+    cq_tail_ = reinterpret_cast<unsigned*>(cq + p.cq_off.tail);
+    cq_mask_ = *reinterpret_cast<unsigned*>(cq + p.cq_off.ring_mask);
+    cqes_ = reinterpret_cast<io_uring_cqe*>(cq + p.cq_off.cqes);
+    return "";
+  }
+
+  void Queue(bool write, int fd, void* buf, unsigned len, uint64_t offset, uint64_t tag) {
+    const unsigned tail = *sq_tail_;
+    const unsigned idx = tail & sq_mask_;
+    io_uring_sqe* e = &sqes_[idx];
+    std::memset(e, 0, sizeof(*e));
+    e->opcode = write ? IORING_OP_WRITE : IORING_OP_READ;
+    e->fd = fd;
+    e->addr = reinterpret_cast<uint64_t>(buf);
+    e->len = len;
+    e->off = offset;
+    e->user_data = tag;
+    sq_array_[idx] = idx;
+    __atomic_store_n(sq_tail_, tail + 1, __ATOMIC_RELEASE);
+    ++pending_;
+  }
+
+  // Submits what is queued and waits for at least |min_complete| completions.
+  std::string Enter(unsigned min_complete) {
+    int rc = static_cast<int>(syscall(__NR_io_uring_enter, fd_, pending_, min_complete,
+                                      IORING_ENTER_GETEVENTS, nullptr, 0));
+    if (rc < 0) return fmt::format("io_uring_enter: {}", std::strerror(errno));
+    pending_ -= std::min<unsigned>(pending_, static_cast<unsigned>(rc));
+    return "";
+  }
+
+  // Pops one completion if any: returns false when the ring is empty.
+  bool Pop(int* res, uint64_t* tag) {
+    const unsigned head = *cq_head_;
+    if (head == __atomic_load_n(cq_tail_, __ATOMIC_ACQUIRE)) return false;
+    const io_uring_cqe& c = cqes_[head & cq_mask_];
+    *res = c.res;
+    *tag = c.user_data;
+    __atomic_store_n(cq_head_, head + 1, __ATOMIC_RELEASE);
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  void* sq_ptr_ = nullptr;
+  void* cq_ptr_ = nullptr;
+  size_t sq_len_ = 0, cq_len_ = 0, sqes_len_ = 0;
+  io_uring_sqe* sqes_ = nullptr;
+  unsigned* sq_tail_ = nullptr;
+  unsigned sq_mask_ = 0;
+  unsigned* sq_array_ = nullptr;
+  unsigned* cq_head_ = nullptr;
+  unsigned* cq_tail_ = nullptr;
+  unsigned cq_mask_ = 0;
+  io_uring_cqe* cqes_ = nullptr;
+  unsigned pending_ = 0;
+};
+
+// Moves |file_bytes| through |fd| sequentially in |block| chunks with |qd| in flight. Returns
+// seconds, or an error message.
+Result<double> UringPass(bool write, int fd, int64_t file_bytes, int64_t block, int qd,
+                         char* buffers) {
+  Uring ring;
+  std::string err = ring.Init(static_cast<unsigned>(std::max(qd, 1)));
+  if (!err.empty()) return Status::Unsupported(err);
+  const int64_t blocks = file_bytes / block;
+  int64_t next = 0, done = 0;
+  int in_flight = 0;
+  auto t0 = Clock::now();
+  while (done < blocks) {
+    while (in_flight < qd && next < blocks) {
+      const int slot = static_cast<int>(next % qd);
+      ring.Queue(write, fd, buffers + slot * block, static_cast<unsigned>(block),
+                 static_cast<uint64_t>(next * block), static_cast<uint64_t>(next));
+      ++next;
+      ++in_flight;
+    }
+    err = ring.Enter(1);
+    if (!err.empty()) return Status::IoError(err);
+    int res = 0;
+    uint64_t tag = 0;
+    while (ring.Pop(&res, &tag)) {
+      if (res < 0) {
+        return Status::IoError(fmt::format("{} at offset {}: {}", write ? "write" : "read",
+                                           tag * block, std::strerror(-res)));
+      }
+      if (res != block) {
+        return Status::IoError(fmt::format("short {} ({} of {} bytes)", write ? "write" : "read",
+                                           res, block));
+      }
+      ++done;
+      --in_flight;
+    }
+  }
+  if (write && fdatasync(fd) != 0) {
+    return Status::IoError(fmt::format("fdatasync: {}", std::strerror(errno)));
+  }
+  return Since(t0);
+}
+
+// Queue depth 1 without io_uring.
+Result<double> SyncPass(bool write, int fd, int64_t file_bytes, int64_t block, char* buffer) {
+  auto t0 = Clock::now();
+  for (int64_t off = 0; off + block <= file_bytes; off += block) {
+    ssize_t rc = write ? pwrite(fd, buffer, block, off) : pread(fd, buffer, block, off);
+    if (rc != block) {
+      return Status::IoError(fmt::format("{} at offset {}: {}", write ? "pwrite" : "pread", off,
+                                         rc < 0 ? std::strerror(errno) : "short transfer"));
+    }
+  }
+  if (write && fdatasync(fd) != 0) {
+    return Status::IoError(fmt::format("fdatasync: {}", std::strerror(errno)));
+  }
+  return Since(t0);
+}
+
+}  // namespace
+
+Result<NvmeResult> MeasureNvme(const std::string& dir, const NvmeOptions& o) {
+  NvmeResult out;
+  out.path = dir;
+  struct statvfs vfs;
+  if (statvfs(dir.c_str(), &vfs) != 0) {
+    return Status::InvalidArgument(
+        fmt::format("--nvme-path '{}': {}", dir, std::strerror(errno)));
+  }
+  // tmpfs accepts O_DIRECT since Linux 6.6, but it is memory, not a drive: refuse it by type.
+  struct statfs sfs;
+  constexpr long kTmpfsMagic = 0x01021994, kRamfsMagic = 0x858458f6;
+  if (statfs(dir.c_str(), &sfs) == 0 &&
+      (static_cast<long>(sfs.f_type) == kTmpfsMagic || static_cast<long>(sfs.f_type) == kRamfsMagic)) {
+    return Status::Unsupported(fmt::format(
+        "--nvme-path '{}' is on tmpfs (memory, not a drive; older kernels also refuse O_DIRECT "
+        "there, which DeepSpeed's NVMe offload needs): pass a folder on the NVMe drive", dir));
+  }
+  out.capacity_bytes = static_cast<int64_t>(vfs.f_blocks) * vfs.f_frsize;
+  out.free_bytes = static_cast<int64_t>(vfs.f_bavail) * vfs.f_frsize;
+  int64_t max_block = 0;
+  for (int64_t b : o.block_sizes) max_block = std::max(max_block, b);
+  if (max_block <= 0 || max_block % 4096 != 0) {
+    return Status::InvalidArgument("NVMe block sizes must be positive multiples of 4096");
+  }
+  const int64_t file_bytes = o.file_bytes / max_block * max_block;
+  if (file_bytes <= 0) return Status::InvalidArgument("NVMe test file smaller than a block");
+  const int64_t need = file_bytes + 64 * kMiB;
+  if (out.free_bytes < need) {
+    return Status::Unsupported(fmt::format(
+        "--nvme-path '{}' has {} free; the NVMe test needs {} (pass a folder with more space, "
+        "or --quick for a smaller file)",
+        dir, FormatBytes(static_cast<double>(out.free_bytes)), FormatBytes(static_cast<double>(need))));
+  }
+  std::string path = dir + "/.dsplan-nvme-test-" + std::to_string(getpid());
+  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
+  if (fd < 0 && errno == EINVAL) {
+    return Status::Unsupported(fmt::format(
+        "--nvme-path '{}' is on a filesystem without O_DIRECT (tmpfs or similar); DeepSpeed's "
+        "NVMe offload needs O_DIRECT: pass a folder on the NVMe drive", dir));
+  }
+  if (fd < 0) {
+    return Status::InvalidArgument(
+        fmt::format("--nvme-path '{}': cannot create a test file: {}", dir, std::strerror(errno)));
+  }
+  struct Closer {
+    int fd;
+    std::string path;
+    ~Closer() {
+      close(fd);
+      unlink(path.c_str());
+    }
+  } closer{fd, path};
+
+  int max_qd = 1;
+  for (int q : o.queue_depths) max_qd = std::max(max_qd, q);
+  Aligned buffers(static_cast<size_t>(max_block) * max_qd);
+  if (!buffers.p) return Status::IoError("cannot allocate NVMe buffers");
+  std::minstd_rand rng(7);
+  for (size_t i = 0; i < buffers.size; i += 4) {
+    uint32_t x = rng();
+    std::memcpy(buffers.p + i, &x, 4);
+  }
+
+  bool uring = true;
+  std::string uring_error;
+  for (int64_t block : o.block_sizes) {
+    for (int qd : o.queue_depths) {
+      NvmePoint pt;
+      pt.block_size = block;
+      pt.queue_depth = uring ? qd : 1;
+      double secs[2] = {0, 0};
+      for (int w = 1; w >= 0; --w) {  // write first, then read back what was written
+        Result<double> t = Status::Internal("unset");
+        if (uring) {
+          t = UringPass(w == 1, fd, file_bytes, block, qd, buffers.p);
+          if (!t.ok() && t.status().code() == Status::Code::kUnsupported) {
+            uring = false;
+            uring_error = t.status().message();
+            pt.queue_depth = 1;
+          }
+        }
+        if (!uring) t = SyncPass(w == 1, fd, file_bytes, block, buffers.p);
+        if (!t.ok()) return t.status().WithPrefix(fmt::format("NVMe test in '{}'", dir));
+        secs[w] = *t;
+      }
+      pt.write_bytes_per_s = file_bytes / secs[1];
+      pt.read_bytes_per_s = file_bytes / secs[0];
+      out.points.push_back(pt);
+      if (!uring) break;  // queue depths mean nothing without io_uring: one point per block
+    }
+  }
+  out.method = uring ? fmt::format("io_uring (raw syscalls), O_DIRECT, sequential {} file "
+                                   "written (then fdatasync) and read back per block size and "
+                                   "queue depth",
+                                   FormatBytes(static_cast<double>(file_bytes)))
+                     : fmt::format("pwrite/pread at queue depth 1 with O_DIRECT ({}; io_uring "
+                                   "unavailable), sequential {} file",
+                                   uring_error, FormatBytes(static_cast<double>(file_bytes)));
+  return out;
+}
+
+}  // namespace dsplan

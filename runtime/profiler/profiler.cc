@@ -1,0 +1,652 @@
+#include "runtime/profiler/profiler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "runtime/host/cpu_adam.h"
+#include "runtime/profiler/fit.h"
+
+namespace dsplan {
+
+std::vector<GemmShape> WorkloadGemmShapes(bool quick) {
+  std::vector<GemmShape> out;
+  auto add = [&](int64_t m, int64_t n, int64_t k) {
+    for (const GemmShape& s : out) {
+      if (s.m == m && s.n == n && s.k == k) return;
+    }
+    out.push_back({m, n, k});
+  };
+  add(8192, 8192, 8192);
+  if (quick) {
+    for (int64_t h : {2048, 4096}) {
+      add(8192, 3 * h, h);
+      add(8192, 4 * h, h);
+      add(8192, h, 4 * h);
+    }
+    return out;
+  }
+  // m = tokens per micro-step (micro-batch x sequence); C[m,n] = A[m,k] B[k,n].
+  for (int64_t m : {4096, 16384}) {
+    for (int64_t h : {1024, 1600, 2048, 4096, 5120, 8192}) {
+      add(m, 3 * h, h);  // fused QKV projection
+      add(m, h, h);      // attention output projection
+      add(m, 4 * h, h);  // MLP up
+      add(m, h, 4 * h);  // MLP down (and the up projection's input gradient)
+      add(4 * h, h, m);  // weight gradient of the MLP up projection (reduction over tokens)
+    }
+    add(m, 50257, 1600);  // GPT-2 vocabulary projection (gpt2-xl)
+    add(m, 32000, 4096);  // Llama vocabulary projection (llama-2-7b)
+  }
+  return out;
+}
+
+ProfileSizes DefaultSizes(bool quick, int cores) {
+  ProfileSizes s;
+  s.gemm_dtypes = quick ? std::vector<Precision>{Precision::kBf16}
+                        : std::vector<Precision>{Precision::kBf16, Precision::kFp16};
+  s.gemm_shapes = WorkloadGemmShapes(quick);
+  s.gemm_repeats = quick ? Repeats{2, 5} : Repeats{3, 10};
+  s.hbm_bytes = quick ? 256 * kMiB : kGiB;
+  s.hbm_repeats = quick ? Repeats{2, 5} : Repeats{3, 20};
+  const int64_t step = quick ? 16 : 4;
+  for (int64_t b = 4 * kKiB; b <= kGiB; b *= step) s.copy_sizes.push_back(b);
+  if (quick) s.copy_sizes.push_back(256 * kMiB);
+  s.copy_repeats = quick ? Repeats{1, 5} : Repeats{2, 10};
+  s.pinned_alloc_bytes = 256 * kMiB;
+  for (int64_t b = kKiB; b <= kGiB; b *= step) s.collective_sizes.push_back(b);
+  s.collective_repeats = quick ? Repeats{2, 5} : Repeats{5, 20};
+  s.adam_elements = quick ? 16 * kMiB : 64 * kMiB;
+  for (int t = 1; t < cores; t *= 2) {
+    if (!quick || t == 1) s.adam_threads.push_back(t);
+  }
+  s.adam_threads.push_back(cores);
+  s.adam_repeats = quick ? Repeats{1, 3} : Repeats{1, 5};
+  s.memcpy_bytes = quick ? 256 * kMiB : kGiB;
+  s.alloc_bytes = 256 * kMiB;
+  s.host_repeats = quick ? Repeats{1, 3} : Repeats{1, 5};
+  s.nvme.file_bytes = quick ? 256 * kMiB : kGiB;
+  s.nvme.block_sizes = quick ? std::vector<int64_t>{kMiB}
+                             : std::vector<int64_t>{128 * kKiB, kMiB, 8 * kMiB};
+  s.nvme.queue_depths = quick ? std::vector<int>{16} : std::vector<int>{1, 8, 32};
+  return s;
+}
+
+const std::vector<std::string>& ProfileSections() {
+  static const std::vector<std::string> kSections = {
+      "context", "gemm", "hbm", "launch", "copy", "nccl", "cpu-adam", "host", "nvme"};
+  return kSections;
+}
+
+Result<std::set<std::string>> ParseSections(const std::string& csv) {
+  std::set<std::string> out;
+  size_t start = 0;
+  while (start <= csv.size()) {
+    size_t end = csv.find(',', start);
+    if (end == std::string::npos) end = csv.size();
+    std::string item = csv.substr(start, end - start);
+    if (!item.empty()) {
+      const auto& all = ProfileSections();
+      if (std::find(all.begin(), all.end(), item) == all.end()) {
+        std::string valid;
+        for (const auto& s : all) valid += (valid.empty() ? "" : ", ") + s;
+        return Status::InvalidArgument(
+            fmt::format("--only: unknown section '{}' (valid: {})", item, valid));
+      }
+      out.insert(item);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Today() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+  return buf;
+}
+
+std::string RepeatsText(const Repeats& r) {
+  return fmt::format("{} warm-up + {} timed", r.warmup, r.timed);
+}
+
+// One unit of measuring work, run in order with progress.
+struct Step {
+  std::string what;
+  double estimate_s = 0;  // a guess used only for the time-left display
+  std::function<void()> run;
+};
+
+class Profiler {
+ public:
+  Profiler(const HardwareProfile& base, DeviceProbe& gpu, const ProfileOptions& o)
+      : base_(base), gpu_(gpu), o_(o), sizes_(o.sizes) {
+    p_ = base;
+    p_.file.clear();
+    stamp_ = fmt::format("{}; dsplan {}", Today(), o.dsplan_version);
+  }
+
+  Result<ProfileResult> Run() {
+    const int gpus = gpu_.DeviceCount();
+    if (gpus == 0) {
+      std::vector<std::string> wanted;
+      for (const char* s : {"context", "gemm", "hbm", "launch", "copy", "nccl"}) {
+        if (Selected(s)) wanted.push_back(s);
+      }
+      if (!wanted.empty()) {
+        Note(fmt::format("no CUDA device: GPU measurements skipped (gemm, hbm, h2d/d2h, nccl); "
+                         "those stay datasheet values from {} ({})",
+                         base_.name, gpu_.UnavailableReason()));
+      }
+    } else {
+      auto info = gpu_.Info();
+      if (info.ok()) {
+        info_ = *info;
+        header_ += fmt::format("# Using device 0: {} ({} SMs, {} L2, {} memory, cc {}.{}); {} "
+                               "GPU(s) visible\n# {}\n",
+                               info_.name, info_.sm_count, FormatBytes(info_.l2_bytes),
+                               FormatBytes(static_cast<double>(info_.total_bytes)), info_.cc_major,
+                               info_.cc_minor, gpus, info_.versions);
+        if (!base_.gpu.name.empty() && info_.name != base_.gpu.name) {
+          Note(fmt::format("the GPU is '{}' but the base profile {} describes '{}'; the peaks "
+                           "(peak_flops_*) stay the base's",
+                           info_.name, base_.name, base_.gpu.name));
+        }
+      } else {
+        Note("GPU info: " + info.status().message());
+      }
+      if (Selected("context")) PlanContext();
+      if (Selected("gemm")) PlanGemm();
+      if (Selected("hbm")) PlanHbm();
+      if (Selected("launch")) PlanLaunch();
+      if (Selected("copy")) PlanCopies();
+      if (Selected("nccl")) PlanNccl(gpus);
+    }
+    if (Selected("cpu-adam")) PlanCpuAdam();
+    if (Selected("host")) PlanHost();
+    if (Selected("nvme")) PlanNvme();
+
+    Execute();
+    Finish(gpus);
+    ProfileResult r;
+    r.profile = std::move(p_);
+    r.notes = notes_;
+    r.report = header_ + report_;
+    return r;
+  }
+
+ private:
+  bool Selected(const std::string& s) const {
+    return o_.sections.empty() || o_.sections.count(s) > 0;
+  }
+  void Note(std::string s) { notes_.push_back(std::move(s)); }
+  Number Measured(double v, const std::string& method) const {
+    return Number{v, Source{SourceKind::kMeasured, method + "; " + stamp_}};
+  }
+
+  void Execute() {
+    double total_est = 0;
+    for (const Step& s : steps_) total_est += s.estimate_s;
+    double done_est = 0;
+    auto t0 = Clock::now();
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      if (o_.progress) {
+        const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+        // Scale the remaining estimate by how far off the estimates were so far.
+        const double ratio = done_est > 0.5 ? elapsed / done_est : 1.0;
+        o_.progress({steps_[i].what, static_cast<int>(i), static_cast<int>(steps_.size()),
+                     (total_est - done_est) * ratio});
+      }
+      steps_[i].run();
+      done_est += steps_[i].estimate_s;
+    }
+    if (o_.progress) {
+      o_.progress({"done", static_cast<int>(steps_.size()), static_cast<int>(steps_.size()), 0});
+    }
+  }
+
+  // ---- GPU sections ----
+
+  void PlanContext() {
+    steps_.push_back({"CUDA context and device memory", 0.5, [this] {
+      if (info_.total_bytes > 0) {
+        p_.gpu.memory_bytes = Measured(static_cast<double>(info_.total_bytes),
+                                       "cudaMemGetInfo total on device 0");
+        p_.gpu.name = info_.name;
+      }
+      auto ctx = gpu_.ContextBytes();
+      if (!ctx.ok()) return Note("context: " + ctx.status().message());
+      p_.gpu.context_bytes = Measured(
+          static_cast<double>(*ctx),
+          "cudaMemGetInfo total - free after the CUDA context, a cuBLASLt handle and its 32 MiB "
+          "workspace exist, before other allocations (one process; the driver's own reservation "
+          "before any context is outside total)");
+      context_row_ = fmt::format("# context: {} in use after CUDA + cuBLASLt init; device total {}\n",
+                                 FormatBytes(static_cast<double>(*ctx)),
+                                 FormatBytes(static_cast<double>(info_.total_bytes)));
+    }});
+  }
+
+  void PlanGemm() {
+    for (Precision dt : sizes_.gemm_dtypes) {
+      for (const GemmShape& s : sizes_.gemm_shapes) {
+        const double flops = 2.0 * s.m * s.n * s.k;
+        const double est = flops / 5e14 * (sizes_.gemm_repeats.warmup + sizes_.gemm_repeats.timed) + 0.01;
+        steps_.push_back({fmt::format("gemm {} {}x{}x{}", PrecisionName(dt), s.m, s.n, s.k), est,
+                          [this, dt, s, flops] {
+          auto t = gpu_.Gemm(dt, s.m, s.n, s.k, sizes_.gemm_repeats);
+          if (!t.ok()) {
+            return Note(fmt::format("gemm {} {}x{}x{}: {}", PrecisionName(dt), s.m, s.n, s.k,
+                                    t.status().message()));
+          }
+          const double rate = flops / t->median_s;
+          gemm_.push_back({dt, s.m, s.n, s.k, rate});
+          const double peak = dt == Precision::kFp16 ? base_.gpu.peak_flops_fp16.value
+                                                     : base_.gpu.peak_flops_bf16.value;
+          gemm_rows_ += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11.1f} {:>9.1f} {:>8.1f} {:>7}\n",
+                                    PrecisionName(dt), s.m, s.n, s.k, t->median_s * 1e6,
+                                    rate / 1e12, t->Spread() * 100,
+                                    peak > 0 ? fmt::format("{:.1f}", 100 * rate / peak) : "-");
+        }});
+      }
+    }
+    steps_.push_back({"gemm fit", 0, [this] {
+      if (gemm_.empty()) return;
+      p_.gpu.gemm = gemm_;
+      p_.gpu.gemm_source = Source{
+          SourceKind::kMeasured,
+          fmt::format("cuBLASLt matmul, fp32 accumulation, the heuristic's first algorithm, 32 "
+                      "MiB workspace, A transposed as torch.nn.Linear calls it, uniform random "
+                      "inputs; {}; L2 flushed (cudaMemsetAsync over 2x L2) before each repeat; "
+                      "CUDA events around the matmul alone; median; {}",
+                      RepeatsText(sizes_.gemm_repeats), stamp_)};
+      Precision dt = base_.gpu.peak_flops_bf16.value > 0 ? Precision::kBf16 : Precision::kFp16;
+      const double peak = dt == Precision::kBf16 ? base_.gpu.peak_flops_bf16.value
+                                                 : base_.gpu.peak_flops_fp16.value;
+      auto eff = GemmEfficiency(gemm_, dt, peak);
+      if (!eff.ok()) return Note("gemm efficiency: " + eff.status().message());
+      p_.gpu.gemm_efficiency = Measured(
+          std::min(1.0, *eff),
+          fmt::format("median over the measured {} GEMMs with m, n, k >= 4096 of achieved "
+                      "FLOP/s / the {} peak {:.1f} TFLOP/s ({})",
+                      PrecisionName(dt), base_.gpu.peak_flops_bf16.source.kind ==
+                                                 SourceKind::kDatasheet ? "datasheet" : "profile",
+                      peak / 1e12, base_.name));
+    }});
+  }
+
+  void PlanHbm() {
+    const int64_t bytes = sizes_.hbm_bytes;
+    steps_.push_back({fmt::format("device-to-device copy {}", FormatBytes(bytes)), 0.2, [this, bytes] {
+      auto t = gpu_.DeviceCopy(bytes, sizes_.hbm_repeats);
+      if (!t.ok()) return Note("device copy: " + t.status().message());
+      copy_bw_ = 2.0 * bytes / t->median_s;
+      p_.gpu.hbm_bytes_per_s = Measured(
+          copy_bw_, fmt::format("cudaMemcpyAsync device-to-device of {}, bytes read + written "
+                                "over the median time; {}; CUDA events",
+                                FormatBytes(bytes), RepeatsText(sizes_.hbm_repeats)));
+      hbm_rows_ += fmt::format("{:<22} {:>12} {:>11.1f} {:>10.1f} {:>8.1f}\n", "d2d memcpy", bytes,
+                               t->median_s * 1e6, copy_bw_ / 1e9, t->Spread() * 100);
+    }});
+    steps_.push_back({fmt::format("elementwise kernel {}", FormatBytes(bytes)), 0.2, [this, bytes] {
+      auto t = gpu_.Elementwise(bytes, sizes_.hbm_repeats);
+      if (!t.ok()) return Note("elementwise: " + t.status().message());
+      const double bw = 2.0 * bytes / t->median_s;
+      hbm_rows_ += fmt::format("{:<22} {:>12} {:>11.1f} {:>10.1f} {:>8.1f}\n", "elementwise a*x+b",
+                               bytes, t->median_s * 1e6, bw / 1e9, t->Spread() * 100);
+      if (copy_bw_ > 0) {
+        if (bw > copy_bw_) {
+          Note(fmt::format("the elementwise kernel ({:.0f} GB/s) beat the copy ({:.0f} GB/s); "
+                           "memory_bound_efficiency capped at 1",
+                           bw / 1e9, copy_bw_ / 1e9));
+        }
+        p_.gpu.memory_bound_efficiency = Measured(
+            std::min(1.0, bw / copy_bw_),
+            fmt::format("fp32 elementwise y = a*x + b (16-byte loads) over {}: bytes read + "
+                        "written / median time, divided by the device copy's rate; {}",
+                        FormatBytes(bytes), RepeatsText(sizes_.hbm_repeats)));
+      }
+    }});
+  }
+
+  void PlanLaunch() {
+    steps_.push_back({"kernel launch", 0.1, [this] {
+      auto t = gpu_.KernelLaunch(Repeats{2, 10});
+      if (!t.ok()) return Note("kernel launch: " + t.status().message());
+      p_.gpu.kernel_launch_s = Measured(
+          t->median_s, "1000 empty kernels launched back to back on one stream, host time "
+                       "until the stream finished / 1000; 2 warm-up + 10 timed, median");
+      hbm_rows_ += fmt::format("{:<22} {:>12} {:>11.2f} {:>10} {:>8.1f}\n", "empty kernel launch", 0,
+                               t->median_s * 1e6, "-", t->Spread() * 100);
+    }});
+  }
+
+  void PlanCopies() {
+    for (CopyKind kind : {CopyKind::kH2DPinned, CopyKind::kD2HPinned, CopyKind::kH2DPageable,
+                          CopyKind::kD2HPageable}) {
+      const bool pinned = kind == CopyKind::kH2DPinned || kind == CopyKind::kD2HPinned;
+      for (int64_t bytes : sizes_.copy_sizes) {
+        const double est = bytes / (pinned ? 4e10 : 1e10) *
+                           (sizes_.copy_repeats.warmup + sizes_.copy_repeats.timed) + 0.002;
+        steps_.push_back({fmt::format("{} {}", CopyKindName(kind), FormatBytes(bytes)), est,
+                          [this, kind, bytes] {
+          auto t = gpu_.HostCopy(kind, bytes, sizes_.copy_repeats);
+          if (!t.ok()) {
+            return Note(fmt::format("{} {}: {}", CopyKindName(kind), FormatBytes(bytes),
+                                    t.status().message()));
+          }
+          copies_[static_cast<int>(kind)].push_back({static_cast<double>(bytes), bytes / t->median_s});
+          copy_rows_ += fmt::format("{:<14} {:>12} {:>11.1f} {:>10.2f} {:>8.1f}\n", CopyKindName(kind),
+                                    bytes, t->median_s * 1e6, bytes / t->median_s / 1e9,
+                                    t->Spread() * 100);
+        }});
+      }
+      steps_.push_back({fmt::format("{} fit", CopyKindName(kind)), 0, [this, kind, pinned] {
+        const auto& pts = copies_[static_cast<int>(kind)];
+        if (pts.size() < 2) return;
+        auto fit = FitCopy(pts);
+        if (!fit.ok()) return Note(std::string(CopyKindName(kind)) + ": " + fit.status().message());
+        CopyCurve* c = kind == CopyKind::kH2DPinned     ? &p_.links.h2d_pinned
+                       : kind == CopyKind::kD2HPinned   ? &p_.links.d2h_pinned
+                       : kind == CopyKind::kH2DPageable ? &p_.links.h2d_pageable
+                                                        : &p_.links.d2h_pageable;
+        const std::string method = fmt::format(
+            "cudaMemcpyAsync {} memory ({}), {} sizes {}..{}; {}; CUDA events; median; fit "
+            "t = latency + S / bandwidth weighted by 1/t^2 (max relative error {:.0f}%)",
+            pinned ? "pinned" : "pageable", pinned ? "cudaHostAlloc" : "malloc", pts.size(),
+            FormatBytes(pts.front().bytes), FormatBytes(pts.back().bytes),
+            RepeatsText(sizes_.copy_repeats), fit->max_rel_error * 100);
+        c->latency_s = Measured(fit->alpha_s, method);
+        c->bytes_per_s = Measured(fit->bytes_per_s, method);
+        c->points = pts;
+        fit_rows_ += fmt::format("{:<14} {:>12.2f} {:>12.2f} {:>10.0f}\n", CopyKindName(kind),
+                                 fit->alpha_s * 1e6, fit->bytes_per_s / 1e9,
+                                 fit->max_rel_error * 100);
+      }});
+    }
+    steps_.push_back({"cudaHostAlloc", 0.2, [this] {
+      auto rate = gpu_.PinnedAllocBytesPerS(sizes_.pinned_alloc_bytes);
+      if (!rate.ok()) return Note("pinned alloc: " + rate.status().message());
+      p_.host.pinned_alloc_bytes_per_s = Measured(
+          *rate, fmt::format("cudaHostAlloc + cudaFreeHost of {}, bytes / host time",
+                             FormatBytes(static_cast<double>(sizes_.pinned_alloc_bytes))));
+      host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n", "cudaHostAlloc",
+                                sizes_.pinned_alloc_bytes, *rate / 1e9);
+    }});
+  }
+
+  void PlanNccl(int gpus) {
+    if (gpus < 2) {
+      Note(fmt::format("{} GPU visible: NVLink collectives not measured; they stay the values of "
+                       "{}",
+                       gpus, base_.name));
+      return;
+    }
+    for (Collective op : {Collective::kAllReduce, Collective::kReduceScatter,
+                          Collective::kAllGather}) {
+      for (int64_t bytes : sizes_.collective_sizes) {
+        const double est = bytes / 1e11 * (sizes_.collective_repeats.warmup +
+                                           sizes_.collective_repeats.timed) + 0.005;
+        steps_.push_back({fmt::format("nccl {} {}", CollectiveName(op), FormatBytes(bytes)), est,
+                          [this, op, bytes, gpus] {
+          auto t = gpu_.Collective(op, gpus, bytes, sizes_.collective_repeats);
+          if (!t.ok()) {
+            return Note(fmt::format("nccl {} {}: {}", CollectiveName(op), FormatBytes(bytes),
+                                    t.status().message()));
+          }
+          const double busbw = BusBandwidth(op, gpus, static_cast<double>(bytes), t->median_s);
+          colls_[static_cast<int>(op)].push_back({static_cast<double>(bytes), busbw});
+          coll_rows_ += fmt::format("{:<15} {:>5} {:>12} {:>12} {:>11.1f} {:>9.2f} {:>9.2f} {:>8.1f}\n",
+                                    CollectiveName(op), gpus, bytes, bytes / 2, t->median_s * 1e6,
+                                    bytes / t->median_s / 1e9, busbw / 1e9, t->Spread() * 100);
+        }});
+      }
+      steps_.push_back({fmt::format("nccl {} fit", CollectiveName(op)), 0, [this, op, gpus] {
+        const auto& pts = colls_[static_cast<int>(op)];
+        if (pts.size() < 2) return;
+        auto fit = FitCollective(op, gpus, pts);
+        if (!fit.ok()) return Note(std::string(CollectiveName(op)) + ": " + fit.status().message());
+        const std::string method = fmt::format(
+            "NCCL {} over {} GPUs of one process (ncclCommInitAll, grouped launches), bf16, "
+            "out-of-place, sizes {}..{}; {}; host time after every stream finished / repeats "
+            "(the slowest rank); busbw = S/t x {:.3f} (core/collectives.h); fit weighted by 1/t^2 "
+            "(max relative error {:.0f}%)",
+            CollectiveName(op), gpus, FormatBytes(pts.front().bytes), FormatBytes(pts.back().bytes),
+            RepeatsText(sizes_.collective_repeats), BusFactor(op, gpus), fit->max_rel_error * 100);
+        CollectiveCurve c;
+        c.op = op;
+        c.ranks = gpus;
+        c.inter_node = false;
+        c.alpha_s = Measured(fit->alpha_s, method);
+        c.busbw_bytes_per_s = Measured(fit->bytes_per_s, method);
+        c.points = pts;
+        auto& v = p_.links.collectives;
+        v.erase(std::remove_if(v.begin(), v.end(),
+                               [&](const CollectiveCurve& x) { return !x.inter_node && x.op == op; }),
+                v.end());
+        v.push_back(std::move(c));
+        fit_rows_ += fmt::format("{:<14} {:>12.2f} {:>12.2f} {:>10.0f}   (busbw)\n",
+                                 CollectiveName(op), fit->alpha_s * 1e6, fit->bytes_per_s / 1e9,
+                                 fit->max_rel_error * 100);
+      }});
+    }
+  }
+
+  // ---- host sections ----
+
+  void PlanCpuAdam() {
+    for (int threads : sizes_.adam_threads) {
+      const double est = sizes_.adam_elements * 30.0 / std::min(threads * 4e9, 4e10) *
+                             (sizes_.adam_repeats.warmup + sizes_.adam_repeats.timed) + 0.3;
+      steps_.push_back({fmt::format("cpu adam {} threads", threads), est, [this, threads] {
+        auto t = TimeCpuAdam(sizes_.adam_elements, threads, sizes_.adam_repeats);
+        if (!t.ok()) return Note("cpu adam: " + t.status().message());
+        const double rate = sizes_.adam_elements / t->median_s;
+        adam_.push_back({threads, rate});
+        adam_rows_ += fmt::format("{:>8} {:>12} {:>11.1f} {:>12.1f} {:>8.1f}\n", threads,
+                                  sizes_.adam_elements, t->median_s * 1e6, rate / 1e6,
+                                  t->Spread() * 100);
+      }});
+    }
+    steps_.push_back({"cpu adam table", 0, [this] {
+      if (adam_.empty()) return;
+      p_.host.cpu_adam = adam_;
+      p_.host.cpu_adam_source = Source{
+          SourceKind::kMeasured,
+          fmt::format("runtime/host/cpu_adam AdamW step, fp32 params/grads/moments ({} kernel), "
+                      "{} elements split over std::threads; {}; host clock; median; {}",
+                      SimdLevelName(DetectSimdLevel()), sizes_.adam_elements,
+                      RepeatsText(sizes_.adam_repeats), stamp_)};
+    }});
+  }
+
+  void PlanHost() {
+    steps_.push_back({"host memory", 0.5, [this] {
+      p_.host.cores = PhysicalCores();
+      auto ram = HostRamBytes();
+      if (ram.ok()) {
+        p_.host.ram_bytes = Measured(static_cast<double>(*ram),
+                                     "MemTotal in /proc/meminfo (a VM may grow it later)");
+      } else {
+        Note("host RAM: " + ram.status().message());
+      }
+      const int threads = p_.host.cores;
+      auto mc = TimeMemcpy(sizes_.memcpy_bytes, threads, sizes_.host_repeats);
+      if (mc.ok()) {
+        const double bw = sizes_.memcpy_bytes / mc->median_s;
+        p_.host.memcpy_bytes_per_s = Measured(
+            bw, fmt::format("memcpy of {} between pageable buffers split over {} threads, bytes "
+                            "copied / median time; {}",
+                            FormatBytes(static_cast<double>(sizes_.memcpy_bytes)), threads,
+                            RepeatsText(sizes_.host_repeats)));
+        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n",
+                                  fmt::format("memcpy ({} threads)", threads), sizes_.memcpy_bytes,
+                                  bw / 1e9);
+      } else {
+        Note("memcpy: " + mc.status().message());
+      }
+      auto al = TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats);
+      if (al.ok()) {
+        const double bw = sizes_.alloc_bytes / al->median_s;
+        p_.host.pageable_alloc_bytes_per_s = Measured(
+            bw, fmt::format("mmap + first touch of every page + munmap of {}, one thread; {}",
+                            FormatBytes(static_cast<double>(sizes_.alloc_bytes)),
+                            RepeatsText(sizes_.host_repeats)));
+        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n", "pageable alloc + touch",
+                                  sizes_.alloc_bytes, bw / 1e9);
+      } else {
+        Note("pageable alloc: " + al.status().message());
+      }
+    }});
+  }
+
+  void PlanNvme() {
+    if (o_.nvme_path.empty()) {
+      Note(fmt::format("no --nvme-path: NVMe not measured; it stays the values of {}", base_.name));
+      return;
+    }
+    const double est = 2.0 * sizes_.nvme.file_bytes / 2e9 * sizes_.nvme.block_sizes.size() *
+                       sizes_.nvme.queue_depths.size();
+    steps_.push_back({"nvme " + o_.nvme_path, est, [this] {
+      auto r = MeasureNvme(o_.nvme_path, sizes_.nvme);
+      if (!r.ok()) {
+        return Note(fmt::format("NVMe not measured, it stays the values of {}: {}", base_.name,
+                                r.status().message()));
+      }
+      NvmeProfile& v = p_.nvme;
+      v.present = true;
+      v.path = r->path;
+      v.capacity_bytes = Measured(static_cast<double>(r->capacity_bytes),
+                                  "statvfs size of the filesystem holding the path");
+      double rd = 0, wr = 0;
+      for (const NvmePoint& pt : r->points) {
+        rd = std::max(rd, pt.read_bytes_per_s);
+        wr = std::max(wr, pt.write_bytes_per_s);
+        nvme_rows_ += fmt::format("{:>10} {:>6} {:>10.2f} {:>10.2f}\n", pt.block_size,
+                                  pt.queue_depth, pt.read_bytes_per_s / 1e9,
+                                  pt.write_bytes_per_s / 1e9);
+      }
+      v.read_bytes_per_s = Measured(rd, "best point: " + r->method);
+      v.write_bytes_per_s = Measured(wr, "best point: " + r->method);
+      v.points = r->points;
+      nvme_method_ = r->method;
+    }});
+  }
+
+  void Finish(int gpus) {
+    p_.name = o_.name.empty() ? base_.name + "-measured" : o_.name;
+    p_.base = base_.name;
+    p_.description = fmt::format(
+        "measured by dsplan profile on {}{} ({} GPU(s) visible), {}; numbers not measured are "
+        "{}'s",
+        gpus > 0 ? info_.name : "a machine without a CUDA device",
+        gpus > 0 ? "" : " (GPU numbers not measured)", gpus, stamp_, base_.name);
+    std::string& r = report_;
+    if (!context_row_.empty()) r += context_row_;
+    if (!gemm_rows_.empty()) {
+      r += fmt::format("\n# GEMM: cuBLASLt, C[m,n] = A[m,k] B[k,n], {}, L2 flushed, median\n",
+                       RepeatsText(sizes_.gemm_repeats));
+      r += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11} {:>9} {:>8} {:>7}\n", "dtype", "m", "n", "k",
+                       "time", "rate", "spread", "of peak");
+      r += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11} {:>9} {:>8} {:>7}\n", "", "", "", "", "(us)",
+                       "(TFLOP/s)", "(%)", "(%)");
+      r += gemm_rows_;
+    }
+    if (!hbm_rows_.empty()) {
+      r += "\n# Device memory and launch\n";
+      r += fmt::format("{:<22} {:>12} {:>11} {:>10} {:>8}\n", "kernel", "size", "time", "bw",
+                       "spread");
+      r += fmt::format("{:<22} {:>12} {:>11} {:>10} {:>8}\n", "", "(B)", "(us)", "(GB/s)", "(%)");
+      r += hbm_rows_;
+      r += "# bw counts bytes read + written\n";
+    }
+    if (!copy_rows_.empty()) {
+      r += "\n# Host <-> device copies (cudaMemcpyAsync), median\n";
+      r += fmt::format("{:<14} {:>12} {:>11} {:>10} {:>8}\n", "path", "size", "time", "bw", "spread");
+      r += fmt::format("{:<14} {:>12} {:>11} {:>10} {:>8}\n", "", "(B)", "(us)", "(GB/s)", "(%)");
+      r += copy_rows_;
+    }
+    if (!coll_rows_.empty()) {
+      r += "\n# NCCL collectives (bf16, out-of-place), nccl-tests sizes and bus factors\n";
+      r += fmt::format("{:<15} {:>5} {:>12} {:>12} {:>11} {:>9} {:>9} {:>8}\n", "op", "ranks",
+                       "size", "count", "time", "algbw", "busbw", "spread");
+      r += fmt::format("{:<15} {:>5} {:>12} {:>12} {:>11} {:>9} {:>9} {:>8}\n", "", "", "(B)",
+                       "(elements)", "(us)", "(GB/s)", "(GB/s)", "(%)");
+      r += coll_rows_;
+    }
+    if (!fit_rows_.empty()) {
+      r += "\n# Alpha-beta fits: t(S) = latency + S x factor / bandwidth\n";
+      r += fmt::format("{:<14} {:>12} {:>12} {:>10}\n", "curve", "latency", "bandwidth", "max err");
+      r += fmt::format("{:<14} {:>12} {:>12} {:>10}\n", "", "(us)", "(GB/s)", "(%)");
+      r += fit_rows_;
+    }
+    if (!adam_rows_.empty()) {
+      r += fmt::format("\n# CPU Adam (runtime/host/cpu_adam, {}), median\n",
+                       SimdLevelName(DetectSimdLevel()));
+      r += fmt::format("{:>8} {:>12} {:>11} {:>12} {:>8}\n", "threads", "elements", "time", "rate",
+                       "spread");
+      r += fmt::format("{:>8} {:>12} {:>11} {:>12} {:>8}\n", "", "", "(us)", "(M elem/s)", "(%)");
+      r += adam_rows_;
+    }
+    if (!host_rows_.empty()) {
+      r += "\n# Host memory\n";
+      r += fmt::format("{:<26} {:>12} {:>10}\n", "operation", "size", "rate");
+      r += fmt::format("{:<26} {:>12} {:>10}\n", "", "(B)", "(GB/s)");
+      r += host_rows_;
+    }
+    if (!nvme_rows_.empty()) {
+      r += fmt::format("\n# NVMe at {}: {}\n", p_.nvme.path, nvme_method_);
+      r += fmt::format("{:>10} {:>6} {:>10} {:>10}\n", "block", "qd", "read", "write");
+      r += fmt::format("{:>10} {:>6} {:>10} {:>10}\n", "(B)", "", "(GB/s)", "(GB/s)");
+      r += nvme_rows_;
+    }
+  }
+
+  const HardwareProfile& base_;
+  DeviceProbe& gpu_;
+  const ProfileOptions& o_;
+  const ProfileSizes& sizes_;
+  HardwareProfile p_;
+  std::string stamp_;
+  GpuInfo info_;
+  std::vector<Step> steps_;
+  std::vector<std::string> notes_;
+  std::vector<GemmPoint> gemm_;
+  std::vector<CpuAdamPoint> adam_;
+  std::vector<BandwidthPoint> copies_[4];
+  std::vector<BandwidthPoint> colls_[8];
+  double copy_bw_ = 0;
+  std::string header_, report_, context_row_, gemm_rows_, hbm_rows_, copy_rows_, coll_rows_,
+      fit_rows_, adam_rows_, host_rows_, nvme_rows_, nvme_method_;
+};
+
+}  // namespace
+
+Result<ProfileResult> RunProfile(const HardwareProfile& base, DeviceProbe& gpu,
+                                 const ProfileOptions& options) {
+  for (const std::string& s : options.sections) {
+    const auto& all = ProfileSections();
+    if (std::find(all.begin(), all.end(), s) == all.end()) {
+      return Status::InvalidArgument(fmt::format("unknown profile section '{}'", s));
+    }
+  }
+  for (int t : options.sizes.adam_threads) {
+    if (t < 1) return Status::InvalidArgument("CPU Adam thread counts must be >= 1");
+  }
+  Profiler p(base, gpu, options);
+  return p.Run();
+}
+
+}  // namespace dsplan

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# End-to-end tests of `dsplan profile` at test sizes (--test-sizes: seconds, numbers meaningless).
+# Usage: profile_test.sh PATH/TO/dsplan SOURCE_DIR
+set -u
+bin=$1
+export DSPLAN_DATA_DIR=$2
+tmp=$(mktemp -d -p "${TMPDIR:-/tmp}")
+# The NVMe test needs a folder on a disk (O_DIRECT); the build folder is one.
+disk=$(mktemp -d -p "$PWD")
+trap 'rm -rf "$tmp" "$disk"' EXIT
+pass=0
+fail=0
+
+check() {  # check NAME CONDITION-COMMAND...
+  local name=$1
+  shift
+  if "$@"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $name"
+    echo "  stdout: $(head -c 1500 "$tmp/out")"
+    echo "  stderr: $(head -c 600 "$tmp/err")"
+  fi
+}
+
+run() {  # run ARGS...: sets $rc, output in $tmp/out and $tmp/err
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+yaml() {  # yaml PYTHON-EXPR FILE: evaluates EXPR with y = the parsed YAML file
+  python3 -c "import sys, yaml; y = yaml.safe_load(open('$2')); sys.exit(0 if ($1) else 1)" 2>/dev/null
+}
+
+have_pyyaml=0
+python3 -c "import yaml" 2>/dev/null && have_pyyaml=1
+
+# A CPU-and-NVMe profile on the H200 datasheet base.
+run profile --test-sizes --base h200-sxm --only cpu-adam,host,nvme,gemm --nvme-path "$disk" \
+    --out "$tmp/box.yaml"
+check "profile exits 0" test "$rc" -eq 0
+check "profile writes the file" test -s "$tmp/box.yaml"
+check "profile names the file" grep -q "wrote $tmp/box.yaml (box)" "$tmp/out"
+check "profile prints the CPU Adam table" grep -q "^# CPU Adam" "$tmp/out"
+check "profile prints units" grep -q "(M elem/s)" "$tmp/out"
+if grep -q "no CUDA device" "$tmp/out"; then
+  check "no-GPU message names the base" \
+      grep -q "GPU measurements skipped (gemm, hbm, h2d/d2h, nccl); those stay datasheet values from h200-sxm" "$tmp/out"
+fi
+check "the NVMe table or its reason is printed" grep -qE "^# NVMe at|NVMe not measured" "$tmp/out"
+check "left no NVMe test file" test -z "$(ls -A "$disk")"
+if [ "$have_pyyaml" -eq 1 ]; then
+  check "profile is measured for CPU Adam" \
+      yaml "'measured' in y['host']['cpu_adam_source'] and len(y['host']['cpu_adam']) == 2" "$tmp/box.yaml"
+  check "profile keeps the base's NVLink numbers" \
+      yaml "y['base'] == 'h200-sxm' and len(y['links']['collectives']) == 6" "$tmp/box.yaml"
+fi
+# The written profile is a valid profile: `profile --base FILE` loads it.
+run profile --test-sizes --base "$tmp/box.yaml" --only cpu-adam --out "$tmp/again.yaml"
+check "a written profile loads as a base" test "$rc" -eq 0
+
+# NVMe on tmpfs: a clear reason, and the rest is still measured and written.
+if [ -d /dev/shm ] && [ "$(stat -f -c %T /dev/shm)" = tmpfs ]; then
+  run profile --test-sizes --base h200-sxm --only cpu-adam,nvme --nvme-path /dev/shm \
+      --out "$tmp/shm.yaml"
+  check "tmpfs NVMe path still exits 0" test "$rc" -eq 0
+  check "tmpfs NVMe path says why" grep -q "is on tmpfs.*O_DIRECT" "$tmp/out"
+  check "tmpfs NVMe path still writes the profile" test -s "$tmp/shm.yaml"
+fi
+
+# Bad input: exit 2 before measuring, with the reason.
+run profile --test-sizes --base h200-sxm --out /nonexistent-dsplan-dir/p.yaml
+check "unwritable --out exits 2" test "$rc" -eq 2
+check "unwritable --out is named" grep -q "/nonexistent-dsplan-dir" "$tmp/err"
+check "unwritable --out measures nothing" test ! -s "$tmp/out"
+run profile --test-sizes --base h200-smx --out "$tmp/x.yaml"
+check "unknown --base exits 2" test "$rc" -eq 2
+check "unknown --base suggests" grep -q "did you mean h200-sxm" "$tmp/err"
+run profile --test-sizes --only gemm,warp --out "$tmp/x.yaml"
+check "unknown --only section exits 2" test "$rc" -eq 2
+check "unknown --only lists sections" grep -q "valid: context, gemm" "$tmp/err"
+
+echo "profile_test: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -25,6 +25,7 @@ struct LayerParams {
   int64_t largest = 0;           // largest tensor numel
   int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
   int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
+  int64_t output_bytes = 0;      // tensors the model output keeps (the logits)
 };
 
 /// Per-layer parameter facts of |w| for |persistence_threshold| (ZeRO-3; pass 0 otherwise).
@@ -50,8 +51,10 @@ struct BuiltStep {
 /// Builds the graph for |plan| on |w| (whose options must match the plan's micro-batch and
 /// lengths). |params| from ComputeLayerParams (threshold = the plan's
 /// stage3_param_persistence_threshold when stage 3). Errors: a plan the graph cannot express.
+/// |workspace_bytes|: library workspaces PyTorch allocates through its caching allocator and
+/// never frees (cuBLAS: one per thread and stream), present at every instant.
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
-                                 const Plan& plan);
+                                 const Plan& plan, int64_t workspace_bytes = 0);
 
 }  // namespace dsplan
 

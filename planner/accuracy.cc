@@ -1,0 +1,163 @@
+#include "planner/accuracy.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/hf_config.h"
+#include "core/model_spec.h"
+#include "planner/ds_config.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+double Num(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  return (it != j.end() && it->is_number()) ? it->get<double>() : 0.0;
+}
+
+}  // namespace
+
+Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    return Status::NotFound(fmt::format("{}: cannot open the calibration file", path));
+  }
+  std::vector<CalibrationRun> runs;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      return Status::InvalidArgument(fmt::format("{}:{}: not JSON: {}", path, lineno, e.what()));
+    }
+    if (j.contains("record_type")) continue;
+    CalibrationRun r;
+    try {
+      r.id = j.at("id").get<std::string>();
+      r.model = j.at("model").get<std::string>();
+      r.model_config = j.at("model_config");
+      r.ds_config = j.at("ds_config");
+      if (j.contains("attn_implementation") && j["attn_implementation"].is_string()) {
+        r.attention = j["attn_implementation"].get<std::string>();
+      }
+      r.micro_batch = j.at("mb").get<int64_t>();
+      if (j.contains("src_len") && j["src_len"].is_number()) {
+        r.seq_len = j["src_len"].get<int64_t>();
+        r.target_len = j.at("tgt_len").get<int64_t>();
+      } else {
+        r.seq_len = j.at("seq_len").get<int64_t>();
+      }
+      r.gradient_checkpointing = j.value("grad_checkpointing", false);
+      r.optimizer_wrapper = j.value("optimizer_wrapper", "");
+    } catch (const nlohmann::json::exception& e) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: missing or malformed field: {}", path, lineno, e.what()));
+    }
+    r.after_init_alloc_mib = Num(j, "after_init_alloc_mb_corrected");
+    r.peak_alloc_mib = Num(j, "steps_max_alloc_mb_corrected");
+    r.peak_reserved_mib = Num(j, "steps_max_reserved_mb_corrected");
+    r.step_s = Num(j, "median_step_s_3to8");
+    r.host_rss_mib = Num(j, "steps_host_rss_peak_mb");
+    if (j.contains("steps_pinned") && j["steps_pinned"].is_object()) {
+      r.pinned_peak_mib = Num(j["steps_pinned"], "allocated_mb.peak");
+    }
+    runs.push_back(std::move(r));
+  }
+  return runs;
+}
+
+Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
+                                            const HardwareProfile& profile) {
+  AccuracySummary s;
+  for (const CalibrationRun& run : runs) {
+    const std::string where = "calibration run " + run.id;
+    DSPLAN_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Parse(run.model_config.dump(), where));
+    DSPLAN_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromHf(hf, run.model));
+    DsConfigContext ctx;
+    ctx.seq_len = run.seq_len;
+    ctx.target_len = run.target_len;
+    ctx.gradient_checkpointing = run.gradient_checkpointing;
+    DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(run.attention));
+    DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
+    const Plan& plan = parsed.plan;
+    WorkloadOptions wo;
+    wo.micro_batch = plan.micro_batch;
+    wo.seq_len = run.seq_len;
+    wo.target_len = run.target_len;
+    wo.precision = plan.precision;
+    wo.attention = plan.attention;
+    wo.gradient_checkpointing = run.gradient_checkpointing;
+    DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, wo));
+    const int64_t threshold =
+        plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+    SimulationContext sc = MakeSimulationContext(w, profile, plan.precision, threshold);
+    DSPLAN_ASSIGN_OR_RETURN(Prediction p, Simulate(sc, plan));
+    AccuracyRow row;
+    row.run = run;
+    row.wrapper = OptimizerWrapperName(p.facts.wrapper);
+    row.fits = p.fits;
+    row.peak_alloc_mib = p.gpu_peak_allocated_bytes / kMiB;
+    row.peak_reserved_mib = p.gpu_peak_reserved_bytes / kMiB;
+    row.step_s = p.step_time_s;
+    row.host_peak_mib = p.host_peak_bytes_per_node / kMiB;
+    row.pinned_mib = p.host_pinned_bytes_per_node / kMiB;
+    row.peak_at = p.gpu_peak_task;
+    auto err = [](double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0.0; };
+    row.alloc_error = err(row.peak_alloc_mib, run.peak_alloc_mib);
+    row.reserved_error = err(row.peak_reserved_mib, run.peak_reserved_mib);
+    row.step_error = err(row.step_s, run.step_s);
+    s.rows.push_back(std::move(row));
+  }
+  const double n = static_cast<double>(s.rows.size());
+  for (const AccuracyRow& r : s.rows) {
+    s.alloc_mean_abs += std::abs(r.alloc_error) / n;
+    s.reserved_mean_abs += std::abs(r.reserved_error) / n;
+    s.step_mean_abs += std::abs(r.step_error) / n;
+    s.alloc_max_abs = std::max(s.alloc_max_abs, std::abs(r.alloc_error));
+    s.reserved_max_abs = std::max(s.reserved_max_abs, std::abs(r.reserved_error));
+    s.step_max_abs = std::max(s.step_max_abs, std::abs(r.step_error));
+    if (r.fits) ++s.verdicts_right;
+  }
+  return s;
+}
+
+std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,
+                             const std::string& calibration_path) {
+  std::ostringstream o;
+  o << "# Accuracy against real DeepSpeed runs\n\n";
+  o << "Generated by `dsplan accuracy --hardware " << profile.name << " --calibration "
+    << calibration_path << " --markdown docs/accuracy.md`; do not edit by hand.\n\n";
+  o << fmt::format("Hardware profile: `{}` ({}).\n\n", profile.name, profile.SourceSummary());
+  o << fmt::format(
+      "{} runs. Peak allocated memory: mean |error| {:.1f}%, max {:.1f}% (targets: mean < 3%, "
+      "every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time: mean {:.1f}%, "
+      "max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{}.\n\n",
+      s.rows.size(), 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs, 100 * s.reserved_mean_abs,
+      100 * s.reserved_max_abs, 100 * s.step_mean_abs, 100 * s.step_max_abs, s.verdicts_right,
+      s.rows.size());
+  o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
+       "err) | step s (m / p / err) | peak at |\n";
+  o << "|---|---|---|---|---|---|\n";
+  for (const AccuracyRow& r : s.rows) {
+    o << fmt::format(
+        "| {} | {} | {:.0f} / {:.0f} / {:+.1f}% | {:.0f} / {:.0f} / {:+.1f}% | {:.3f} / {:.3f} / "
+        "{:+.1f}% | {} |\n",
+        r.run.id, r.wrapper, r.run.peak_alloc_mib, r.peak_alloc_mib, 100 * r.alloc_error,
+        r.run.peak_reserved_mib, r.peak_reserved_mib, 100 * r.reserved_error, r.run.step_s,
+        r.step_s, 100 * r.step_error, r.peak_at);
+  }
+  return o.str();
+}
+
+}  // namespace dsplan

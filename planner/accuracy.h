@@ -1,0 +1,76 @@
+// Accuracy against real DeepSpeed runs: replays each run of a calibration file
+// (../shared/calibration/README.md describes the format; a copy lives in
+// tests/fixtures/calibration/) through the simulator and compares memory and time.
+//
+// `dsplan accuracy` prints the table and writes docs/accuracy.md; the calibration test asserts
+// the targets on the same rows, so the document and the test cannot drift apart.
+#ifndef DSPLAN_PLANNER_ACCURACY_H_
+#define DSPLAN_PLANNER_ACCURACY_H_
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/hardware_profile.h"
+#include "core/status.h"
+
+namespace dsplan {
+
+struct CalibrationRun {
+  std::string id;
+  std::string model;
+  nlohmann::json model_config;
+  nlohmann::json ds_config;
+  std::string attention = "sdpa";
+  int64_t micro_batch = 1;
+  int64_t seq_len = 0;        // decoder-only: tokens per sample; T5: encoder length
+  int64_t target_len = 0;     // T5: decoder length
+  bool gradient_checkpointing = false;
+  std::string optimizer_wrapper;  // what DeepSpeed chose
+  // Measured (MiB = 2^20 B; seconds).
+  double after_init_alloc_mib = 0;
+  double peak_alloc_mib = 0;
+  double peak_reserved_mib = 0;
+  double step_s = 0;
+  double host_rss_mib = 0;
+  double pinned_peak_mib = 0;
+};
+
+/// Reads a calibration JSONL file (one run per line; "record_type" lines are skipped).
+Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path);
+
+struct AccuracyRow {
+  CalibrationRun run;
+  std::string wrapper;             // the wrapper dsplan modeled
+  bool fits = false;               // dsplan's verdict (every calibration run ran, so true is right)
+  double peak_alloc_mib = 0;
+  double peak_reserved_mib = 0;
+  double step_s = 0;
+  double host_peak_mib = 0;
+  double pinned_mib = 0;
+  std::string peak_at;
+  double alloc_error = 0;          // (predicted - measured) / measured
+  double reserved_error = 0;
+  double step_error = 0;
+};
+
+struct AccuracySummary {
+  std::vector<AccuracyRow> rows;
+  double alloc_mean_abs = 0, alloc_max_abs = 0;
+  double reserved_mean_abs = 0, reserved_max_abs = 0;
+  double step_mean_abs = 0, step_max_abs = 0;
+  int verdicts_right = 0;
+};
+
+/// Simulates every run with |profile|.
+Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
+                                            const HardwareProfile& profile);
+
+/// The report as Markdown (docs/accuracy.md), naming the profile, its sources and the command.
+std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,
+                             const std::string& calibration_path);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_PLANNER_ACCURACY_H_

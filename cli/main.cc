@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
 
   CLI::App* profile_cmd = AddProfileCommand(app);
   CLI::App* accuracy_cmd = AddAccuracyCommand(app);
+  CLI::App* simulate_cmd = AddSimulateCommand(app);
 
   try {
     app.parse(argc, argv);
@@ -199,6 +200,7 @@ int main(int argc, char** argv) {
   if (*models_cmd) return RunModels(models_json);
   if (*profile_cmd) return RunProfileCommand();
   if (*accuracy_cmd) return RunAccuracyCommand();
+  if (*simulate_cmd) return RunSimulateCommand();
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
   }

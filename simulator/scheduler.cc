@@ -62,18 +62,16 @@ MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve) {
     const MemEffect* b = graph.effects_begin(id);
     const MemEffect* e = graph.effects_end(id);
     int64_t after_start = 0;
+    // Effects apply in their listed order (start effects, then end effects); the peak is checked
+    // after every allocation, so a task's transient allocations and frees sequence correctly.
     for (int phase = 0; phase < 2; ++phase) {
       const bool at_end = phase == 1;
-      bool touched[kNumMemSpaces] = {false, false, false, false};
       for (const MemEffect* x = b; x != e; ++x) {
         if (x->at_end != at_end) continue;
         const int sp = static_cast<int>(x->space);
         cur[sp][static_cast<int>(x->category)] += x->bytes;
         total[sp] += x->bytes;
-        touched[sp] = true;
-      }
-      for (int sp = 0; sp < kNumMemSpaces; ++sp) {
-        if (touched[sp] && total[sp] > m.peak[sp].bytes) {
+        if (x->bytes > 0 && total[sp] > m.peak[sp].bytes) {
           m.peak[sp].bytes = total[sp];
           m.peak[sp].task = id;
           m.peak[sp].at_end = at_end;

@@ -8,8 +8,8 @@
 // the same resource) determined each start.
 //
 // Memory: PyTorch's allocator counts bytes when the host allocates and frees, i.e. in program
-// order, so the timeline applies effects in id order (start effects, then end effects), from the
-// graph's initial state. The peak per memory space is recorded with its task and the breakdown
+// order, so the timeline applies effects in id order (each task's start effects, then its end
+// effects, each in listed order), from the graph's initial state. The peak per memory space is recorded with its task and the breakdown
 // by category at that instant.
 #ifndef DSPLAN_SIMULATOR_SCHEDULER_H_
 #define DSPLAN_SIMULATOR_SCHEDULER_H_

@@ -15,6 +15,21 @@ namespace {
 // in ../shared/calibration runs without offload (steps_host_rss_peak_mb).
 constexpr int64_t kProcessHostBytes = int64_t{2150} << 20;
 
+// PyTorch allocates a cuBLAS(Lt) workspace per (handle, stream) through its caching allocator
+// and keeps it: one for the forward thread and one for the autograd thread. Its size is 32 MiB
+// on Hopper and newer (sm90+) and 4 MiB + 8 x 16 KiB before (PyTorch's
+// CUDABlas getChosenWorkspaceSize); measured 2 x 32 MiB on the H200 (calibration).
+int64_t LibraryWorkspaceBytes(const HardwareProfile& hw) {
+  const std::string& n = hw.gpu.name;
+  const bool hopper_or_newer = n.find("H100") != std::string::npos ||
+                               n.find("H200") != std::string::npos ||
+                               n.find("H800") != std::string::npos ||
+                               n.find("B200") != std::string::npos ||
+                               n.find("B100") != std::string::npos;
+  const int64_t per_handle = hopper_or_newer ? (int64_t{32} << 20) : (int64_t{4} << 20) + 8 * (16 << 10);
+  return 2 * per_handle;
+}
+
 }  // namespace
 
 SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
@@ -38,7 +53,8 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     return Status::Internal(
         "Simulate: the context was built for another stage3_param_persistence_threshold");
   }
-  DSPLAN_ASSIGN_OR_RETURN(BuiltStep built, BuildStepGraph(w, ctx.layer_params, plan));
+  DSPLAN_ASSIGN_OR_RETURN(BuiltStep built,
+                          BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw)));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));

@@ -36,6 +36,8 @@ MemEffect Alloc(int64_t bytes, MemCategory c, bool at_end = false,
 MemEffect Free(int64_t bytes, MemCategory c, bool at_end = true, MemSpace s = MemSpace::kGpu) {
   return MemEffect{-bytes, s, c, at_end};
 }
+// A free in sequence with the task's start effects (a transient inside a multi-part task).
+MemEffect FreeNow(int64_t bytes, MemCategory c) { return Free(bytes, c, false); }
 
 // Builds one rank's step. Member functions follow DeepSpeed's phases: model states in place
 // (Initial), micro-steps (Forward, Backward with the gradient hooks), the accumulation boundary
@@ -527,11 +529,11 @@ void Builder::OptimizerStep() {
       t.elements = static_cast<double>(part_);
       t.kernels = 3 * param_tensors_ + 30;
       fx = {Alloc(4 * largest_param_, MemCategory::kTemporaries),
-            Free(4 * largest_param_, MemCategory::kTemporaries),
+            FreeNow(4 * largest_param_, MemCategory::kTemporaries),
             Alloc(comm_e_ * P_, MemCategory::kCommBuffers),
-            Free(comm_e_ * P_, MemCategory::kCommBuffers),
+            FreeNow(comm_e_ * P_, MemCategory::kCommBuffers),
             Alloc(adam_temp * part_, MemCategory::kTemporaries),
-            Free(adam_temp * part_, MemCategory::kTemporaries)};
+            FreeNow(adam_temp * part_, MemCategory::kTemporaries)};
       if (N_ > 1) {
         Task r;
         r.kind = TaskKind::kAllReduce;
@@ -551,9 +553,9 @@ void Builder::OptimizerStep() {
       t.kernels = 2 * param_tensors_ + 30;
       if (mixed) fx.push_back(Alloc(4 * P_, MemCategory::kTemporaries));
       fx.push_back(Alloc(adam_temp * P_, MemCategory::kTemporaries));
-      fx.push_back(Free(adam_temp * P_, MemCategory::kTemporaries));
-      if (mixed) fx.push_back(Free(4 * P_, MemCategory::kTemporaries));
-      fx.push_back(Free(e_ * P_, MemCategory::kGradients));
+      fx.push_back(FreeNow(adam_temp * P_, MemCategory::kTemporaries));
+      if (mixed) fx.push_back(FreeNow(4 * P_, MemCategory::kTemporaries));
+      fx.push_back(FreeNow(e_ * P_, MemCategory::kGradients));
       last_compute_ = g_.Add(t, {last_compute_}, fx);
       break;
     }
@@ -568,14 +570,14 @@ void Builder::OptimizerStep() {
         t.elements = static_cast<double>(part_);
         t.kernels = 2 * param_tensors_ / N_ + 30;
         fx = {Alloc(8 * largest_param_, MemCategory::kTemporaries),
-              Free(8 * largest_param_, MemCategory::kTemporaries),
+              FreeNow(8 * largest_param_, MemCategory::kTemporaries),
               Alloc(e_ * part_, MemCategory::kTemporaries),
               Alloc(4 * part_, MemCategory::kGradients),
-              Free(e_ * part_, MemCategory::kTemporaries),
-              Free(e_ * part_, MemCategory::kGradients),
+              FreeNow(e_ * part_, MemCategory::kTemporaries),
+              FreeNow(e_ * part_, MemCategory::kGradients),
               Alloc(adam_temp * part_, MemCategory::kTemporaries),
-              Free(adam_temp * part_, MemCategory::kTemporaries),
-              Free(4 * part_, MemCategory::kGradients)};
+              FreeNow(adam_temp * part_, MemCategory::kTemporaries),
+              FreeNow(4 * part_, MemCategory::kGradients)};
         last_compute_ = g_.Add(t, {last_compute_, last_reduce_}, fx);
       } else {
         // CPU Adam on the host partition once the gradient copies are in; the updated fp32
@@ -597,7 +599,7 @@ void Builder::OptimizerStep() {
         cast.bytes = (4.0 + e_) * part_;
         cast.kernels = 2;
         last_compute_ =
-            g_.Add(cast, {up, last_compute_}, {Free(4 * part_, MemCategory::kTemporaries)});
+            g_.Add(cast, {up, last_compute_}, {FreeNow(4 * part_, MemCategory::kTemporaries)});
       }
       partition_buffer_live_ = false;
       // all_gather_dp_groups: one all_gather_into_tensor of the 16-bit flat buffer.
@@ -631,10 +633,10 @@ void Builder::OptimizerStep() {
           prev = last_compute_ = g_.Add(
               s, {prev, last_reduce_},
               {Alloc(acc_ * n, MemCategory::kTemporaries), Alloc(4 * n, MemCategory::kGradients),
-               Free(acc_ * n, MemCategory::kTemporaries),
+               FreeNow(acc_ * n, MemCategory::kTemporaries),
                Alloc(adam_temp * n, MemCategory::kTemporaries),
-               Free(adam_temp * n, MemCategory::kTemporaries),
-               Free(4 * n, MemCategory::kGradients)});
+               FreeNow(adam_temp * n, MemCategory::kTemporaries),
+               FreeNow(4 * n, MemCategory::kGradients)});
           continue;
         }
         TaskId read = -1;

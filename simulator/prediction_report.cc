@@ -1,0 +1,184 @@
+#include "simulator/prediction_report.h"
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+
+namespace dsplan {
+namespace {
+
+nlohmann::json Breakdown(const CategoryBytes& b) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int c = 0; c < kNumMemCategories; ++c) j[MemCategoryKey(static_cast<MemCategory>(c))] = b[c];
+  return j;
+}
+
+std::string OffloadText(const Plan& p) {
+  std::string s;
+  if (p.OffloadsOptimizer()) s += fmt::format("optimizer->{}", OffloadDeviceName(p.zero.offload_optimizer.device));
+  if (p.OffloadsParams()) {
+    if (!s.empty()) s += ", ";
+    s += fmt::format("params->{}", OffloadDeviceName(p.zero.offload_param.device));
+  }
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
+  const Plan& plan = p.plan;
+  nlohmann::json j;
+  j["fits"] = p.fits;
+  j["reason"] = p.reason;
+  j["warnings"] = p.warnings;
+  j["model"] = {{"name", w.spec.name},
+                {"params", w.params},
+                {"tokens_per_micro_batch", w.tokens},
+                {"attention", AttentionImplName(w.attention)}};
+  j["plan"] = {{"stage", plan.zero.stage},
+               {"wrapper", OptimizerWrapperName(p.facts.wrapper)},
+               {"precision", PrecisionName(plan.precision)},
+               {"nodes", plan.nodes},
+               {"gpus_per_node", plan.gpus_per_node},
+               {"micro_batch", plan.micro_batch},
+               {"grad_accum", plan.grad_accum},
+               {"train_batch", plan.train_batch()},
+               {"gradient_checkpointing", plan.gradient_checkpointing},
+               {"offload_optimizer", OffloadDeviceName(plan.zero.offload_optimizer.device)},
+               {"offload_param", OffloadDeviceName(plan.zero.offload_param.device)},
+               {"reduce_bucket_size", plan.zero.reduce_bucket_size},
+               {"overlap_comm", p.facts.overlap_comm},
+               {"partition_numel", p.facts.partition_numel},
+               {"subgroups", p.facts.subgroups},
+               {"persistent_numel", p.facts.persistent_numel}};
+  j["hardware"] = {{"profile", p.profile_name}, {"sources", p.profile_sources}};
+  j["gpu"] = {{"capacity_bytes", p.gpu_capacity_bytes},
+              {"peak_allocated_bytes", p.gpu_peak_allocated_bytes},
+              {"peak_reserved_bytes", p.gpu_peak_reserved_bytes},
+              {"context_bytes", p.gpu_context_bytes},
+              {"peak_total_bytes", p.gpu_total_bytes},
+              {"peak_at", p.gpu_peak_task},
+              {"breakdown_at_peak", Breakdown(p.gpu_breakdown_at_peak)}};
+  j["host"] = {{"peak_bytes_per_node", p.host_peak_bytes_per_node},
+               {"pinned_bytes_per_node", p.host_pinned_bytes_per_node},
+               {"capacity_bytes_per_node", p.host_capacity_bytes_per_node}};
+  j["nvme"] = {{"bytes_per_node", p.nvme_bytes_per_node}};
+  const StepBreakdown& b = p.breakdown;
+  j["step"] = {{"time_s", p.step_time_s},
+               {"samples_per_s", p.samples_per_s},
+               {"tokens_per_s", p.tokens_per_s},
+               {"tflops_per_gpu", p.tflops_per_gpu},
+               {"mfu", p.mfu},
+               {"breakdown_s",
+                {{"forward", b.forward_s},
+                 {"backward", b.backward_s},
+                 {"recompute", b.recompute_s},
+                 {"optimizer", b.optimizer_s},
+                 {"exposed_comm", b.exposed_comm_s},
+                 {"offload", b.offload_s},
+                 {"nvme", b.nvme_s},
+                 {"grad_copies", b.other_s}}},
+               {"busy_s",
+                {{"compute", p.busy_s[0]},
+                 {"comm", p.busy_s[1]},
+                 {"h2d", p.busy_s[2]},
+                 {"d2h", p.busy_s[3]},
+                 {"cpu", p.busy_s[4]},
+                 {"nvme", p.busy_s[5]}}}};
+  j["bottleneck"] = p.bottleneck;
+  return j;
+}
+
+std::string PredictionText(const Prediction& p, const Workload& w) {
+  const Plan& plan = p.plan;
+  std::string o;
+  o += fmt::format("model      {} ({} parameters), {} tokens per micro-batch, attention {}\n",
+                   w.spec.name, FormatCount(static_cast<double>(w.params)), w.tokens,
+                   AttentionImplName(w.attention));
+  o += fmt::format(
+      "plan       ZeRO stage {} ({}), {}, {} node(s) x {} GPU(s), micro-batch {} x accumulation "
+      "{} = global batch {}, checkpointing {}, offload {}\n",
+      plan.zero.stage, OptimizerWrapperName(p.facts.wrapper), PrecisionName(plan.precision),
+      plan.nodes, plan.gpus_per_node, plan.micro_batch, plan.grad_accum, plan.train_batch(),
+      plan.gradient_checkpointing ? "on" : "off", OffloadText(plan));
+  o += fmt::format("hardware   {} ({})\n\n", p.profile_name, p.profile_sources);
+  o += fmt::format("verdict    {}\n", p.fits ? "fits" : "does NOT fit: " + p.reason);
+  for (const std::string& wmsg : p.warnings) o += fmt::format("warning    {}\n", wmsg);
+  o += "\nGPU memory per rank\n";
+  o += fmt::format("  peak allocated  {:>10}   (torch.cuda.max_memory_allocated), at {}\n",
+                   FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes)), p.gpu_peak_task);
+  o += fmt::format("  peak reserved   {:>10}   (torch.cuda.max_memory_reserved)\n",
+                   FormatBytes(static_cast<double>(p.gpu_peak_reserved_bytes)));
+  o += fmt::format("  + context       {:>10}   = {} of {}\n",
+                   FormatBytes(static_cast<double>(p.gpu_context_bytes)),
+                   FormatBytes(static_cast<double>(p.gpu_total_bytes)),
+                   FormatBytes(static_cast<double>(p.gpu_capacity_bytes)));
+  o += "  at the peak:\n";
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    const int64_t b = p.gpu_breakdown_at_peak[c];
+    if (b == 0) continue;
+    o += fmt::format("    {:<28}{:>10}\n", MemCategoryName(static_cast<MemCategory>(c)),
+                     FormatBytes(static_cast<double>(b)));
+  }
+  o += fmt::format("\nhost RAM per node  {} (pinned {}), of {}\n",
+                   FormatBytes(static_cast<double>(p.host_peak_bytes_per_node)),
+                   FormatBytes(static_cast<double>(p.host_pinned_bytes_per_node)),
+                   FormatBytes(static_cast<double>(p.host_capacity_bytes_per_node)));
+  if (p.nvme_bytes_per_node > 0) {
+    o += fmt::format("NVMe per node      {}\n", FormatBytes(static_cast<double>(p.nvme_bytes_per_node)));
+  }
+  const StepBreakdown& b = p.breakdown;
+  o += fmt::format(
+      "\nstep       {:.3f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU "
+      "{:.1f}%\n",
+      p.step_time_s, p.samples_per_s, p.tokens_per_s, p.tflops_per_gpu, 100 * p.mfu);
+  o += fmt::format(
+      "critical path: forward {:.3f} s, backward {:.3f} s, recompute {:.3f} s, optimizer {:.3f} "
+      "s, exposed communication {:.3f} s, offload copies {:.3f} s, NVMe {:.3f} s, gradient "
+      "copies {:.3f} s\n",
+      b.forward_s, b.backward_s, b.recompute_s, b.optimizer_s, b.exposed_comm_s, b.offload_s,
+      b.nvme_s, b.other_s);
+  o += fmt::format("bottleneck {}\n", p.bottleneck);
+  return o;
+}
+
+nlohmann::json ChromeTrace(const Prediction& p, const Workload& w) {
+  nlohmann::json events = nlohmann::json::array();
+  for (int r = 0; r < kNumResources; ++r) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", 0},
+                      {"tid", r},
+                      {"args", {{"name", ResourceName(static_cast<Resource>(r))}}}});
+  }
+  const StepGraph& g = p.graph;
+  for (TaskId id = 0; id < g.size() && id < static_cast<int>(p.schedule.start_s.size()); ++id) {
+    const Task& t = g.task(id);
+    const double dur = p.schedule.end_s[id] - p.schedule.start_s[id];
+    if (dur <= 0) continue;
+    events.push_back({{"name", TaskName(g, w, id)},
+                      {"cat", TaskKindName(t.kind)},
+                      {"ph", "X"},
+                      {"pid", 0},
+                      {"tid", static_cast<int>(t.resource)},
+                      {"ts", p.schedule.start_s[id] * 1e6},
+                      {"dur", dur * 1e6},
+                      {"args", {{"id", id}, {"bytes", t.bytes}}}});
+  }
+  // GPU memory as a counter track, in program order mapped to task start/end times.
+  for (const MemoryTimeline::Point& pt : p.memory.gpu_curve) {
+    events.push_back({{"name", "GPU allocated (GiB)"},
+                      {"ph", "C"},
+                      {"pid", 0},
+                      {"ts", p.schedule.start_s[pt.task] * 1e6},
+                      {"args", {{"GiB", pt.after_start / double(kGiB)}}}});
+    events.push_back({{"name", "GPU allocated (GiB)"},
+                      {"ph", "C"},
+                      {"pid", 0},
+                      {"ts", p.schedule.end_s[pt.task] * 1e6},
+                      {"args", {{"GiB", pt.after_end / double(kGiB)}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+}  // namespace dsplan

@@ -1,0 +1,21 @@
+// Prediction output: the JSON object of `dsplan simulate --json` (schema in docs/cli.md), the
+// readable report, and the timeline in Chrome trace format (opens in Perfetto).
+#ifndef DSPLAN_SIMULATOR_PREDICTION_REPORT_H_
+#define DSPLAN_SIMULATOR_PREDICTION_REPORT_H_
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "simulator/simulate.h"
+
+namespace dsplan {
+
+nlohmann::json PredictionToJson(const Prediction& p, const Workload& w);
+std::string PredictionText(const Prediction& p, const Workload& w);
+/// REQUIRES: |p| was simulated with keep_graph.
+nlohmann::json ChromeTrace(const Prediction& p, const Workload& w);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_SIMULATOR_PREDICTION_REPORT_H_

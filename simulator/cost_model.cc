@@ -7,6 +7,17 @@
 namespace dsplan {
 namespace {
 
+// Two properties of the software stack (PyTorch eager + transformers + DeepSpeed on the host
+// CPU), not of the GPU, so `dsplan profile` cannot measure them with dsplan's own kernels. They
+// are FITTED to the step times of ../shared/calibration (PyTorch 2.11, DeepSpeed 0.14.5, 16-core
+// Xeon host of an H200) by a grid search over the 18 runs (docs/simulator.md, "Time"):
+//  * host time per traced op: t5-large runs are host-bound (0.20 s at micro-batch 4 and 8 alike);
+//  * PyTorch's elementwise kernels reach this fraction of the profile's streaming rate (the
+//    profiler's kernel is a tuned 16-byte-vector fp32 stream; PyTorch's bf16 kernels with
+//    casts, strides and several inputs stay well below it).
+constexpr double kFrameworkOpSeconds = 35e-6;
+constexpr double kFrameworkElementwiseEfficiency = 0.6;
+
 // Interpolates a size-dependent bandwidth curve at |bytes| (log-linear between points, clamped
 // at the ends). Returns 0 when the curve has no points.
 double CurveBandwidth(const std::vector<BandwidthPoint>& points, double bytes) {
@@ -78,7 +89,8 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
 
 double CostModel::MemoryBoundSeconds(double bytes) const {
   const GpuProfile& g = profile_->gpu;
-  const double eff = g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8;
+  const double eff = kFrameworkElementwiseEfficiency *
+                    (g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8);
   const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
   return bytes / (bw * eff);
 }
@@ -118,7 +130,12 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
   }
 }
 
-double CostModel::DispatchSeconds() const { return profile_->gpu.kernel_launch_s.value; }
+double CostModel::DispatchSeconds() const {
+  // Host time per traced op of PyTorch eager training (Python, transformers' module code,
+  // the dispatcher, autograd, the launch): kFrameworkOpSeconds, never below the measured bare
+  // kernel launch.
+  return std::max(kFrameworkOpSeconds, profile_->gpu.kernel_launch_s.value);
+}
 
 LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
   LayerCost c;
@@ -226,12 +243,22 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
                               int cpu_threads) const {
   const double dispatch = DispatchSeconds();
   switch (t.kind) {
+    // A layer's kernels run no faster than the Python thread issues them. ZeRO hook work
+    // (|kernels| host operations) is serialized with the GPU: stage 3 synchronizes on each
+    // module's fetch event before the module runs.
     case TaskKind::kForward:
-      return t.layer >= 0 ? layers[t.layer].fwd_s : 0;
-    case TaskKind::kRecompute:
-      return t.layer >= 0 ? layers[t.layer].fwd_s : 0;
-    case TaskKind::kBackward:
-      return t.layer >= 0 ? layers[t.layer].bwd_s : 0;
+    case TaskKind::kRecompute: {
+      if (t.layer < 0) return 0;
+      const LayerCost& c = layers[t.layer];
+      return std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s) +
+             t.kernels * dispatch;
+    }
+    case TaskKind::kBackward: {
+      if (t.layer < 0) return 0;
+      const LayerCost& c = layers[t.layer];
+      return std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s) +
+             t.kernels * dispatch;
+    }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:
       // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the

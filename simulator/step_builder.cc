@@ -76,6 +76,11 @@ class Builder {
     return e_ * CeilDiv(Gathered(l), N_) * N_;
   }
 
+  // Host operations the ZeRO-3 module hooks add to a layer's forward or backward on the Python
+  // thread: fetch and release bookkeeping per module and per parameter (and, in backward, the
+  // per-parameter gradient hook: copy into the bucket and partition).
+  int HookOps(int l) const { return Stage3() ? 4 + 3 * lp_[l].tensors : 0; }
+
   void Initial();
   void Forward(int micro);
   void Backward(int micro);
@@ -286,8 +291,7 @@ TaskId Builder::Gather(int micro, int l) {
   t.bytes = static_cast<double>(e_ * CeilDiv(Gathered(l), N_) * N_);
   t.ranks = N_;
   t.inter_node = inter_node_;
-  // Host work per module fetch: hooks, the coordinator's bookkeeping, one split per parameter.
-  t.kernels = 4 + 2 * lp_[l].tensors;
+  t.kernels = 2;
   std::vector<MemEffect> fx = {Alloc(bytes, MemCategory::kGatheredParams)};
   if (N_ > 1 && lp_[l].tensors > 1) {
     // A coalesced gather lands in one flat buffer that is then split into the parameters.
@@ -318,6 +322,7 @@ void Builder::Forward(int micro) {
     t.kind = TaskKind::kForward;
     t.layer = l;
     t.micro_step = micro;
+    t.kernels = HookOps(l);
     std::vector<MemEffect> fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
     const bool release = Stage3() && gathered_[l] && !retained_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
@@ -363,6 +368,7 @@ void Builder::Backward(int micro) {
     if (layer.checkpointed) {
       Task r;
       r.kind = TaskKind::kRecompute;
+      r.kernels = HookOps(l);
       r.layer = l;
       r.micro_step = micro;
       recompute = last_compute_ =
@@ -373,6 +379,7 @@ void Builder::Backward(int micro) {
     t.kind = TaskKind::kBackward;
     t.layer = l;
     t.micro_step = micro;
+    t.kernels = HookOps(l);
     std::vector<MemEffect> fx;
     // Working memory of the backward: for the loss, the gradient of the logits (in their
     // dtype); for other layers, the gradients of its largest intermediate and of its input.

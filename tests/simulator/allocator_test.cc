@@ -1,0 +1,171 @@
+// The caching-allocator model (max_memory_reserved): PyTorch's rounding and segment sizes,
+// best-fit reuse, splitting and merging, and why freed medium blocks cannot serve one large
+// request. Each case is a hand-built StepGraph whose GPU effects are the requests.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+
+#include "simulator/allocator.h"
+#include "simulator/step_graph.h"
+
+namespace dsplan {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+MemEffect Alloc(int64_t bytes, MemCategory c = MemCategory::kTemporaries) {
+  return MemEffect{bytes, MemSpace::kGpu, c, false};
+}
+MemEffect Free(int64_t bytes, MemCategory c = MemCategory::kTemporaries) {
+  return MemEffect{-bytes, MemSpace::kGpu, c, false};
+}
+
+// One task per effect, in order.
+StepGraph Graph(std::initializer_list<MemEffect> effects) {
+  StepGraph g;
+  for (const MemEffect& e : effects) g.Add(Task{}, {}, {e});
+  return g;
+}
+
+AllocatorResult Once(std::initializer_list<MemEffect> effects) {
+  return SimulateCachingAllocator(Graph(effects), 1);
+}
+
+TEST(AllocatorTest, RequestsRoundUpTo512Bytes) {
+  AllocatorResult r = Once({Alloc(1)});
+  EXPECT_EQ(r.peak_allocated, 512);
+  r = Once({Alloc(513)});
+  EXPECT_EQ(r.peak_allocated, 1024);
+  r = Once({Alloc(1024)});
+  EXPECT_EQ(r.peak_allocated, 1024);
+}
+
+// Requests up to 1 MiB come from 2 MiB segments, 1-10 MiB from 20 MiB segments, larger ones
+// from a segment of their size rounded up to 2 MiB.
+TEST(AllocatorTest, SegmentSizes) {
+  EXPECT_EQ(Once({Alloc(1)}).peak_reserved, 2 * kMiB);
+  EXPECT_EQ(Once({Alloc(kMiB)}).peak_reserved, 2 * kMiB);
+  EXPECT_EQ(Once({Alloc(kMiB + 1)}).peak_reserved, 20 * kMiB);
+  EXPECT_EQ(Once({Alloc(kMiB + 1)}).peak_allocated, kMiB + 512);
+  EXPECT_EQ(Once({Alloc(10 * kMiB - 512)}).peak_reserved, 20 * kMiB);
+  EXPECT_EQ(Once({Alloc(10 * kMiB)}).peak_reserved, 10 * kMiB);
+  EXPECT_EQ(Once({Alloc(11 * kMiB + 1)}).peak_reserved, 12 * kMiB);
+  EXPECT_EQ(Once({Alloc(100 * kMiB)}).peak_reserved, 100 * kMiB);
+}
+
+// Small requests split a 2 MiB segment: two 1 MiB requests share one.
+TEST(AllocatorTest, SmallRequestsShareASegment) {
+  const AllocatorResult r = Once({Alloc(kMiB), Alloc(kMiB, MemCategory::kActivations)});
+  EXPECT_EQ(r.peak_reserved, 2 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 2 * kMiB);
+  // A third needs a second segment.
+  EXPECT_EQ(Once({Alloc(kMiB), Alloc(kMiB, MemCategory::kActivations),
+                  Alloc(kMiB, MemCategory::kGradients)})
+                .peak_reserved,
+            4 * kMiB);
+}
+
+// Small and large pools are separate: a free 20 MiB segment does not serve a small request.
+TEST(AllocatorTest, SmallAndLargePoolsAreSeparate) {
+  const AllocatorResult r = Once({Alloc(5 * kMiB), Free(5 * kMiB), Alloc(4096)});
+  EXPECT_EQ(r.peak_reserved, 22 * kMiB);
+}
+
+// Best fit: with free blocks of 30 and 50 MiB, a 28 MiB request takes the 30, so a later 45 MiB
+// request still finds the 50 and nothing new is reserved.
+TEST(AllocatorTest, BestFitReuse) {
+  const AllocatorResult r =
+      Once({Alloc(30 * kMiB), Alloc(50 * kMiB), Alloc(40 * kMiB), Free(30 * kMiB),
+            Free(50 * kMiB), Alloc(28 * kMiB), Alloc(45 * kMiB)});
+  EXPECT_EQ(r.peak_reserved, 120 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 120 * kMiB);
+  // (First or worst fit would put the 28 MiB in the 50 MiB block and reserve a new 46 MiB
+  // segment for the 45.) In the other order both requests fit as well.
+  const AllocatorResult s = Once({Alloc(30 * kMiB), Alloc(50 * kMiB), Free(30 * kMiB),
+                                  Free(50 * kMiB), Alloc(45 * kMiB), Alloc(28 * kMiB)});
+  EXPECT_EQ(s.peak_reserved, 80 * kMiB);
+}
+
+// Split and merge: four 5 MiB requests split one 20 MiB segment; once all are freed, the
+// neighbours merge back and serve a 20 MiB request without a new segment, whichever order the
+// blocks are freed in.
+TEST(AllocatorTest, SplitThenMergeForward) {
+  // Frees release the most recent block of the same category and size: here 3, 2, 1, 0.
+  const AllocatorResult r =
+      Once({Alloc(5 * kMiB), Alloc(5 * kMiB), Alloc(5 * kMiB), Alloc(5 * kMiB), Free(5 * kMiB),
+            Free(5 * kMiB), Free(5 * kMiB), Free(5 * kMiB), Alloc(20 * kMiB)});
+  EXPECT_EQ(r.peak_reserved, 20 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 20 * kMiB);
+}
+
+TEST(AllocatorTest, SplitThenMergeBackward) {
+  // Distinct categories free the blocks in address order 0, 1, 2, 3.
+  using C = MemCategory;
+  const AllocatorResult r = Once(
+      {Alloc(5 * kMiB, C::kActivations), Alloc(5 * kMiB, C::kGradients),
+       Alloc(5 * kMiB, C::kCommBuffers), Alloc(5 * kMiB, C::kTemporaries),
+       Free(5 * kMiB, C::kActivations), Free(5 * kMiB, C::kGradients),
+       Free(5 * kMiB, C::kCommBuffers), Free(5 * kMiB, C::kTemporaries), Alloc(20 * kMiB)});
+  EXPECT_EQ(r.peak_reserved, 20 * kMiB);
+}
+
+// Without the last free, the three merged blocks (15 MiB) cannot hold 20 MiB: a new segment.
+TEST(AllocatorTest, PartialMergeIsNotEnough) {
+  const AllocatorResult r =
+      Once({Alloc(5 * kMiB), Alloc(5 * kMiB), Alloc(5 * kMiB),
+            Alloc(5 * kMiB, MemCategory::kActivations), Free(5 * kMiB), Free(5 * kMiB),
+            Free(5 * kMiB), Alloc(20 * kMiB)});
+  EXPECT_EQ(r.peak_reserved, 40 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 25 * kMiB);
+}
+
+// Memory freed as many medium blocks (two 20 MiB segments of 5 MiB blocks, as activations are)
+// cannot serve one 40 MiB request (a flat gradient copy): reserved grows to 80 MiB although at
+// most 40 MiB is ever allocated.
+TEST(AllocatorTest, FreedMediumBlocksCannotServeOneLargerRequest) {
+  StepGraph g;
+  for (int i = 0; i < 8; ++i) g.Add(Task{}, {}, {Alloc(5 * kMiB, MemCategory::kActivations)});
+  for (int i = 0; i < 8; ++i) g.Add(Task{}, {}, {Free(5 * kMiB, MemCategory::kActivations)});
+  g.Add(Task{}, {}, {Alloc(40 * kMiB, MemCategory::kGradients)});
+  g.Add(Task{}, {}, {Free(40 * kMiB, MemCategory::kGradients)});
+  const AllocatorResult r = SimulateCachingAllocator(g, 1);
+  EXPECT_EQ(r.peak_allocated, 40 * kMiB);
+  EXPECT_EQ(r.peak_reserved, 80 * kMiB);
+  // A second iteration reuses the cached segments: nothing more is reserved.
+  const AllocatorResult r2 = SimulateCachingAllocator(g, 2);
+  EXPECT_EQ(r2.peak_reserved, 80 * kMiB);
+  EXPECT_EQ(r2.peak_allocated, 40 * kMiB);
+}
+
+// The initial GPU state is one block per category, present before the first effect.
+TEST(AllocatorTest, InitialStateIsOneBlockPerCategory) {
+  StepGraph g;
+  g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kParams16)] =
+      100 * kMiB;
+  g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kContext)] =
+      64 * kMiB;
+  g.initial[static_cast<int>(MemSpace::kPinnedHost)][static_cast<int>(MemCategory::kMaster)] =
+      1000 * kMiB;  // not GPU: ignored
+  g.Add(Task{}, {}, {Alloc(30 * kMiB)});
+  g.Add(Task{}, {}, {Free(30 * kMiB)});
+  const AllocatorResult r = SimulateCachingAllocator(g, 2);
+  EXPECT_EQ(r.peak_reserved, 194 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 194 * kMiB);
+}
+
+// A free larger than any single live block of its size releases the category's most recent
+// blocks until covered (all parameter gradients freed at the step).
+TEST(AllocatorTest, CategoryWideFree) {
+  StepGraph g;
+  g.Add(Task{}, {}, {Alloc(30 * kMiB, MemCategory::kGradients)});
+  g.Add(Task{}, {}, {Alloc(20 * kMiB, MemCategory::kGradients)});
+  g.Add(Task{}, {}, {Free(50 * kMiB, MemCategory::kGradients)});
+  g.Add(Task{}, {}, {Alloc(30 * kMiB, MemCategory::kActivations)});
+  g.Add(Task{}, {}, {Alloc(20 * kMiB, MemCategory::kActivations)});
+  const AllocatorResult r = SimulateCachingAllocator(g, 1);
+  EXPECT_EQ(r.peak_reserved, 50 * kMiB);
+  EXPECT_EQ(r.peak_allocated, 50 * kMiB);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -1,0 +1,322 @@
+// BuildStepGraph on a small catalog model (gpt2) with plans built in code: where ZeRO puts the
+// model states per stage and offload option (the initial state, against byte counts derived from
+// the parameter count Psi), and which tasks each stage issues per micro-step.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "core/model_catalog.h"
+#include "simulator/step_builder.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+constexpr int kGpu = static_cast<int>(MemSpace::kGpu);
+constexpr int kPinned = static_cast<int>(MemSpace::kPinnedHost);
+constexpr int kPageable = static_cast<int>(MemSpace::kPageableHost);
+constexpr int kNvme = static_cast<int>(MemSpace::kNvme);
+int C(MemCategory c) { return static_cast<int>(c); }
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class StepBuilderTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    auto psi = CountParameters(*spec);
+    ASSERT_TRUE(psi.ok());
+    psi_ = *psi;
+    for (bool gc : {false, true}) {
+      WorkloadOptions o;
+      o.micro_batch = 1;
+      o.seq_len = 128;
+      o.gradient_checkpointing = gc;
+      auto w = BuildWorkload(*spec, o);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      (gc ? w_gc_ : w_) = new Workload(std::move(*w));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete w_;
+    delete w_gc_;
+    w_ = w_gc_ = nullptr;
+  }
+
+  static Plan MakePlan(int stage, int gpus, Precision precision = Precision::kBf16) {
+    Plan p;
+    p.gpus_per_node = gpus;
+    p.micro_batch = 1;
+    p.grad_accum = 1;
+    p.precision = precision;
+    p.optimizer = OptimizerType::kAdamW;
+    p.zero.stage = stage;
+    p.seq_len = 128;
+    return p;
+  }
+
+  static BuiltStep Build(const Plan& plan, bool gc = false) {
+    const Workload& w = gc ? *w_gc_ : *w_;
+    const int64_t threshold =
+        plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+    auto built = BuildStepGraph(w, ComputeLayerParams(w, threshold), plan);
+    EXPECT_TRUE(built.ok()) << built.status().ToString();
+    return built.ok() ? std::move(*built) : BuiltStep{};
+  }
+
+  static int64_t Init(const BuiltStep& b, int space, MemCategory c) {
+    return b.graph.initial[space][C(c)];
+  }
+  static int64_t InitTotal(const BuiltStep& b, int space) {
+    int64_t t = 0;
+    for (int64_t x : b.graph.initial[space]) t += x;
+    return t;
+  }
+  // Tasks of |kind| in |micro| (-2: any).
+  static int Count(const BuiltStep& b, TaskKind kind, int micro = -2) {
+    int n = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == kind && (micro == -2 || t.micro_step == micro)) ++n;
+    }
+    return n;
+  }
+  static double SumBytes(const BuiltStep& b, TaskKind kind, int micro) {
+    double s = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == kind && t.micro_step == micro) s += t.bytes;
+    }
+    return s;
+  }
+
+  static inline int64_t psi_ = 0;
+  static inline Workload* w_ = nullptr;
+  static inline Workload* w_gc_ = nullptr;
+};
+
+TEST_F(StepBuilderTest, ParameterCountIsGpt2s) {
+  EXPECT_EQ(psi_, 124'439'808);  // transformers' count for openai-community/gpt2
+  EXPECT_EQ(w_->params, psi_);
+  EXPECT_EQ(Build(MakePlan(2, 4)).facts.params, psi_);
+  EXPECT_EQ(Build(MakePlan(2, 4)).facts.partition_numel, CeilDiv(psi_, 4));
+}
+
+// Stages 1-3: per-GPU fp32 master (4 B) and Adam states (8 B) fall as 1/N; stages 1 and 2 keep
+// the full 16-bit parameters, stage 3 keeps 2 B x Psi/N.
+TEST_F(StepBuilderTest, OptimizerStatesAndMasterPartitionOneOverN) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    for (int n : {1, 4}) {
+      SCOPED_TRACE(n);
+      const BuiltStep b = Build(MakePlan(stage, n));
+      const int64_t part = CeilDiv(psi_, n);
+      EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 8 * part);
+      EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 4 * part);
+      EXPECT_EQ(Init(b, kGpu, MemCategory::kParams16), stage == 3 ? 2 * part : 2 * psi_);
+      EXPECT_EQ(InitTotal(b, kPinned) + InitTotal(b, kPageable) + InitTotal(b, kNvme), 0);
+    }
+    const BuiltStep one = Build(MakePlan(stage, 1));
+    const BuiltStep four = Build(MakePlan(stage, 4));
+    // Psi = 124439808 is a multiple of 4, so the 1/N is exact.
+    ASSERT_EQ(psi_ % 4, 0);
+    EXPECT_EQ(4 * Init(four, kGpu, MemCategory::kOptimizerStates),
+              Init(one, kGpu, MemCategory::kOptimizerStates));
+    EXPECT_EQ(4 * Init(four, kGpu, MemCategory::kMaster), Init(one, kGpu, MemCategory::kMaster));
+  }
+}
+
+// Stage 0 does not partition: FP16_Optimizer (fp16) keeps the full fp32 master and Adam states
+// on every GPU. (bf16 at stage 0 is BF16_Optimizer, which does shard its fp32 states, but keeps
+// the full 16-bit parameters and fp32 gradients.)
+TEST_F(StepBuilderTest, StageZeroDoesNotPartition) {
+  for (int n : {1, 4}) {
+    const BuiltStep b = Build(MakePlan(0, n, Precision::kFp16));
+    EXPECT_EQ(b.facts.wrapper, OptimizerWrapper::kFp16Optimizer);
+    EXPECT_EQ(Init(b, kGpu, MemCategory::kParams16), 2 * psi_);
+    EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 4 * psi_);
+    EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 8 * psi_);
+  }
+  const BuiltStep bf = Build(MakePlan(0, 4));
+  EXPECT_EQ(bf.facts.wrapper, OptimizerWrapper::kBf16Optimizer);
+  EXPECT_EQ(Init(bf, kGpu, MemCategory::kParams16), 2 * psi_);
+  // fp32 gradient accumulation buffer (4 Psi) + the previous step's bf16 grads (2 Psi).
+  EXPECT_EQ(Init(bf, kGpu, MemCategory::kGradients), 6 * psi_);
+}
+
+// offload_optimizer = cpu: no master or optimizer states on the GPU; stage 1/2 keep the fp32
+// master pinned and the Adam states pageable, stage 3 both pageable (without pin_memory).
+TEST_F(StepBuilderTest, CpuOffloadMovesMasterAndStatesToTheHost) {
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    Plan p = MakePlan(stage, 4);
+    p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    const BuiltStep b = Build(p);
+    const int64_t part = CeilDiv(psi_, 4);
+    EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 0);
+    EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 0);
+    EXPECT_EQ(Init(b, kPageable, MemCategory::kOptimizerStates), 8 * part);
+    if (stage < 3) {
+      EXPECT_EQ(Init(b, kPinned, MemCategory::kMaster), 4 * part);
+      EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 0);
+      EXPECT_EQ(Init(b, kGpu, MemCategory::kParams16), 2 * psi_);
+    } else {
+      EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 4 * part);
+      EXPECT_EQ(Init(b, kGpu, MemCategory::kParams16), 2 * part);
+    }
+    EXPECT_EQ(InitTotal(b, kNvme), 0);
+  }
+}
+
+// Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
+// persistent parameters (at most the threshold each) keep a GPU partition.
+TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {
+  Plan p = MakePlan(3, 4);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_param.device = OffloadDevice::kCpu;
+  const BuiltStep b = Build(p);
+  const int64_t part = CeilDiv(psi_, 4);
+  EXPECT_EQ(Init(b, kPinned, MemCategory::kParams16), 2 * part);
+  EXPECT_EQ(Init(b, kGpu, MemCategory::kParams16), 2 * CeilDiv(b.facts.persistent_numel, 4));
+  EXPECT_LT(Init(b, kGpu, MemCategory::kParams16), 2 * part / 10);
+}
+
+// NVMe (ZeRO-Infinity): fp32 master, Adam states and fp32 gradients of the partition on the
+// drive: (4 + 8 + 4) Psi/N; with offload_param = nvme the partitions beyond max_in_cpu too.
+TEST_F(StepBuilderTest, NvmeOffloadPutsSixteenBytesPerPartitionElementOnTheDrive) {
+  Plan p = MakePlan(3, 4);
+  p.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  p.zero.offload_optimizer.nvme_path = "/local_nvme";
+  const int64_t part = CeilDiv(psi_, 4);
+  BuiltStep b = Build(p);
+  EXPECT_EQ(InitTotal(b, kNvme), 16 * part);
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kOptimizerStates), 8 * part);
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kMaster), 4 * part);
+  EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 0);
+  EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 0);
+
+  p.zero.offload_param.device = OffloadDevice::kNvme;
+  p.zero.offload_param.nvme_path = "/local_nvme";
+  p.zero.offload_param.max_in_cpu = 1'000'000;
+  b = Build(p);
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * (part - 1'000'000));
+  EXPECT_EQ(InitTotal(b, kNvme), 16 * part + 2 * (part - 1'000'000));
+  // The pinned parameter buffer pool: buffer_count x buffer_size 16-bit elements.
+  EXPECT_GE(Init(b, kPinned, MemCategory::kCommBuffers),
+            2 * p.zero.offload_param.buffer_count * p.zero.offload_param.buffer_size);
+}
+
+// Gradient accumulation: GAS = 4 gives four micro-steps, each with a forward of every layer,
+// and one optimizer step.
+TEST_F(StepBuilderTest, GradientAccumulationRepeatsMicroSteps) {
+  Plan p = MakePlan(2, 4);
+  p.grad_accum = 4;
+  const BuiltStep b = Build(p);
+  const int layers = static_cast<int>(w_->layers.size());
+  EXPECT_EQ(Count(b, TaskKind::kForward), 4 * layers);
+  EXPECT_EQ(Count(b, TaskKind::kBackward), 4 * layers);
+  for (int m = 0; m < 4; ++m) EXPECT_EQ(Count(b, TaskKind::kForward, m), layers) << m;
+  EXPECT_EQ(Count(b, TaskKind::kForward, 4), 0);
+  EXPECT_EQ(Count(b, TaskKind::kGpuOptimizer), 1);
+}
+
+// Stage 2 reduces in the backward hooks every micro-step; stage 1 without overlap_comm reduces
+// only at the accumulation boundary. Either way each reduction pass covers every gradient once:
+// 2 bytes x Psi (bf16) in all-reduce messages.
+TEST_F(StepBuilderTest, StageTwoReducesEveryMicroStepStageOneOnlyAtTheBoundary) {
+  for (int stage : {1, 2}) {
+    Plan p = MakePlan(stage, 4);
+    p.grad_accum = 4;
+    ASSERT_FALSE(p.zero.OverlapComm());
+    const BuiltStep b = Build(p);
+    for (int m = 0; m < 4; ++m) {
+      SCOPED_TRACE(testing::Message() << "stage " << stage << " micro " << m);
+      const bool reduces = stage == 2 || m == 3;
+      if (reduces) {
+        EXPECT_GT(Count(b, TaskKind::kAllReduce, m), 0);
+        EXPECT_DOUBLE_EQ(SumBytes(b, TaskKind::kAllReduce, m), 2.0 * psi_);
+      } else {
+        EXPECT_EQ(Count(b, TaskKind::kAllReduce, m), 0);
+      }
+    }
+    // No reduce-scatter below stage 3; the post-step all-gather of the 16-bit partitions.
+    EXPECT_EQ(Count(b, TaskKind::kReduceScatter), 0);
+    EXPECT_EQ(Count(b, TaskKind::kAllGather), 1);
+  }
+}
+
+// One GPU: nothing to reduce across ranks at stage 0.
+TEST_F(StepBuilderTest, StageZeroOnOneGpuHasNoCollectives) {
+  const BuiltStep b = Build(MakePlan(0, 1, Precision::kFp16));
+  EXPECT_EQ(Count(b, TaskKind::kAllReduce) + Count(b, TaskKind::kAllGather) +
+                Count(b, TaskKind::kReduceScatter),
+            0);
+}
+
+// Stage 3 gathers parameters per layer in forward and backward and reduce-scatters gradients
+// (2 B x Psi per micro-step in messages).
+TEST_F(StepBuilderTest, StageThreeGathersAndReduceScatters) {
+  Plan p = MakePlan(3, 4);
+  p.grad_accum = 2;
+  const BuiltStep b = Build(p);
+  for (int m = 0; m < 2; ++m) {
+    EXPECT_GT(Count(b, TaskKind::kAllGather, m), 0);
+    EXPECT_GT(Count(b, TaskKind::kReduceScatter, m), 0);
+    EXPECT_DOUBLE_EQ(SumBytes(b, TaskKind::kReduceScatter, m), 2.0 * psi_);
+  }
+  // Every gathered layer is gathered at least once in forward and once in backward.
+  int gathered_layers = 0;
+  for (const Layer& l : w_->layers) gathered_layers += l.params > 0;
+  EXPECT_GE(Count(b, TaskKind::kAllGather, 0), gathered_layers / 2);
+  EXPECT_EQ(b.facts.wrapper, OptimizerWrapper::kZero3);
+}
+
+// Gradient checkpointing: one recompute per checkpointed layer per micro-step, none without.
+TEST_F(StepBuilderTest, CheckpointingAddsRecomputeTasks) {
+  Plan p = MakePlan(2, 4);
+  p.grad_accum = 2;
+  EXPECT_EQ(Count(Build(p), TaskKind::kRecompute), 0);
+  p.gradient_checkpointing = true;
+  int checkpointed = 0;
+  for (const Layer& l : w_gc_->layers) checkpointed += l.checkpointed;
+  EXPECT_EQ(checkpointed, 12);  // gpt2's 12 blocks
+  const BuiltStep b = Build(p, true);
+  EXPECT_EQ(Count(b, TaskKind::kRecompute), 2 * checkpointed);
+  EXPECT_EQ(Count(b, TaskKind::kRecompute, 0), checkpointed);
+}
+
+// Program order: every dependency points to an earlier task.
+TEST_F(StepBuilderTest, DependenciesPointBackwards) {
+  for (int stage : {0, 1, 2, 3}) {
+    Plan p = MakePlan(stage, 4);
+    p.grad_accum = 2;
+    const BuiltStep b = Build(p);
+    for (TaskId id = 0; id < b.graph.size(); ++id) {
+      for (const TaskId* d = b.graph.deps_begin(id); d != b.graph.deps_end(id); ++d) {
+        EXPECT_LT(*d, id) << "stage " << stage << " task " << id;
+      }
+    }
+  }
+}
+
+// A steady-state step ends where it started on the GPU: everything allocated during the step
+// is freed by its end (no leak in the effects).
+TEST_F(StepBuilderTest, StepEndsWhereItStarted) {
+  for (int stage : {1, 2, 3}) {
+    for (int gas : {1, 3}) {
+      SCOPED_TRACE(testing::Message() << "stage " << stage << " gas " << gas);
+      Plan p = MakePlan(stage, 4);
+      p.grad_accum = gas;
+      const BuiltStep b = Build(p);
+      int64_t delta = 0;
+      for (TaskId id = 0; id < b.graph.size(); ++id) {
+        for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+          if (e->space == MemSpace::kGpu) delta += e->bytes;
+        }
+      }
+      EXPECT_EQ(delta, 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/estimate_command.h"
 #include "cli/profile_command.h"
 #include "cli/sim_commands.h"
 #include "core/model_catalog.h"
@@ -183,6 +184,7 @@ int main(int argc, char** argv) {
   CLI::App* profile_cmd = AddProfileCommand(app);
   CLI::App* accuracy_cmd = AddAccuracyCommand(app);
   CLI::App* simulate_cmd = AddSimulateCommand(app);
+  CLI::App* estimate_cmd = AddEstimateCommand(app);
 
   try {
     app.parse(argc, argv);
@@ -201,6 +203,7 @@ int main(int argc, char** argv) {
   if (*profile_cmd) return RunProfileCommand();
   if (*accuracy_cmd) return RunAccuracyCommand();
   if (*simulate_cmd) return RunSimulateCommand();
+  if (*estimate_cmd) return RunEstimateCommand();
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
   }

@@ -1,0 +1,308 @@
+#include "cli/estimate_command.h"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "core/plan.h"
+#include "core/status.h"
+#include "core/units.h"
+#include "simulator/estimator.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+struct EstimateFlags {
+  std::string model;
+  std::optional<int64_t> params;
+  std::optional<int64_t> largest_layer_params;
+  int gpus = 1;
+  int nodes = 1;
+  std::string hardware;
+  std::optional<int64_t> seq_len;
+  int64_t micro_batch = 1;
+  bool json = false;
+} g_est;
+
+int Fail(const Status& s) {
+  fmt::print(stderr, "dsplan: error: {}\n", s.message());
+  return s.code() == Status::Code::kInternal ? 1 : 2;
+}
+
+// The rows: every stage with the offload options DeepSpeed's estimators cover (stage 1 has no
+// DeepSpeed estimator; stage 3 offload_param needs offload_optimizer in the estimator).
+struct RowSpec {
+  int stage;
+  OffloadDevice offload_optimizer;
+  OffloadDevice offload_param;
+};
+constexpr RowSpec kRows[] = {
+    {0, OffloadDevice::kNone, OffloadDevice::kNone},
+    {1, OffloadDevice::kNone, OffloadDevice::kNone},
+    {1, OffloadDevice::kCpu, OffloadDevice::kNone},
+    {2, OffloadDevice::kNone, OffloadDevice::kNone},
+    {2, OffloadDevice::kCpu, OffloadDevice::kNone},
+    {3, OffloadDevice::kNone, OffloadDevice::kNone},
+    {3, OffloadDevice::kCpu, OffloadDevice::kNone},
+    {3, OffloadDevice::kCpu, OffloadDevice::kCpu},
+};
+
+struct Row {
+  RowSpec spec;
+  int64_t paper = 0;
+  std::optional<DeepSpeedEstimate> ds;  // none: DeepSpeed has no estimator for the row
+  // dsplan's prediction (with a model).
+  bool simulated = false;
+  int64_t peak_bytes = 0;        // reserved + context (what nvidia-smi shows)
+  int64_t peak_allocated = 0;    // torch.cuda.max_memory_allocated
+  int64_t host_bytes_per_node = 0;
+  bool fits = true;
+};
+
+std::optional<DeepSpeedEstimate> DeepSpeedRow(const RowSpec& r, int64_t params, int64_t largest,
+                                              int gpus, int nodes) {
+  const bool off_opt = r.offload_optimizer != OffloadDevice::kNone;
+  const bool off_par = r.offload_param != OffloadDevice::kNone;
+  if (r.stage == 2) return EstimateZero2ModelStates(params, gpus, nodes, off_opt);
+  if (r.stage == 3) {
+    return EstimateZero3ModelStates(params, largest, gpus, nodes, off_opt, off_par,
+                                    /*zero_init=*/true);
+  }
+  return std::nullopt;
+}
+
+// The default configuration dsplan simulates for a row: DeepSpeed's code defaults with bf16,
+// AdamW (DeepSpeedCPUAdam when offloaded), micro-batch |micro|, no accumulation.
+Plan RowPlan(const RowSpec& r, const EstimateFlags& f, int64_t seq_len, int64_t target_len) {
+  Plan p;
+  p.nodes = f.nodes;
+  p.gpus_per_node = f.gpus;
+  p.micro_batch = f.micro_batch;
+  p.grad_accum = 1;
+  p.precision = Precision::kBf16;
+  p.optimizer = OptimizerType::kAdamW;
+  p.zero.stage = r.stage;
+  p.zero.offload_optimizer.device = r.offload_optimizer;
+  p.zero.offload_param.device = r.offload_param;
+  p.seq_len = seq_len;
+  p.target_len = target_len;
+  return p;
+}
+
+std::string Gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int64_t{1} << 30)); }
+
+}  // namespace
+
+CLI::App* AddEstimateCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "estimate",
+      "Model-state memory per ZeRO stage and offload: the ZeRO paper, DeepSpeed's estimator, "
+      "and dsplan's full prediction");
+  cmd->add_option("--model", g_est.model, "Catalog name (dsplan models) or path to a HF config.json");
+  cmd->add_option("--params", g_est.params, "A bare parameter count instead of a model");
+  cmd->add_option("--largest-layer-params", g_est.largest_layer_params,
+                  "With --params: the largest module's own parameters (DeepSpeed's ZeRO-3 "
+                  "estimator term; default 0)");
+  cmd->add_option("--gpus", g_est.gpus, "GPUs per node")->capture_default_str();
+  cmd->add_option("--nodes", g_est.nodes, "Nodes")->capture_default_str();
+  cmd->add_option("--hardware", g_est.hardware,
+                  "Hardware profile for dsplan's prediction (name or YAML). Default: "
+                  "h200-measured when present, else h200-sxm");
+  cmd->add_option("--seq-len", g_est.seq_len,
+                  "Tokens per sample for dsplan's prediction (default: 512 for T5 and BERT, "
+                  "else 1024 capped at a learned position table)");
+  cmd->add_option("--micro-batch", g_est.micro_batch, "Micro-batch for dsplan's prediction")
+      ->capture_default_str();
+  cmd->add_flag("--json", g_est.json, "Machine-readable output");
+  return cmd;
+}
+
+int RunEstimateCommand() {
+  const EstimateFlags& f = g_est;
+  if (f.gpus < 1 || f.nodes < 1) {
+    return Fail(Status::InvalidArgument(fmt::format(
+        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
+        f.nodes)));
+  }
+  if (f.model.empty() == !f.params.has_value()) {
+    return Fail(Status::InvalidArgument(
+        "give either --model (a catalog name or HF config.json) or --params (a parameter "
+        "count), not both or neither"));
+  }
+  if (f.params && *f.params <= 0) {
+    return Fail(Status::InvalidArgument(
+        fmt::format("--params must be a positive parameter count, got {}", *f.params)));
+  }
+  if (f.largest_layer_params && (*f.largest_layer_params < 0 || !f.params)) {
+    return Fail(Status::InvalidArgument(
+        "--largest-layer-params needs --params and must be >= 0 (with --model it is derived)"));
+  }
+  if (f.micro_batch < 1) {
+    return Fail(Status::InvalidArgument(
+        fmt::format("--micro-batch must be a positive integer, got {}", f.micro_batch)));
+  }
+  const int total_gpus = f.gpus * f.nodes;
+
+  int64_t params = f.params.value_or(0);
+  int64_t largest = f.largest_layer_params.value_or(0);
+  std::optional<Workload> w;
+  std::optional<HardwareProfile> profile;
+  int64_t seq_len = 0, target_len = 0;
+  if (!f.model.empty()) {
+    auto spec = LoadModel(f.model, DataDir());
+    if (!spec.ok()) return Fail(spec.status());
+    if (f.seq_len) {
+      seq_len = *f.seq_len;
+    } else if (spec->family == Family::kT5 || spec->family == Family::kBert) {
+      seq_len = 512;
+    } else {
+      seq_len = 1024;
+      if ((spec->family == Family::kGpt2 || spec->family == Family::kOpt) &&
+          spec->max_positions > 0 && spec->max_positions < seq_len) {
+        seq_len = spec->max_positions;
+      }
+    }
+    target_len = spec->encoder_decoder() ? 128 : 0;
+    WorkloadOptions o;
+    o.micro_batch = f.micro_batch;
+    o.seq_len = seq_len;
+    o.target_len = target_len;
+    o.precision = Precision::kBf16;
+    auto built = BuildWorkload(*spec, o);
+    if (!built.ok()) return Fail(built.status());
+    w = std::move(*built);
+    params = w->params;
+    largest = LargestModuleParams(*w);
+    std::string hw = f.hardware;
+    if (hw.empty()) {
+      hw = "h200-sxm";
+      auto names = ListHardwareProfiles(DataDir());
+      if (names.ok()) {
+        for (const std::string& n : *names) {
+          if (n == "h200-measured") hw = n;
+        }
+      }
+    }
+    auto p = FindHardwareProfile(hw, DataDir());
+    if (!p.ok()) return Fail(p.status());
+    profile = std::move(*p);
+  }
+
+  std::vector<Row> rows;
+  // One context per persistence threshold: stages 0-2 use none, stage 3 DeepSpeed's default.
+  std::optional<SimulationContext> ctx012, ctx3;
+  const int64_t threshold3 = ZeroConfig{}.stage3_param_persistence_threshold;
+  for (const RowSpec& rs : kRows) {
+    Row r;
+    r.spec = rs;
+    r.paper = ZeroPaperBytesPerGpu(rs.stage, params, total_gpus, rs.offload_optimizer,
+                                   rs.offload_param);
+    r.ds = DeepSpeedRow(rs, params, largest, f.gpus, f.nodes);
+    if (w) {
+      std::optional<SimulationContext>& ctx = rs.stage == 3 ? ctx3 : ctx012;
+      if (!ctx) {
+        ctx = MakeSimulationContext(*w, *profile, Precision::kBf16,
+                                    rs.stage == 3 ? threshold3 : 0);
+      }
+      auto pred = Simulate(*ctx, RowPlan(rs, f, seq_len, target_len));
+      if (!pred.ok()) return Fail(pred.status());
+      r.simulated = true;
+      r.peak_bytes = pred->gpu_total_bytes;
+      r.peak_allocated = pred->gpu_peak_allocated_bytes;
+      r.host_bytes_per_node = pred->host_peak_bytes_per_node;
+      r.fits = pred->fits;
+    }
+    rows.push_back(r);
+  }
+
+  if (f.json) {
+    nlohmann::json out;
+    if (!f.model.empty()) out["model"] = f.model;
+    out["params"] = params;
+    out["largest_layer_params"] = largest;
+    out["gpus"] = f.gpus;
+    out["nodes"] = f.nodes;
+    out["total_gpus"] = total_gpus;
+    if (profile) {
+      out["hardware"] = profile->name;
+      out["hardware_sources"] = profile->SourceSummary();
+      out["dsplan_config"] = {{"precision", "bf16"},   {"optimizer", "adamw"},
+                              {"micro_batch", f.micro_batch}, {"grad_accum", 1},
+                              {"seq_len", seq_len},    {"target_len", target_len}};
+    }
+    nlohmann::json jrows = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json j = {{"stage", r.spec.stage},
+                          {"offload_optimizer", OffloadDeviceName(r.spec.offload_optimizer)},
+                          {"offload_param", OffloadDeviceName(r.spec.offload_param)},
+                          {"paper_bytes_per_gpu", r.paper}};
+      // null: DeepSpeed has no estimator for stages 0 and 1.
+      j["deepspeed_estimator_gpu_bytes"] =
+          r.ds ? nlohmann::json(r.ds->gpu_bytes) : nlohmann::json(nullptr);
+      j["deepspeed_estimator_cpu_bytes"] =
+          r.ds ? nlohmann::json(r.ds->cpu_bytes) : nlohmann::json(nullptr);
+      if (r.simulated) {
+        j["dsplan_peak_bytes_per_gpu"] = r.peak_bytes;
+        j["dsplan_peak_allocated_bytes_per_gpu"] = r.peak_allocated;
+        j["dsplan_host_bytes_per_node"] = r.host_bytes_per_node;
+        j["dsplan_fits"] = r.fits;
+      }
+      jrows.push_back(std::move(j));
+    }
+    out["rows"] = std::move(jrows);
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+
+  fmt::print("Model states for {} on {} node(s) x {} GPU(s)\n",
+             f.model.empty() ? fmt::format("{} parameters", params)
+                             : fmt::format("{} ({} parameters)", f.model, params),
+             f.nodes, f.gpus);
+  fmt::print("largest layer: {} parameters{}\n", largest,
+             f.model.empty() && !f.largest_layer_params ? " (unknown: pass --largest-layer-params)"
+                                                        : "");
+  if (profile) {
+    fmt::print("dsplan: bf16, AdamW, micro-batch {}, seq {}{}, DeepSpeed's code defaults; "
+               "profile {} ({})\n",
+               f.micro_batch, seq_len, target_len ? fmt::format(" + target {}", target_len) : "",
+               profile->name, profile->SourceSummary());
+  }
+  fmt::print("\n{:>5} {:>9} {:>9} | {:>11} | {:>11} {:>12} |", "stage", "off_opt", "off_param",
+             "paper", "DS est GPU", "DS est CPU");
+  if (profile) fmt::print(" {:>11} {:>11}  {}", "dsplan peak", "allocated", "fits");
+  fmt::print("\n{:>5} {:>9} {:>9} | {:>11} | {:>11} {:>12} |", "", "", "", "GiB/GPU", "GiB/GPU",
+             "GiB/node");
+  if (profile) fmt::print(" {:>11} {:>11}", "GiB/GPU", "GiB/GPU");
+  fmt::print("\n");
+  for (const Row& r : rows) {
+    fmt::print("{:>5} {:>9} {:>9} | {:>11} | {:>11} {:>12} |", r.spec.stage,
+               OffloadDeviceName(r.spec.offload_optimizer),
+               OffloadDeviceName(r.spec.offload_param), Gib(r.paper),
+               r.ds ? Gib(r.ds->gpu_bytes) : "n/a", r.ds ? Gib(r.ds->cpu_bytes) : "n/a");
+    if (r.simulated) {
+      fmt::print(" {:>11} {:>11}  {}", Gib(r.peak_bytes), Gib(r.peak_allocated),
+                 r.fits ? "yes" : "no");
+    }
+    fmt::print("\n");
+  }
+  fmt::print(
+      "\npaper: 16-bit params + grads + K=12 B Adam state per parameter, partitioned per stage "
+      "(offloaded terms removed).\nDS est: DeepSpeed's estimate_zero2/zero3_model_states_mem_needs "
+      "(zero_init=1; CPU x1.5 buffer factor); none exists for stages 0 and 1.\n");
+  if (profile) {
+    fmt::print(
+        "dsplan peak: reserved + CUDA context at the step's peak, incl. activations, buckets, "
+        "gathered parameters and allocator overhead, which the estimators leave out.\n");
+  }
+  return 0;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# End-to-end tests of `dsplan simulate` and `dsplan estimate`: the JSON keys issue 3 promises,
+# sane values, the Chrome trace, and bad input (exit 2, one line naming the problem).
+# Usage: sim_cli_test.sh PATH/TO/dsplan SOURCE_DIR
+set -u
+bin=$1
+export DSPLAN_DATA_DIR=$2
+fx=$2/tests/fixtures/ds_configs
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+check() {  # check NAME CONDITION-COMMAND...
+  local name=$1
+  shift
+  if "$@"; then
+    pass=$((pass + 1))
+  else
+    fail=$((fail + 1))
+    echo "FAIL: $name"
+    echo "  stdout: $(head -c 600 "$tmp/out")"
+    echo "  stderr: $(head -c 600 "$tmp/err")"
+  fi
+}
+
+run() {  # run ARGS...: sets $rc, output in $tmp/out and $tmp/err
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+}
+
+json() {  # json PYTHON-EXPR: evaluates EXPR with j = parsed stdout; true when truthy
+  python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
+}
+
+bad() {  # bad NAME PATTERN ARGS...: exit 2, one stderr line matching PATTERN, nothing on stdout
+  local name=$1 pattern=$2
+  shift 2
+  run "$@"
+  check "$name exits 2" test "$rc" -eq 2
+  check "$name names the problem" grep -qiE -- "$pattern" "$tmp/err"
+  check "$name is one line" test "$(wc -l <"$tmp/err")" -eq 1
+  check "$name prints nothing on stdout" test ! -s "$tmp/out"
+}
+
+# --- simulate --json: every key of issue 3, with sane values ---
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
+check "simulate --json exits 0" test "$rc" -eq 0
+for key in fits model.params gpu.peak_allocated_bytes gpu.peak_reserved_bytes gpu.capacity_bytes \
+  gpu.breakdown_at_peak host.peak_bytes_per_node host.pinned_bytes_per_node nvme.bytes_per_node \
+  step.time_s step.samples_per_s step.tokens_per_s step.tflops_per_gpu step.mfu step.breakdown_s \
+  bottleneck; do
+  check "simulate --json has $key" json "__import__('functools').reduce(lambda d, k: d[k], '$key'.split('.'), j) is not None"
+done
+check "fits is a bool, true for the calibration run" json "j['fits'] is True"
+check "model.params is gpt2-xl's exact count" json "j['model']['params'] == 1557611200"
+check "0 < peak allocated <= reserved <= capacity" \
+  json "0 < j['gpu']['peak_allocated_bytes'] <= j['gpu']['peak_reserved_bytes'] <= j['gpu']['capacity_bytes']"
+check "breakdown has the ten categories, none negative" \
+  json "len(j['gpu']['breakdown_at_peak']) == 10 and min(j['gpu']['breakdown_at_peak'].values()) >= 0"
+check "breakdown sums to reserved + context" \
+  json "abs(sum(j['gpu']['breakdown_at_peak'].values()) - j['gpu']['peak_reserved_bytes'] - j['gpu']['context_bytes']) <= 1024"
+check "host peak covers pinned; no NVMe without offload" \
+  json "j['host']['peak_bytes_per_node'] >= j['host']['pinned_bytes_per_node'] == 0 and j['nvme']['bytes_per_node'] == 0"
+check "step time positive and below a minute" json "0 < j['step']['time_s'] < 60"
+check "samples/s x time = train batch (4)" \
+  json "abs(j['step']['samples_per_s'] * j['step']['time_s'] - 4) < 1e-6"
+check "tokens/s x time = 4 x 1024 tokens" \
+  json "abs(j['step']['tokens_per_s'] * j['step']['time_s'] - 4096) < 1e-3"
+check "0 < mfu < 1 and TFLOP/s below the H200's bf16 dense peak" \
+  json "0 < j['step']['mfu'] < 1 and 0 < j['step']['tflops_per_gpu'] < 1000"
+check "time breakdown is non-negative and sums to the step time (critical path)" \
+  json "min(j['step']['breakdown_s'].values()) >= 0 and abs(sum(j['step']['breakdown_s'].values()) - j['step']['time_s']) <= 1e-9 + 1e-6 * j['step']['time_s']"
+check "bottleneck is named" json "isinstance(j['bottleneck'], str) and len(j['bottleneck']) > 0"
+
+# Offload moves bytes to pinned host memory; NVMe offload to the drive.
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s3_mb8_offopt-cpu_offparam-cpu.json" --json
+check "stage 3 offload exits 0" test "$rc" -eq 0
+check "stage 3 offload pins host memory" json "j['host']['pinned_bytes_per_node'] > 2 * 1557611200 // 2"
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/zero3_nvme.json" --json
+check "NVMe offload exits 0" test "$rc" -eq 0
+check "NVMe offload uses the drive" json "j['nvme']['bytes_per_node'] >= 12 * 1557611200"
+
+# Text report and --trace.
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --trace "$tmp/trace.json"
+check "simulate text exits 0" test "$rc" -eq 0
+check "text report names the profile" grep -q "h200-measured" "$tmp/out"
+check "trace file written" test -s "$tmp/trace.json"
+check "trace is JSON with traceEvents" python3 -c "
+import json, sys
+t = json.load(open('$tmp/trace.json'))
+ev = t['traceEvents']
+ok = isinstance(ev, list) and len(ev) > 10 and all('ph' in e and 'name' in e for e in ev)
+sys.exit(0 if ok else 1)"
+
+# --- simulate: bad input ---
+bad "missing --ds-config file" "nonexistent.json" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$tmp/nonexistent.json"
+bad "malformed JSON" "bad_malformed.json.*malformed JSON" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$fx/bad_malformed.json"
+bad "stage 2 with offload_param" "offload_param.*stage 3" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$fx/bad_offload_param_stage2.json"
+bad "train_batch_size mismatch" "train_batch_size 64" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$fx/bad_batch_mismatch.json"
+bad "unknown --hardware" "nosuchgpu" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --hardware nosuchgpu
+bad "unknown model" "unknown model 'nosuchmodel'" \
+  simulate --model nosuchmodel --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json"
+bad "simulate --gpus 0" "--gpus" \
+  simulate --model gpt2-xl --gpus 0 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json"
+
+# --- estimate ---
+# t5-3b: Psi = 2851598336, a multiple of 4, so 16 Psi / 4 is exact.
+run estimate --model t5-3b --gpus 4 --json
+check "estimate --json exits 0" test "$rc" -eq 0
+check "estimate has params, gpus and 8 rows" \
+  json "j['params'] == 2851598336 and j['gpus'] == 4 and len(j['rows']) == 8"
+check "estimate rows have the issue's keys" \
+  json "all(set(['stage','offload_optimizer','offload_param','paper_bytes_per_gpu','deepspeed_estimator_gpu_bytes','deepspeed_estimator_cpu_bytes','dsplan_peak_bytes_per_gpu']) <= set(r) for r in j['rows'])"
+check "estimate rows are the stage/offload grid" \
+  json "[(r['stage'], r['offload_optimizer'], r['offload_param']) for r in j['rows']] == [(0,'none','none'),(1,'none','none'),(1,'cpu','none'),(2,'none','none'),(2,'cpu','none'),(3,'none','none'),(3,'cpu','none'),(3,'cpu','cpu')]"
+check "paper stage 3 = 16 Psi / N exactly" \
+  json "[r for r in j['rows'] if r['stage'] == 3 and r['offload_optimizer'] == 'none'][0]['paper_bytes_per_gpu'] == 16 * 2851598336 // 4 == 11406393344"
+check "paper stage 0 = 16 Psi" json "j['rows'][0]['paper_bytes_per_gpu'] == 16 * 2851598336"
+check "DeepSpeed has no stage 0/1 estimator (null)" \
+  json "all(r['deepspeed_estimator_gpu_bytes'] is None for r in j['rows'] if r['stage'] < 2)"
+check "DeepSpeed stage 2 = 2 Psi + int(18 Psi / 4)" \
+  json "j['rows'][3]['deepspeed_estimator_gpu_bytes'] == 2 * 2851598336 + 18 * 2851598336 // 4"
+check "DeepSpeed stage 3 full offload = 4 x largest layer (t5-3b's 32128 x 1024 embedding)" \
+  json "j['largest_layer_params'] == 32128 * 1024 and j['rows'][7]['deepspeed_estimator_gpu_bytes'] == 4 * 32128 * 1024"
+check "dsplan's peak exceeds the paper's model states in every row" \
+  json "all(r['dsplan_peak_bytes_per_gpu'] > r['paper_bytes_per_gpu'] for r in j['rows'])"
+run estimate --params 1000000000 --gpus 8 --nodes 2 --json
+check "estimate --params exits 0" test "$rc" -eq 0
+check "estimate --params omits dsplan's column" \
+  json "j['params'] == 10**9 and all('dsplan_peak_bytes_per_gpu' not in r for r in j['rows'])"
+check "estimate --params stage 3 paper = 16 Psi / 16" json "j['rows'][5]['paper_bytes_per_gpu'] == 10**9"
+run estimate --model gpt2 --gpus 2
+check "estimate text exits 0" test "$rc" -eq 0
+check "estimate text has a row per option" test "$(grep -cE '^ +[0-3] +(none|cpu) +(none|cpu) \|' "$tmp/out")" -eq 8
+bad "estimate unknown model" "unknown model 'nosuchmodel'" estimate --model nosuchmodel --gpus 4
+bad "estimate --gpus 0" "--gpus" estimate --model gpt2 --gpus 0
+bad "estimate --params 0" "--params" estimate --params 0 --gpus 4
+bad "estimate --params negative" "--params" estimate --params -7 --gpus 4
+bad "estimate without model or params" "--model.*--params" estimate --gpus 4
+
+echo "sim_cli_test: $pass passed, $fail failed"
+test "$fail" -eq 0

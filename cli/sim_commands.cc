@@ -82,18 +82,6 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
   cmd->add_flag("--json", f.json, "Machine-readable output");
 }
 
-Result<WorkloadOptions> ResolveWorkload(const ModelSpec& spec, const SimulateFlags& f,
-                                        const Plan& plan) {
-  WorkloadOptions o;
-  o.micro_batch = plan.micro_batch;
-  o.precision = plan.precision;
-  o.gradient_checkpointing = plan.gradient_checkpointing;
-  o.attention = plan.attention;
-  o.seq_len = plan.seq_len;
-  o.target_len = plan.target_len;
-  return o;
-}
-
 // Sequence-length defaults: 512 (+128 decoder tokens) for T5 and BERT, else 1024 capped at a
 // learned position table.
 void DefaultLengths(const ModelSpec& spec, const SimulateFlags& f, DsConfigContext& ctx) {
@@ -154,9 +142,7 @@ int RunSimulateCommand() {
   auto parsed = ParseDsConfigFile(f.ds_config, ctx);
   if (!parsed.ok()) return Fail(parsed.status());
   const Plan& plan = parsed->plan;
-  auto wo = ResolveWorkload(*spec, f, plan);
-  if (!wo.ok()) return Fail(wo.status());
-  auto w = BuildWorkload(*spec, *wo);
+  auto w = BuildWorkload(*spec, WorkloadOptionsForPlan(plan));
   if (!w.ok()) return Fail(w.status());
   auto profile =
       FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir());

@@ -91,13 +91,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     const Plan& plan = parsed.plan;
-    WorkloadOptions wo;
-    wo.micro_batch = plan.micro_batch;
-    wo.seq_len = run.seq_len;
-    wo.target_len = run.target_len;
-    wo.precision = plan.precision;
-    wo.attention = plan.attention;
-    wo.gradient_checkpointing = run.gradient_checkpointing;
+    const WorkloadOptions wo = WorkloadOptionsForPlan(plan);
     DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, wo));
     const int64_t threshold =
         plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;

@@ -32,6 +32,17 @@ int64_t LibraryWorkspaceBytes(const HardwareProfile& hw) {
 
 }  // namespace
 
+WorkloadOptions WorkloadOptionsForPlan(const Plan& plan) {
+  WorkloadOptions o;
+  o.micro_batch = plan.micro_batch;
+  o.seq_len = plan.seq_len;
+  o.target_len = plan.target_len;
+  o.precision = plan.precision;
+  o.attention = plan.attention;
+  o.gradient_checkpointing = plan.gradient_checkpointing;
+  return o;
+}
+
 SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
                                         Precision precision, int64_t persistence_threshold) {
   SimulationContext ctx;

@@ -94,6 +94,9 @@ struct Prediction {
   std::vector<double> durations;
 };
 
+/// The workload a plan trains: its micro-batch, lengths, precision, attention and checkpointing.
+WorkloadOptions WorkloadOptionsForPlan(const Plan& plan);
+
 Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                             const SimulateOptions& options = {});
 

@@ -1,5 +1,6 @@
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -75,7 +76,12 @@ INSTANTIATE_TEST_SUITE_P(Levels, CpuAdamTest,
                                            Case{SimdLevel::kAvx2, 3, true},
                                            Case{SimdLevel::kAvx512, 4, true},
                                            Case{SimdLevel::kAvx512, 2, false},
-                                           Case{SimdLevel::kAvx2, 1, false}));
+                                           Case{SimdLevel::kAvx2, 1, false}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return std::string(SimdLevelName(info.param.level)) + "_" +
+                                  std::to_string(info.param.threads) + "threads_" +
+                                  (info.param.adamw ? "adamw" : "adam");
+                         });
 
 TEST(CpuAdamDispatchTest, DefaultLevelEqualsExplicitBestLevel) {
   const int64_t n = 4099;

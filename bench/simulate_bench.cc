@@ -120,6 +120,32 @@ void BM_SimulateWithContext(benchmark::State& state, Case c) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// The planner's screening pass: the same simulation without the caching-allocator replay
+// (peak allocated, time and host memory; reserved memory is computed for the finalists).
+void BM_SimulateNoAllocatorModel(benchmark::State& state, Case c) {
+  std::string err;
+  auto s = Prepare(c, &err);
+  if (!s) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  const SimulationContext ctx =
+      MakeSimulationContext(s->workload, s->profile, s->plan.precision, Threshold(s->plan));
+  SimulateOptions o;
+  o.model_allocator = false;
+  for (auto _ : state) {
+    auto pred = Simulate(ctx, s->plan, o);
+    if (!pred.ok()) {
+      state.SkipWithError(pred.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(pred->step_time_s);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+BENCHMARK_CAPTURE(BM_SimulateNoAllocatorModel, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateReuseContext, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateWithContext, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <set>
 #include <vector>
 
 namespace dsplan {
@@ -32,11 +33,8 @@ class Allocator {
     const bool small = size <= kSmallSize;
     // Best fit among free blocks of the same pool.
     int best = -1;
-    for (int id : free_[small]) {
-      if (blocks_[id].size >= size && (best < 0 || blocks_[id].size < blocks_[best].size)) {
-        best = id;
-      }
-    }
+    auto fit = free_[small].lower_bound({size, -1});
+    if (fit != free_[small].end()) best = fit->second;
     if (best < 0) {
       int64_t seg = small ? kSmallBuffer
                           : (size < kMinLargeAlloc ? kLargeBuffer : RoundUp(size, kRoundLarge));
@@ -53,8 +51,7 @@ class Allocator {
     const int64_t rest = b.size - size;
     if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
       b.size = size;
-      const int r = NewBlock(rest, b.segment, b.offset + size, small);
-      (void)r;
+      NewBlock(rest, blocks_[best].segment, blocks_[best].offset + size, small);
     }
     blocks_[best].free = false;
     allocated_ += blocks_[best].size;
@@ -90,7 +87,7 @@ class Allocator {
       blocks_[nx].size = 0;
       seg.erase(next);
     }
-    free_[small].push_back(id);
+    free_[small].insert({blocks_[id].size, id});
   }
 
   void ResetPeaks() { peak_allocated_ = allocated_; }
@@ -104,22 +101,16 @@ class Allocator {
     blocks_.push_back({size, true, seg, offset});
     small_.push_back(small);
     segments_[seg][offset] = id;
-    free_[small].push_back(id);
+    free_[small].insert({size, id});
     return id;
   }
-  void RemoveFree(int id, bool small) {
-    auto& v = free_[small];
-    auto it = std::find(v.begin(), v.end(), id);
-    if (it != v.end()) {
-      *it = v.back();
-      v.pop_back();
-    }
-  }
+  // REQUIRES: the block's size is the one it was inserted with.
+  void RemoveFree(int id, bool small) { free_[small].erase({blocks_[id].size, id}); }
 
   std::vector<Block> blocks_;
   std::vector<char> small_;
   std::vector<std::map<int64_t, int>> segments_;
-  std::vector<int> free_[2];
+  std::set<std::pair<int64_t, int>> free_[2];  // free blocks by (size, id): best fit first
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
 

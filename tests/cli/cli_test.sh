@@ -6,30 +6,7 @@ bin=$1
 export DSPLAN_DATA_DIR=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-check() {  # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: $name"
-    echo "  stdout: $(head -c 600 "$tmp/out")"
-    echo "  stderr: $(head -c 600 "$tmp/err")"
-  fi
-}
-
-run() {  # run ARGS...: sets $rc, output in $tmp/out and $tmp/err
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
-
-json() {  # json PYTHON-EXPR: evaluates EXPR with j = parsed stdout; true when truthy
-  python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
-}
+. "$(dirname "$0")/lib.sh"
 
 # The main job until the planner lands: a model summary and its workload.
 run --model t5-3b --gpus 4
@@ -103,5 +80,4 @@ check "overflow is named" grep -q "overflows" "$tmp/err"
 run
 check "no arguments exits 2" test "$rc" -eq 2
 
-echo "$pass passed, $fail failed"
-test "$fail" -eq 0
+finish

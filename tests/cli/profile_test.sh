@@ -8,26 +8,7 @@ tmp=$(mktemp -d -p "${TMPDIR:-/tmp}")
 # The NVMe test needs a folder on a disk (O_DIRECT); the build folder is one.
 disk=$(mktemp -d -p "$PWD")
 trap 'rm -rf "$tmp" "$disk"' EXIT
-pass=0
-fail=0
-
-check() {  # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: $name"
-    echo "  stdout: $(head -c 1500 "$tmp/out")"
-    echo "  stderr: $(head -c 600 "$tmp/err")"
-  fi
-}
-
-run() {  # run ARGS...: sets $rc, output in $tmp/out and $tmp/err
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
+. "$(dirname "$0")/lib.sh"
 
 yaml() {  # yaml PYTHON-EXPR FILE: evaluates EXPR with y = the parsed YAML file
   python3 -c "import sys, yaml; y = yaml.safe_load(open('$2')); sys.exit(0 if ($1) else 1)" 2>/dev/null

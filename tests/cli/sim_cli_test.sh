@@ -8,30 +8,7 @@ export DSPLAN_DATA_DIR=$2
 fx=$2/tests/fixtures/ds_configs
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-check() {  # check NAME CONDITION-COMMAND...
-  local name=$1
-  shift
-  if "$@"; then
-    pass=$((pass + 1))
-  else
-    fail=$((fail + 1))
-    echo "FAIL: $name"
-    echo "  stdout: $(head -c 600 "$tmp/out")"
-    echo "  stderr: $(head -c 600 "$tmp/err")"
-  fi
-}
-
-run() {  # run ARGS...: sets $rc, output in $tmp/out and $tmp/err
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
-  rc=$?
-}
-
-json() {  # json PYTHON-EXPR: evaluates EXPR with j = parsed stdout; true when truthy
-  python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
-}
+. "$(dirname "$0")/lib.sh"
 
 bad() {  # bad NAME PATTERN ARGS...: exit 2, one stderr line matching PATTERN, nothing on stdout
   local name=$1 pattern=$2

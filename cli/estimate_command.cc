@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/common.h"
+
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/plan.h"
@@ -32,10 +34,6 @@ struct EstimateFlags {
   bool json = false;
 } g_est;
 
-int Fail(const Status& s) {
-  fmt::print(stderr, "dsplan: error: {}\n", s.message());
-  return s.code() == Status::Code::kInternal ? 1 : 2;
-}
 
 // The rows: every stage with the offload options DeepSpeed's estimators cover (stage 1 has no
 // DeepSpeed estimator; stage 3 offload_param needs offload_optimizer in the estimator).
@@ -159,18 +157,9 @@ int RunEstimateCommand() {
   if (!f.model.empty()) {
     auto spec = LoadModel(f.model, DataDir());
     if (!spec.ok()) return Fail(spec.status());
-    if (f.seq_len) {
-      seq_len = *f.seq_len;
-    } else if (spec->family == Family::kT5 || spec->family == Family::kBert) {
-      seq_len = 512;
-    } else {
-      seq_len = 1024;
-      if ((spec->family == Family::kGpt2 || spec->family == Family::kOpt) &&
-          spec->max_positions > 0 && spec->max_positions < seq_len) {
-        seq_len = spec->max_positions;
-      }
-    }
-    target_len = spec->encoder_decoder() ? 128 : 0;
+    const Lengths len = ResolveLengths(*spec, f.seq_len, std::nullopt);
+    seq_len = len.seq_len;
+    target_len = len.target_len;
     WorkloadOptions o;
     o.micro_batch = f.micro_batch;
     o.seq_len = seq_len;
@@ -181,16 +170,7 @@ int RunEstimateCommand() {
     w = std::move(*built);
     params = w->params;
     largest = LargestModuleParams(*w);
-    std::string hw = f.hardware;
-    if (hw.empty()) {
-      hw = "h200-sxm";
-      auto names = ListHardwareProfiles(DataDir());
-      if (names.ok()) {
-        for (const std::string& n : *names) {
-          if (n == "h200-measured") hw = n;
-        }
-      }
-    }
+    const std::string hw = f.hardware.empty() ? DefaultHardwareName() : f.hardware;
     auto p = FindHardwareProfile(hw, DataDir());
     if (!p.ok()) return Fail(p.status());
     profile = std::move(*p);

@@ -1,5 +1,7 @@
 #include "cli/sim_commands.h"
 
+#include "cli/common.h"
+
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -21,10 +23,6 @@
 namespace dsplan {
 namespace {
 
-int Fail(const Status& s) {
-  fmt::print(stderr, "dsplan: error: {}\n", s.message());
-  return s.code() == Status::Code::kInternal ? 1 : 2;
-}
 
 struct AccuracyFlags {
   std::string hardware = "h200-measured";
@@ -53,16 +51,6 @@ struct SimulateFlags {
 
 }  // namespace
 
-std::string DefaultHardwareName() {
-  auto names = ListHardwareProfiles(DataDir());
-  if (names.ok()) {
-    for (const std::string& n : *names) {
-      if (n == "h200-measured") return n;
-    }
-  }
-  return "h200-sxm";
-}
-
 void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
   cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
       ->required();
@@ -80,23 +68,6 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
                   "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
                   "present, else h200-sxm");
   cmd->add_flag("--json", f.json, "Machine-readable output");
-}
-
-// Sequence-length defaults: 512 (+128 decoder tokens) for T5 and BERT, else 1024 capped at a
-// learned position table.
-void DefaultLengths(const ModelSpec& spec, const SimulateFlags& f, DsConfigContext& ctx) {
-  if (f.seq_len) {
-    ctx.seq_len = *f.seq_len;
-  } else if (spec.family == Family::kT5 || spec.family == Family::kBert) {
-    ctx.seq_len = 512;
-  } else {
-    ctx.seq_len = 1024;
-    if (spec.max_positions > 0 && spec.max_positions < ctx.seq_len &&
-        (spec.family == Family::kGpt2 || spec.family == Family::kOpt)) {
-      ctx.seq_len = spec.max_positions;
-    }
-  }
-  ctx.target_len = f.target_len ? *f.target_len : (spec.encoder_decoder() ? 128 : 0);
 }
 
 CLI::App* AddSimulateCommand(CLI::App& app) {
@@ -134,7 +105,9 @@ int RunSimulateCommand() {
     if (!prec.ok()) return Fail(prec.status());
     ctx.precision = *prec;
   }
-  DefaultLengths(*spec, f, ctx);
+  const Lengths len = ResolveLengths(*spec, f.seq_len, f.target_len);
+  ctx.seq_len = len.seq_len;
+  ctx.target_len = len.target_len;
   ctx.gradient_checkpointing = f.gradient_checkpointing;
   auto attn = ParseAttentionImpl(f.attention);
   if (!attn.ok()) return Fail(attn.status());

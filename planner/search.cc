@@ -1,0 +1,482 @@
+#include "planner/search.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "core/units.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+const char* ObjectiveName(Objective o) {
+  switch (o) {
+    case Objective::kThroughput: return "throughput";
+    case Objective::kMemory: return "memory";
+    case Objective::kCost: return "cost";
+  }
+  return "?";
+}
+
+Result<Objective> ParseObjective(const std::string& s) {
+  if (s == "throughput") return Objective::kThroughput;
+  if (s == "memory") return Objective::kMemory;
+  if (s == "cost") return Objective::kCost;
+  return Status::InvalidArgument(
+      fmt::format("--objective '{}' is not known; use throughput, memory or cost", s));
+}
+
+std::string PlanSummary(const Plan& p) {
+  std::string off = "no offload";
+  if (p.OffloadsOptimizer() || p.OffloadsParams()) {
+    off = "offload";
+    if (p.OffloadsOptimizer()) off += fmt::format(" optimizer->{}", OffloadDeviceName(p.zero.offload_optimizer.device));
+    if (p.OffloadsParams()) off += fmt::format(" params->{}", OffloadDeviceName(p.zero.offload_param.device));
+  }
+  std::string s = fmt::format("stage {}, {}, {}", p.zero.stage, off,
+                              p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
+  if (p.zero.stage > 0) {
+    s += fmt::format(", bucket {:.0e}", static_cast<double>(p.zero.reduce_bucket_size));
+    if (p.zero.stage < 3 && p.zero.OverlapComm()) s += ", overlap_comm";
+  }
+  return s;
+}
+
+namespace {
+
+constexpr int64_t kPersistenceThreshold = 100'000;  // DeepSpeed's default
+constexpr int64_t kMaxMicroBatch = 4096;
+
+struct Family {
+  Plan plan;  // everything but micro_batch / grad_accum
+};
+
+// One (micro-batch, checkpointing) workload and its simulation contexts, shared by families.
+struct WorkloadEntry {
+  Workload workload;
+  SimulationContext ctx;      // stages 0-2
+  SimulationContext ctx3;     // stage 3 (persistence threshold)
+  Status status;
+};
+
+class Search {
+ public:
+  explicit Search(const PlannerRequest& r) : r_(r) {}
+  Result<PlannerResult> Run();
+
+ private:
+  Status Validate();
+  std::vector<Family> Families() const;
+  std::shared_ptr<WorkloadEntry> Entry(int64_t mb, bool gc);
+  // Simulates |family| at |mb| (GAS from the request); nullopt when the global batch cannot be
+  // split into that micro-batch.
+  std::optional<ScoredPlan> Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
+                                     std::string* error);
+  bool Fits(const Prediction& p, std::string* reason) const;
+  void RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
+                 std::string* error);
+
+  const PlannerRequest& r_;
+  Precision precision_ = Precision::kBf16;
+  int world_ = 1;
+  std::mutex mu_;
+  std::map<std::pair<int64_t, bool>, std::shared_ptr<WorkloadEntry>> cache_;
+  std::atomic<int64_t> simulated_{0};
+  std::atomic<int64_t> considered_{0};
+};
+
+Status Search::Validate() {
+  if (r_.profile == nullptr) return Status::Internal("RunPlanner: no hardware profile");
+  if (r_.nodes < 1 || r_.gpus_per_node < 1) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus and --nodes must be positive integers (got {} GPU(s) x {} node(s))",
+        r_.gpus_per_node, r_.nodes));
+  }
+  world_ = r_.nodes * r_.gpus_per_node;
+  if (r_.global_batch) {
+    if (*r_.global_batch < 1 || *r_.global_batch % world_ != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} must be a positive multiple of the {} GPUs (micro-batch x "
+          "accumulation x GPUs)",
+          *r_.global_batch, world_));
+    }
+    if (r_.micro_batch && r_.grad_accum &&
+        *r_.micro_batch * *r_.grad_accum * world_ != *r_.global_batch) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *r_.global_batch,
+          *r_.micro_batch, *r_.grad_accum, world_));
+    }
+  }
+  if (r_.micro_batch && *r_.micro_batch < 1) {
+    return Status::InvalidArgument("--micro-batch must be a positive integer");
+  }
+  if (r_.grad_accum && *r_.grad_accum < 1) {
+    return Status::InvalidArgument("--grad-accum must be a positive integer");
+  }
+  if (r_.stage && (*r_.stage < 0 || *r_.stage > 3)) {
+    return Status::InvalidArgument(fmt::format("--stage must be 0, 1, 2 or 3, got {}", *r_.stage));
+  }
+  const bool off_pinned = (r_.offload_optimizer && *r_.offload_optimizer != OffloadDevice::kNone) ||
+                          (r_.offload_param && *r_.offload_param != OffloadDevice::kNone);
+  if (r_.no_offload && off_pinned) {
+    return Status::InvalidArgument("--no-offload contradicts --offload-optimizer/--offload-param");
+  }
+  if (r_.offload_param && *r_.offload_param != OffloadDevice::kNone && r_.stage && *r_.stage != 3) {
+    return Status::InvalidArgument(fmt::format(
+        "--offload-param needs ZeRO stage 3 (--stage {} was given)", *r_.stage));
+  }
+  if (r_.offload_optimizer && *r_.offload_optimizer != OffloadDevice::kNone && r_.stage &&
+      *r_.stage == 0) {
+    return Status::InvalidArgument("--offload-optimizer needs ZeRO stage 1, 2 or 3 (--stage 0 was given)");
+  }
+  const bool nvme_pinned = (r_.offload_optimizer && *r_.offload_optimizer == OffloadDevice::kNvme) ||
+                           (r_.offload_param && *r_.offload_param == OffloadDevice::kNvme);
+  if (nvme_pinned && r_.nvme_bytes <= 0) {
+    return Status::InvalidArgument(
+        "NVMe offload was asked for but no NVMe space was given; pass --nvme SIZE (per node)");
+  }
+  if (r_.max_gpu_memory_fraction <= 0 || r_.max_gpu_memory_fraction > 1) {
+    return Status::InvalidArgument(fmt::format(
+        "--max-gpu-memory-fraction must be in (0, 1], got {}", r_.max_gpu_memory_fraction));
+  }
+  if (r_.precision) {
+    precision_ = *r_.precision;
+    if (precision_ == Precision::kBf16 && r_.profile->gpu.peak_flops_bf16.value <= 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--precision bf16: {} has no bf16 support (profile {}); use fp16", r_.profile->gpu.name,
+          r_.profile->name));
+    }
+  } else {
+    precision_ = r_.profile->gpu.peak_flops_bf16.value > 0 ? Precision::kBf16 : Precision::kFp16;
+  }
+  return Status();
+}
+
+std::vector<Family> Search::Families() const {
+  Plan base;
+  base.nodes = r_.nodes;
+  base.gpus_per_node = r_.gpus_per_node;
+  base.precision = precision_;
+  base.optimizer = OptimizerType::kAdamW;
+  base.gradient_clipping = 1.0;
+  base.seq_len = r_.seq_len;
+  base.target_len = r_.target_len;
+  base.attention = r_.attention;
+  std::vector<int> stages = {0, 1, 2, 3};
+  if (r_.stage) stages = {*r_.stage};
+  std::vector<bool> gcs = {false, true};
+  if (r_.gradient_checkpointing) gcs = {*r_.gradient_checkpointing};
+  std::vector<int64_t> buckets = {50'000'000, 200'000'000, 500'000'000};
+  if (r_.reduce_bucket_size) buckets = {*r_.reduce_bucket_size};
+  const bool nvme = r_.nvme_bytes > 0;
+  struct Off {
+    OffloadDevice opt, par;
+  };
+  std::vector<Family> out;
+  for (int stage : stages) {
+    std::vector<Off> offs = {{OffloadDevice::kNone, OffloadDevice::kNone}};
+    if (stage >= 1 && stage <= 2) offs.push_back({OffloadDevice::kCpu, OffloadDevice::kNone});
+    if (stage == 3) {
+      offs.push_back({OffloadDevice::kCpu, OffloadDevice::kNone});
+      offs.push_back({OffloadDevice::kCpu, OffloadDevice::kCpu});
+      if (nvme) {
+        offs.push_back({OffloadDevice::kNvme, OffloadDevice::kCpu});
+        offs.push_back({OffloadDevice::kNvme, OffloadDevice::kNvme});
+      }
+    }
+    for (const Off& o : offs) {
+      if (r_.no_offload && (o.opt != OffloadDevice::kNone || o.par != OffloadDevice::kNone)) continue;
+      if (r_.offload_optimizer && *r_.offload_optimizer != o.opt) continue;
+      if (r_.offload_param && *r_.offload_param != o.par) continue;
+      for (bool gc : gcs) {
+        const std::vector<int64_t> bs = stage == 0 ? std::vector<int64_t>{500'000'000} : buckets;
+        for (int64_t b : bs) {
+          std::vector<std::optional<bool>> overlaps = {std::nullopt};
+          if (stage == 1 || stage == 2) overlaps.push_back(true);
+          for (const auto& ov : overlaps) {
+            Family f;
+            f.plan = base;
+            f.plan.zero.stage = stage;
+            f.plan.gradient_checkpointing = gc;
+            f.plan.zero.reduce_bucket_size = b;
+            f.plan.zero.overlap_comm = ov;
+            f.plan.zero.offload_optimizer.device = o.opt;
+            f.plan.zero.offload_param.device = o.par;
+            if (o.opt != OffloadDevice::kNone) f.plan.zero.offload_optimizer.pin_memory = true;
+            if (o.par != OffloadDevice::kNone) f.plan.zero.offload_param.pin_memory = true;
+            if (o.opt == OffloadDevice::kNvme) {
+              f.plan.zero.offload_optimizer.nvme_path = r_.nvme_path;
+              // Sub-groups small enough that the pinned swap pool stays modest.
+              f.plan.zero.sub_group_size = 100'000'000;
+            }
+            if (o.par == OffloadDevice::kNvme) f.plan.zero.offload_param.nvme_path = r_.nvme_path;
+            out.push_back(std::move(f));
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::shared_ptr<WorkloadEntry> Search::Entry(int64_t mb, bool gc) {
+  const auto key = std::make_pair(mb, gc);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  auto e = std::make_shared<WorkloadEntry>();
+  WorkloadOptions o;
+  o.micro_batch = mb;
+  o.seq_len = r_.seq_len;
+  o.target_len = r_.target_len;
+  o.precision = precision_;
+  o.attention = r_.attention;
+  o.gradient_checkpointing = gc;
+  auto w = BuildWorkload(r_.spec, o);
+  if (!w.ok()) {
+    e->status = w.status();
+  } else {
+    e->workload = std::move(*w);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = cache_.emplace(key, e);
+  if (inserted && e->status.ok()) {
+    // Contexts point into the entry's own workload, which no longer moves.
+    it->second->ctx = MakeSimulationContext(it->second->workload, *r_.profile, precision_, 0);
+    it->second->ctx3 = MakeSimulationContext(it->second->workload, *r_.profile, precision_,
+                                             kPersistenceThreshold);
+  }
+  return it->second;
+}
+
+bool Search::Fits(const Prediction& p, std::string* reason) const {
+  const double margin = 0.02;
+  const double usable = p.gpu_capacity_bytes * r_.max_gpu_memory_fraction * (1 - margin);
+  if (p.gpu_total_bytes > usable) {
+    int largest = 0;
+    for (int c = 1; c < kNumMemCategories; ++c) {
+      if (p.gpu_breakdown_at_peak[c] > p.gpu_breakdown_at_peak[largest]) largest = c;
+    }
+    *reason = fmt::format("peak {} > {} usable at {}; largest part {} {}",
+                          FormatBytes(static_cast<double>(p.gpu_total_bytes)), FormatBytes(usable),
+                          p.gpu_peak_task, MemCategoryName(static_cast<MemCategory>(largest)),
+                          FormatBytes(static_cast<double>(p.gpu_breakdown_at_peak[largest])));
+    return false;
+  }
+  const int64_t host = r_.host_memory_bytes > 0 ? r_.host_memory_bytes : p.host_capacity_bytes_per_node;
+  if (host > 0 && p.host_peak_bytes_per_node > host) {
+    *reason = fmt::format("host RAM {} per node > {}",
+                          FormatBytes(static_cast<double>(p.host_peak_bytes_per_node)),
+                          FormatBytes(static_cast<double>(host)));
+    return false;
+  }
+  if (p.nvme_bytes_per_node > 0 && p.nvme_bytes_per_node > r_.nvme_bytes) {
+    *reason = fmt::format("NVMe {} per node > {}",
+                          FormatBytes(static_cast<double>(p.nvme_bytes_per_node)),
+                          FormatBytes(static_cast<double>(r_.nvme_bytes)));
+    return false;
+  }
+  return true;
+}
+
+std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
+                                           std::string* error) {
+  int64_t gas = r_.grad_accum.value_or(1);
+  if (r_.global_batch) {
+    const int64_t per_gpu = *r_.global_batch / world_;
+    if (per_gpu % mb != 0) {
+      if (!for_memory_bound) return std::nullopt;
+      gas = 1;  // memory barely depends on the accumulation count
+    } else {
+      gas = per_gpu / mb;
+    }
+  }
+  auto entry = Entry(mb, f.plan.gradient_checkpointing);
+  if (!entry->status.ok()) {
+    *error = entry->status.message();
+    return std::nullopt;
+  }
+  ScoredPlan s;
+  s.plan = f.plan;
+  s.plan.micro_batch = mb;
+  s.plan.grad_accum = gas;
+  const SimulationContext& ctx = f.plan.zero.stage == 3 ? entry->ctx3 : entry->ctx;
+  auto pred = Simulate(ctx, s.plan);
+  ++simulated_;
+  if (!pred.ok()) {
+    *error = pred.status().message();
+    return std::nullopt;
+  }
+  s.prediction = std::move(*pred);
+  std::string reason;
+  s.prediction.fits = Fits(s.prediction, &reason);
+  s.prediction.reason = reason;
+  if (s.prediction.tokens_per_s > 0) {
+    s.gpu_hours_per_million_tokens = world_ / (s.prediction.tokens_per_s * 3600.0) * 1e6;
+  }
+  return s;
+}
+
+void Search::RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
+                       std::string* error) {
+  rejected->family = PlanSummary(f.plan);
+  const int64_t cap = r_.global_batch ? std::min(kMaxMicroBatch, *r_.global_batch / world_)
+                                      : kMaxMicroBatch;
+  std::vector<int64_t> candidates;
+  if (r_.micro_batch) {
+    candidates = {*r_.micro_batch};
+  } else {
+    // The largest micro-batch that fits: doubling, then bisection (peak memory grows with it).
+    auto first = Evaluate(f, 1, true, error);
+    if (!first) return;
+    if (!first->prediction.fits) {
+      rejected->reason = fmt::format("micro-batch 1: {}", first->prediction.reason);
+      considered_ += cap;
+      return;
+    }
+    int64_t good = 1, bad = 0;
+    std::string bad_reason;
+    for (int64_t mb = 2; mb <= cap; mb *= 2) {
+      auto s = Evaluate(f, mb, true, error);
+      if (!s) return;
+      if (!s->prediction.fits) {
+        bad = mb;
+        bad_reason = s->prediction.reason;
+        break;
+      }
+      good = mb;
+    }
+    if (bad == 0 && good < cap) {
+      auto s = Evaluate(f, cap, true, error);
+      if (!s) return;
+      if (s->prediction.fits) {
+        good = cap;
+      } else {
+        bad = cap;
+        bad_reason = s->prediction.reason;
+      }
+    }
+    while (bad > good + 1) {
+      const int64_t mid = good + (bad - good) / 2;
+      auto s = Evaluate(f, mid, true, error);
+      if (!s) return;
+      if (s->prediction.fits) {
+        good = mid;
+      } else {
+        bad = mid;
+        bad_reason = s->prediction.reason;
+      }
+    }
+    if (bad > 0) rejected->reason = fmt::format("micro-batch {}: {}", bad, bad_reason);
+    // Every micro-batch up to 32, then multiples of 8, then the largest.
+    for (int64_t mb = 1; mb <= good; ++mb) {
+      if (mb <= 32 || mb % 8 == 0 || mb == good) candidates.push_back(mb);
+    }
+    considered_ += cap;
+  }
+  for (int64_t mb : candidates) {
+    auto s = Evaluate(f, mb, false, error);
+    if (!error->empty()) return;
+    if (!s) continue;
+    if (s->prediction.fits) {
+      rejected->best_tokens_per_s = std::max(rejected->best_tokens_per_s, s->prediction.tokens_per_s);
+      fitting->push_back(std::move(*s));
+    } else if (rejected->reason.empty()) {
+      rejected->reason = fmt::format("micro-batch {}: {}", mb, s->prediction.reason);
+    }
+  }
+  if (r_.micro_batch) ++considered_;
+}
+
+Result<PlannerResult> Search::Run() {
+  const auto t0 = std::chrono::steady_clock::now();
+  DSPLAN_RETURN_IF_ERROR(Validate());
+  const std::vector<Family> families = Families();
+  if (families.empty()) {
+    return Status::InvalidArgument(
+        "the pins leave nothing to search (e.g. --offload-param with a stage below 3)");
+  }
+  std::vector<std::vector<ScoredPlan>> fitting(families.size());
+  std::vector<RejectedFamily> rejected(families.size());
+  std::vector<std::string> errors(families.size());
+  std::atomic<size_t> next{0};
+  std::atomic<size_t> done{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < families.size(); i = next++) {
+      RunFamily(families[i], &fitting[i], &rejected[i], &errors[i]);
+      const size_t d = ++done;
+      if (r_.progress) r_.progress(static_cast<double>(d) / families.size());
+    }
+  };
+  const int threads = std::max(1, std::min<int>(r_.threads, static_cast<int>(families.size())));
+  // Build the micro-batch-1 workloads first so threads do not race to build the same one.
+  Entry(1, false);
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  for (const std::string& e : errors) {
+    if (!e.empty()) return Status::InvalidArgument(e);
+  }
+
+  PlannerResult out;
+  for (size_t i = 0; i < families.size(); ++i) {
+    for (ScoredPlan& s : fitting[i]) out.ranked.push_back(std::move(s));
+    if (!rejected[i].reason.empty()) out.rejected.push_back(rejected[i]);
+  }
+  auto faster = [](const ScoredPlan& a, const ScoredPlan& b) {
+    return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+  };
+  switch (r_.objective) {
+    case Objective::kThroughput:
+    case Objective::kCost:  // GPU-hours per token on a fixed cluster: the same order
+      std::stable_sort(out.ranked.begin(), out.ranked.end(), faster);
+      break;
+    case Objective::kMemory:
+      std::stable_sort(out.ranked.begin(), out.ranked.end(), [&](const ScoredPlan& a, const ScoredPlan& b) {
+        if (a.prediction.gpu_total_bytes != b.prediction.gpu_total_bytes) {
+          return a.prediction.gpu_total_bytes < b.prediction.gpu_total_bytes;
+        }
+        return faster(a, b);
+      });
+      break;
+  }
+  // Pareto front of throughput vs peak GPU memory.
+  std::vector<const ScoredPlan*> by_speed;
+  for (const ScoredPlan& s : out.ranked) by_speed.push_back(&s);
+  std::stable_sort(by_speed.begin(), by_speed.end(),
+                   [&](const ScoredPlan* a, const ScoredPlan* b) { return faster(*a, *b); });
+  int64_t best_mem = std::numeric_limits<int64_t>::max();
+  for (const ScoredPlan* s : by_speed) {
+    if (s->prediction.gpu_total_bytes < best_mem) {
+      best_mem = s->prediction.gpu_total_bytes;
+      out.pareto.push_back(*s);
+    }
+  }
+  // Rejections that matter first: families that fit nothing, then the fastest limits.
+  std::stable_sort(out.rejected.begin(), out.rejected.end(),
+                   [](const RejectedFamily& a, const RejectedFamily& b) {
+                     return a.best_tokens_per_s > b.best_tokens_per_s;
+                   });
+  out.plans_simulated = simulated_;
+  out.plans_considered = considered_;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
+}
+
+}  // namespace
+
+Result<PlannerResult> RunPlanner(const PlannerRequest& request) {
+  Search s(request);
+  return s.Run();
+}
+
+}  // namespace dsplan

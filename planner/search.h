@@ -1,0 +1,99 @@
+// The planner: which DeepSpeed configuration fits on the cluster, and which is fastest.
+//
+// Search space (each dimension can be pinned by the request): ZeRO stage 0-3; offload_optimizer
+// none/cpu/nvme and offload_param none/cpu/nvme (stage 3); activation checkpointing;
+// reduce_bucket_size; overlap_comm (stages 1 and 2); micro-batch (any integer up to the largest
+// that fits) and gradient accumulation to reach a global batch; precision (bf16 where the GPU
+// has it, else fp16). A *family* is one setting of everything but the micro-batch.
+//
+// Method: for each family, a cheap bound first (the family's plan at the smallest micro-batch:
+// if that does not fit, nothing larger will), then the largest micro-batch that fits by
+// doubling and bisection, then every candidate micro-batch is simulated and ranked. Workloads and
+// simulation contexts are built once per (micro-batch, checkpointing) and shared; families run on
+// several threads. Every number comes from the same simulator `dsplan simulate` uses.
+#ifndef DSPLAN_PLANNER_SEARCH_H_
+#define DSPLAN_PLANNER_SEARCH_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/hardware_profile.h"
+#include "core/model_spec.h"
+#include "core/plan.h"
+#include "core/status.h"
+#include "simulator/simulate.h"
+
+namespace dsplan {
+
+enum class Objective { kThroughput, kMemory, kCost };
+const char* ObjectiveName(Objective o);
+Result<Objective> ParseObjective(const std::string& s);
+
+struct PlannerRequest {
+  ModelSpec spec;
+  int nodes = 1;
+  int gpus_per_node = 1;
+  const HardwareProfile* profile = nullptr;
+  int64_t seq_len = 1024;
+  int64_t target_len = 0;
+  AttentionImpl attention = AttentionImpl::kAuto;
+
+  // Pins: unset = searched.
+  std::optional<int> stage;
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> grad_accum;
+  std::optional<int64_t> global_batch;
+  bool no_offload = false;
+  std::optional<OffloadDevice> offload_optimizer;
+  std::optional<OffloadDevice> offload_param;
+  std::optional<bool> gradient_checkpointing;
+  std::optional<Precision> precision;
+  std::optional<int64_t> reduce_bucket_size;
+
+  /// Host RAM per node (0: the profile's). NVMe space per node (0: no NVMe offload).
+  int64_t host_memory_bytes = 0;
+  int64_t nvme_bytes = 0;
+  std::string nvme_path = "/local_nvme";
+  /// Fraction of each GPU's memory the plan may use.
+  double max_gpu_memory_fraction = 1.0;
+  Objective objective = Objective::kThroughput;
+  double price_per_gpu_hour = 0;  // for kCost; 0 = GPU-hours only
+  int threads = 2;
+  /// Called now and then with the fraction done (0..1); may be empty.
+  std::function<void(double)> progress;
+};
+
+struct ScoredPlan {
+  Plan plan;
+  Prediction prediction;          // without the graph
+  double gpu_hours_per_million_tokens = 0;
+};
+
+struct RejectedFamily {
+  std::string family;             // "stage 0, no offload, no checkpointing"
+  std::string reason;             // in numbers
+  double best_tokens_per_s = 0;   // 0 when nothing fitted
+};
+
+struct PlannerResult {
+  std::vector<ScoredPlan> ranked;       // every fitting plan simulated, best first
+  std::vector<ScoredPlan> pareto;       // throughput vs peak memory, fastest first
+  std::vector<RejectedFamily> rejected; // families with no fitting plan, and the limit of the others
+  int64_t plans_considered = 0;         // points of the search space
+  int64_t plans_simulated = 0;
+  double seconds = 0;
+};
+
+/// Runs the search. Errors: bad requests (no GPUs, a pin that contradicts another, a global
+/// batch not divisible by the world size). No fitting plan is a result (empty ranked) with the
+/// reasons in |rejected|.
+Result<PlannerResult> RunPlanner(const PlannerRequest& request);
+
+/// "stage 3, offload optimizer->cpu params->cpu, checkpointing, bucket 5e8" — one line.
+std::string PlanSummary(const Plan& plan);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_PLANNER_SEARCH_H_

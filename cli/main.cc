@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/estimate_command.h"
+#include "cli/plan_command.h"
 #include "cli/profile_command.h"
 #include "cli/sim_commands.h"
 #include "core/model_catalog.h"
@@ -153,17 +154,8 @@ int main(int argc, char** argv) {
                                         DSPLAN_GIT_HASH + ")");
   app.require_subcommand(0, 1);
 
-  // Main job: dsplan --model M --gpus G
-  std::string model;
-  int64_t gpus = 0;
-  int64_t nodes = 1;
-  bool json = false;
-  WorkloadFlags main_flags;
-  app.add_option("--model", model, "Catalog name (dsplan models) or path to a HF config.json");
-  app.add_option("--gpus", gpus, "GPUs per node");
-  app.add_option("--nodes", nodes, "Nodes")->capture_default_str();
-  app.add_flag("--json", json, "Machine-readable output");
-  main_flags.Add(&app);
+  // Main job: dsplan --model M --gpus G (the planner)
+  AddPlanFlags(app);
 
   auto* models_cmd = app.add_subcommand("models", "List the model catalog with parameter counts");
   bool models_json = false;
@@ -207,27 +199,5 @@ int main(int argc, char** argv) {
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
   }
-  if (model.empty()) {
-    fmt::print(stderr,
-               "dsplan: error: --model is required (a catalog name from 'dsplan models' or a "
-               "path to a HuggingFace config.json), e.g. dsplan --model t5-3b --gpus 4\n");
-    return 2;
-  }
-  if (gpus <= 0) {
-    fmt::print(stderr, "dsplan: error: --gpus must be a positive integer (GPUs per node), got "
-                       "{}\n",
-               gpus);
-    return 2;
-  }
-  if (nodes <= 0) {
-    fmt::print(stderr, "dsplan: error: --nodes must be a positive integer, got {}\n", nodes);
-    return 2;
-  }
-  if (!json) {
-    fmt::print("dsplan {} ({}): {} on {} node(s) x {} GPU(s)\n", DSPLAN_VERSION, DSPLAN_GIT_HASH,
-               model, nodes, gpus);
-    fmt::print("note: the ZeRO planner is not part of this build yet; below is the model "
-               "workload it plans from.\n\n");
-  }
-  return RunModel(model, main_flags, json, false, false, false);
+  return RunPlanCommand();
 }

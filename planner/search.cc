@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -32,15 +33,19 @@ Result<Objective> ParseObjective(const std::string& s) {
       fmt::format("--objective '{}' is not known; use throughput, memory or cost", s));
 }
 
-std::string PlanSummary(const Plan& p) {
+std::string ChoiceSummary(const Plan& p) {
   std::string off = "no offload";
   if (p.OffloadsOptimizer() || p.OffloadsParams()) {
     off = "offload";
     if (p.OffloadsOptimizer()) off += fmt::format(" optimizer->{}", OffloadDeviceName(p.zero.offload_optimizer.device));
     if (p.OffloadsParams()) off += fmt::format(" params->{}", OffloadDeviceName(p.zero.offload_param.device));
   }
-  std::string s = fmt::format("stage {}, {}, {}", p.zero.stage, off,
-                              p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
+  return fmt::format("stage {}, {}, {}", p.zero.stage, off,
+                     p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
+}
+
+std::string PlanSummary(const Plan& p) {
+  std::string s = ChoiceSummary(p);
   if (p.zero.stage > 0) {
     s += fmt::format(", bucket {:.0e}", static_cast<double>(p.zero.reduce_bucket_size));
     if (p.zero.stage < 3 && p.zero.OverlapComm()) s += ", overlap_comm";
@@ -454,14 +459,33 @@ Result<PlannerResult> Search::Run() {
   for (const ScoredPlan& s : out.ranked) by_speed.push_back(&s);
   std::stable_sort(by_speed.begin(), by_speed.end(),
                    [&](const ScoredPlan* a, const ScoredPlan* b) { return faster(*a, *b); });
-  int64_t best_mem = std::numeric_limits<int64_t>::max();
+  double kept_mem = std::numeric_limits<double>::infinity();
   for (const ScoredPlan* s : by_speed) {
-    if (s->prediction.gpu_total_bytes < best_mem) {
-      best_mem = s->prediction.gpu_total_bytes;
+    if (s->prediction.gpu_total_bytes < 0.9 * kept_mem) {
+      kept_mem = static_cast<double>(s->prediction.gpu_total_bytes);
       out.pareto.push_back(*s);
     }
   }
-  // Rejections that matter first: families that fit nothing, then the fastest limits.
+  // One recommendation per (stage, offload, checkpointing) choice: its best variant.
+  std::map<std::string, size_t> seen;
+  for (const ScoredPlan& s : out.ranked) {
+    if (seen.emplace(ChoiceSummary(s.plan), out.recommendations.size()).second) {
+      out.recommendations.push_back(s);
+    }
+  }
+  // Rejections per choice: keep the best variant's limit, or one reason when nothing fitted.
+  std::map<std::string, RejectedFamily> by_choice;
+  for (size_t i = 0; i < families.size(); ++i) {
+    if (rejected[i].reason.empty()) continue;
+    RejectedFamily r = rejected[i];
+    r.family = ChoiceSummary(families[i].plan);
+    auto it = by_choice.find(r.family);
+    if (it == by_choice.end() || r.best_tokens_per_s > it->second.best_tokens_per_s) {
+      by_choice[r.family] = r;
+    }
+  }
+  out.rejected.clear();
+  for (auto& [k, r] : by_choice) out.rejected.push_back(r);
   std::stable_sort(out.rejected.begin(), out.rejected.end(),
                    [](const RejectedFamily& a, const RejectedFamily& b) {
                      return a.best_tokens_per_s > b.best_tokens_per_s;

@@ -79,8 +79,15 @@ struct RejectedFamily {
 
 struct PlannerResult {
   std::vector<ScoredPlan> ranked;       // every fitting plan simulated, best first
-  std::vector<ScoredPlan> pareto;       // throughput vs peak memory, fastest first
-  std::vector<RejectedFamily> rejected; // families with no fitting plan, and the limit of the others
+  /// The best plan of each distinct (stage, offload, checkpointing) choice, best first: what
+  /// the recommendation table shows (bucket and overlap variants are folded into their best).
+  std::vector<ScoredPlan> recommendations;
+  /// Throughput vs peak memory, fastest first; a point is kept when it needs at least 10% less
+  /// memory than the previous one.
+  std::vector<ScoredPlan> pareto;
+  /// Per (stage, offload, checkpointing) choice: why nothing fitted, or the limit of its best
+  /// variant; fastest first.
+  std::vector<RejectedFamily> rejected;
   int64_t plans_considered = 0;         // points of the search space
   int64_t plans_simulated = 0;
   double seconds = 0;
@@ -93,6 +100,8 @@ Result<PlannerResult> RunPlanner(const PlannerRequest& request);
 
 /// "stage 3, offload optimizer->cpu params->cpu, checkpointing, bucket 5e8" — one line.
 std::string PlanSummary(const Plan& plan);
+/// The choice a plan belongs to, without bucket and overlap: "stage 3, offload ..., checkpointing".
+std::string ChoiceSummary(const Plan& plan);
 
 }  // namespace dsplan
 

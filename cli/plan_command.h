@@ -1,0 +1,17 @@
+// The main job: `dsplan --model M --gpus G [pins...]` ranks DeepSpeed plans, explains the
+// rejections and writes the chosen ds_config.json.
+#ifndef DSPLAN_CLI_PLAN_COMMAND_H_
+#define DSPLAN_CLI_PLAN_COMMAND_H_
+
+#include <CLI/CLI.hpp>
+
+namespace dsplan {
+
+/// Registers the planner's flags on the top-level app.
+void AddPlanFlags(CLI::App& app);
+/// Runs the planner with the parsed flags (returns the exit code).
+int RunPlanCommand();
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_CLI_PLAN_COMMAND_H_

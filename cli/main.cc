@@ -176,6 +176,7 @@ int main(int argc, char** argv) {
   CLI::App* profile_cmd = AddProfileCommand(app);
   CLI::App* accuracy_cmd = AddAccuracyCommand(app);
   CLI::App* simulate_cmd = AddSimulateCommand(app);
+  CLI::App* check_cmd = AddCheckCommand(app);
   CLI::App* estimate_cmd = AddEstimateCommand(app);
 
   try {
@@ -195,6 +196,7 @@ int main(int argc, char** argv) {
   if (*profile_cmd) return RunProfileCommand();
   if (*accuracy_cmd) return RunAccuracyCommand();
   if (*simulate_cmd) return RunSimulateCommand();
+  if (*check_cmd) return RunCheckCommand();
   if (*estimate_cmd) return RunEstimateCommand();
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);

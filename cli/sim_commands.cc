@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -16,6 +17,8 @@
 #include "core/units.h"
 #include "planner/accuracy.h"
 #include "planner/ds_config.h"
+#include "planner/check.h"
+#include "planner/search.h"
 #include "simulator/prediction_report.h"
 #include "simulator/simulate.h"
 #include "simulator/workload.h"
@@ -84,60 +87,170 @@ CLI::App* AddSimulateCommand(CLI::App& app) {
   return cmd;
 }
 
-int RunSimulateCommand() {
-  const SimulateFlags& f = g_sim;
+// A ds_config.json simulated for a model and cluster: what simulate and check share.
+struct ConfigRun {
+  ModelSpec spec;
+  ParsedDsConfig parsed;
+  std::unique_ptr<Workload> workload;
+  std::unique_ptr<HardwareProfile> profile;
+  Prediction prediction;
+};
+
+Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph) {
   if (f.gpus < 1 || f.nodes < 1) {
-    return Fail(Status::InvalidArgument(fmt::format(
+    return Status::InvalidArgument(fmt::format(
         "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
-        f.nodes)));
+        f.nodes));
   }
-  auto spec = LoadModel(f.model, DataDir());
-  if (!spec.ok()) return Fail(spec.status());
+  ConfigRun run;
+  DSPLAN_ASSIGN_OR_RETURN(run.spec, LoadModel(f.model, DataDir()));
   DsConfigContext ctx;
   ctx.nodes = f.nodes;
   ctx.gpus_per_node = f.gpus;
   ctx.micro_batch = f.micro_batch;
   ctx.grad_accum = f.grad_accum;
   ctx.global_batch = f.global_batch;
-  ctx.hidden_size = spec->hidden_size;
+  ctx.hidden_size = run.spec.hidden_size;
   if (!f.precision.empty()) {
-    auto prec = ParsePrecision(f.precision);
-    if (!prec.ok()) return Fail(prec.status());
-    ctx.precision = *prec;
+    DSPLAN_ASSIGN_OR_RETURN(ctx.precision, ParsePrecision(f.precision));
   }
-  const Lengths len = ResolveLengths(*spec, f.seq_len, f.target_len);
+  const Lengths len = ResolveLengths(run.spec, f.seq_len, f.target_len);
   ctx.seq_len = len.seq_len;
   ctx.target_len = len.target_len;
   ctx.gradient_checkpointing = f.gradient_checkpointing;
-  auto attn = ParseAttentionImpl(f.attention);
-  if (!attn.ok()) return Fail(attn.status());
-  ctx.attention = *attn;
-  auto parsed = ParseDsConfigFile(f.ds_config, ctx);
-  if (!parsed.ok()) return Fail(parsed.status());
-  const Plan& plan = parsed->plan;
-  auto w = BuildWorkload(*spec, WorkloadOptionsForPlan(plan));
-  if (!w.ok()) return Fail(w.status());
-  auto profile =
-      FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir());
-  if (!profile.ok()) return Fail(profile.status());
+  DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(f.attention));
+  DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
+  const Plan& plan = run.parsed.plan;
+  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
+  run.workload = std::make_unique<Workload>(std::move(w));
+  DSPLAN_ASSIGN_OR_RETURN(
+      HardwareProfile hw,
+      FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir()));
+  run.profile = std::make_unique<HardwareProfile>(std::move(hw));
   const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-  SimulationContext sc = MakeSimulationContext(*w, *profile, plan.precision, threshold);
+  SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold);
   SimulateOptions so;
-  so.keep_graph = !f.trace.empty();
-  auto pred = Simulate(sc, plan, so);
-  if (!pred.ok()) return Fail(pred.status());
-  pred->warnings.insert(pred->warnings.begin(), parsed->warnings.begin(), parsed->warnings.end());
+  so.keep_graph = keep_graph;
+  DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
+  run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
+                                 run.parsed.warnings.end());
+  return run;
+}
+
+int RunSimulateCommand() {
+  const SimulateFlags& f = g_sim;
+  auto run = SimulateConfig(f, !f.trace.empty());
+  if (!run.ok()) return Fail(run.status());
+  const Prediction& pred = run->prediction;
+  const Workload& w = *run->workload;
   if (!f.trace.empty()) {
     std::ofstream out(f.trace);
-    if (!out || !(out << ChromeTrace(*pred, *w).dump())) {
+    if (!out || !(out << ChromeTrace(pred, w).dump())) {
       return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.trace)));
     }
   }
   if (f.json) {
-    fmt::print("{}\n", PredictionToJson(*pred, *w).dump(2));
+    fmt::print("{}\n", PredictionToJson(pred, w).dump(2));
   } else {
-    fmt::print("{}", PredictionText(*pred, *w));
+    fmt::print("{}", PredictionText(pred, w));
     if (!f.trace.empty()) fmt::print("trace      {} (open in https://ui.perfetto.dev)\n", f.trace);
+  }
+  return 0;
+}
+
+namespace {
+SimulateFlags g_check;
+}  // namespace
+
+CLI::App* AddCheckCommand(CLI::App& app) {
+  CLI::App* cmd = app.add_subcommand(
+      "check", "Judge an existing ds_config.json: fits or not and why, speed, wasted keys, and "
+               "the plan dsplan would pick instead");
+  AddClusterAndWorkloadFlags(cmd, g_check);
+  cmd->add_option("--ds-config", g_check.ds_config, "DeepSpeed config file")->required();
+  cmd->add_option("--micro-batch", g_check.micro_batch, "per_device_train_batch_size, for \"auto\"");
+  cmd->add_option("--grad-accum", g_check.grad_accum, "gradient_accumulation_steps, for \"auto\"");
+  cmd->add_option("--global-batch", g_check.global_batch, "train_batch_size, for \"auto\"");
+  cmd->add_option("--precision", g_check.precision, "bf16, fp16 or fp32, for \"auto\" precision");
+  return cmd;
+}
+
+int RunCheckCommand() {
+  const SimulateFlags& f = g_check;
+  auto run = SimulateConfig(f, false);
+  if (!run.ok()) return Fail(run.status());
+  const Plan& plan = run->parsed.plan;
+  const Prediction& pred = run->prediction;
+  std::vector<std::string> warnings = pred.warnings;
+  for (const std::string& w : CheckPlan(plan, pred, *run->profile)) warnings.push_back(w);
+  // What dsplan would pick for the same model, cluster, lengths and global batch.
+  PlannerRequest r;
+  r.spec = run->spec;
+  r.nodes = plan.nodes;
+  r.gpus_per_node = plan.gpus_per_node;
+  r.profile = run->profile.get();
+  r.seq_len = plan.seq_len;
+  r.target_len = plan.target_len;
+  r.attention = plan.attention;
+  r.global_batch = plan.train_batch();
+  r.precision = plan.precision;
+  if (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+      plan.zero.offload_param.device == OffloadDevice::kNvme) {
+    r.nvme_bytes = std::max<int64_t>(pred.nvme_bytes_per_node, 1);
+    r.nvme_path = plan.zero.offload_optimizer.nvme_path.empty() ? plan.zero.offload_param.nvme_path
+                                                                  : plan.zero.offload_optimizer.nvme_path;
+  }
+  auto better = RunPlanner(r);
+  if (!better.ok()) return Fail(better.status());
+  const ScoredPlan* alt = better->ranked.empty() ? nullptr : &better->ranked.front();
+  const double speedup = (alt && pred.tokens_per_s > 0 && pred.fits)
+                             ? alt->prediction.tokens_per_s / pred.tokens_per_s
+                             : 0;
+  if (f.json) {
+    nlohmann::json j = PredictionToJson(pred, *run->workload);
+    j["warnings"] = warnings;
+    if (alt) {
+      j["alternative"] = {{"summary", PlanSummary(alt->plan)},
+                          {"micro_batch", alt->plan.micro_batch},
+                          {"grad_accum", alt->plan.grad_accum},
+                          {"tokens_per_s", alt->prediction.tokens_per_s},
+                          {"peak_total_bytes", alt->prediction.gpu_total_bytes},
+                          {"speedup", speedup},
+                          {"ds_config", EmitDsConfig(alt->plan, EmitStyle::kExplicit)}};
+    } else {
+      j["alternative"] = nullptr;
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("{}: {}\n", f.ds_config, PlanSummary(plan));
+  fmt::print("  micro-batch {} x accumulation {} x {} GPU(s) = global batch {}\n", plan.micro_batch,
+             plan.grad_accum, plan.world_size(), plan.train_batch());
+  fmt::print("verdict: {}\n", pred.fits ? "fits" : "does NOT fit: " + pred.reason);
+  fmt::print("predicted: peak {} per GPU (allocated {}), host {} per node, step {:.3f} s, {:.0f} "
+             "tokens/s, MFU {:.1f}% ({})\n",
+             FormatBytes(static_cast<double>(pred.gpu_total_bytes)),
+             FormatBytes(static_cast<double>(pred.gpu_peak_allocated_bytes)),
+             FormatBytes(static_cast<double>(pred.host_peak_bytes_per_node)), pred.step_time_s,
+             pred.tokens_per_s, 100 * pred.mfu, pred.profile_name);
+  for (const std::string& w : warnings) fmt::print("warning: {}\n", w);
+  if (!alt) {
+    fmt::print("dsplan finds no plan that fits this model and cluster at global batch {}\n",
+               plan.train_batch());
+  } else if (!pred.fits) {
+    fmt::print("dsplan would pick: {}, micro-batch {} x {} ({:.0f} tokens/s, peak {})\n",
+               PlanSummary(alt->plan), alt->plan.micro_batch, alt->plan.grad_accum,
+               alt->prediction.tokens_per_s,
+               FormatBytes(static_cast<double>(alt->prediction.gpu_total_bytes)));
+  } else if (speedup > 1.02) {
+    fmt::print("dsplan would pick: {}, micro-batch {} x {}: {:.0f} tokens/s, {:.2f}x faster (peak "
+               "{})\n",
+               PlanSummary(alt->plan), alt->plan.micro_batch, alt->plan.grad_accum,
+               alt->prediction.tokens_per_s, speedup,
+               FormatBytes(static_cast<double>(alt->prediction.gpu_total_bytes)));
+  } else {
+    fmt::print("this is as fast as the best plan dsplan finds ({:.0f} tokens/s)\n",
+               alt->prediction.tokens_per_s);
   }
   return 0;
 }

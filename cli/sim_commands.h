@@ -1,4 +1,4 @@
-// The simulator's commands: simulate and accuracy. Each Add* registers a subcommand and
+// The simulator's commands: simulate, check and accuracy. Each Add* registers a subcommand and
 // its flags; the matching Run* executes it after parsing (returns the exit code).
 #ifndef DSPLAN_CLI_SIM_COMMANDS_H_
 #define DSPLAN_CLI_SIM_COMMANDS_H_
@@ -9,6 +9,8 @@ namespace dsplan {
 
 CLI::App* AddSimulateCommand(CLI::App& app);
 int RunSimulateCommand();
+CLI::App* AddCheckCommand(CLI::App& app);
+int RunCheckCommand();
 CLI::App* AddAccuracyCommand(CLI::App& app);
 int RunAccuracyCommand();
 

@@ -214,6 +214,18 @@ double CostModel::CopySeconds(bool h2d, bool pinned, double bytes) const {
 
 double CostModel::CpuAdamSeconds(double elements, int threads) const {
   if (elements <= 0) return 0;
+  return elements / CpuAdamRate(threads);
+}
+
+double CostModel::HostStreamSeconds(double bytes, int threads) const {
+  if (bytes <= 0) return 0;
+  // The measured CPU Adam kernel streams 28 bytes per element (reads p, g, m, v; writes p, m,
+  // v) and is memory-bound at the rank's thread count, so 28 x its rate is the host memory
+  // bandwidth a PyTorch CPU elementwise pass (TensorIterator over the same threads) reaches.
+  return bytes / (28.0 * CpuAdamRate(threads));
+}
+
+double CostModel::CpuAdamRate(int threads) const {
   const std::vector<CpuAdamPoint>& pts = profile_->host.cpu_adam;
   double rate = 0;
   if (!pts.empty()) {
@@ -230,7 +242,7 @@ double CostModel::CpuAdamSeconds(double elements, int threads) const {
     }
   }
   if (rate <= 0) rate = 2e8 * std::max(1, threads);
-  return elements / rate;
+  return rate;
 }
 
 double CostModel::NvmeSeconds(bool read, double bytes) const {
@@ -276,7 +288,10 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     case TaskKind::kCopyH2D:
       return CopySeconds(true, t.pinned, t.bytes);
     case TaskKind::kCpuOptimizer:
-      return CpuAdamSeconds(t.elements, cpu_threads);
+      // DeepSpeedCPUAdam over the partition plus the host's other elementwise passes over the
+      // fp32 tensors (|bytes| read + written: unscale_and_clip_grads' mul_, the fp32 -> 16-bit
+      // cast of the updated partition), on the same threads.
+      return CpuAdamSeconds(t.elements, cpu_threads) + HostStreamSeconds(t.bytes, cpu_threads);
     case TaskKind::kNvmeRead:
       return NvmeSeconds(true, t.bytes);
     case TaskKind::kNvmeWrite:

@@ -54,6 +54,9 @@ class CostModel {
   double CopySeconds(bool h2d, bool pinned, double bytes) const;
   /// DeepSpeedCPUAdam over |elements| fp32 elements with |threads| threads.
   double CpuAdamSeconds(double elements, int threads) const;
+  /// A PyTorch elementwise pass on host tensors that reads and writes |bytes| in all, with
+  /// |threads| threads: at the host memory bandwidth the CPU Adam measurement implies.
+  double HostStreamSeconds(double bytes, int threads) const;
   double NvmeSeconds(bool read, double bytes) const;
   /// Host dispatch time per kernel (PyTorch eager).
   double DispatchSeconds() const;
@@ -62,6 +65,9 @@ class CostModel {
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
 
  private:
+  /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
+  double CpuAdamRate(int threads) const;
+
   const HardwareProfile* profile_;
   Precision precision_;
 };

@@ -114,6 +114,7 @@ class Builder {
   TaskId last_compute_ = -1;
   TaskId last_reduce_ = -1;
   int64_t bucket_elems_ = 0;
+  int bucket_tensors_ = 0;  // parameter tensors whose gradients are in the bucket
   std::vector<TaskId> bucket_producers_;
   int bucket_index_ = 0;
   bool partition_buffer_live_ = false;  // stage 1/2 grads_in_partition allocated this step
@@ -353,6 +354,7 @@ void Builder::Backward(int micro) {
     }
   }
   bucket_elems_ = 0;
+  bucket_tensors_ = 0;
   bucket_producers_.clear();
   for (int l = L - 1; l >= 0; --l) {
     const Layer& layer = w_.layers[l];
@@ -420,6 +422,7 @@ void Builder::AddToBucket(int micro, int l, int64_t elements, TaskId produced) {
   const TaskId id = g_.Add(c, {produced}, {Free(e_ * elements, MemCategory::kGradients)});
   bucket_producers_.push_back(id);
   bucket_elems_ += elements;
+  bucket_tensors_ += lp_[l].tensors;
 }
 
 void Builder::FlushBucket(int micro) {
@@ -459,19 +462,71 @@ void Builder::FlushBucket(int micro) {
   for (TaskId d : bucket_producers_) g_.AddDep(d);
   last_reduce_ = reduce;
   if (p_.OffloadsOptimizer() && (boundary || Stage3())) {
-    // The owned slice goes to the host as fp32 (cast on the GPU, non-blocking copy).
+    const bool pin = z.offload_optimizer.pin_memory;
+    const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    TaskId before = reduce;
+    if (Stage3()) {
+      // partition_grads, per parameter: the 16-bit grad partition is copied into the host
+      // grad_partitions_flat_buffer (non_blocking) and back to the GPU
+      // (`grad_buffer.to(device, non_blocking=True)`) every micro-step.
+      Task down;
+      down.kind = TaskKind::kCopyD2H;
+      down.resource = Resource::kD2H;
+      down.micro_step = micro;
+      down.index = r.index;
+      down.bytes = static_cast<double>(acc_ * owned);
+      down.pinned = pin;
+      Task up = down;
+      up.kind = TaskKind::kCopyH2D;
+      up.resource = Resource::kH2D;
+      before = g_.Add(up, {g_.Add(down, {reduce}, {})}, {});
+    }
+    TaskId check = -1;
+    if (boundary) {
+      // Per owned parameter on the reducing stream, issued by the host one parameter after the
+      // other. Stage 1/2 (copy_grads_in_partition): set_norm_for_param_grad_in_gpu
+      // (.double().norm(2)), update_overflow_tracker_for_param_grad (_has_inf_or_nan: .float(),
+      // isnan, isinf, logical_or, .float(), .max(), then `if tensor:` reads it on the host) and
+      // async_inplace_copy_grad_to_fp32_buffer_from_gpu (.float() and the copy): 11 host ops,
+      // about 52 bytes of HBM traffic per element. Stage 3 (partition_grads):
+      // _constant_buffered_norm2 (.double().norm(2)**2, **0.5), the fp32 cast of
+      // fp32_grad_tensor.copy_(grad_buffer), record_stream: 9 host ops, about 24 B/element.
+      Task c;
+      c.kind = TaskKind::kGradCopy;
+      c.resource = CommStream();
+      c.micro_step = micro;
+      c.index = r.index;
+      c.bytes = (Stage3() ? 24.0 : 52.0) * owned;
+      c.kernels = (Stage3() ? 9 : 11) * std::max(1, owned_tensors);
+      check = g_.Add(c, {reduce}, {});
+    }
+    // The owned slice goes to the host as fp32 (cast on the GPU, then the copy).
     Task d;
     d.kind = TaskKind::kCopyD2H;
     d.resource = Resource::kD2H;
     d.micro_step = micro;
     d.index = r.index;
     d.bytes = 4.0 * owned;
-    d.pinned = z.offload_optimizer.pin_memory;
-    d2h_tasks_.push_back(g_.Add(d, {reduce},
-                                {Alloc(4 * owned, MemCategory::kTemporaries),
-                                 Free(4 * owned, MemCategory::kTemporaries, true)}));
+    d.pinned = pin;
+    const TaskId d2h = g_.Add(d, {before},
+                              {Alloc(4 * owned, MemCategory::kTemporaries),
+                               Free(4 * owned, MemCategory::kTemporaries, true)});
+    d2h_tasks_.push_back(d2h);
+    if (boundary) {
+      // The host waits for each parameter's copy before it goes on (stage 1/2: the overflow
+      // check's `if tensor:`; stage 3: the blocking fp32_grad_tensor.copy_), so nothing after
+      // this flush is issued before the copies are done: the next compute waits for them.
+      // The host issues one parameter's kernels while the previous one's copy runs, so the
+      // checks and the copies overlap each other (a zero-length join on the compute stream).
+      Task join;
+      join.kind = TaskKind::kGradCopy;
+      join.micro_step = micro;
+      join.kernels = 0;
+      last_compute_ = g_.Add(join, {check, d2h, last_compute_}, {});
+    }
   }
   bucket_elems_ = 0;
+  bucket_tensors_ = 0;
   bucket_producers_.clear();
 }
 
@@ -587,13 +642,23 @@ void Builder::OptimizerStep() {
               FreeNow(4 * part_, MemCategory::kGradients)};
         last_compute_ = g_.Add(t, {last_compute_, last_reduce_}, fx);
       } else {
-        // CPU Adam on the host partition once the gradient copies are in; the updated fp32
-        // partition comes back to the GPU (a transient fp32 copy) into the 16-bit params.
+        // scaled_global_norm -> complete_grad_norm_calculation_for_cpu_offload: one
+        // `param_norm.item()` (a device read) per owned parameter, on the host.
+        Task norm;
+        norm.kind = TaskKind::kGpuOptimizer;
+        norm.kernels = static_cast<int>(CeilDiv(param_tensors_, N_));
+        const TaskId norms = g_.Add(norm, {last_compute_, last_reduce_}, {});
+        // CPU Adam on the host partition once the gradient copies are in, after
+        // unscale_and_clip_grads' mul_ over the fp32 grad partition on the host (8 bytes per
+        // element read and written); the updated fp32 partition comes back to the GPU (a
+        // transient fp32 copy) into the 16-bit params.
         Task c;
         c.kind = TaskKind::kCpuOptimizer;
         c.resource = Resource::kCpu;
         c.elements = static_cast<double>(part_);
-        g_.Add(c, {last_compute_, last_reduce_}, {});
+        c.bytes = 8.0 * part_;
+        c.kernels = 0;
+        g_.Add(c, {norms, last_reduce_}, {});
         for (TaskId d : d2h_tasks_) g_.AddDep(d);
         const TaskId cpu = g_.size() - 1;
         Task h;
@@ -656,11 +721,17 @@ void Builder::OptimizerStep() {
           r.bytes = (8.0 + state_bytes_) * n;
           read = g_.Add(r, {prev}, {});
         }
+        // unscale_and_clip_grads: mul_ over the sub-group's fp32 grad on the host (8 B per
+        // element); DeepSpeedCPUAdam; _reassign_or_swap_out_partitioned_parameters:
+        // fp16_partitioned_groups_flat.copy_(fp32 flat), a host cast (4 B read, 2 B written;
+        // PyTorch casts on the source's device before a cross-device copy).
         Task c;
         c.kind = TaskKind::kCpuOptimizer;
         c.resource = Resource::kCpu;
         c.index = static_cast<int>(sg);
         c.elements = static_cast<double>(n);
+        c.bytes = (8.0 + 4.0 + e_) * n;
+        c.kernels = 0;
         g_.Add(c, {prev, read, last_reduce_}, {});
         for (TaskId d : d2h_tasks_) g_.AddDep(d);
         const TaskId cpu = g_.size() - 1;

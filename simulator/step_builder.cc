@@ -688,8 +688,15 @@ void Builder::OptimizerStep() {
     case OptimizerWrapper::kZero3: {
       const bool off = p_.OffloadsOptimizer();
       const bool nvme = z.offload_optimizer.device == OffloadDevice::kNvme;
+      // _get_norm_groups, per owned parameter on the host: get_grad_norm_direct
+      // (g.to(device), .double(), .norm(2): 3 ops, 18 B/element) or, with optimizer offload,
+      // complete_grad_norm_calculation_for_cpu_offload (`total_norm += param_norm**2`: 2 ops).
+      Task norm;
+      norm.kind = TaskKind::kGpuOptimizer;
+      norm.kernels = (off ? 2 : 3) * static_cast<int>(CeilDiv(param_tensors_, N_));
+      norm.bytes = off ? 0.0 : 18.0 * part_;
       int64_t remaining = part_;
-      TaskId prev = last_compute_;
+      TaskId prev = last_compute_ = g_.Add(norm, {last_compute_, last_reduce_}, {});
       for (int64_t sg = 0; sg < f_.subgroups; ++sg) {
         const int64_t n = std::min(remaining, z.sub_group_size);
         remaining -= n;

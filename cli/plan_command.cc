@@ -315,6 +315,13 @@ int RunPlanCommand() {
              spec->name, FormatCount(static_cast<double>(res.ranked.empty() ? 0 : res.ranked.front().prediction.facts.params)),
              g.nodes, g.gpus);
   fmt::print("hardware {} ({})\n", profile->name, profile->SourceSummary());
+  fmt::print("limits   GPU {} x {:.0f}%, host RAM {} per node{}, NVMe {}\n",
+             FormatBytes(profile->gpu.memory_bytes.value), 100 * g.max_gpu_memory_fraction,
+             FormatBytes(r.host_memory_bytes > 0 ? static_cast<double>(r.host_memory_bytes)
+                                                 : profile->host.ram_bytes.value),
+             r.host_memory_bytes > 0 ? "" : " (the profile's; --host-memory to change)",
+             r.nvme_bytes > 0 ? FormatBytes(static_cast<double>(r.nvme_bytes)) + " per node"
+                              : "none (--nvme SIZE to allow ZeRO-Infinity)");
   fmt::print("sequence {}{}, objective {}; {} plans considered, {} simulated in {:.2f} s\n\n",
              r.seq_len, r.target_len ? fmt::format(" + target {}", r.target_len) : "",
              ObjectiveName(r.objective), res.plans_considered, res.plans_simulated, res.seconds);

@@ -61,6 +61,20 @@ class Builder {
   bool HooksDuringBackward() const {
     return Stage3() || (Zero12() && (p_.zero.stage == 2 || f_.overlap_comm));
   }
+  // Whether this micro-step's backward reduces gradients in the hooks: stage 2 and 3 every
+  // micro-step; stage 1 (with overlap_comm) only at the accumulation boundary, its hooks
+  // returning early before it (reduce_ready_partitions_and_remove_grads).
+  bool ReducesInBackward(int micro) const {
+    if (!HooksDuringBackward()) return false;
+    return Stage3() || p_.zero.stage == 2 || micro == gas_ - 1;
+  }
+  // Whether param.grad accumulates in place across micro-steps (allocated in the first only):
+  // stage 1 until its boundary reduction, FP16_Optimizer and the basic optimizer. Stage 2/3
+  // hooks free each micro-step's grads; BF16_Optimizer frees them at each backward's start.
+  bool GradsAccumulateInPlace() const {
+    return (Zero12() && p_.zero.stage == 1) ||
+           (Stage0Like() && f_.wrapper != OptimizerWrapper::kBf16Optimizer);
+  }
   Resource CommStream() const { return f_.overlap_comm ? Resource::kComm : Resource::kCompute; }
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
@@ -393,17 +407,15 @@ void Builder::Backward(int micro) {
     // step is over.
     fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
                       MemCategory::kActivations));
-    // Parameter gradients appear as param.grad in the model dtype. Without hooks they stay and
-    // accumulate in place across micro-steps (allocated in the first one only).
+    // Parameter gradients appear as param.grad in the model dtype.
     const int64_t grad_bytes = e_ * layer.params;
-    const bool new_grads = HooksDuringBackward() || micro == 0 ||
-                           f_.wrapper == OptimizerWrapper::kBf16Optimizer;
+    const bool new_grads = !GradsAccumulateInPlace() || micro == 0;
     if (new_grads && grad_bytes > 0) fx.push_back(Alloc(grad_bytes, MemCategory::kGradients, true));
     const bool release = Stage3() && gathered_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
     if (release) gathered_[l] = 0;
-    if (HooksDuringBackward() && layer.params > 0) AddToBucket(micro, l, layer.params, last_compute_);
+    if (ReducesInBackward(micro) && layer.params > 0) AddToBucket(micro, l, layer.params, last_compute_);
   }
   EndOfBackward(micro);
 }
@@ -534,7 +546,7 @@ void Builder::EndOfBackward(int micro) {
   const ZeroConfig& z = p_.zero;
   const int L = static_cast<int>(w_.layers.size());
   const bool boundary = micro == gas_ - 1;
-  if (HooksDuringBackward()) FlushBucket(micro);
+  if (ReducesInBackward(micro)) FlushBucket(micro);
   if (Zero12() && !HooksDuringBackward() && boundary) {
     // Stage 1 without overlap_comm: after the last backward, reduce_gradients() walks every
     // parameter through the same bucket path.

@@ -244,6 +244,26 @@ TEST_F(StepBuilderTest, StageTwoReducesEveryMicroStepStageOneOnlyAtTheBoundary) 
   }
 }
 
+// Stage 1 with overlap_comm registers the hooks, but they reduce only at the accumulation
+// boundary; before it the gradients accumulate in param.grad, allocated once (2 bytes x psi).
+TEST_F(StepBuilderTest, StageOneWithOverlapStillReducesOnlyAtTheBoundary) {
+  Plan p = MakePlan(1, 4);
+  p.grad_accum = 3;
+  p.zero.overlap_comm = true;
+  const BuiltStep b = Build(p);
+  EXPECT_EQ(Count(b, TaskKind::kAllReduce, 0), 0);
+  EXPECT_EQ(Count(b, TaskKind::kAllReduce, 1), 0);
+  EXPECT_DOUBLE_EQ(SumBytes(b, TaskKind::kAllReduce, 2), 2.0 * psi_);
+  int64_t grads_allocated = 0;
+  for (TaskId id = 0; id < b.graph.size(); ++id) {
+    if (b.graph.task(id).kind != TaskKind::kBackward) continue;
+    for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+      if (e->category == MemCategory::kGradients && e->bytes > 0) grads_allocated += e->bytes;
+    }
+  }
+  EXPECT_EQ(grads_allocated, 2 * psi_);
+}
+
 // One GPU: nothing to reduce across ranks at stage 0.
 TEST_F(StepBuilderTest, StageZeroOnOneGpuHasNoCollectives) {
   const BuiltStep b = Build(MakePlan(0, 1, Precision::kFp16));

@@ -83,7 +83,6 @@ class Search {
   // split into that micro-batch.
   std::optional<ScoredPlan> Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
                                      std::string* error);
-  bool Fits(const Prediction& p, std::string* reason) const;
   void RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
                  std::string* error);
 
@@ -262,36 +261,6 @@ std::shared_ptr<WorkloadEntry> Search::Entry(int64_t mb, bool gc) {
   return it->second;
 }
 
-bool Search::Fits(const Prediction& p, std::string* reason) const {
-  const double margin = 0.02;
-  const double usable = p.gpu_capacity_bytes * r_.max_gpu_memory_fraction * (1 - margin);
-  if (p.gpu_total_bytes > usable) {
-    int largest = 0;
-    for (int c = 1; c < kNumMemCategories; ++c) {
-      if (p.gpu_breakdown_at_peak[c] > p.gpu_breakdown_at_peak[largest]) largest = c;
-    }
-    *reason = fmt::format("peak {} > {} usable at {}; largest part {} {}",
-                          FormatBytes(static_cast<double>(p.gpu_total_bytes)), FormatBytes(usable),
-                          p.gpu_peak_task, MemCategoryName(static_cast<MemCategory>(largest)),
-                          FormatBytes(static_cast<double>(p.gpu_breakdown_at_peak[largest])));
-    return false;
-  }
-  const int64_t host = r_.host_memory_bytes > 0 ? r_.host_memory_bytes : p.host_capacity_bytes_per_node;
-  if (host > 0 && p.host_peak_bytes_per_node > host) {
-    *reason = fmt::format("host RAM {} per node > {}",
-                          FormatBytes(static_cast<double>(p.host_peak_bytes_per_node)),
-                          FormatBytes(static_cast<double>(host)));
-    return false;
-  }
-  if (p.nvme_bytes_per_node > 0 && p.nvme_bytes_per_node > r_.nvme_bytes) {
-    *reason = fmt::format("NVMe {} per node > {}",
-                          FormatBytes(static_cast<double>(p.nvme_bytes_per_node)),
-                          FormatBytes(static_cast<double>(r_.nvme_bytes)));
-    return false;
-  }
-  return true;
-}
-
 std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
                                            std::string* error) {
   int64_t gas = r_.grad_accum.value_or(1);
@@ -314,16 +283,18 @@ std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for
   s.plan.micro_batch = mb;
   s.plan.grad_accum = gas;
   const SimulationContext& ctx = f.plan.zero.stage == 3 ? entry->ctx3 : entry->ctx;
-  auto pred = Simulate(ctx, s.plan);
+  SimulateOptions o;
+  o.memory_fraction = r_.max_gpu_memory_fraction;
+  o.host_memory_bytes = r_.host_memory_bytes;
+  // NVMe: only the space the user declared counts.
+  o.nvme_bytes = r_.nvme_bytes;
+  auto pred = Simulate(ctx, s.plan, o);
   ++simulated_;
   if (!pred.ok()) {
     *error = pred.status().message();
     return std::nullopt;
   }
   s.prediction = std::move(*pred);
-  std::string reason;
-  s.prediction.fits = Fits(s.prediction, &reason);
-  s.prediction.reason = reason;
   if (s.prediction.tokens_per_s > 0) {
     s.gpu_hours_per_million_tokens = world_ / (s.prediction.tokens_per_s * 3600.0) * 1e6;
   }

@@ -27,6 +27,8 @@ struct Block {
 
 class Allocator {
  public:
+  explicit Allocator(int64_t capacity) : capacity_(capacity) {}
+
   // Returns a block id.
   int Malloc(int64_t request) {
     const int64_t size = std::max<int64_t>(kRound, RoundUp(request, kRound));
@@ -38,6 +40,12 @@ class Allocator {
     if (best < 0) {
       int64_t seg = small ? kSmallBuffer
                           : (size < kMinLargeAlloc ? kLargeBuffer : RoundUp(size, kRoundLarge));
+      if (capacity_ > 0 && reserved_ + seg > capacity_) {
+        // cudaMalloc would fail: PyTorch releases every cached segment with nothing allocated
+        // in it and retries; if that is not enough, the allocation raises OutOfMemoryError.
+        ReleaseCachedSegments();
+        if (reserved_ + seg > capacity_) oom_ = true;
+      }
       reserved_ += seg;
       peak_reserved_ = std::max(peak_reserved_, reserved_);
       const int seg_id = static_cast<int>(segments_.size());
@@ -90,7 +98,21 @@ class Allocator {
     free_[small].insert({blocks_[id].size, id});
   }
 
+  void ReleaseCachedSegments() {
+    for (size_t sid = 0; sid < segments_.size(); ++sid) {
+      auto& seg = segments_[sid];
+      if (seg.size() != 1) continue;
+      const int id = seg.begin()->second;
+      if (!blocks_[id].free) continue;
+      RemoveFree(id, IsSmall(id));
+      reserved_ -= blocks_[id].size;
+      blocks_[id].size = 0;
+      seg.clear();
+    }
+  }
+
   void ResetPeaks() { peak_allocated_ = allocated_; }
+  bool oom() const { return oom_; }
   int64_t peak_allocated() const { return peak_allocated_; }
   int64_t peak_reserved() const { return peak_reserved_; }
 
@@ -111,13 +133,16 @@ class Allocator {
   std::vector<char> small_;
   std::vector<std::map<int64_t, int>> segments_;
   std::set<std::pair<int64_t, int>> free_[2];  // free blocks by (size, id): best fit first
+  int64_t capacity_ = 0;
+  bool oom_ = false;
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
 };
 
 }  // namespace
 
-AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations) {
-  Allocator a;
+AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
+                                         int64_t capacity) {
+  Allocator a(capacity);
   // Initial state: model states as allocated at initialization, one block per category.
   for (int64_t b : graph.initial[static_cast<int>(MemSpace::kGpu)]) {
     if (b > 0) a.Malloc(b);
@@ -159,6 +184,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations)
   AllocatorResult r;
   r.peak_allocated = a.peak_allocated();
   r.peak_reserved = a.peak_reserved();
+  r.out_of_memory = a.oom();
   return r;
 }
 

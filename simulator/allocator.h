@@ -22,12 +22,17 @@ namespace dsplan {
 struct AllocatorResult {
   int64_t peak_allocated = 0;  // of the last iteration
   int64_t peak_reserved = 0;   // over all iterations
+  /// A request could not be placed within the capacity even after releasing every cached
+  /// segment with nothing allocated in it (what PyTorch does before raising OutOfMemoryError).
+  bool out_of_memory = false;
 };
 
 /// Replays the GPU effects of |graph| |iterations| times (the first warms the cache, as
 /// training's first steps do), starting from the graph's initial GPU state as one block per
-/// category.
-AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2);
+/// category. |capacity| > 0: the bytes the allocator may reserve (device memory less the CUDA
+/// context); when a new segment would exceed it, empty cached segments are released first.
+AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
+                                         int64_t capacity = 0);
 
 }  // namespace dsplan
 

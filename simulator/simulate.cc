@@ -88,11 +88,18 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.gpu_capacity_bytes = static_cast<int64_t>(hw.gpu.memory_bytes.value);
   p.gpu_peak_allocated_bytes = gpu.bytes;
   p.gpu_peak_reserved_bytes = gpu.bytes;
-  if (options.model_allocator) {
-    const AllocatorResult a = SimulateCachingAllocator(g, 2);
-    p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
-  }
   p.gpu_context_bytes = static_cast<int64_t>(hw.gpu.context_bytes.value);
+  // What a plan may use: the device memory times the allowed fraction, less the margin.
+  const double usable =
+      p.gpu_capacity_bytes * options.memory_fraction * (1.0 - options.safety_margin);
+  bool allocator_oom = false;
+  if (options.model_allocator) {
+    const int64_t capacity = std::max<int64_t>(
+        1, static_cast<int64_t>(usable) - p.gpu_context_bytes);
+    const AllocatorResult a = SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0);
+    p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
+    allocator_oom = a.out_of_memory;
+  }
   p.gpu_total_bytes = p.gpu_peak_reserved_bytes + p.gpu_context_bytes;
   p.gpu_breakdown_at_peak = gpu.breakdown;
   p.gpu_breakdown_at_peak[static_cast<int>(MemCategory::kContext)] += p.gpu_context_bytes;
@@ -106,39 +113,53 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   const MemoryPeak& pageable = mem.peak[static_cast<int>(MemSpace::kPageableHost)];
   p.host_pinned_bytes_per_node = pinned.bytes * per_node;
   p.host_peak_bytes_per_node = (pinned.bytes + pageable.bytes + kProcessHostBytes) * per_node;
-  p.host_capacity_bytes_per_node = static_cast<int64_t>(hw.host.ram_bytes.value);
+  p.host_capacity_bytes_per_node = options.host_memory_bytes > 0
+                                       ? options.host_memory_bytes
+                                       : static_cast<int64_t>(hw.host.ram_bytes.value);
+  const double nvme_capacity = options.nvme_bytes > 0
+                                   ? static_cast<double>(options.nvme_bytes)
+                                   : (hw.nvme.present ? hw.nvme.capacity_bytes.value : 0.0);
   p.nvme_bytes_per_node = mem.peak[static_cast<int>(MemSpace::kNvme)].bytes * per_node;
 
   // --- fit ---
-  const double usable = p.gpu_capacity_bytes * (1.0 - options.safety_margin);
-  if (p.gpu_capacity_bytes > 0 && p.gpu_total_bytes > usable) {
+  const CategoryBytes& at_peak = gpu.breakdown;
+  int largest = 0;
+  for (int c = 1; c < kNumMemCategories; ++c) {
+    if (at_peak[c] > at_peak[largest]) largest = c;
+  }
+  const std::string largest_part = fmt::format(
+      "largest part {} {}", MemCategoryName(static_cast<MemCategory>(largest)),
+      FormatBytes(static_cast<double>(at_peak[largest])));
+  if (p.gpu_capacity_bytes > 0 &&
+      (allocator_oom || p.gpu_peak_allocated_bytes + p.gpu_context_bytes > usable)) {
     p.fits = false;
-    const CategoryBytes& b = gpu.breakdown;
-    int largest = 0;
-    for (int c = 1; c < kNumMemCategories; ++c) {
-      if (b[c] > b[largest]) largest = c;
+    if (p.gpu_peak_allocated_bytes + p.gpu_context_bytes > usable) {
+      p.reason = fmt::format("peak {} (allocated {} + context {}) > {} usable at {}; {}",
+                             FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes +
+                                                             p.gpu_context_bytes)),
+                             FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes)),
+                             FormatBytes(static_cast<double>(p.gpu_context_bytes)),
+                             FormatBytes(usable), p.gpu_peak_task, largest_part);
+    } else {
+      p.reason = fmt::format(
+          "allocated peak {} + context {} fits in {} usable, but the caching allocator's "
+          "fragmentation leaves no free block large enough (reserved {} at the limit); {}",
+          FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes)),
+          FormatBytes(static_cast<double>(p.gpu_context_bytes)), FormatBytes(usable),
+          FormatBytes(static_cast<double>(p.gpu_peak_reserved_bytes)), largest_part);
     }
-    p.reason = fmt::format(
-        "GPU: peak {} (reserved {} + context {}) exceeds {} ({} minus a {:.0f}% margin) at {}; "
-        "largest part: {} {}",
-        FormatBytes(static_cast<double>(p.gpu_total_bytes)),
-        FormatBytes(static_cast<double>(p.gpu_peak_reserved_bytes)),
-        FormatBytes(static_cast<double>(p.gpu_context_bytes)), FormatBytes(usable),
-        FormatBytes(static_cast<double>(p.gpu_capacity_bytes)), 100 * options.safety_margin,
-        p.gpu_peak_task, MemCategoryName(static_cast<MemCategory>(largest)),
-        FormatBytes(static_cast<double>(b[largest])));
   } else if (p.host_capacity_bytes_per_node > 0 &&
              p.host_peak_bytes_per_node > p.host_capacity_bytes_per_node) {
     p.fits = false;
-    p.reason = fmt::format("host RAM: {} per node needed, {} available",
+    p.reason = fmt::format("host RAM {} per node > {}",
                            FormatBytes(static_cast<double>(p.host_peak_bytes_per_node)),
                            FormatBytes(static_cast<double>(p.host_capacity_bytes_per_node)));
-  } else if (p.nvme_bytes_per_node > 0 && hw.nvme.present && hw.nvme.capacity_bytes.value > 0 &&
-             p.nvme_bytes_per_node > hw.nvme.capacity_bytes.value) {
+  } else if (p.nvme_bytes_per_node > 0 && p.nvme_bytes_per_node > nvme_capacity) {
     p.fits = false;
-    p.reason = fmt::format("NVMe: {} per node needed, {} available",
+    p.reason = fmt::format("NVMe {} per node > {}",
                            FormatBytes(static_cast<double>(p.nvme_bytes_per_node)),
-                           FormatBytes(hw.nvme.capacity_bytes.value));
+                           nvme_capacity > 0 ? FormatBytes(nvme_capacity) + " available"
+                                             : std::string("none available (pass --nvme SIZE)"));
   }
 
   // --- time ---

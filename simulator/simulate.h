@@ -40,6 +40,12 @@ struct SimulateOptions {
   /// Fraction of device memory kept free when judging fit (fragmentation spikes, other
   /// processes).
   double safety_margin = 0.02;
+  /// Fraction of each GPU's memory the plan may use (the planner's --max-gpu-memory-fraction).
+  double memory_fraction = 1.0;
+  /// Host RAM and NVMe space per node to judge against; 0 = the profile's (NVMe: no limit when
+  /// the profile has none).
+  int64_t host_memory_bytes = 0;
+  int64_t nvme_bytes = 0;
 };
 
 struct StepBreakdown {

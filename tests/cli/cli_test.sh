@@ -8,12 +8,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-# The main job until the planner lands: a model summary and its workload.
-run --model t5-3b --gpus 4
+# The main job: the planner ranks plans for t5-3b on 4 GPUs and writes the chosen config.
+(cd "$tmp" && "$bin" --model t5-3b --gpus 4 >"$tmp/out" 2>"$tmp/err")
+rc=$?
 check "main job exits 0" test "$rc" -eq 0
-check "main job prints the exact count" grep -q "2851598336" "$tmp/out"
-check "main job says the planner is not built" grep -q "planner is not part of this build" "$tmp/out"
-check "main job uses T5's default lengths" grep -q "source 512 + target 128" "$tmp/out"
+check "main job uses T5's default lengths" grep -q "sequence 512 + target 128" "$tmp/out"
+check "main job lists ranked plans" grep -qE "^ 1 +[0-3] " "$tmp/out"
+check "main job writes ds_config.json" test -s "$tmp/ds_config.json"
+check "main job prints the launch command" grep -q "deepspeed --num_gpus 4" "$tmp/out"
+check "written config is JSON with a ZeRO stage" python3 -c "import json; c=json.load(open('$tmp/ds_config.json')); assert c['zero_optimization']['stage'] in (0,1,2,3); assert c['train_micro_batch_size_per_gpu'] >= 1"
 
 run models
 check "models exits 0" test "$rc" -eq 0

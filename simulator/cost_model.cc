@@ -15,8 +15,8 @@ namespace {
 //  * PyTorch's elementwise kernels reach this fraction of the profile's streaming rate (the
 //    profiler's kernel is a tuned 16-byte-vector fp32 stream; PyTorch's bf16 kernels with
 //    casts, strides and several inputs stay well below it).
-constexpr double kFrameworkOpSeconds = 35e-6;
-constexpr double kFrameworkElementwiseEfficiency = 0.6;
+constexpr double kFrameworkOpSeconds = 38e-6;
+constexpr double kFrameworkElementwiseEfficiency = 0.45;
 
 // Interpolates a size-dependent bandwidth curve at |bytes| (log-linear between points, clamped
 // at the ends). Returns 0 when the curve has no points.

@@ -63,13 +63,14 @@ TEST_F(CalibrationTest, PeakReservedWithinTwelvePercent) {
   EXPECT_LT(summary_->reserved_mean_abs, 0.05);
 }
 
-// Step time. The target is a mean error under 10%; the model reaches 17.8% today (stage
-// 3 hooks and offload are underestimated: docs/accuracy.md). This bounds the present level so a
-// regression shows; tighten it when the model improves.
-TEST_F(CalibrationTest, StepTimeMeanErrorBounded) {
-  EXPECT_LT(summary_->step_mean_abs, 0.14);
+// Step time: the target is a mean error under 10%. Two software-stack constants of the
+// cost model are fitted on these same runs (docs/simulator.md), so this is an in-sample check;
+// every run must also stay within 40% (today's worst: stage 3 gpt2-xl micro-batch 4, -34%).
+TEST_F(CalibrationTest, StepTimeMeanErrorUnderTenPercent) {
+  EXPECT_LT(summary_->step_mean_abs, 0.10);
   for (const AccuracyRow& r : summary_->rows) {
     EXPECT_GT(r.step_s, 0) << r.run.id;
+    EXPECT_LT(std::abs(r.step_error), 0.40) << r.run.id;
   }
 }
 

@@ -45,6 +45,7 @@ struct SimulateFlags {
   std::string attention = "auto";
   std::string hardware;
   bool json = false;
+  bool quiet = false;
   std::string trace;
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> grad_accum;
@@ -71,6 +72,7 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
                   "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
                   "present, else h200-sxm");
   cmd->add_flag("--json", f.json, "Machine-readable output");
+  cmd->add_flag("--quiet", f.quiet, "One line: verdict, peak GPU memory, step time, tokens/s");
 }
 
 CLI::App* AddSimulateCommand(CLI::App& app) {
@@ -85,6 +87,12 @@ CLI::App* AddSimulateCommand(CLI::App& app) {
   cmd->add_option("--global-batch", g_sim.global_batch, "train_batch_size, for \"auto\"");
   cmd->add_option("--precision", g_sim.precision, "bf16, fp16 or fp32, for \"auto\" precision");
   return cmd;
+}
+
+std::string QuietLine(const Prediction& p) {
+  return fmt::format("{}: peak {} per GPU, step {:.3f} s, {:.0f} tokens/s",
+                     p.fits ? "fits" : "does not fit", FormatBytes(static_cast<double>(p.gpu_total_bytes)),
+                     p.step_time_s, p.tokens_per_s);
 }
 
 // A ds_config.json simulated for a model and cluster: what simulate and check share.
@@ -151,6 +159,8 @@ int RunSimulateCommand() {
   }
   if (f.json) {
     fmt::print("{}\n", PredictionToJson(pred, w).dump(2));
+  } else if (f.quiet) {
+    fmt::print("{}\n", QuietLine(pred));
   } else {
     fmt::print("{}", PredictionText(pred, w));
     if (!f.trace.empty()) fmt::print("trace      {} (open in https://ui.perfetto.dev)\n", f.trace);
@@ -206,6 +216,11 @@ int RunCheckCommand() {
   const double speedup = (alt && pred.tokens_per_s > 0 && pred.fits)
                              ? alt->prediction.tokens_per_s / pred.tokens_per_s
                              : 0;
+  if (f.quiet) {
+    fmt::print("{}{}\n", QuietLine(pred),
+               alt && speedup > 1.02 ? fmt::format("; dsplan's plan is {:.2f}x faster", speedup) : "");
+    return 0;
+  }
   if (f.json) {
     nlohmann::json j = PredictionToJson(pred, *run->workload);
     j["warnings"] = warnings;

@@ -1,0 +1,646 @@
+// RunPlanner: every ranked plan fits, the order follows the objective, pins are honoured, the
+// largest micro-batch is really the largest, predictions equal a fresh simulation, bad requests
+// name their flag, and the chosen plan survives emit -> parse.
+//
+// Expectations come from the request (pins, batch arithmetic), from the fit rule stated in
+// search.h/simulate.h (peak <= capacity x fraction x (1 - 0.02)), or from independent calls to
+// Simulate — never from the planner's own output.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "planner/ds_config.h"
+#include "planner/search.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+constexpr double kMargin = 0.02;  // SimulateOptions::safety_margin, the planner's fit margin
+
+const ModelSpec& Model(const std::string& name) {
+  static std::map<std::string, ModelSpec> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    auto m = LoadModel(name, DSPLAN_TEST_DATA_DIR);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    it = cache.emplace(name, m.ok() ? *m : ModelSpec{}).first;
+  }
+  return it->second;
+}
+
+const HardwareProfile& Profile(const std::string& name = "h200-measured") {
+  static std::map<std::string, HardwareProfile> cache;
+  auto it = cache.find(name);
+  if (it == cache.end()) {
+    auto p = FindHardwareProfile(name, DSPLAN_TEST_DATA_DIR);
+    EXPECT_TRUE(p.ok()) << p.status().message();
+    it = cache.emplace(name, p.ok() ? *p : HardwareProfile{}).first;
+  }
+  return it->second;
+}
+
+PlannerRequest Request(const std::string& model, int gpus) {
+  PlannerRequest r;
+  r.spec = Model(model);
+  r.gpus_per_node = gpus;
+  r.profile = &Profile();
+  r.seq_len = 1024;
+  r.threads = 2;
+  return r;
+}
+
+/// The default search for gpt2 on 2 GPUs, run once and shared by the tests that only read it.
+const PlannerResult& Gpt2Default() {
+  static const PlannerResult result = [] {
+    auto r = RunPlanner(Request("gpt2", 2));
+    EXPECT_TRUE(r.ok()) << r.status().message();
+    return r.ok() ? *r : PlannerResult{};
+  }();
+  return result;
+}
+
+/// An independent simulation of |plan|, built the way `dsplan simulate` builds it.
+Prediction FreshSimulate(const ModelSpec& spec, const Plan& plan,
+                         const HardwareProfile& profile = Profile()) {
+  auto w = BuildWorkload(spec, WorkloadOptionsForPlan(plan));
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  if (!w.ok()) return {};
+  const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+  SimulationContext ctx = MakeSimulationContext(*w, profile, plan.precision, threshold);
+  auto p = Simulate(ctx, plan);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  return p.ok() ? *p : Prediction{};
+}
+
+/// The fit rule of the planner (default fraction 1, no host or NVMe override).
+bool FitsGpu(const Prediction& p, double fraction = 1.0) {
+  return p.gpu_total_bytes <= p.gpu_capacity_bytes * fraction * (1 - kMargin);
+}
+
+/// Everything of a plan but the batch: the family it belongs to.
+Plan FamilyOf(Plan p) {
+  p.micro_batch = 0;
+  p.grad_accum = 0;
+  return p;
+}
+
+bool SamePlanIgnoringOverlapDefault(Plan a, Plan b) {
+  a.zero.overlap_comm = a.zero.OverlapComm();
+  b.zero.overlap_comm = b.zero.OverlapComm();
+  return a == b;
+}
+
+TEST(SearchTest, EveryRankedPlanFitsAndIsSortedByThroughput) {
+  const PlannerResult& res = Gpt2Default();
+  ASSERT_FALSE(res.ranked.empty());
+  EXPECT_GT(res.plans_simulated, 0);
+  EXPECT_GT(res.plans_considered, 0);
+  EXPECT_GT(res.seconds, 0);
+  for (size_t i = 0; i < res.ranked.size(); ++i) {
+    const ScoredPlan& s = res.ranked[i];
+    const Prediction& p = s.prediction;
+    EXPECT_TRUE(p.fits) << PlanSummary(s.plan) << ": " << p.reason;
+    EXPECT_GT(p.gpu_capacity_bytes, 0);
+    EXPECT_TRUE(FitsGpu(p)) << PlanSummary(s.plan) << " mb " << s.plan.micro_batch << ": "
+                            << p.gpu_total_bytes << " > 0.98 x " << p.gpu_capacity_bytes;
+    if (p.host_capacity_bytes_per_node > 0) {
+      EXPECT_LE(p.host_peak_bytes_per_node, p.host_capacity_bytes_per_node) << PlanSummary(s.plan);
+    }
+    EXPECT_EQ(p.nvme_bytes_per_node, 0) << "no NVMe was given: " << PlanSummary(s.plan);
+    EXPECT_EQ(s.plan.world_size(), 2);
+    EXPECT_GT(p.tokens_per_s, 0);
+    // tokens/s is what a step trains over its time: micro x accumulation x GPUs x 1024 tokens.
+    EXPECT_NEAR(p.tokens_per_s * p.step_time_s,
+                static_cast<double>(s.plan.micro_batch * s.plan.grad_accum * 2 * 1024),
+                1e-6 * p.tokens_per_s * p.step_time_s);
+    // GPU-hours per million tokens on 2 GPUs.
+    EXPECT_NEAR(s.gpu_hours_per_million_tokens, 2 / (p.tokens_per_s * 3600) * 1e6,
+                1e-9 * s.gpu_hours_per_million_tokens);
+    if (i > 0) {
+      EXPECT_GE(res.ranked[i - 1].prediction.tokens_per_s, p.tokens_per_s) << "rank " << i;
+    }
+  }
+}
+
+TEST(SearchTest, SearchCoversEveryStageWhenUnpinned) {
+  // gpt2 (124 M parameters) fits an H200 at every stage; an unpinned search finds all four.
+  std::set<int> stages;
+  bool offload = false, ckpt = false, no_ckpt = false;
+  for (const ScoredPlan& s : Gpt2Default().ranked) {
+    stages.insert(s.plan.zero.stage);
+    offload |= s.plan.OffloadsOptimizer();
+    ckpt |= s.plan.gradient_checkpointing;
+    no_ckpt |= !s.plan.gradient_checkpointing;
+  }
+  EXPECT_EQ(stages, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_TRUE(offload);
+  EXPECT_TRUE(ckpt);
+  EXPECT_TRUE(no_ckpt);
+}
+
+TEST(SearchTest, RecommendationsAreTheBestOfEachDistinctChoice) {
+  const PlannerResult& res = Gpt2Default();
+  ASSERT_FALSE(res.recommendations.empty());
+  std::set<std::string> choices;
+  for (const ScoredPlan& rec : res.recommendations) {
+    EXPECT_TRUE(choices.insert(ChoiceSummary(rec.plan)).second)
+        << "duplicate choice " << ChoiceSummary(rec.plan);
+    const bool in_ranked = std::any_of(res.ranked.begin(), res.ranked.end(), [&](const ScoredPlan& s) {
+      return s.plan == rec.plan;
+    });
+    EXPECT_TRUE(in_ranked) << PlanSummary(rec.plan) << " is not among the ranked plans";
+  }
+  // The first recommendation is the best plan; each is the fastest plan of its choice; every
+  // choice that has a fitting plan is recommended; best first.
+  EXPECT_EQ(res.recommendations.front().plan, res.ranked.front().plan);
+  std::map<std::string, double> best_of_choice;
+  for (const ScoredPlan& s : res.ranked) {
+    double& b = best_of_choice[ChoiceSummary(s.plan)];
+    b = std::max(b, s.prediction.tokens_per_s);
+  }
+  EXPECT_EQ(choices.size(), best_of_choice.size());
+  for (size_t i = 0; i < res.recommendations.size(); ++i) {
+    const ScoredPlan& rec = res.recommendations[i];
+    EXPECT_EQ(rec.prediction.tokens_per_s, best_of_choice[ChoiceSummary(rec.plan)])
+        << ChoiceSummary(rec.plan);
+    if (i > 0) {
+      EXPECT_GE(res.recommendations[i - 1].prediction.tokens_per_s, rec.prediction.tokens_per_s);
+    }
+  }
+}
+
+TEST(SearchTest, ChoiceAndPlanSummaries) {
+  Plan p;
+  p.zero.stage = 3;
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_param.device = OffloadDevice::kCpu;
+  p.gradient_checkpointing = true;
+  const std::string choice = ChoiceSummary(p);
+  EXPECT_NE(choice.find("stage 3"), std::string::npos) << choice;
+  EXPECT_NE(choice.find("cpu"), std::string::npos) << choice;
+  EXPECT_EQ(choice.find("no checkpointing"), std::string::npos) << choice;
+  EXPECT_NE(choice.find("checkpointing"), std::string::npos) << choice;
+  // The plan summary adds the bucket to the choice; the bucket does not change the choice.
+  const std::string summary = PlanSummary(p);
+  EXPECT_EQ(summary.rfind(choice, 0), 0u) << summary;
+  EXPECT_NE(summary.find("bucket"), std::string::npos) << summary;
+  Plan q = p;
+  q.zero.reduce_bucket_size = 50'000'000;
+  EXPECT_EQ(ChoiceSummary(q), choice);
+  EXPECT_NE(PlanSummary(q), summary);
+  Plan r;
+  EXPECT_NE(ChoiceSummary(r).find("no offload"), std::string::npos);
+  EXPECT_NE(ChoiceSummary(r).find("no checkpointing"), std::string::npos);
+}
+
+TEST(SearchTest, PinsAreHonoured) {
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.stage = 2;
+    r.no_offload = true;
+    r.micro_batch = 3;
+    r.gradient_checkpointing = true;
+    r.reduce_bucket_size = 12'345'678;
+    auto res = RunPlanner(r);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    ASSERT_FALSE(res->ranked.empty());
+    for (const ScoredPlan& s : res->ranked) {
+      EXPECT_EQ(s.plan.zero.stage, 2);
+      EXPECT_FALSE(s.plan.OffloadsOptimizer());
+      EXPECT_FALSE(s.plan.OffloadsParams());
+      EXPECT_EQ(s.plan.micro_batch, 3);
+      EXPECT_TRUE(s.plan.gradient_checkpointing);
+      EXPECT_EQ(s.plan.zero.reduce_bucket_size, 12'345'678);
+    }
+  }
+  {
+    // Offload pins: stage 3 with both offloaded to the CPU, checkpointing off.
+    PlannerRequest r = Request("gpt2", 2);
+    r.stage = 3;
+    r.offload_optimizer = OffloadDevice::kCpu;
+    r.offload_param = OffloadDevice::kCpu;
+    r.gradient_checkpointing = false;
+    r.micro_batch = 2;
+    auto res = RunPlanner(r);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    ASSERT_FALSE(res->ranked.empty());
+    for (const ScoredPlan& s : res->ranked) {
+      EXPECT_EQ(s.plan.zero.stage, 3);
+      EXPECT_EQ(s.plan.zero.offload_optimizer.device, OffloadDevice::kCpu);
+      EXPECT_EQ(s.plan.zero.offload_param.device, OffloadDevice::kCpu);
+      EXPECT_FALSE(s.plan.gradient_checkpointing);
+      EXPECT_EQ(s.plan.micro_batch, 2);
+      // Offload moves the optimizer states to the host: 12 bytes per parameter over 2 GPUs
+      // at least (fp32 master + two Adam states), on one node.
+      EXPECT_GE(s.prediction.host_peak_bytes_per_node, 12 * s.prediction.facts.params);
+    }
+  }
+  {
+    // Optimizer offload pinned to none, stage unpinned: no plan offloads the optimizer.
+    PlannerRequest r = Request("gpt2", 2);
+    r.offload_optimizer = OffloadDevice::kNone;
+    r.micro_batch = 2;
+    auto res = RunPlanner(r);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    ASSERT_FALSE(res->ranked.empty());
+    for (const ScoredPlan& s : res->ranked) EXPECT_FALSE(s.plan.OffloadsOptimizer());
+  }
+  {
+    // The grad-accum pin: every plan accumulates 3 micro-batches.
+    PlannerRequest r = Request("gpt2", 2);
+    r.grad_accum = 3;
+    r.stage = 1;
+    r.micro_batch = 2;
+    auto res = RunPlanner(r);
+    ASSERT_TRUE(res.ok()) << res.status().message();
+    ASSERT_FALSE(res->ranked.empty());
+    for (const ScoredPlan& s : res->ranked) {
+      EXPECT_EQ(s.plan.grad_accum, 3);
+      EXPECT_EQ(s.plan.zero.stage, 1);
+    }
+  }
+}
+
+TEST(SearchTest, GlobalBatchIsMicroTimesAccumulationTimesWorld) {
+  PlannerRequest r = Request("gpt2", 2);
+  r.global_batch = 96;
+  r.stage = 1;
+  r.no_offload = true;
+  r.reduce_bucket_size = 50'000'000;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_FALSE(res->ranked.empty());
+  std::set<int64_t> micro;
+  for (const ScoredPlan& s : res->ranked) {
+    EXPECT_EQ(s.plan.micro_batch * s.plan.grad_accum * 2, 96)
+        << s.plan.micro_batch << " x " << s.plan.grad_accum;
+    EXPECT_EQ(s.plan.train_batch(), 96);
+    micro.insert(s.plan.micro_batch);
+  }
+  // 48 samples per GPU: micro-batches 1, 2, 3, 4, 6, 8, ... all divide 48; more than one is tried.
+  EXPECT_GT(micro.size(), 3u);
+  for (int64_t mb : micro) EXPECT_EQ(48 % mb, 0) << mb;
+}
+
+TEST(SearchTest, LargestMicroBatchIsTheLargestThatFits) {
+  const PlannerResult& res = Gpt2Default();
+  int checked = 0;
+  for (int stage : {0, 2, 3}) {
+    // The first ranked family of this stage without offload or checkpointing (the largest
+    // micro-batch of such a family stays well below the 4096 cap), and its largest micro-batch.
+    const ScoredPlan* largest = nullptr;
+    for (const ScoredPlan& s : res.ranked) {
+      if (s.plan.zero.stage != stage || s.plan.gradient_checkpointing ||
+          s.plan.OffloadsOptimizer() || s.plan.OffloadsParams()) {
+        continue;
+      }
+      if (!largest) largest = &s;
+      if (FamilyOf(s.plan) == FamilyOf(largest->plan) && s.plan.micro_batch > largest->plan.micro_batch) {
+        largest = &s;
+      }
+    }
+    ASSERT_NE(largest, nullptr) << "no stage " << stage << " family";
+    const Plan& plan = largest->plan;
+    ASSERT_GT(plan.micro_batch, 1) << "gpt2 on an H200 fits more than one sample";
+    ASSERT_LT(plan.micro_batch, 4096);
+    EXPECT_EQ(plan.grad_accum, 1);  // no global batch: one micro-batch per step
+    const Prediction at = FreshSimulate(Model("gpt2"), plan);
+    EXPECT_TRUE(FitsGpu(at)) << PlanSummary(plan) << " mb " << plan.micro_batch << ": "
+                             << at.gpu_total_bytes << " of " << at.gpu_capacity_bytes;
+    Plan more = plan;
+    more.micro_batch += 1;
+    const Prediction above = FreshSimulate(Model("gpt2"), more);
+    EXPECT_FALSE(FitsGpu(above)) << PlanSummary(plan) << ": micro-batch " << more.micro_batch
+                                 << " also fits (" << above.gpu_total_bytes << " of "
+                                 << above.gpu_capacity_bytes << ")";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);
+}
+
+TEST(SearchTest, PredictionEqualsAFreshSimulation) {
+  const PlannerResult& res = Gpt2Default();
+  ASSERT_FALSE(res.ranked.empty());
+  std::vector<const ScoredPlan*> to_check = {&res.ranked.front()};
+  // Also the best stage 3 plan: the planner shares one stage-3 context per workload.
+  for (const ScoredPlan& s : res.ranked) {
+    if (s.plan.zero.stage == 3) {
+      to_check.push_back(&s);
+      break;
+    }
+  }
+  ASSERT_EQ(to_check.size(), 2u);
+  for (const ScoredPlan* s : to_check) {
+    const Prediction fresh = FreshSimulate(Model("gpt2"), s->plan);
+    EXPECT_NEAR(fresh.tokens_per_s, s->prediction.tokens_per_s, 1e-9 * fresh.tokens_per_s)
+        << PlanSummary(s->plan);
+    EXPECT_EQ(fresh.gpu_total_bytes, s->prediction.gpu_total_bytes) << PlanSummary(s->plan);
+    EXPECT_EQ(fresh.host_peak_bytes_per_node, s->prediction.host_peak_bytes_per_node);
+  }
+}
+
+TEST(SearchTest, ImpossibleRequestIsAnEmptyResultWithReasons) {
+  PlannerRequest r = Request("llama-2-70b", 1);
+  r.seq_len = 1024;
+  r.no_offload = true;
+  r.stage = 0;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  EXPECT_TRUE(res->ranked.empty());
+  EXPECT_TRUE(res->recommendations.empty());
+  EXPECT_TRUE(res->pareto.empty());
+  ASSERT_FALSE(res->rejected.empty());
+  for (const RejectedFamily& f : res->rejected) {
+    EXPECT_NE(f.family.find("stage 0"), std::string::npos) << f.family;
+    EXPECT_NE(f.reason.find("micro-batch 1"), std::string::npos) << f.reason;
+    EXPECT_NE(f.reason.find("peak"), std::string::npos) << f.reason;
+    EXPECT_EQ(f.best_tokens_per_s, 0);
+  }
+}
+
+TEST(SearchTest, MemoryObjectiveSortsByPeakAscending) {
+  PlannerRequest r = Request("gpt2", 2);
+  r.micro_batch = 4;
+  r.objective = Objective::kMemory;
+  auto mem = RunPlanner(r);
+  ASSERT_TRUE(mem.ok()) << mem.status().message();
+  r.objective = Objective::kThroughput;
+  auto fast = RunPlanner(r);
+  ASSERT_TRUE(fast.ok()) << fast.status().message();
+  ASSERT_GT(mem->ranked.size(), 1u);
+  // The same plans, another order.
+  ASSERT_EQ(mem->ranked.size(), fast->ranked.size());
+  int64_t min_bytes = INT64_MAX;
+  for (const ScoredPlan& s : fast->ranked) min_bytes = std::min(min_bytes, s.prediction.gpu_total_bytes);
+  EXPECT_EQ(mem->ranked.front().prediction.gpu_total_bytes, min_bytes);
+  for (size_t i = 1; i < mem->ranked.size(); ++i) {
+    EXPECT_LE(mem->ranked[i - 1].prediction.gpu_total_bytes, mem->ranked[i].prediction.gpu_total_bytes)
+        << "rank " << i;
+  }
+  // The objective changes the order, not the plans: the fastest is the same plan either way.
+  double max_tps = 0;
+  for (const ScoredPlan& s : mem->ranked) max_tps = std::max(max_tps, s.prediction.tokens_per_s);
+  EXPECT_EQ(max_tps, fast->ranked.front().prediction.tokens_per_s);
+  EXPECT_NE(mem->ranked.front().plan, fast->ranked.front().plan)
+      << "gpt2 at micro-batch 4: the smallest plan is not the fastest";
+}
+
+TEST(SearchTest, ParetoFrontTradesThroughputForMemory) {
+  const PlannerResult& res = Gpt2Default();
+  ASSERT_GT(res.pareto.size(), 1u);
+  EXPECT_EQ(res.pareto.front().prediction.tokens_per_s, res.ranked.front().prediction.tokens_per_s);
+  for (size_t i = 1; i < res.pareto.size(); ++i) {
+    const Prediction& prev = res.pareto[i - 1].prediction;
+    const Prediction& cur = res.pareto[i].prediction;
+    EXPECT_LT(cur.gpu_total_bytes, prev.gpu_total_bytes) << "point " << i;
+    EXPECT_LT(cur.gpu_total_bytes, 0.9 * prev.gpu_total_bytes) << "point " << i << ": < 10% apart";
+    EXPECT_LE(cur.tokens_per_s, prev.tokens_per_s) << "point " << i;
+  }
+  // Every point is a ranked plan, and no ranked plan is both faster than a point and at least
+  // 10% smaller than the point before it (the front would have kept it).
+  for (const ScoredPlan& p : res.pareto) {
+    EXPECT_TRUE(std::any_of(res.ranked.begin(), res.ranked.end(),
+                            [&](const ScoredPlan& s) { return s.plan == p.plan; }));
+  }
+  int64_t smallest = INT64_MAX;
+  for (const ScoredPlan& s : res.ranked) smallest = std::min(smallest, s.prediction.gpu_total_bytes);
+  EXPECT_LE(res.pareto.back().prediction.gpu_total_bytes, smallest / 0.9)
+      << "the front stops before reaching the smallest plan";
+}
+
+void ExpectInvalid(const PlannerRequest& r, const std::string& flag) {
+  auto res = RunPlanner(r);
+  ASSERT_FALSE(res.ok()) << "expected an error naming " << flag;
+  EXPECT_EQ(res.status().code(), Status::Code::kInvalidArgument) << res.status().message();
+  EXPECT_NE(res.status().message().find(flag), std::string::npos) << res.status().message();
+  EXPECT_EQ(res.status().message().find('\n'), std::string::npos) << "one line";
+}
+
+TEST(SearchTest, BadRequestsNameTheFlag) {
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.global_batch = 3;
+    ExpectInvalid(r, "--global-batch");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.offload_param = OffloadDevice::kCpu;
+    r.stage = 2;
+    ExpectInvalid(r, "--offload-param");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 1);
+    r.profile = &Profile("t4");
+    r.precision = Precision::kBf16;
+    ExpectInvalid(r, "bf16");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.max_gpu_memory_fraction = 0;
+    ExpectInvalid(r, "--max-gpu-memory-fraction");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.max_gpu_memory_fraction = 1.5;
+    ExpectInvalid(r, "--max-gpu-memory-fraction");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.offload_optimizer = OffloadDevice::kNvme;
+    ExpectInvalid(r, "--nvme");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.offload_param = OffloadDevice::kNvme;
+    r.stage = 3;
+    ExpectInvalid(r, "--nvme");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 0);
+    ExpectInvalid(r, "--gpus");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.stage = 4;
+    ExpectInvalid(r, "--stage");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.global_batch = 8;
+    r.micro_batch = 2;
+    r.grad_accum = 3;  // 2 x 3 x 2 = 12, not 8
+    ExpectInvalid(r, "--global-batch");
+  }
+  {
+    PlannerRequest r = Request("gpt2", 2);
+    r.no_offload = true;
+    r.offload_optimizer = OffloadDevice::kCpu;
+    ExpectInvalid(r, "--no-offload");
+  }
+  EXPECT_FALSE(ParseObjective("fast").ok());
+  EXPECT_NE(ParseObjective("fast").status().message().find("--objective"), std::string::npos);
+  ASSERT_TRUE(ParseObjective("memory").ok());
+  EXPECT_EQ(*ParseObjective("memory"), Objective::kMemory);
+}
+
+TEST(SearchTest, T4DefaultsToFp16) {
+  // The T4 has no bf16: an unpinned search trains in fp16.
+  PlannerRequest r = Request("t5-small", 1);
+  r.profile = &Profile("t4");
+  r.seq_len = 512;
+  r.target_len = 128;
+  r.stage = 1;
+  r.micro_batch = 2;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_FALSE(res->ranked.empty());
+  for (const ScoredPlan& s : res->ranked) {
+    EXPECT_EQ(s.plan.precision, Precision::kFp16);
+    EXPECT_TRUE(FitsGpu(s.prediction));
+    EXPECT_EQ(s.plan.target_len, 128);
+  }
+}
+
+TEST(SearchTest, NvmeSpaceAddsNvmeFamilies) {
+  auto mentions_nvme = [](const PlannerResult& res) {
+    for (const ScoredPlan& s : res.ranked) {
+      if (s.plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+          s.plan.zero.offload_param.device == OffloadDevice::kNvme) {
+        return true;
+      }
+    }
+    for (const RejectedFamily& f : res.rejected) {
+      if (f.family.find("nvme") != std::string::npos) return true;
+    }
+    return false;
+  };
+  PlannerRequest r = Request("gpt2-medium", 1);
+  r.stage = 3;
+  r.micro_batch = 2;
+  r.reduce_bucket_size = 50'000'000;
+  auto without = RunPlanner(r);
+  ASSERT_TRUE(without.ok()) << without.status().message();
+  EXPECT_FALSE(mentions_nvme(*without));
+  r.nvme_bytes = 28'000'000'000'000;  // 28 TB per node
+  r.nvme_path = "/scratch/nvme";
+  auto with = RunPlanner(r);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  EXPECT_TRUE(mentions_nvme(*with));
+  EXPECT_GT(with->plans_simulated, without->plans_simulated);
+  for (const ScoredPlan& s : with->ranked) {
+    if (s.plan.zero.offload_optimizer.device == OffloadDevice::kNvme) {
+      EXPECT_EQ(s.plan.zero.offload_optimizer.nvme_path, "/scratch/nvme");
+      EXPECT_GT(s.prediction.nvme_bytes_per_node, 0);
+      EXPECT_LE(s.prediction.nvme_bytes_per_node, r.nvme_bytes);
+    }
+  }
+}
+
+TEST(SearchTest, TinyNvmeRejectsNvmeFamilies) {
+  // 1 MB of NVMe cannot hold gpt2's optimizer states: NVMe families are rejected for it.
+  PlannerRequest r = Request("gpt2", 1);
+  r.stage = 3;
+  r.micro_batch = 2;
+  r.reduce_bucket_size = 50'000'000;
+  r.gradient_checkpointing = false;
+  r.nvme_bytes = 1'000'000;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  for (const ScoredPlan& s : res->ranked) {
+    EXPECT_NE(s.plan.zero.offload_optimizer.device, OffloadDevice::kNvme) << PlanSummary(s.plan);
+    EXPECT_NE(s.plan.zero.offload_param.device, OffloadDevice::kNvme) << PlanSummary(s.plan);
+  }
+  bool nvme_rejected = false;
+  for (const RejectedFamily& f : res->rejected) {
+    if (f.family.find("nvme") != std::string::npos) {
+      nvme_rejected = true;
+      EXPECT_NE(f.reason.find("NVMe"), std::string::npos) << f.reason;
+    }
+  }
+  EXPECT_TRUE(nvme_rejected);
+}
+
+TEST(SearchTest, MaxGpuMemoryFractionCapsThePeak) {
+  PlannerRequest r = Request("gpt2", 2);
+  r.stage = 2;
+  r.no_offload = true;
+  r.gradient_checkpointing = false;
+  r.reduce_bucket_size = 50'000'000;
+  r.max_gpu_memory_fraction = 0.25;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_FALSE(res->ranked.empty());
+  int64_t largest_mb = 0;
+  for (const ScoredPlan& s : res->ranked) {
+    EXPECT_TRUE(FitsGpu(s.prediction, 0.25)) << s.plan.micro_batch;
+    largest_mb = std::max(largest_mb, s.plan.micro_batch);
+  }
+  // The largest micro-batch under a quarter of the GPU is smaller than under all of it.
+  int64_t largest_full = 0;
+  for (const ScoredPlan& s : Gpt2Default().ranked) {
+    if (FamilyOf(s.plan) == FamilyOf(res->ranked.front().plan)) {
+      largest_full = std::max(largest_full, s.plan.micro_batch);
+    }
+  }
+  EXPECT_GT(largest_full, largest_mb);
+}
+
+TEST(SearchTest, EmittedConfigParsesBackToTheSamePlan) {
+  const PlannerResult& res = Gpt2Default();
+  ASSERT_FALSE(res.recommendations.empty());
+  for (const ScoredPlan& s : res.recommendations) {
+    for (EmitStyle style : {EmitStyle::kExplicit, EmitStyle::kHfAuto}) {
+      const nlohmann::json cfg = EmitDsConfig(s.plan, style);
+      auto parsed = ParseDsConfig(cfg, ContextForPlan(s.plan));
+      ASSERT_TRUE(parsed.ok()) << EmitStyleName(style) << " " << PlanSummary(s.plan) << ": "
+                               << parsed.status().message() << "\n" << cfg.dump(2);
+      EXPECT_TRUE(SamePlanIgnoringOverlapDefault(parsed->plan, s.plan))
+          << EmitStyleName(style) << " " << PlanSummary(s.plan) << "\n" << cfg.dump(2);
+      if (style == EmitStyle::kExplicit) {
+        EXPECT_EQ(cfg.at("train_micro_batch_size_per_gpu"), s.plan.micro_batch);
+        EXPECT_EQ(cfg.at("gradient_accumulation_steps"), s.plan.grad_accum);
+        EXPECT_EQ(cfg.at("zero_optimization").at("stage"), s.plan.zero.stage);
+      }
+    }
+  }
+  // emit -> parse -> simulate gives the planner's prediction.
+  const ScoredPlan& best = res.ranked.front();
+  auto parsed = ParseDsConfig(EmitDsConfig(best.plan, EmitStyle::kExplicit), ContextForPlan(best.plan));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+  const Prediction again = FreshSimulate(Model("gpt2"), parsed->plan);
+  EXPECT_NEAR(again.tokens_per_s, best.prediction.tokens_per_s, 1e-9 * again.tokens_per_s);
+}
+
+TEST(SearchTest, ProgressReachesOne) {
+  PlannerRequest r = Request("gpt2", 2);
+  r.micro_batch = 1;
+  r.stage = 1;
+  std::vector<double> seen;
+  std::mutex mu;
+  r.progress = [&](double f) {
+    std::lock_guard<std::mutex> lock(mu);
+    seen.push_back(f);
+  };
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_FALSE(seen.empty());
+  for (double f : seen) {
+    EXPECT_GE(f, 0);
+    EXPECT_LE(f, 1);
+  }
+  EXPECT_DOUBLE_EQ(*std::max_element(seen.begin(), seen.end()), 1.0);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -18,6 +18,7 @@
 #include "planner/launcher.h"
 #include "planner/search.h"
 #include "simulator/prediction_report.h"
+#include "simulator/workload.h"
 
 #ifndef DSPLAN_VERSION
 #define DSPLAN_VERSION "0.0.0"
@@ -235,6 +236,17 @@ int RunPlanCommand() {
   if (!result.ok()) return Fail(result.status());
   const PlannerResult& res = *result;
   const bool any = !res.ranked.empty();
+  auto counted = CountParameters(*spec);
+  if (!counted.ok()) return Fail(counted.status());
+  const int64_t params = *counted;
+  // Nothing fits: find what would (exit code 3).
+  std::optional<FitSuggestion> suggestion;
+  if (!any) {
+    if (tty) fmt::print(stderr, "nothing fits; looking for what would...");
+    suggestion = SuggestFit(r);
+    if (tty) fmt::print(stderr, "\r{:45}\r", "");
+  }
+  const int rc = any ? 0 : 3;
 
   // The chosen plan's config.
   nlohmann::json best_cfg;
@@ -287,6 +299,7 @@ int RunPlanCommand() {
                           {"rejected", rejected},
                           {"ranked_count", res.ranked.size()},
                           {"emitted", emitted},
+                          {"fits", any},
                           {"search", {{"plans_considered", res.plans_considered},
                                       {"plans_simulated", res.plans_simulated},
                                       {"seconds", res.seconds}}}};
@@ -296,13 +309,24 @@ int RunPlanCommand() {
       out["launch"] = LaunchCommand(ls);
       if (g.nodes > 1) out["hostfile"] = HostfileText(ls);
     }
+    if (!any) {
+      out["suggestion"] = nullptr;
+      if (suggestion) {
+        out["suggestion"] = {{"what", suggestion->what},
+                             {"summary", PlanSummary(suggestion->plan.plan)},
+                             {"micro_batch", suggestion->plan.plan.micro_batch},
+                             {"grad_accum", suggestion->plan.plan.grad_accum},
+                             {"tokens_per_s", suggestion->plan.prediction.tokens_per_s}};
+      }
+    }
     fmt::print("{}\n", out.dump(2));
-    return 0;
+    return rc;
   }
   if (g.quiet) {
     if (!any) {
-      fmt::print("no plan fits\n");
-      return 0;
+      fmt::print("no plan fits{}\n",
+                 suggestion ? "; it would with " + suggestion->what : "");
+      return rc;
     }
     const ScoredPlan& b = res.ranked.front();
     fmt::print("{}, micro-batch {} x {}: {:.0f} tokens/s, peak {}{}\n", PlanSummary(b.plan),
@@ -312,8 +336,7 @@ int RunPlanCommand() {
     return 0;
   }
   fmt::print("dsplan {}: {} ({} parameters) on {} node(s) x {} GPU(s)\n", DSPLAN_VERSION,
-             spec->name, FormatCount(static_cast<double>(res.ranked.empty() ? 0 : res.ranked.front().prediction.facts.params)),
-             g.nodes, g.gpus);
+             spec->name, FormatCount(static_cast<double>(params)), g.nodes, g.gpus);
   fmt::print("hardware {} ({})\n", profile->name, profile->SourceSummary());
   fmt::print("limits   GPU {} x {:.0f}%, host RAM {} per node{}, NVMe {}\n",
              FormatBytes(profile->gpu.memory_bytes.value), 100 * g.max_gpu_memory_fraction,
@@ -326,10 +349,20 @@ int RunPlanCommand() {
              r.seq_len, r.target_len ? fmt::format(" + target {}", r.target_len) : "",
              ObjectiveName(r.objective), res.plans_considered, res.plans_simulated, res.seconds);
   if (!any) {
-    fmt::print("No plan fits. Why, per family:\n");
+    fmt::print("No plan fits. Why, per choice:\n");
     for (const RejectedFamily& f : res.rejected) fmt::print("  {}: {}\n", f.family, f.reason);
-    fmt::print("\nTry more GPUs or nodes, --nvme SIZE for ZeRO-Infinity, or a shorter --seq-len.\n");
-    return 0;
+    if (suggestion) {
+      const ScoredPlan& s = suggestion->plan;
+      fmt::print("\nIt would fit with {}: {}, micro-batch {} x {}, {:.0f} tokens/s, peak {} per "
+                 "GPU.\n",
+                 suggestion->what, PlanSummary(s.plan), s.plan.micro_batch, s.plan.grad_accum,
+                 s.prediction.tokens_per_s,
+                 FormatBytes(static_cast<double>(s.prediction.gpu_total_bytes)));
+    } else {
+      fmt::print("\nNothing up to 4096 GPUs, unlimited host RAM or NVMe fits with these pins; "
+                 "try a shorter --seq-len or fewer pins.\n");
+    }
+    return rc;
   }
   PrintHeader();
   for (int i = 0; i < top; ++i) PrintRow(i + 1, res.recommendations[i]);

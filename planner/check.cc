@@ -48,6 +48,13 @@ std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
         "({:.1f} GB/s here against {:.1f} GB/s pinned); set it true if host RAM allows",
         pinned_rate(profile.links.d2h_pageable), pinned_rate(profile.links.d2h_pinned)));
   }
+  if (z.stage == 3 && z.offload_param.device == OffloadDevice::kCpu && !z.offload_param.pin_memory) {
+    out.push_back(
+        "offload_param.pin_memory false has no effect on training speed: stage 3 copies the "
+        "parameter partitions into one flat host buffer that is always pinned "
+        "(_create_param_groups_fp16_flat_cpu_memory); only the partitions created at init are "
+        "pageable");
+  }
   if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage == 3 &&
       pred.facts.largest_subgroup >= pred.facts.partition_numel) {
     out.push_back(fmt::format(

@@ -474,4 +474,52 @@ Result<PlannerResult> RunPlanner(const PlannerRequest& request) {
   return s.Run();
 }
 
+std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_gpus) {
+  auto best_of = [](const PlannerRequest& r) -> std::optional<ScoredPlan> {
+    auto res = RunPlanner(r);
+    if (!res.ok() || res->ranked.empty()) return std::nullopt;
+    return res->ranked.front();
+  };
+  // More host RAM (offload plans that only lacked RAM).
+  {
+    PlannerRequest r = request;
+    r.progress = nullptr;
+    r.host_memory_bytes = int64_t{1} << 50;
+    if (auto p = best_of(r)) {
+      const double need = static_cast<double>(p->prediction.host_peak_bytes_per_node);
+      return FitSuggestion{fmt::format("--host-memory {} (per node)", FormatBytes(need)), *p};
+    }
+  }
+  // NVMe space (ZeRO-Infinity), when the request did not allow it.
+  if (request.nvme_bytes <= 0 && request.stage.value_or(3) == 3 && !request.no_offload) {
+    PlannerRequest r = request;
+    r.progress = nullptr;
+    r.nvme_bytes = int64_t{1} << 50;
+    if (auto p = best_of(r)) {
+      const double need = static_cast<double>(p->prediction.nvme_bytes_per_node);
+      return FitSuggestion{fmt::format("--nvme {} (per node)", FormatBytes(need)), *p};
+    }
+  }
+  // Larger clusters: GPUs per node up to the profile's node, then more nodes.
+  const int node_size = std::max(request.gpus_per_node,
+                                 request.profile ? request.profile->gpus_per_node : 8);
+  int nodes = request.nodes, gpus = request.gpus_per_node;
+  while (nodes * gpus < max_gpus) {
+    if (gpus < node_size) {
+      gpus = std::min(node_size, gpus * 2);
+    } else {
+      nodes *= 2;
+    }
+    if (request.global_batch && *request.global_batch % (nodes * gpus) != 0) continue;
+    PlannerRequest r = request;
+    r.progress = nullptr;
+    r.nodes = nodes;
+    r.gpus_per_node = gpus;
+    if (auto p = best_of(r)) {
+      return FitSuggestion{fmt::format("{} node(s) x {} GPU(s)", nodes, gpus), *p};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace dsplan

@@ -98,6 +98,18 @@ struct PlannerResult {
 /// reasons in |rejected|.
 Result<PlannerResult> RunPlanner(const PlannerRequest& request);
 
+/// What would make a request that fits nothing fit: more host RAM, NVMe space, or a larger
+/// cluster (the smallest, trying GPUs per node up to the profile's node size, then nodes).
+struct FitSuggestion {
+  std::string what;            // "--host-memory 700GiB", "--nvme 3TB", "4 nodes x 8 GPUs"
+  ScoredPlan plan;             // the best plan there
+};
+
+/// Tries, in order: the host RAM the best plan would need, the NVMe space it would need, then
+/// clusters of increasing size (up to |max_gpus|) with the same pins. Returns nothing when none
+/// of them fits.
+std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_gpus = 4096);
+
 /// "stage 3, offload optimizer->cpu params->cpu, checkpointing, bucket 5e8" — one line.
 std::string PlanSummary(const Plan& plan);
 /// The choice a plan belongs to, without bucket and overlap: "stage 3, offload ..., checkpointing".

@@ -129,15 +129,15 @@ check "no fit: --json has no recommendations" json "j['recommendations'] == []"
 check "no fit: every family rejected at micro-batch 1 by its peak" \
   json "len(j['rejected']) >= 1 and all('micro-batch 1' in r['reason'] and 'peak' in r['reason'] for r in j['rejected'])"
 check "no fit: nothing emitted" json "j['emitted'] == '' and 'launch' not in j"
-# KNOWN BUGS, disabled (run with DSPLAN_TEST_KNOWN_BUGS=1): issue 4 says exit 3 when no plan
-# fits, but the command exits 0; and the text header prints "(0 parameters)" because it takes the
-# count from the best plan, which does not exist.
-if [ "${DSPLAN_TEST_KNOWN_BUGS:-0}" = 1 ]; then
-  check "no fit: exit 3 (issue 4)" test "$rc" -eq 3
-  run --model llama-2-70b --gpus 1 --no-offload --stage 0 --no-emit
-  check "no fit: exit 3 (text)" test "$rc" -eq 3
-  check "no fit: header gives the real parameter count" test "$(grep -c "(0 parameters)" "$tmp/out")" -eq 0
-fi
+# Nothing fits: exit 3, the real parameter count, and what would fit.
+check "no fit: exit 3 (json)" test "$rc" -eq 3
+run --model llama-2-70b --gpus 1 --no-offload --stage 0 --no-emit
+check "no fit: exit 3 (text)" test "$rc" -eq 3
+check "no fit: header gives the real parameter count" grep -q "69.0 B parameters" "$tmp/out"
+check "no fit: says stage 0 fits nowhere" grep -q "Nothing up to 4096 GPUs" "$tmp/out"
+run --model llama-2-70b --gpus 1 --no-offload --no-emit --quiet
+check "no fit: exit 3 (quiet)" test "$rc" -eq 3
+check "no fit: suggests a cluster" grep -qE "it would with [0-9]+ node\(s\) x [0-9]+ GPU" "$tmp/out"
 
 # --- bad input ---
 bad "--gpus 0" "--gpus" --model gpt2 --gpus 0 --no-emit

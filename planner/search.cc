@@ -60,6 +60,11 @@ constexpr int64_t kMaxMicroBatch = 4096;
 
 struct Family {
   Plan plan;  // everything but micro_batch / grad_accum
+  /// The family with DeepSpeed's default bucket and overlap for its choice: all its candidate
+  /// micro-batches are simulated. The bucket/overlap variants of the choice are tuned at the
+  /// micro-batches that matter: their own largest, and the primary's best ones.
+  bool primary = true;
+  int primary_index = -1;  // for a variant: its choice's primary family
 };
 
 // One (micro-batch, checkpointing) workload and its simulation contexts, shared by families.
@@ -83,8 +88,8 @@ class Search {
   // split into that micro-batch.
   std::optional<ScoredPlan> Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
                                      std::string* error);
-  void RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
-                 std::string* error);
+  void RunFamily(const Family& f, const std::vector<int64_t>& preferred,
+                 std::vector<ScoredPlan>* fitting, RejectedFamily* rejected, std::string* error);
 
   const PlannerRequest& r_;
   Precision precision_ = Precision::kBf16;
@@ -226,6 +231,22 @@ std::vector<Family> Search::Families() const {
       }
     }
   }
+  // One primary per choice: DeepSpeed's default bucket (or the pinned one) with overlap_comm
+  // left to DeepSpeed; the other families of the choice are its variants.
+  std::map<std::string, int> primary_of;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const Plan& p = out[i].plan;
+    const bool default_knobs = !p.zero.overlap_comm.has_value() &&
+                               (p.zero.reduce_bucket_size == 500'000'000 || buckets.size() == 1 ||
+                                p.zero.stage == 0);
+    if (default_knobs) primary_of.emplace(ChoiceSummary(p), static_cast<int>(i));
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    auto it = primary_of.find(ChoiceSummary(out[i].plan));
+    if (it == primary_of.end() || it->second == static_cast<int>(i)) continue;
+    out[i].primary = false;
+    out[i].primary_index = it->second;
+  }
   return out;
 }
 
@@ -248,16 +269,13 @@ std::shared_ptr<WorkloadEntry> Search::Entry(int64_t mb, bool gc) {
   if (!w.ok()) {
     e->status = w.status();
   } else {
+    // The contexts point into the entry's own workload, which does not move after this.
     e->workload = std::move(*w);
+    e->ctx = MakeSimulationContext(e->workload, *r_.profile, precision_, 0);
+    e->ctx3 = MakeSimulationContext(e->workload, *r_.profile, precision_, kPersistenceThreshold);
   }
   std::lock_guard<std::mutex> lock(mu_);
   auto [it, inserted] = cache_.emplace(key, e);
-  if (inserted && e->status.ok()) {
-    // Contexts point into the entry's own workload, which no longer moves.
-    it->second->ctx = MakeSimulationContext(it->second->workload, *r_.profile, precision_, 0);
-    it->second->ctx3 = MakeSimulationContext(it->second->workload, *r_.profile, precision_,
-                                             kPersistenceThreshold);
-  }
   return it->second;
 }
 
@@ -301,7 +319,8 @@ std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for
   return s;
 }
 
-void Search::RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
+void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
+                       std::vector<ScoredPlan>* fitting, RejectedFamily* rejected,
                        std::string* error) {
   rejected->family = PlanSummary(f.plan);
   const int64_t cap = r_.global_batch ? std::min(kMaxMicroBatch, *r_.global_batch / world_)
@@ -352,9 +371,20 @@ void Search::RunFamily(const Family& f, std::vector<ScoredPlan>* fitting, Reject
       }
     }
     if (bad > 0) rejected->reason = fmt::format("micro-batch {}: {}", bad, bad_reason);
-    // Every micro-batch up to 32, then multiples of 8, then the largest.
-    for (int64_t mb = 1; mb <= good; ++mb) {
-      if (mb <= 32 || mb % 8 == 0 || mb == good) candidates.push_back(mb);
+    if (f.primary) {
+      // Every micro-batch up to 32; above, steps of about 1/8 (throughput changes slowly
+      // there); always the largest that fits.
+      for (int64_t mb = 1; mb < good;) {
+        candidates.push_back(mb);
+        mb = mb < 32 ? mb + 1 : mb + std::max<int64_t>(1, mb / 8);
+      }
+      candidates.push_back(good);
+    } else {
+      // A bucket/overlap variant: its largest micro-batch and the primary's best ones.
+      for (int64_t mb : preferred) {
+        if (mb < good) candidates.push_back(mb);
+      }
+      candidates.push_back(good);
     }
     considered_ += cap;
   }
@@ -383,22 +413,43 @@ Result<PlannerResult> Search::Run() {
   std::vector<std::vector<ScoredPlan>> fitting(families.size());
   std::vector<RejectedFamily> rejected(families.size());
   std::vector<std::string> errors(families.size());
-  std::atomic<size_t> next{0};
   std::atomic<size_t> done{0};
-  auto worker = [&] {
-    for (size_t i = next++; i < families.size(); i = next++) {
-      RunFamily(families[i], &fitting[i], &rejected[i], &errors[i]);
-      const size_t d = ++done;
-      if (r_.progress) r_.progress(static_cast<double>(d) / families.size());
+  // Phase 1: the primary families; phase 2: their bucket/overlap variants, at the primaries'
+  // best micro-batches.
+  auto run_phase = [&](bool primary) {
+    std::vector<size_t> todo;
+    for (size_t i = 0; i < families.size(); ++i) {
+      if (families[i].primary == primary) todo.push_back(i);
     }
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t k = next++; k < todo.size(); k = next++) {
+        const size_t i = todo[k];
+        std::vector<int64_t> preferred;
+        if (!primary) {
+          // The three fastest micro-batches of the primary.
+          std::vector<const ScoredPlan*> best;
+          for (const ScoredPlan& p : fitting[families[i].primary_index]) best.push_back(&p);
+          std::sort(best.begin(), best.end(), [](const ScoredPlan* a, const ScoredPlan* b) {
+            return a->prediction.tokens_per_s > b->prediction.tokens_per_s;
+          });
+          for (size_t j = 0; j < best.size() && j < 3; ++j) preferred.push_back(best[j]->plan.micro_batch);
+        }
+        RunFamily(families[i], preferred, &fitting[i], &rejected[i], &errors[i]);
+        const size_t d = ++done;
+        if (r_.progress) r_.progress(static_cast<double>(d) / families.size());
+      }
+    };
+    const int threads = std::max(1, std::min<int>(r_.threads, static_cast<int>(todo.size())));
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+    worker();
+    for (std::thread& t : pool) t.join();
   };
-  const int threads = std::max(1, std::min<int>(r_.threads, static_cast<int>(families.size())));
   // Build the micro-batch-1 workloads first so threads do not race to build the same one.
   Entry(1, false);
-  std::vector<std::thread> pool;
-  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (std::thread& t : pool) t.join();
+  run_phase(true);
+  run_phase(false);
   for (const std::string& e : errors) {
     if (!e.empty()) return Status::InvalidArgument(e);
   }

@@ -644,3 +644,58 @@ TEST(SearchTest, ProgressReachesOne) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Property: more GPU memory never makes the best plan slower (every plan that fitted still fits;
+// time does not depend on capacity).
+TEST(SearchProperty, LargerGpuNeverMakesTheBestPlanSlower) {
+  for (const auto& [model, gpus] : {std::pair<std::string, int>{"gpt2", 1}, {"gpt2-medium", 2},
+                                    {"t5-small", 2}}) {
+    SCOPED_TRACE(model);
+    PlannerRequest small = Request(model, gpus);
+    if (Model(model).family == Family::kT5) {
+      small.seq_len = 512;
+      small.target_len = 128;
+    }
+    // The same machine with 40% of its memory, then all of it.
+    HardwareProfile reduced = Profile();
+    reduced.gpu.memory_bytes.value *= 0.4;
+    small.profile = &reduced;
+    auto a = RunPlanner(small);
+    PlannerRequest large = small;
+    large.profile = &Profile();
+    auto b = RunPlanner(large);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_FALSE(a->ranked.empty());
+    ASSERT_FALSE(b->ranked.empty());
+    EXPECT_GE(b->ranked.front().prediction.tokens_per_s,
+              a->ranked.front().prediction.tokens_per_s * (1 - 1e-12));
+  }
+}
+
+// When nothing fits, the suggestion is a setting or cluster that really fits, and it is the
+// smallest larger cluster: one size below does not fit.
+TEST(SearchProperty, SuggestionFitsAndIsTheSmallestLargerCluster) {
+  PlannerRequest r = Request("llama-2-13b", 1);
+  r.no_offload = true;
+  auto none = RunPlanner(r);
+  ASSERT_TRUE(none.ok());
+  ASSERT_TRUE(none->ranked.empty()) << "llama-2-13b without offload on one GPU should not fit";
+  auto s = SuggestFit(r);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->plan.prediction.fits);
+  const Plan& p = s->plan.plan;
+  EXPECT_NE(s->what.find("GPU"), std::string::npos) << s->what;
+  // One step smaller (halve GPUs per node, or nodes) finds nothing.
+  PlannerRequest smaller = r;
+  smaller.nodes = p.nodes > 1 ? p.nodes / 2 : 1;
+  smaller.gpus_per_node = p.nodes > 1 ? p.gpus_per_node : p.gpus_per_node / 2;
+  auto res = RunPlanner(smaller);
+  ASSERT_TRUE(res.ok());
+  EXPECT_TRUE(res->ranked.empty()) << smaller.nodes << " x " << smaller.gpus_per_node;
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -4,6 +4,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <unordered_map>
 #include <vector>
 
 namespace dsplan {
@@ -21,13 +22,15 @@ int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 struct Block {
   int64_t size;
   bool free;
+  bool small;
   int segment;
-  int64_t offset;
+  int prev;  // neighbours in the segment (address order), -1 at the ends
+  int next;
 };
 
 class Allocator {
  public:
-  explicit Allocator(int64_t capacity) : capacity_(capacity) {}
+  explicit Allocator(int64_t capacity) : capacity_(capacity) { blocks_.reserve(1024); }
 
   // Returns a block id.
   int Malloc(int64_t request) {
@@ -48,18 +51,19 @@ class Allocator {
       }
       reserved_ += seg;
       peak_reserved_ = std::max(peak_reserved_, reserved_);
-      const int seg_id = static_cast<int>(segments_.size());
-      segments_.push_back({});
-      best = NewBlock(seg, seg_id, 0, small);
+      const int seg_id = static_cast<int>(segment_head_.size());
+      best = NewBlock(seg, seg_id, small, -1, -1);
+      segment_head_.push_back(best);
     }
-    RemoveFree(best, small);
-    Block& b = blocks_[best];
+    RemoveFree(best);
     // Split off the remainder (PyTorch splits small blocks with >= 512 B left, large ones with
     // > 1 MiB left).
-    const int64_t rest = b.size - size;
+    const int64_t rest = blocks_[best].size - size;
     if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
-      b.size = size;
-      NewBlock(rest, blocks_[best].segment, blocks_[best].offset + size, small);
+      blocks_[best].size = size;
+      const int r = NewBlock(rest, blocks_[best].segment, small, best, blocks_[best].next);
+      if (blocks_[r].next >= 0) blocks_[blocks_[r].next].prev = r;
+      blocks_[best].next = r;
     }
     blocks_[best].free = false;
     allocated_ += blocks_[best].size;
@@ -68,46 +72,31 @@ class Allocator {
   }
 
   void FreeBlock(int id) {
-    Block& b = blocks_[id];
-    allocated_ -= b.size;
-    b.free = true;
-    const bool small = IsSmall(id);
+    allocated_ -= blocks_[id].size;
+    blocks_[id].free = true;
     // Merge with free neighbours in the segment.
-    auto& seg = segments_[b.segment];
-    auto it = seg.find(b.offset);
-    if (it != seg.begin()) {
-      auto prev = std::prev(it);
-      if (blocks_[prev->second].free) {
-        const int p = prev->second;
-        RemoveFree(p, small);
-        blocks_[p].size += b.size;
-        seg.erase(it);
-        b.size = 0;
-        id = p;
-        it = seg.find(blocks_[p].offset);
-      }
+    const int p = blocks_[id].prev;
+    if (p >= 0 && blocks_[p].free) {
+      RemoveFree(p);
+      Absorb(p, id);
+      id = p;
     }
-    auto next = std::next(it);
-    if (next != seg.end() && blocks_[next->second].free) {
-      const int nx = next->second;
-      RemoveFree(nx, small);
-      blocks_[id].size += blocks_[nx].size;
-      blocks_[nx].size = 0;
-      seg.erase(next);
+    const int n = blocks_[id].next;
+    if (n >= 0 && blocks_[n].free) {
+      RemoveFree(n);
+      Absorb(id, n);
     }
-    free_[small].insert({blocks_[id].size, id});
+    free_[blocks_[id].small].insert({blocks_[id].size, id});
   }
 
   void ReleaseCachedSegments() {
-    for (size_t sid = 0; sid < segments_.size(); ++sid) {
-      auto& seg = segments_[sid];
-      if (seg.size() != 1) continue;
-      const int id = seg.begin()->second;
-      if (!blocks_[id].free) continue;
-      RemoveFree(id, IsSmall(id));
-      reserved_ -= blocks_[id].size;
-      blocks_[id].size = 0;
-      seg.clear();
+    for (int& head : segment_head_) {
+      if (head < 0) continue;
+      const Block& b = blocks_[head];
+      if (!b.free || b.next >= 0) continue;
+      RemoveFree(head);
+      reserved_ -= b.size;
+      head = -1;
     }
   }
 
@@ -117,21 +106,25 @@ class Allocator {
   int64_t peak_reserved() const { return peak_reserved_; }
 
  private:
-  bool IsSmall(int id) const { return small_[id]; }
-  int NewBlock(int64_t size, int seg, int64_t offset, bool small) {
+  int NewBlock(int64_t size, int seg, bool small, int prev, int next) {
     const int id = static_cast<int>(blocks_.size());
-    blocks_.push_back({size, true, seg, offset});
-    small_.push_back(small);
-    segments_[seg][offset] = id;
+    blocks_.push_back({size, true, small, seg, prev, next});
     free_[small].insert({size, id});
     return id;
   }
+  // Block |b| (right after |a|) merges into |a|.
+  void Absorb(int a, int b) {
+    blocks_[a].size += blocks_[b].size;
+    blocks_[a].next = blocks_[b].next;
+    if (blocks_[b].next >= 0) blocks_[blocks_[b].next].prev = a;
+    if (segment_head_[blocks_[b].segment] == b) segment_head_[blocks_[b].segment] = a;
+    blocks_[b].size = 0;
+  }
   // REQUIRES: the block's size is the one it was inserted with.
-  void RemoveFree(int id, bool small) { free_[small].erase({blocks_[id].size, id}); }
+  void RemoveFree(int id) { free_[blocks_[id].small].erase({blocks_[id].size, id}); }
 
   std::vector<Block> blocks_;
-  std::vector<char> small_;
-  std::vector<std::map<int64_t, int>> segments_;
+  std::vector<int> segment_head_;  // first block of each segment, -1 once released
   std::set<std::pair<int64_t, int>> free_[2];  // free blocks by (size, id): best fit first
   int64_t capacity_ = 0;
   bool oom_ = false;
@@ -148,7 +141,13 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     if (b > 0) a.Malloc(b);
   }
   // Live blocks by (category, size), most recent last.
-  std::map<std::pair<int, int64_t>, std::vector<int>> live;
+  struct KeyHash {
+    size_t operator()(const std::pair<int, int64_t>& k) const {
+      return std::hash<int64_t>()(k.second * 31 + k.first);
+    }
+  };
+  std::unordered_map<std::pair<int, int64_t>, std::vector<int>, KeyHash> live;
+  live.reserve(256);
   for (int it = 0; it < iterations; ++it) {
     if (it == iterations - 1) a.ResetPeaks();
     for (TaskId id = 0; id < graph.size(); ++id) {
@@ -167,14 +166,21 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
             }
             // A free that releases several blocks of the category at once (e.g. all parameter
             // gradients at the step): release the category's most recent blocks until covered.
+            // Largest blocks first, as the ordered walk over sizes did.
             int64_t left = -e->bytes;
-            for (auto k = live.rbegin(); k != live.rend() && left > 0; ++k) {
-              if (k->first.first != key.first) continue;
-              while (!k->second.empty() && left > 0) {
-                a.FreeBlock(k->second.back());
-                k->second.pop_back();
-                left -= k->first.second;
+            std::vector<std::pair<int64_t, std::vector<int>*>> same;
+            for (auto& [k, v] : live) {
+              if (k.first == key.first && !v.empty()) same.push_back({k.second, &v});
+            }
+            std::sort(same.begin(), same.end(),
+                      [](const auto& x, const auto& y) { return x.first > y.first; });
+            for (auto& [size, v] : same) {
+              while (!v->empty() && left > 0) {
+                a.FreeBlock(v->back());
+                v->pop_back();
+                left -= size;
               }
+              if (left <= 0) break;
             }
           }
         }

@@ -95,6 +95,14 @@ class Builder {
   // per-parameter gradient hook: copy into the bucket and partition).
   int HookOps(int l) const { return Stage3() ? 4 + 3 * lp_[l].tensors : 0; }
 
+  // Prefetch (partitioned_param_coordinator): the next module's parameters are fetched ahead
+  // when they fit in min(stage3_max_live_parameters - gathered now, stage3_prefetch_bucket_size).
+  bool CanPrefetch(int l) const {
+    const int64_t budget = std::min(p_.zero.stage3_max_live_parameters - gathered_numel_,
+                                    p_.zero.stage3_prefetch_bucket_size);
+    return Gathered(l) > 0 && Gathered(l) <= budget;
+  }
+
   void Initial();
   void Forward(int micro);
   void Backward(int micro);
@@ -123,6 +131,10 @@ class Builder {
   int64_t output_bytes_ = 0; // logits the model output holds
   int param_tensors_ = 0;
   int gas_ = 1;
+  // ZeRO-3 partial optimizer offload (offload_optimizer.ratio): sub-groups [0, cpu_subgroups_)
+  // are stepped on the CPU, the rest on the GPU; off_elems_ elements are on the host.
+  int64_t cpu_subgroups_ = 0;
+  int64_t off_elems_ = 0;
   bool inter_node_ = false;
 
   TaskId last_compute_ = -1;
@@ -133,6 +145,7 @@ class Builder {
   int bucket_index_ = 0;
   bool partition_buffer_live_ = false;  // stage 1/2 grads_in_partition allocated this step
   std::vector<char> gathered_;
+  int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
   std::vector<TaskId> d2h_tasks_;
@@ -167,6 +180,11 @@ Status Builder::Build() {
     int64_t persistent = 0;
     for (const LayerParams& l : lp_) persistent += l.persistent_numel;
     f_.persistent_numel = std::min(persistent, z.stage3_model_persistence_threshold);
+    if (p_.OffloadsOptimizer()) {
+      // stage3.subgroup_to_device: sub-group i is on the CPU when i < int(ratio * count).
+      cpu_subgroups_ = static_cast<int64_t>(z.offload_optimizer.ratio * f_.subgroups);
+      off_elems_ = std::min(part_, cpu_subgroups_ * z.sub_group_size);
+    }
   }
   gathered_.assign(w_.layers.size(), 0);
   gather_task_.assign(w_.layers.size(), -1);
@@ -258,16 +276,25 @@ void Builder::Initial() {
         Init(MemSpace::kGpu, MemCategory::kMaster, 4 * part_);
         Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * part_);
       } else {
-        Init(HostSpace(pin), MemCategory::kGradients, acc_ * part_ + 4 * part_);
+        // The 16-bit gradient partitions live on the host for every sub-group; the fp32
+        // gradient, master and states of the offloaded sub-groups too, those of the GPU
+        // sub-groups (offload_optimizer.ratio < 1) on the GPU.
+        const int64_t off = off_elems_, on = part_ - off_elems_;
+        Init(HostSpace(pin), MemCategory::kGradients, acc_ * part_ + 4 * off);
         if (nvme_opt) {
-          Init(MemSpace::kNvme, MemCategory::kMaster, 4 * part_);
-          Init(MemSpace::kNvme, MemCategory::kOptimizerStates, states * part_);
-          Init(MemSpace::kNvme, MemCategory::kGradients, 4 * part_);
+          Init(MemSpace::kNvme, MemCategory::kMaster, 4 * off);
+          Init(MemSpace::kNvme, MemCategory::kOptimizerStates, states * off);
+          Init(MemSpace::kNvme, MemCategory::kGradients, 4 * off);
           Init(MemSpace::kPinnedHost, MemCategory::kCommBuffers,
                4 * z.offload_optimizer.buffer_count * f_.largest_subgroup);
         } else {
-          Init(MemSpace::kPageableHost, MemCategory::kMaster, 4 * part_);
-          Init(MemSpace::kPageableHost, MemCategory::kOptimizerStates, states * part_);
+          Init(MemSpace::kPageableHost, MemCategory::kMaster, 4 * off);
+          Init(MemSpace::kPageableHost, MemCategory::kOptimizerStates, states * off);
+        }
+        if (on > 0) {
+          Init(MemSpace::kGpu, MemCategory::kGradients, 4 * on);
+          Init(MemSpace::kGpu, MemCategory::kMaster, 4 * on);
+          Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * on);
         }
       }
       // Reuse distance: after a module runs, its parameters stay gathered when they are used
@@ -315,6 +342,7 @@ TaskId Builder::Gather(int micro, int l) {
   }
   const TaskId id = g_.Add(t, {h2d}, fx);
   gathered_[l] = 1;
+  gathered_numel_ += Gathered(l);
   gather_task_[l] = id;
   return id;
 }
@@ -328,8 +356,7 @@ void Builder::Forward(int micro) {
       gather = gathered_[l] ? gather_task_[l] : Gather(micro, l);
       // Prefetch (steady state: the module trace is complete): the next module's gather is
       // issued before this one's compute, up to stage3_prefetch_bucket_size elements.
-      if (l + 1 < L && !gathered_[l + 1] && Gathered(l + 1) > 0 &&
-          Gathered(l + 1) <= p_.zero.stage3_prefetch_bucket_size) {
+      if (l + 1 < L && !gathered_[l + 1] && CanPrefetch(l + 1)) {
         Gather(micro, l + 1);
       }
     }
@@ -342,7 +369,10 @@ void Builder::Forward(int micro) {
     const bool release = Stage3() && gathered_[l] && !retained_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
     last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
-    if (release) gathered_[l] = 0;
+    if (release) {
+      gathered_[l] = 0;
+      gathered_numel_ -= Gathered(l);
+    }
   }
 }
 
@@ -375,8 +405,7 @@ void Builder::Backward(int micro) {
     TaskId gather = -1;
     if (Stage3() && Gathered(l) > 0) {
       gather = gathered_[l] ? gather_task_[l] : Gather(micro, l);
-      if (l >= 1 && !gathered_[l - 1] && Gathered(l - 1) > 0 &&
-          Gathered(l - 1) <= z.stage3_prefetch_bucket_size) {
+      if (l >= 1 && !gathered_[l - 1] && CanPrefetch(l - 1)) {
         Gather(micro, l - 1);
       }
     }
@@ -414,7 +443,10 @@ void Builder::Backward(int micro) {
     const bool release = Stage3() && gathered_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
-    if (release) gathered_[l] = 0;
+    if (release) {
+      gathered_[l] = 0;
+      gathered_numel_ -= Gathered(l);
+    }
     if (ReducesInBackward(micro) && layer.params > 0) AddToBucket(micro, l, layer.params, last_compute_);
   }
   EndOfBackward(micro);
@@ -712,7 +744,7 @@ void Builder::OptimizerStep() {
       for (int64_t sg = 0; sg < f_.subgroups; ++sg) {
         const int64_t n = std::min(remaining, z.sub_group_size);
         remaining -= n;
-        if (!off) {
+        if (!off || sg >= cpu_subgroups_) {
           // flatten(grads).to(fp32): a 16-bit then an fp32 copy of the sub-group; AdamW; the
           // fp32 master is copied into the 16-bit partition.
           Task s;
@@ -721,13 +753,15 @@ void Builder::OptimizerStep() {
           s.bytes = (2.0 * acc_ + 4.0) * n + adam_bytes * n + (4.0 + e_) * n;
           s.elements = static_cast<double>(n);
           s.kernels = 30;
+          // A GPU sub-group of a partial offload keeps its fp32 gradient buffer (Initial).
+          const int64_t fp32_grad = off ? 0 : 4 * n;
           prev = last_compute_ = g_.Add(
               s, {prev, last_reduce_},
-              {Alloc(acc_ * n, MemCategory::kTemporaries), Alloc(4 * n, MemCategory::kGradients),
+              {Alloc(acc_ * n, MemCategory::kTemporaries), Alloc(fp32_grad, MemCategory::kGradients),
                FreeNow(acc_ * n, MemCategory::kTemporaries),
                Alloc(adam_temp * n, MemCategory::kTemporaries),
                FreeNow(adam_temp * n, MemCategory::kTemporaries),
-               FreeNow(4 * n, MemCategory::kGradients)});
+               FreeNow(fp32_grad, MemCategory::kGradients)});
           continue;
         }
         TaskId read = -1;

@@ -264,6 +264,56 @@ TEST_F(StepBuilderTest, StageOneWithOverlapStillReducesOnlyAtTheBoundary) {
   EXPECT_EQ(grads_allocated, 2 * psi_);
 }
 
+// offload_optimizer.ratio < 1 (stage 3): sub-groups i < int(ratio * count) step on the CPU, the
+// others keep fp32 master, Adam states and fp32 gradients on the GPU.
+TEST_F(StepBuilderTest, PartialOptimizerOffloadSplitsSubGroups) {
+  Plan p = MakePlan(3, 2);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  const int64_t part = CeilDiv(psi_, 2);
+  p.zero.sub_group_size = CeilDiv(part, 4);  // four sub-groups
+  p.zero.offload_optimizer.ratio = 0.5;      // the first two on the CPU
+  const BuiltStep b = Build(p);
+  ASSERT_EQ(b.facts.subgroups, 4);
+  const int64_t off = 2 * p.zero.sub_group_size, on = part - off;
+  EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 4 * off);
+  EXPECT_EQ(Init(b, kPageable, MemCategory::kOptimizerStates), 8 * off);
+  EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 4 * on);
+  EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 8 * on);
+  EXPECT_EQ(Count(b, TaskKind::kCpuOptimizer), 2);
+  // The two GPU sub-groups step on the GPU (after the gradient-norm pass).
+  int gpu_steps = 0;
+  for (TaskId id = 0; id < b.graph.size(); ++id) {
+    const Task& t = b.graph.task(id);
+    if (t.kind == TaskKind::kGpuOptimizer && t.elements > 0) ++gpu_steps;
+  }
+  EXPECT_EQ(gpu_steps, 2);
+}
+
+// stage3_max_live_parameters caps prefetching: with 0 no module is gathered before the previous
+// module's forward has been issued; with the defaults gpt2's small blocks are prefetched.
+TEST_F(StepBuilderTest, MaxLiveParametersCapsPrefetch) {
+  auto prefetched = [](const BuiltStep& b) {
+    int n = 0;
+    TaskId last_forward = -1;
+    int last_forward_layer = -1;
+    for (TaskId id = 0; id < b.graph.size(); ++id) {
+      const Task& t = b.graph.task(id);
+      if (t.micro_step != 0) continue;
+      if (t.kind == TaskKind::kForward) {
+        last_forward = id;
+        last_forward_layer = t.layer;
+      }
+      // A gather for a layer beyond the next one to run, issued before that one's forward.
+      if (t.kind == TaskKind::kAllGather && t.layer > last_forward_layer + 1 && last_forward >= -1) ++n;
+    }
+    return n;
+  };
+  Plan p = MakePlan(3, 4);
+  EXPECT_GT(prefetched(Build(p)), 0);
+  p.zero.stage3_max_live_parameters = 0;
+  EXPECT_EQ(prefetched(Build(p)), 0);
+}
+
 // One GPU: nothing to reduce across ranks at stage 0.
 TEST_F(StepBuilderTest, StageZeroOnOneGpuHasNoCollectives) {
   const BuiltStep b = Build(MakePlan(0, 1, Precision::kFp16));

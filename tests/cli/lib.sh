@@ -2,6 +2,7 @@
 #   check NAME COMMAND...   counts COMMAND's success as a pass, else prints the last output
 #   run ARGS...             runs dsplan, sets $rc, output in $tmp/out and $tmp/err
 #   json PYTHON-EXPR        true when EXPR (j = parsed $tmp/out) is truthy
+#   bad NAME PATTERN ARGS   dsplan ARGS must exit 2 with one stderr line matching PATTERN
 #   finish                  prints the tally; exit status says whether all passed
 pass=0
 fail=0
@@ -26,6 +27,16 @@ run() {
 
 json() {
   python3 -c "import json,sys; j=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
+}
+
+bad() {
+  local name=$1 pattern=$2
+  shift 2
+  run "$@"
+  check "$name exits 2" test "$rc" -eq 2
+  check "$name names the problem" grep -qiE -- "$pattern" "$tmp/err"
+  check "$name is one line" test "$(wc -l <"$tmp/err")" -eq 1
+  check "$name prints nothing on stdout" test ! -s "$tmp/out"
 }
 
 finish() {

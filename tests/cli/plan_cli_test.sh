@@ -13,16 +13,6 @@ trap 'rm -rf "$tmp"' EXIT
 # The planner writes ds_config.json into the working directory by default: keep it in $tmp.
 cd "$tmp" || exit 1
 
-bad() {  # bad NAME PATTERN ARGS...: exit 2, one stderr line matching PATTERN, nothing on stdout
-  local name=$1 pattern=$2
-  shift 2
-  run "$@"
-  check "$name exits 2" test "$rc" -eq 2
-  check "$name names the problem" grep -qiE -- "$pattern" "$tmp/err"
-  check "$name is one line" test "$(wc -l <"$tmp/err")" -eq 1
-  check "$name prints nothing on stdout" test ! -s "$tmp/out"
-}
-
 # --- emit, then simulate the emitted file: the same prediction as the planner's ---
 run --model gpt2 --gpus 2 --emit "$tmp/ds.json"
 check "plan exits 0" test "$rc" -eq 0

@@ -10,16 +10,6 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
 
-bad() {  # bad NAME PATTERN ARGS...: exit 2, one stderr line matching PATTERN, nothing on stdout
-  local name=$1 pattern=$2
-  shift 2
-  run "$@"
-  check "$name exits 2" test "$rc" -eq 2
-  check "$name names the problem" grep -qiE -- "$pattern" "$tmp/err"
-  check "$name is one line" test "$(wc -l <"$tmp/err")" -eq 1
-  check "$name prints nothing on stdout" test ! -s "$tmp/out"
-}
-
 # --- simulate --json: every key of issue 3, with sane values ---
 run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
 check "simulate --json exits 0" test "$rc" -eq 0

@@ -21,6 +21,11 @@ def build(name):
     config = transformers.AutoConfig.for_model(**cfg)
     config._attn_implementation = "sdpa"
     if config.model_type == "t5":
+        # The hub's T5 configs carry these; the catalog keeps only architecture keys.
+        if getattr(config, "decoder_start_token_id", None) is None:
+            config.decoder_start_token_id = 0
+        if getattr(config, "pad_token_id", None) is None:
+            config.pad_token_id = 0
         model = transformers.T5ForConditionalGeneration(config)
     else:
         model = transformers.AutoModelForCausalLM.from_config(config)

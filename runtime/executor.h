@@ -1,0 +1,103 @@
+// The GPU executor: runs a StepGraph on real hardware (DESIGN.md "two executors"). The simulator
+// prices each task with the cost model; this executor runs each task's work and measures it.
+//
+// What each task runs (docs/runtime.md):
+//  * forward / recompute / backward of a layer: the layer's ops from the Workload. GEMMs and
+//    batched GEMMs through cuBLASLt with the op's (m, n, k, batch) and the plan's dtype (backward:
+//    the input-gradient and the weight-gradient GEMM); memory-bound ops (norms, activations,
+//    dropout, casts, softmax, embedding, loss) as streaming kernels that read and write the op's
+//    recorded bytes; fused attention as the runtime's attention path (docs/runtime.md says which).
+//  * collectives: NCCL on the communication stream with the task's bytes (a no-op with 1 rank).
+//  * D2H / H2D: cudaMemcpyAsync between device buffers and pinned (or pageable) host buffers on
+//    the copy streams.
+//  * CPU optimizer: the vectorized CPU AdamW (runtime/host/cpu_adam.h) over the task's elements.
+//  * NVMe read / write: io_uring with O_DIRECT on files under the plan's nvme_path.
+//  * memory effects: every GPU allocation and free of the graph goes through the runtime's
+//    caching allocator (real cudaMalloc segments, PyTorch's rounding and pools), in program order,
+//    so its peaks are measured, and the driver's view (cudaMemGetInfo) is sampled beside it.
+// Each task is bracketed by CUDA events on its stream (host tasks by the host clock aligned to
+// the device's), which gives the measured timeline.
+//
+// Thread safety: one ExecuteOnGpu call at a time per process.
+#ifndef DSPLAN_RUNTIME_EXECUTOR_H_
+#define DSPLAN_RUNTIME_EXECUTOR_H_
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/status.h"
+#include "simulator/step_graph.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+struct ExecuteOptions {
+  int warmup_steps = 2;       // steps run before measuring (allocator warm-up, autotuning)
+  int steps = 5;              // measured steps
+  int device = 0;             // first CUDA device of this process
+  int cpu_threads = 0;        // CPU optimizer threads; 0 = all cores of the process
+  /// Folder for NVMe swap files; "" = the plan's offload nvme_path.
+  std::string nvme_path;
+  /// Bytes the runtime's allocator may reserve; 0 = what the device has free after setup.
+  int64_t memory_limit_bytes = 0;
+  /// One extra step with events around each op of each layer task, for the per-op-class split
+  /// (GEMM / attention / memory-bound) of forward and backward.
+  bool profile_ops = true;
+};
+
+/// Per-task split of a layer task's measured device time by op class (profile_ops).
+struct OpClassSeconds {
+  double gemm_s = 0;
+  double attention_s = 0;
+  double memory_s = 0;
+};
+
+struct Execution {
+  // The machine and build.
+  std::string device_name;      // "NVIDIA H200"
+  std::string driver;           // "driver 580.xx, CUDA runtime 13.0"
+  std::string libraries;        // "cuBLASLt 13.x, NCCL 2.x (or: not loaded)"
+  int64_t device_total_bytes = 0;
+  int world_size = 1;           // ranks that ran (threads, one GPU each)
+
+  // Time. Per measured step, and per task of the graph: the median over measured steps of
+  // start and end relative to the step's start.
+  std::vector<double> step_s;
+  std::vector<double> start_s, end_s;
+  std::vector<OpClassSeconds> op_class;   // per task; empty unless profile_ops
+
+  // GPU memory of rank 0, over the measured steps.
+  int64_t peak_allocated_bytes = 0;   // the runtime allocator's max allocated
+  int64_t peak_reserved_bytes = 0;    // its max reserved (cudaMalloc'd segments)
+  int64_t context_bytes = 0;          // device memory in use after setup, before the first
+                                      // allocation (context, cuBLAS, NCCL), from cudaMemGetInfo
+  int64_t device_used_peak_bytes = 0; // cudaMemGetInfo total - free, at its highest sample,
+                                      // less what other processes used before setup
+  // Host and NVMe bytes this rank allocated (pinned, pageable) and wrote to swap files.
+  int64_t host_pinned_bytes = 0;
+  int64_t host_pageable_bytes = 0;
+  int64_t nvme_bytes = 0;
+
+  // A step that ran out of device memory: reported, never a crash; the GPU memory is released.
+  bool out_of_memory = false;
+  TaskId oom_task = -1;               // the task whose allocation failed
+  int64_t oom_request_bytes = 0;
+  int64_t oom_allocated_bytes = 0;    // allocated when it failed
+  std::string oom_message;            // the driver's message
+};
+
+/// True when this build has the CUDA executor (a CUDA toolkit was found at configure time).
+bool GpuExecutorBuilt();
+
+/// Runs |graph| (built for |plan| on |workload|) options.warmup_steps + options.steps times.
+/// Errors: no CUDA device, fewer GPUs than the plan's ranks on this node, a CUDA/NCCL failure
+/// other than out-of-memory (which is reported in the Execution), an unwritable nvme_path.
+Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload, const Plan& plan,
+                               const ExecuteOptions& options);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_RUNTIME_EXECUTOR_H_

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds dsplan with its CUDA parts into build-gpu/ and stages what the device machine needs in
+# dist/ (gitignored): the binary and the two shared libraries the device image lacks (fmt,
+# yaml-cpp). CUDA libraries (cudart is static; cuBLASLt, NCCL) come from the device's CUDA 13.
+# On the device:  LD_LIBRARY_PATH=$PWD/dist DSPLAN_DATA_DIR=$PWD dist/dsplan ...
+# Usage: tools/device/stage.sh [build-dir]   (then pass carry: ["dist"] to the device tool)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bdir="${1:-build-gpu}"
+if [ ! -f "$bdir/build.ninja" ]; then
+  cmake -S . -B "$bdir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DDSPLAN_BUILD_TESTS=OFF \
+    -DDSPLAN_BUILD_BENCHMARKS=OFF -DDSPLAN_BUILD_GUI=OFF -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+fi
+cmake --build "$bdir" --target dsplan -- --quiet
+rm -rf dist && mkdir -p dist
+cp "$bdir/dsplan" dist/dsplan
+for lib in $(ldd dist/dsplan | awk '/libfmt|libyaml-cpp/ {print $3}'); do cp -L "$lib" dist/; done
+ls -la dist

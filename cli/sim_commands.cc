@@ -1,6 +1,7 @@
 #include "cli/sim_commands.h"
 
 #include "cli/common.h"
+#include "cli/config_run.h"
 
 #include <cstdio>
 #include <fstream>
@@ -34,58 +35,16 @@ struct AccuracyFlags {
   bool json = false;
 } g_accuracy;
 
-struct SimulateFlags {
-  std::string model;
-  int gpus = 1;
-  int nodes = 1;
-  std::string ds_config;
-  std::optional<int64_t> seq_len;
-  std::optional<int64_t> target_len;
-  bool gradient_checkpointing = false;
-  std::string attention = "auto";
-  std::string hardware;
-  bool json = false;
-  bool quiet = false;
-  std::string trace;
-  std::optional<int64_t> micro_batch;
-  std::optional<int64_t> grad_accum;
-  std::optional<int64_t> global_batch;
-  std::string precision;
-} g_sim;
+SimulateFlags g_sim;
 
 }  // namespace
-
-void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
-  cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
-      ->required();
-  cmd->add_option("--gpus", f.gpus, "GPUs per node")->capture_default_str();
-  cmd->add_option("--nodes", f.nodes, "Nodes")->capture_default_str();
-  cmd->add_option("--seq-len", f.seq_len,
-                  "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, else "
-                  "1024 (capped at a learned position table)");
-  cmd->add_option("--target-len", f.target_len, "T5 decoder length (default 128)");
-  cmd->add_flag("--gradient-checkpointing", f.gradient_checkpointing,
-                "Activation checkpointing of every block (HF, use_reentrant=False)");
-  cmd->add_option("--attention", f.attention, "eager, sdpa, or auto (transformers' default)")
-      ->capture_default_str();
-  cmd->add_option("--hardware", f.hardware,
-                  "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
-                  "present, else h200-sxm");
-  cmd->add_flag("--json", f.json, "Machine-readable output");
-  cmd->add_flag("--quiet", f.quiet, "One line: verdict, peak GPU memory, step time, tokens/s");
-}
 
 CLI::App* AddSimulateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Predict memory and step time of a ds_config.json for a model and cluster");
   AddClusterAndWorkloadFlags(cmd, g_sim);
-  cmd->add_option("--ds-config", g_sim.ds_config, "DeepSpeed config file")->required();
+  AddDsConfigFlags(cmd, g_sim);
   cmd->add_option("--trace", g_sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
-  cmd->add_option("--micro-batch", g_sim.micro_batch,
-                  "per_device_train_batch_size, for \"auto\" batch keys");
-  cmd->add_option("--grad-accum", g_sim.grad_accum, "gradient_accumulation_steps, for \"auto\"");
-  cmd->add_option("--global-batch", g_sim.global_batch, "train_batch_size, for \"auto\"");
-  cmd->add_option("--precision", g_sim.precision, "bf16, fp16 or fp32, for \"auto\" precision");
   return cmd;
 }
 
@@ -93,56 +52,6 @@ std::string QuietLine(const Prediction& p) {
   return fmt::format("{}: peak {} per GPU, step {:.3f} s, {:.0f} tokens/s",
                      p.fits ? "fits" : "does not fit", FormatBytes(static_cast<double>(p.gpu_total_bytes)),
                      p.step_time_s, p.tokens_per_s);
-}
-
-// A ds_config.json simulated for a model and cluster: what simulate and check share.
-struct ConfigRun {
-  ModelSpec spec;
-  ParsedDsConfig parsed;
-  std::unique_ptr<Workload> workload;
-  std::unique_ptr<HardwareProfile> profile;
-  Prediction prediction;
-};
-
-Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph) {
-  if (f.gpus < 1 || f.nodes < 1) {
-    return Status::InvalidArgument(fmt::format(
-        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
-        f.nodes));
-  }
-  ConfigRun run;
-  DSPLAN_ASSIGN_OR_RETURN(run.spec, LoadModel(f.model, DataDir()));
-  DsConfigContext ctx;
-  ctx.nodes = f.nodes;
-  ctx.gpus_per_node = f.gpus;
-  ctx.micro_batch = f.micro_batch;
-  ctx.grad_accum = f.grad_accum;
-  ctx.global_batch = f.global_batch;
-  ctx.hidden_size = run.spec.hidden_size;
-  if (!f.precision.empty()) {
-    DSPLAN_ASSIGN_OR_RETURN(ctx.precision, ParsePrecision(f.precision));
-  }
-  const Lengths len = ResolveLengths(run.spec, f.seq_len, f.target_len);
-  ctx.seq_len = len.seq_len;
-  ctx.target_len = len.target_len;
-  ctx.gradient_checkpointing = f.gradient_checkpointing;
-  DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(f.attention));
-  DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
-  const Plan& plan = run.parsed.plan;
-  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
-  run.workload = std::make_unique<Workload>(std::move(w));
-  DSPLAN_ASSIGN_OR_RETURN(
-      HardwareProfile hw,
-      FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir()));
-  run.profile = std::make_unique<HardwareProfile>(std::move(hw));
-  const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-  SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold);
-  SimulateOptions so;
-  so.keep_graph = keep_graph;
-  DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
-  run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
-                                 run.parsed.warnings.end());
-  return run;
 }
 
 int RunSimulateCommand() {
@@ -177,11 +86,7 @@ CLI::App* AddCheckCommand(CLI::App& app) {
       "check", "Judge an existing ds_config.json: fits or not and why, speed, wasted keys, and "
                "the plan dsplan would pick instead");
   AddClusterAndWorkloadFlags(cmd, g_check);
-  cmd->add_option("--ds-config", g_check.ds_config, "DeepSpeed config file")->required();
-  cmd->add_option("--micro-batch", g_check.micro_batch, "per_device_train_batch_size, for \"auto\"");
-  cmd->add_option("--grad-accum", g_check.grad_accum, "gradient_accumulation_steps, for \"auto\"");
-  cmd->add_option("--global-batch", g_check.global_batch, "train_batch_size, for \"auto\"");
-  cmd->add_option("--precision", g_check.precision, "bf16, fp16 or fp32, for \"auto\" precision");
+  AddDsConfigFlags(cmd, g_check);
   return cmd;
 }
 

@@ -47,8 +47,16 @@ double CopyCurveSeconds(const CopyCurve& c, double bytes) {
 
 }  // namespace
 
-CostModel::CostModel(const HardwareProfile& profile, Precision precision)
-    : profile_(&profile), precision_(precision) {}
+const char* SoftwareStackName(SoftwareStack s) {
+  switch (s) {
+    case SoftwareStack::kPyTorchDeepSpeed: return "pytorch-deepspeed";
+    case SoftwareStack::kDsplanRuntime: return "dsplan-runtime";
+  }
+  return "?";
+}
+
+CostModel::CostModel(const HardwareProfile& profile, Precision precision, SoftwareStack stack)
+    : profile_(&profile), precision_(precision), stack_(stack) {}
 
 double CostModel::PeakFlops(Precision p) const {
   const GpuProfile& g = profile_->gpu;
@@ -89,8 +97,10 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
 
 double CostModel::MemoryBoundSeconds(double bytes) const {
   const GpuProfile& g = profile_->gpu;
-  const double eff = kFrameworkElementwiseEfficiency *
-                    (g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8);
+  const double framework =
+      stack_ == SoftwareStack::kPyTorchDeepSpeed ? kFrameworkElementwiseEfficiency : 1.0;
+  const double eff =
+      framework * (g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8);
   const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
   return bytes / (bw * eff);
 }
@@ -133,8 +143,11 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
 double CostModel::DispatchSeconds() const {
   // Host time per traced op of PyTorch eager training (Python, transformers' module code,
   // the dispatcher, autograd, the launch): kFrameworkOpSeconds, never below the measured bare
-  // kernel launch.
-  return std::max(kFrameworkOpSeconds, profile_->gpu.kernel_launch_s.value);
+  // kernel launch. dsplan's runtime issues each kernel from C++ at the measured launch cost.
+  const double launch = profile_->gpu.kernel_launch_s.value > 0 ? profile_->gpu.kernel_launch_s.value
+                                                                 : 5e-6;
+  if (stack_ == SoftwareStack::kDsplanRuntime) return launch;
+  return std::max(kFrameworkOpSeconds, launch);
 }
 
 LayerCost CostModel::Layer(const dsplan::Layer& layer) const {

@@ -34,10 +34,21 @@ struct LayerCost {
   double bwd_gemm_s = 0, bwd_attention_s = 0, bwd_memory_s = 0, bwd_dispatch_s = 0;
 };
 
+/// Whose software issues the step's kernels. The hardware terms are the same; the host-side
+/// terms differ (docs/simulator.md, "Software stacks"):
+///  * kPyTorchDeepSpeed: PyTorch eager + transformers + DeepSpeed, what users run. Host time per
+///    op and the efficiency of PyTorch's elementwise kernels are FITTED to the calibration runs.
+///  * kDsplanRuntime: dsplan's own executor (`dsplan validate`): one C++ thread issues each
+///    kernel at the profile's measured launch cost, memory-bound work runs at the profile's
+///    measured streaming rate. Nothing in it is fitted.
+enum class SoftwareStack { kPyTorchDeepSpeed, kDsplanRuntime };
+const char* SoftwareStackName(SoftwareStack s);
+
 class CostModel {
  public:
   /// |profile| must outlive the CostModel.
-  CostModel(const HardwareProfile& profile, Precision precision);
+  CostModel(const HardwareProfile& profile, Precision precision,
+            SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed);
 
   const HardwareProfile& profile() const { return *profile_; }
 
@@ -58,8 +69,9 @@ class CostModel {
   /// |threads| threads: at the host memory bandwidth the CPU Adam measurement implies.
   double HostStreamSeconds(double bytes, int threads) const;
   double NvmeSeconds(bool read, double bytes) const;
-  /// Host dispatch time per kernel (PyTorch eager).
+  /// Host dispatch time per kernel (PyTorch eager, or the runtime's launch).
   double DispatchSeconds() const;
+  SoftwareStack stack() const { return stack_; }
 
   /// The duration of |task|; compute tasks of layers read |layers| (from Layers()).
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
@@ -70,6 +82,7 @@ class CostModel {
 
   const HardwareProfile* profile_;
   Precision precision_;
+  SoftwareStack stack_;
 };
 
 }  // namespace dsplan

@@ -44,11 +44,13 @@ WorkloadOptions WorkloadOptionsForPlan(const Plan& plan) {
 }
 
 SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
-                                        Precision precision, int64_t persistence_threshold) {
+                                        Precision precision, int64_t persistence_threshold,
+                                        SoftwareStack stack) {
   SimulationContext ctx;
   ctx.workload = &w;
   ctx.profile = &profile;
-  CostModel cost(profile, precision);
+  ctx.stack = stack;
+  CostModel cost(profile, precision, stack);
   ctx.layer_costs = cost.Layers(w);
   ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
   ctx.persistence_threshold = persistence_threshold;
@@ -67,7 +69,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   DSPLAN_ASSIGN_OR_RETURN(BuiltStep built,
                           BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw)));
   const StepGraph& g = built.graph;
-  CostModel cost(hw, plan.precision);
+  CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
   std::vector<double> durations(g.size());
   for (TaskId id = 0; id < g.size(); ++id) {

@@ -28,11 +28,13 @@ struct SimulationContext {
   std::vector<LayerCost> layer_costs;   // CostModel::Layers(*workload)
   std::vector<LayerParams> layer_params;  // ComputeLayerParams(*workload, threshold)
   int64_t persistence_threshold = 0;
+  SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed;
 };
 
 /// REQUIRES: |w| and |profile| outlive the context.
-SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
-                                        Precision precision, int64_t persistence_threshold);
+SimulationContext MakeSimulationContext(
+    const Workload& w, const HardwareProfile& profile, Precision precision,
+    int64_t persistence_threshold, SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed);
 
 struct SimulateOptions {
   bool keep_graph = false;          // keep the graph, schedule and curve (for traces, reports)

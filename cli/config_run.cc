@@ -1,0 +1,80 @@
+#include "cli/config_run.h"
+
+#include <fmt/format.h>
+
+#include "cli/common.h"
+#include "core/model_catalog.h"
+
+namespace dsplan {
+
+void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
+  cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
+      ->required();
+  cmd->add_option("--gpus", f.gpus, "GPUs per node")->capture_default_str();
+  cmd->add_option("--nodes", f.nodes, "Nodes")->capture_default_str();
+  cmd->add_option("--seq-len", f.seq_len,
+                  "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, else "
+                  "1024 (capped at a learned position table)");
+  cmd->add_option("--target-len", f.target_len, "T5 decoder length (default 128)");
+  cmd->add_flag("--gradient-checkpointing", f.gradient_checkpointing,
+                "Activation checkpointing of every block (HF, use_reentrant=False)");
+  cmd->add_option("--attention", f.attention, "eager, sdpa, or auto (transformers' default)")
+      ->capture_default_str();
+  cmd->add_option("--hardware", f.hardware,
+                  "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
+                  "present, else h200-sxm");
+  cmd->add_flag("--json", f.json, "Machine-readable output");
+  cmd->add_flag("--quiet", f.quiet, "One line: verdict, peak GPU memory, step time, tokens/s");
+}
+
+void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f) {
+  cmd->add_option("--ds-config", f.ds_config, "DeepSpeed config file")->required();
+  cmd->add_option("--micro-batch", f.micro_batch,
+                  "per_device_train_batch_size, for \"auto\" batch keys");
+  cmd->add_option("--grad-accum", f.grad_accum, "gradient_accumulation_steps, for \"auto\"");
+  cmd->add_option("--global-batch", f.global_batch, "train_batch_size, for \"auto\"");
+  cmd->add_option("--precision", f.precision, "bf16, fp16 or fp32, for \"auto\" precision");
+}
+
+Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
+  if (f.gpus < 1 || f.nodes < 1) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
+        f.nodes));
+  }
+  ConfigRun run;
+  DSPLAN_ASSIGN_OR_RETURN(run.spec, LoadModel(f.model, DataDir()));
+  DsConfigContext ctx;
+  ctx.nodes = f.nodes;
+  ctx.gpus_per_node = f.gpus;
+  ctx.micro_batch = f.micro_batch;
+  ctx.grad_accum = f.grad_accum;
+  ctx.global_batch = f.global_batch;
+  ctx.hidden_size = run.spec.hidden_size;
+  if (!f.precision.empty()) {
+    DSPLAN_ASSIGN_OR_RETURN(ctx.precision, ParsePrecision(f.precision));
+  }
+  const Lengths len = ResolveLengths(run.spec, f.seq_len, f.target_len);
+  ctx.seq_len = len.seq_len;
+  ctx.target_len = len.target_len;
+  ctx.gradient_checkpointing = f.gradient_checkpointing;
+  DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(f.attention));
+  DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
+  const Plan& plan = run.parsed.plan;
+  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
+  run.workload = std::make_unique<Workload>(std::move(w));
+  DSPLAN_ASSIGN_OR_RETURN(
+      HardwareProfile hw,
+      FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir()));
+  run.profile = std::make_unique<HardwareProfile>(std::move(hw));
+  const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+  SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold, stack);
+  SimulateOptions so;
+  so.keep_graph = keep_graph;
+  DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
+  run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
+                                 run.parsed.warnings.end());
+  return run;
+}
+
+}  // namespace dsplan

@@ -1,0 +1,61 @@
+// A ds_config.json simulated for a model and cluster: the flags and the run that simulate,
+// check and validate share.
+#ifndef DSPLAN_CLI_CONFIG_RUN_H_
+#define DSPLAN_CLI_CONFIG_RUN_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "core/hardware_profile.h"
+#include "core/model_spec.h"
+#include "core/status.h"
+#include "planner/ds_config.h"
+#include "simulator/cost_model.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+struct SimulateFlags {
+  std::string model;
+  int gpus = 1;
+  int nodes = 1;
+  std::string ds_config;
+  std::optional<int64_t> seq_len;
+  std::optional<int64_t> target_len;
+  bool gradient_checkpointing = false;
+  std::string attention = "auto";
+  std::string hardware;
+  bool json = false;
+  bool quiet = false;
+  std::string trace;
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> grad_accum;
+  std::optional<int64_t> global_batch;
+  std::string precision;
+};
+
+/// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.
+void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f);
+/// --ds-config (required) and the values that resolve its "auto" keys.
+void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f);
+
+struct ConfigRun {
+  ModelSpec spec;
+  ParsedDsConfig parsed;
+  std::unique_ptr<Workload> workload;
+  std::unique_ptr<HardwareProfile> profile;
+  Prediction prediction;
+};
+
+/// Loads the model, parses the config, builds the workload and simulates it with |stack|.
+Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph,
+                                 SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_CLI_CONFIG_RUN_H_

@@ -76,6 +76,8 @@ struct Execution {
                                       // allocation (context, cuBLAS, NCCL), from cudaMemGetInfo
   int64_t device_used_peak_bytes = 0; // cudaMemGetInfo total - free, at its highest sample,
                                       // less what other processes used before setup
+  int64_t scratch_bytes = 0;          // the runtime's own operand arena outside the allocator
+                                      // (included in device_used_peak_bytes; not in a plan)
   // Host and NVMe bytes this rank allocated (pinned, pageable) and wrote to swap files.
   int64_t host_pinned_bytes = 0;
   int64_t host_pageable_bytes = 0;

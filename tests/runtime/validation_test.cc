@@ -1,0 +1,226 @@
+// The validation report: errors, verdicts, OOM handling, the per-class split and --calibrate.
+// Executions are built from a real prediction's schedule with known distortions, so the
+// expected errors follow from the distortion, not from the report's output.
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "planner/ds_config.h"
+#include "runtime/validation.h"
+#include "simulator/cost_model.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+struct Fixture {
+  ModelSpec spec;
+  HardwareProfile profile;
+  Plan plan;
+  Workload workload;
+  std::vector<LayerCost> costs;
+  Prediction pred;
+};
+
+// gpt2-medium, one GPU, the given stage, with optional CPU optimizer offload, simulated for
+// dsplan's runtime.
+Fixture Make(int stage, bool offload, const std::string& model = "gpt2-medium") {
+  Fixture f;
+  auto spec = LoadModel(model, DSPLAN_TEST_DATA_DIR);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  f.spec = *spec;
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  EXPECT_TRUE(hw.ok()) << hw.status().message();
+  f.profile = *hw;
+  f.plan.micro_batch = 4;
+  f.plan.seq_len = 1024;
+  f.plan.zero.stage = stage;
+  if (offload) f.plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  auto w = BuildWorkload(f.spec, WorkloadOptionsForPlan(f.plan));
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  f.workload = *w;
+  SimulationContext ctx = MakeSimulationContext(f.workload, f.profile, f.plan.precision, 0,
+                                                SoftwareStack::kDsplanRuntime);
+  f.costs = ctx.layer_costs;
+  SimulateOptions so;
+  so.keep_graph = true;
+  auto p = Simulate(ctx, f.plan, so);
+  EXPECT_TRUE(p.ok()) << p.status().message();
+  f.pred = *p;
+  return f;
+}
+
+// An execution that took |time_scale| x the predicted schedule and |mem_scale| x its memory;
+// layer tasks split by op class in the predicted proportions.
+Execution Scaled(const Fixture& f, double time_scale, double mem_scale) {
+  Execution e;
+  e.device_name = "test GPU";
+  e.step_s = {f.pred.step_time_s * time_scale, f.pred.step_time_s * time_scale * 1.01,
+              f.pred.step_time_s * time_scale * 0.99};
+  const StepGraph& g = f.pred.graph;
+  for (TaskId id = 0; id < g.size(); ++id) {
+    e.start_s.push_back(f.pred.schedule.start_s[id] * time_scale);
+    e.end_s.push_back(f.pred.schedule.end_s[id] * time_scale);
+    OpClassSeconds o;
+    const Task& t = g.task(id);
+    if (t.layer >= 0) {
+      const LayerCost& c = f.costs[t.layer];
+      const bool fwd = t.kind != TaskKind::kBackward;
+      o.gemm_s = (fwd ? c.fwd_gemm_s : c.bwd_gemm_s) * time_scale;
+      o.attention_s = (fwd ? c.fwd_attention_s : c.bwd_attention_s) * time_scale;
+      o.memory_s = (fwd ? c.fwd_memory_s : c.bwd_memory_s) * time_scale;
+    }
+    e.op_class.push_back(o);
+  }
+  e.peak_allocated_bytes = static_cast<int64_t>(f.pred.gpu_peak_allocated_bytes * mem_scale);
+  e.peak_reserved_bytes = static_cast<int64_t>(f.pred.gpu_peak_reserved_bytes * mem_scale);
+  e.scratch_bytes = 64 << 20;
+  e.device_used_peak_bytes =
+      static_cast<int64_t>(f.pred.gpu_total_bytes * mem_scale) + e.scratch_bytes;
+  return e;
+}
+
+const ValidationRow* Row(const ValidationReport& r, const std::string& name) {
+  for (const ValidationRow& row : r.rows) {
+    if (row.quantity == name) return &row;
+  }
+  return nullptr;
+}
+
+TEST(Validation, ErrorsFollowTheDistortion) {
+  const Fixture f = Make(0, false);
+  const ValidationReport r =
+      CompareExecution(f.pred, f.workload, f.costs, Scaled(f, 1.05, 1.02), ValidationThresholds{});
+  const ValidationRow* step = Row(r, "step time");
+  ASSERT_NE(step, nullptr);
+  // Median of {1.05, 1.0605, 1.0395} x predicted is 1.05 x predicted.
+  EXPECT_NEAR(step->Error(), 1 / 1.05 - 1, 1e-9);
+  const ValidationRow* gemm = Row(r, "forward GEMMs");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_NEAR(gemm->Error(), 1 / 1.05 - 1, 1e-9);
+  // The arena outside the allocator is not counted against the plan.
+  const ValidationRow* dev = Row(r, "device memory (driver)");
+  ASSERT_NE(dev, nullptr);
+  EXPECT_NEAR(dev->Error(), 1 / 1.02 - 1, 1e-6);
+  EXPECT_TRUE(r.pass) << r.verdict;
+  EXPECT_EQ(r.verdict.rfind("PASS", 0), 0u) << r.verdict;
+}
+
+TEST(Validation, SlowStepFailsAndNamesTheQuantity) {
+  const Fixture f = Make(0, false);
+  const ValidationReport r =
+      CompareExecution(f.pred, f.workload, f.costs, Scaled(f, 1.25, 1.0), ValidationThresholds{});
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.verdict.find("step time"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("device memory"), std::string::npos) << r.verdict;
+  // A looser threshold passes the same run.
+  ValidationThresholds loose;
+  loose.time = 0.25;
+  EXPECT_TRUE(CompareExecution(f.pred, f.workload, f.costs, Scaled(f, 1.25, 1.0), loose).pass);
+}
+
+TEST(Validation, MemoryMissFails) {
+  const Fixture f = Make(2, false);
+  const ValidationReport r =
+      CompareExecution(f.pred, f.workload, f.costs, Scaled(f, 1.0, 1.08), ValidationThresholds{});
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.verdict.find("peak allocated"), std::string::npos) << r.verdict;
+}
+
+TEST(Validation, OutOfMemoryAgreesOnlyWithAPredictionThatDoesNotFit) {
+  Fixture f = Make(0, false);
+  Execution e;
+  e.device_name = "test GPU";
+  e.out_of_memory = true;
+  e.oom_task = f.pred.graph.size() / 2;
+  e.oom_request_bytes = 1 << 30;
+  e.oom_allocated_bytes = int64_t{70} << 30;
+  ASSERT_TRUE(f.pred.fits);
+  ValidationReport r = CompareExecution(f.pred, f.workload, f.costs, e, ValidationThresholds{});
+  EXPECT_TRUE(r.out_of_memory);
+  EXPECT_FALSE(r.pass);
+  EXPECT_NE(r.oom_line.find(TaskName(f.pred.graph, f.workload, e.oom_task)), std::string::npos)
+      << r.oom_line;
+  EXPECT_NE(r.oom_line.find("1.00 GiB requested"), std::string::npos) << r.oom_line;
+  f.pred.fits = false;
+  f.pred.reason = "too big";
+  r = CompareExecution(f.pred, f.workload, f.costs, e, ValidationThresholds{});
+  EXPECT_TRUE(r.pass);
+  EXPECT_NE(r.oom_line.find("too big"), std::string::npos) << r.oom_line;
+}
+
+TEST(Validation, ClassesCoverEveryTaskOnce) {
+  const Fixture f = Make(2, true);
+  const Execution e = Scaled(f, 1.0, 1.0);
+  const ClassSeconds m = MeasuredClassSeconds(f.pred.graph, e);
+  // Offload runs the CPU optimizer and both copy directions.
+  EXPECT_GT(m.seconds[static_cast<int>(TaskClass::kCpuOptimizer)], 0);
+  EXPECT_GT(m.seconds[static_cast<int>(TaskClass::kCopyD2H)], 0);
+  EXPECT_GT(m.seconds[static_cast<int>(TaskClass::kCopyH2D)], 0);
+  // Non-layer tasks are counted with their measured duration: the class sums add up to the
+  // total measured time of the non-layer tasks plus the op-class sums of the layer tasks.
+  double expect = 0;
+  for (TaskId id = 0; id < f.pred.graph.size(); ++id) {
+    const Task& t = f.pred.graph.task(id);
+    const bool layer_work = t.kind == TaskKind::kForward || t.kind == TaskKind::kBackward ||
+                            t.kind == TaskKind::kRecompute;
+    if (t.layer >= 0 && layer_work) {
+      expect += e.op_class[id].gemm_s + e.op_class[id].attention_s + e.op_class[id].memory_s;
+    } else {
+      expect += e.end_s[id] - e.start_s[id];
+    }
+  }
+  double sum = 0;
+  for (double s : m.seconds) sum += s;
+  EXPECT_NEAR(sum, expect, 1e-9 * std::max(1.0, expect));
+}
+
+TEST(Validation, CalibrationClosesTheGemmGap) {
+  const Fixture f = Make(0, false, "gpt2-xl");
+  // GEMMs measured 25 % slower than predicted, everything else as predicted.
+  Execution e = Scaled(f, 1.0, 1.0);
+  for (OpClassSeconds& o : e.op_class) o.gemm_s *= 1.25;
+  const ValidationReport r = CompareExecution(f.pred, f.workload, f.costs, e, ValidationThresholds{});
+  auto cal = CalibratedProfile(f.profile, r, "test");
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  EXPECT_EQ(cal->gpu.gemm_source.kind, SourceKind::kMeasured);
+  // Re-predicting with the corrected profile: the GEMM classes now match the measurement.
+  const std::vector<LayerCost> again =
+      CostModel(*cal, f.plan.precision, SoftwareStack::kDsplanRuntime).Layers(f.workload);
+  double pred_gemm = 0, meas_gemm = 0;
+  for (size_t i = 0; i < again.size(); ++i) pred_gemm += again[i].fwd_gemm_s + again[i].bwd_gemm_s;
+  meas_gemm = r.measured.seconds[static_cast<int>(TaskClass::kForwardGemm)] +
+              r.measured.seconds[static_cast<int>(TaskClass::kBackwardGemm)];
+  // GEMMs that are bandwidth-bound keep their time, so the match is close, not exact.
+  EXPECT_NEAR(pred_gemm / meas_gemm, 1.0, 0.03);
+  // Numbers the run did not exercise keep their source.
+  EXPECT_EQ(cal->host.cpu_adam_source.kind, f.profile.host.cpu_adam_source.kind);
+}
+
+TEST(Validation, CalibrationRefusesAnOomRun) {
+  const Fixture f = Make(0, false);
+  ValidationReport r;
+  r.out_of_memory = true;
+  auto cal = CalibratedProfile(f.profile, r, "test");
+  ASSERT_FALSE(cal.ok());
+  EXPECT_NE(cal.status().message().find("out of memory"), std::string::npos);
+}
+
+TEST(Validation, RuntimeStackIsNeverSlowerThanPyTorch) {
+  // The runtime has no Python between kernels and streams at the measured rate: each layer is
+  // predicted no slower than under PyTorch eager.
+  const Fixture f = Make(0, false);
+  const std::vector<LayerCost> pt = CostModel(f.profile, f.plan.precision).Layers(f.workload);
+  ASSERT_EQ(pt.size(), f.costs.size());
+  for (size_t i = 0; i < pt.size(); ++i) {
+    EXPECT_LE(f.costs[i].fwd_s, pt[i].fwd_s + 1e-12) << f.workload.layers[i].name;
+    EXPECT_LE(f.costs[i].bwd_s, pt[i].bwd_s + 1e-12) << f.workload.layers[i].name;
+  }
+}
+
+}  // namespace
+}  // namespace dsplan

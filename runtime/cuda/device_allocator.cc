@@ -1,0 +1,202 @@
+#include "runtime/cuda/device_allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace dsplan {
+
+CachingAllocator::CachingAllocator(SegmentSource* source, int64_t limit)
+    : source_(source), limit_(limit) {
+  blocks_.reserve(1024);
+}
+
+CachingAllocator::~CachingAllocator() { ReleaseAll(); }
+
+int64_t CachingAllocator::RoundSize(int64_t request) {
+  return std::max<int64_t>(kRound, (request + kRound - 1) / kRound * kRound);
+}
+
+int64_t CachingAllocator::SegmentSize(int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+}
+
+int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev,
+                               int next) {
+  const int id = static_cast<int>(blocks_.size());
+  Block b;
+  b.size = size;
+  b.offset = offset;
+  b.segment = seg;
+  b.small = small;
+  b.prev = prev;
+  b.next = next;
+  blocks_.push_back(b);
+  InsertFree(id);
+  return id;
+}
+
+void CachingAllocator::Absorb(int a, int b) {
+  blocks_[a].size += blocks_[b].size;
+  blocks_[a].next = blocks_[b].next;
+  if (blocks_[b].next >= 0) blocks_[blocks_[b].next].prev = a;
+  blocks_[b].size = 0;
+  blocks_[b].segment = -1;
+}
+
+Result<int> CachingAllocator::Malloc(int64_t request) {
+  const int64_t size = RoundSize(request);
+  const bool small = size <= kSmallSize;
+  int best = -1;
+  auto fit = free_[small].lower_bound({size, -1});
+  if (fit != free_[small].end()) best = fit->second;
+  if (best < 0) {
+    const int64_t seg_bytes = SegmentSize(size);
+    void* base = nullptr;
+    std::string why;
+    for (int attempt = 0; attempt < 2 && base == nullptr; ++attempt) {
+      if (attempt == 1) ReleaseCachedSegments();
+      if (limit_ > 0 && reserved_ + seg_bytes > limit_) {
+        why = fmt::format("the allocator's limit of {} bytes would be exceeded", limit_);
+        continue;
+      }
+      DSPLAN_RETURN_IF_ERROR(source_->Allocate(seg_bytes, &base, &why));
+    }
+    if (base == nullptr) {
+      oom_message_ = fmt::format(
+          "tried to allocate {} bytes (a {}-byte segment); {} allocated, {} reserved: {}", request,
+          seg_bytes, allocated_, reserved_, why);
+      return -1;
+    }
+    reserved_ += seg_bytes;
+    peak_reserved_ = std::max(peak_reserved_, reserved_);
+    const int seg_id = static_cast<int>(segments_.size());
+    best = NewBlock(seg_bytes, 0, seg_id, small, -1, -1);
+    segments_.push_back({base, seg_bytes, best});
+  }
+  RemoveFree(best);
+  const int64_t rest = blocks_[best].size - size;
+  if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
+    blocks_[best].size = size;
+    const int r = NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, small, best,
+                           blocks_[best].next);
+    if (blocks_[r].next >= 0) blocks_[blocks_[r].next].prev = r;
+    blocks_[best].next = r;
+  }
+  blocks_[best].free = false;
+  allocated_ += blocks_[best].size;
+  peak_allocated_ = std::max(peak_allocated_, allocated_);
+  return best;
+}
+
+void CachingAllocator::Free(int id) {
+  allocated_ -= blocks_[id].size;
+  blocks_[id].free = true;
+  const int p = blocks_[id].prev;
+  if (p >= 0 && blocks_[p].free) {
+    RemoveFree(p);
+    Absorb(p, id);
+    id = p;
+  }
+  const int n = blocks_[id].next;
+  if (n >= 0 && blocks_[n].free) {
+    RemoveFree(n);
+    Absorb(id, n);
+  }
+  InsertFree(id);
+}
+
+int64_t CachingAllocator::ReleaseCachedSegments() {
+  int64_t released = 0;
+  for (Segment& s : segments_) {
+    if (s.head < 0) continue;
+    const Block& b = blocks_[s.head];
+    if (!b.free || b.next >= 0) continue;
+    RemoveFree(s.head);
+    source_->Release(s.base, s.bytes);
+    reserved_ -= s.bytes;
+    released += s.bytes;
+    s.head = -1;
+    s.base = nullptr;
+  }
+  return released;
+}
+
+void CachingAllocator::ReleaseAll() {
+  for (Segment& s : segments_) {
+    if (s.head < 0) continue;
+    source_->Release(s.base, s.bytes);
+    s.head = -1;
+    s.base = nullptr;
+  }
+  segments_.clear();
+  blocks_.clear();
+  free_[0].clear();
+  free_[1].clear();
+  allocated_ = reserved_ = 0;
+}
+
+void* CachingAllocator::Ptr(int block) const {
+  const Block& b = blocks_[block];
+  return static_cast<char*>(segments_[b.segment].base) + b.offset;
+}
+
+int CachingAllocator::segments() const {
+  int n = 0;
+  for (const Segment& s : segments_) n += s.head >= 0;
+  return n;
+}
+
+void CachingAllocator::ResetPeaks() {
+  peak_allocated_ = allocated_;
+  peak_reserved_ = reserved_;
+}
+
+Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph) {
+  initial_.assign(kNumMemCategories, -1);
+  const CategoryBytes& init = graph.initial[static_cast<int>(MemSpace::kGpu)];
+  for (int c = 0; c < kNumMemCategories; ++c) {
+    if (init[c] <= 0) continue;
+    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(init[c]));
+    if (b < 0) return -1;
+    initial_[c] = b;
+  }
+  return 0;
+}
+
+Result<int> EffectReplayer::Apply(const MemEffect& e) {
+  if (e.space != MemSpace::kGpu || e.bytes == 0) return -2;
+  const auto key = std::make_pair(static_cast<int>(e.category), std::abs(e.bytes));
+  if (e.bytes > 0) {
+    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes));
+    if (b >= 0) live_[key].push_back(b);
+    return b;
+  }
+  auto f = live_.find(key);
+  if (f != live_.end() && !f->second.empty()) {
+    a_->Free(f->second.back());
+    f->second.pop_back();
+    return -2;
+  }
+  int64_t left = -e.bytes;
+  std::vector<std::pair<int64_t, std::vector<int>*>> same;
+  for (auto& [k, v] : live_) {
+    if (k.first == key.first && !v.empty()) same.push_back({k.second, &v});
+  }
+  std::sort(same.begin(), same.end(),
+            [](const auto& x, const auto& y) { return x.first > y.first; });
+  for (auto& [size, v] : same) {
+    while (!v->empty() && left > 0) {
+      a_->Free(v->back());
+      v->pop_back();
+      left -= size;
+    }
+    if (left <= 0) break;
+  }
+  return -2;
+}
+
+}  // namespace dsplan

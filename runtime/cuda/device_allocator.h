@@ -1,0 +1,150 @@
+// The CUDA executor's device caching allocator: PyTorch's CUDACachingAllocator policy (the same
+// one simulator/allocator.cc models), over an abstract segment source so that the policy is
+// tested without a GPU (tests/runtime/device_allocator_test.cc uses a fake source; the executor
+// uses cudaMalloc/cudaFree).
+//
+// Policy (c10/cuda/CUDACachingAllocator.cpp, default settings: no max_split_size, no
+// expandable segments, no garbage-collection threshold, no roundup_power2_divisions):
+//  * requests round up to 512 B;
+//  * requests of at most 1 MiB are served from the small pool, whose segments are 2 MiB;
+//  * larger requests come from the large pool: a request under 10 MiB gets a 20 MiB segment,
+//    a larger one a segment of its own size rounded up to 2 MiB;
+//  * a request takes the best-fitting free block of its pool (smallest sufficient; ties go to the
+//    older block, PyTorch breaks them by address) and splits off the remainder when it is at
+//    least 512 B (small pool) or more than 1 MiB (large pool);
+//  * a freed block merges with its free neighbours in the same segment;
+//  * when the source cannot supply a segment (or the limit would be exceeded), every cached
+//    segment with nothing allocated in it is released and the request retried once; if that
+//    fails too, the request reports out-of-memory.
+// One simplification against PyTorch, shared with the simulator's model: PyTorch keeps free
+// blocks per CUDA stream (a block freed by a tensor allocated on the side stream is reused only
+// by that stream); here, as in simulator/allocator.cc, there is one set of pools.
+//
+// Thread safety: none; the executor's issuing thread owns it.
+#ifndef DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+#define DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "simulator/step_graph.h"
+
+namespace dsplan {
+
+/// Where segments come from: cudaMalloc in the executor, a counter in tests.
+class SegmentSource {
+ public:
+  virtual ~SegmentSource() = default;
+  /// Reserves |bytes|. On success sets *ptr (non-null). Out of memory: returns OK with
+  /// *ptr == nullptr and *oom_message set (the driver's words). Other failures: an error Status.
+  virtual Status Allocate(int64_t bytes, void** ptr, std::string* oom_message) = 0;
+  /// Gives back a segment returned by Allocate.
+  virtual void Release(void* ptr, int64_t bytes) = 0;
+};
+
+class CachingAllocator {
+ public:
+  static constexpr int64_t kRound = 512;
+  static constexpr int64_t kSmallSize = int64_t{1} << 20;
+  static constexpr int64_t kSmallBuffer = int64_t{2} << 20;
+  static constexpr int64_t kMinLargeAlloc = int64_t{10} << 20;
+  static constexpr int64_t kLargeBuffer = int64_t{20} << 20;
+  static constexpr int64_t kRoundLarge = int64_t{2} << 20;
+
+  /// |limit| > 0: the most bytes the allocator may reserve (a request past it behaves as a
+  /// failed cudaMalloc). REQUIRES: |source| outlives the allocator.
+  explicit CachingAllocator(SegmentSource* source, int64_t limit = 0);
+  ~CachingAllocator();
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  static int64_t RoundSize(int64_t request);
+  static int64_t SegmentSize(int64_t rounded);
+
+  /// A block id >= 0, or -1 when out of memory (oom_message() says why). Errors: the source
+  /// failed for a reason other than memory.
+  Result<int> Malloc(int64_t request);
+  /// REQUIRES: |block| is allocated.
+  void Free(int block);
+  /// Releases every segment that is one free block. Returns the bytes released.
+  int64_t ReleaseCachedSegments();
+  /// Frees every block and releases every segment (after an OOM, at the end of a run).
+  void ReleaseAll();
+
+  void* Ptr(int block) const;
+  int64_t BlockSize(int block) const { return blocks_[block].size; }
+
+  int64_t allocated() const { return allocated_; }
+  int64_t reserved() const { return reserved_; }
+  int64_t peak_allocated() const { return peak_allocated_; }
+  int64_t peak_reserved() const { return peak_reserved_; }
+  int segments() const;
+  /// Peaks restart from the current values (torch.cuda.reset_peak_memory_stats).
+  void ResetPeaks();
+  const std::string& oom_message() const { return oom_message_; }
+
+ private:
+  struct Block {
+    int64_t size = 0;
+    int64_t offset = 0;  // from the segment's base
+    bool free = true;
+    bool small = false;
+    int segment = -1;
+    int prev = -1, next = -1;  // neighbours in the segment, address order
+  };
+  struct Segment {
+    void* base = nullptr;
+    int64_t bytes = 0;
+    int head = -1;  // first block; -1 once released
+  };
+
+  int NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev, int next);
+  void Absorb(int a, int b);
+  void InsertFree(int id) { free_[blocks_[id].small].insert({blocks_[id].size, id}); }
+  void RemoveFree(int id) { free_[blocks_[id].small].erase({blocks_[id].size, id}); }
+
+  SegmentSource* source_;
+  int64_t limit_;
+  std::vector<Block> blocks_;
+  std::vector<Segment> segments_;
+  std::set<std::pair<int64_t, int>> free_[2];  // by (size, id)
+  int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
+  std::string oom_message_;
+};
+
+/// Applies a StepGraph's GPU memory effects to a CachingAllocator the way
+/// SimulateCachingAllocator does: an allocation is one block; a free releases the most recent
+/// live block of the same category and size, or (a free of several blocks at once) the
+/// category's most recent blocks, largest sizes first, until the bytes are covered.
+class EffectReplayer {
+ public:
+  explicit EffectReplayer(CachingAllocator* allocator) : a_(allocator) {}
+  /// The graph's initial GPU state, one block per category. Returns -1 on OOM.
+  Result<int> AllocateInitial(const StepGraph& graph);
+  /// Applies one GPU effect. For an allocation: the new block id (or -1 on OOM); for a free:
+  /// -2. Non-GPU effects are ignored (returns -2).
+  Result<int> Apply(const MemEffect& e);
+  /// Forgets every live block (after ReleaseAll).
+  void Clear() { live_.clear(); }
+  /// The block ids of the initial state, by category (-1 where none).
+  const std::vector<int>& initial_blocks() const { return initial_; }
+
+ private:
+  struct KeyHash {
+    size_t operator()(const std::pair<int, int64_t>& k) const {
+      return std::hash<int64_t>()(k.second * 31 + k.first);
+    }
+  };
+  CachingAllocator* a_;
+  std::vector<int> initial_;
+  std::unordered_map<std::pair<int, int64_t>, std::vector<int>, KeyHash> live_;
+};
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_

@@ -885,7 +885,7 @@ void Rank::Setup() {
       }
     }
   }
-  sh_.partition_numel = part_;
+  if (r_ == 0) sh_.partition_numel = part_;
   // The fp32 master starts from the 16-bit values (DeepSpeed clones the 16-bit partition).
   auto master_value = [&](int64_t k) -> float {
     if (Stage3()) return lp_.Get(params16_, k);
@@ -911,7 +911,7 @@ void Rank::Setup() {
           gip_numel_ += Numel(int(t));
         }
       }
-      sh_.gip_numel = gip_numel_;
+      if (r_ == 0) sh_.gip_numel = gip_numel_;
       if (!offload_) {
         master_ = Gpu(MemCategory::kMaster, 4 * part_);
         states_ = Gpu(MemCategory::kOptimizerStates, 8 * part_);

@@ -767,6 +767,7 @@ class Rank {
   void Z12Flush(int micro);
   void Z12Reduced(int t, const float* grad, int micro);
   void Z12Epilogue(int micro);
+  void Z12FlattenCopies(const std::vector<int>& tensors);
   // ZeRO 3
   void Z3Add(int t, int micro);
   void Z3Flush(int micro);
@@ -1085,11 +1086,48 @@ void Rank::GradReady(int t, int micro, Buf& g32) {
 
 // --- ZeRO 1/2: reduce_independent_p_g_buckets_and_remove_grads / reduce_ipg_grads -----------
 
+// average_tensor -> allreduce_and_scatter: the bucket's gradients are cut at partition
+// boundaries into slices (consecutive slices of one owner merged), grouped until a group
+// exceeds reduce_bucket_size elements, and each group is flattened for its all-reduce
+// (allreduce_bucket: self.flatten(bucket), a copy unless the group is a single tensor).
+void Rank::Z12FlattenCopies(const std::vector<int>& tensors) {
+  std::vector<int64_t> slices;
+  int prev_owner = -1;
+  for (int t : tensors) {
+    const int64_t b = m_.params[t].offset, e = b + Numel(t);
+    for (int64_t f = b; f < e;) {
+      const int owner = static_cast<int>(std::min<int64_t>(f / part_, N_ - 1));
+      const int64_t end = std::min(e, (owner + 1) * part_);
+      if (owner == prev_owner && !slices.empty()) {
+        slices.back() += end - f;
+      } else {
+        slices.push_back(end - f);
+      }
+      prev_owner = owner;
+      f = end;
+    }
+  }
+  int64_t numel = 0;
+  int count = 0;
+  auto flush = [&] {
+    if (count > 1) Buf copy = Gpu(MemCategory::kCommBuffers, commdt_.e * numel);
+    numel = 0;
+    count = 0;
+  };
+  for (int64_t n : slices) {
+    numel += n;
+    ++count;
+    if (numel > rbs_) flush();
+  }
+  if (count > 0) flush();
+}
+
 void Rank::Z12Add(int t, int micro) {
   const int64_t n = Numel(t);
   if (n > rbs_) {
     // extra_large_param_to_reduce: reduced alone from its own gradient.
     Z12Flush(micro);
+    Z12FlattenCopies({t});
     std::vector<float> g(n);
     for (int64_t i = 0; i < n; ++i) g[i] = lp_.Get(pgrad_[t], i);
     sh_.comm.AllReduce(r_, g.data(), n, 1.0f / N_);
@@ -1109,6 +1147,11 @@ void Rank::Z12Add(int t, int micro) {
 void Rank::Z12Flush(int micro) {
   if (ipg_elems_ == 0) return;
   // average_tensor: the bucket is all-reduced (use_multi_rank_bucket_allreduce) and averaged.
+  {
+    std::vector<int> tensors;
+    for (const auto& tt : ipg_tensors_) tensors.push_back(tt.first);
+    Z12FlattenCopies(tensors);
+  }
   std::vector<float> g(ipg_elems_);
   for (int64_t i = 0; i < ipg_elems_; ++i) g[i] = lp_.Get(ipg_, i);
   sh_.comm.AllReduce(r_, g.data(), ipg_elems_, 1.0f / N_);

@@ -297,7 +297,11 @@ struct MemCase {
 //  (b) the graph holds a whole layer's param.grad at once and buckets whole layers; DeepSpeed's
 //      hooks move each parameter's gradient into the bucket as autograd produces it and flush
 //      per parameter, so the executor's transient gradient and ZeRO-3 bucket-copy peaks are
-//      lower (checked as <=).
+//      lower (checked as <=);
+//  (c) ZeRO 1/2 all-reduce a bucket through allreduce_bucket, which flattens the bucket's
+//      slices into a contiguous copy (when there is more than one slice); the graph has only
+//      the ipg buffers, so the executor's comm-buffer peak is higher by that copy (here the
+//      4096-element c_fc/c_proj weights reduced alone: 8192 B).
 TEST(HostExecutorTest, ModelStateBytesEqualTheStepGraph) {
   const MemCase cases[] = {
       {0, 2, 1, OffloadDevice::kNone}, {1, 2, 2, OffloadDevice::kNone},
@@ -337,7 +341,11 @@ TEST(HostExecutorTest, ModelStateBytesEqualTheStepGraph) {
         }
         if (cat == MemCategory::kCommBuffers && gpu && c.stage == 3) peak_at_most = true;  // (b)
         EXPECT_EQ(m.at_last_step_start[s][k], g.initial[s][k] + initial_delta) << where;
-        if (peak_at_most) {
+        if (cat == MemCategory::kCommBuffers && gpu && z12) {
+          // (c) one flatten copy of a bucket group: at most max(bucket, largest tensor), 16-bit.
+          EXPECT_GE(m.peak_last_step[s][k], g.peak[s][k]) << where;
+          EXPECT_LE(m.peak_last_step[s][k], g.peak[s][k] + 2 * 4096) << where;
+        } else if (peak_at_most) {
           EXPECT_LE(m.peak_last_step[s][k], g.peak[s][k]) << where;
         } else {
           EXPECT_EQ(m.peak_last_step[s][k], g.peak[s][k] + peak_delta) << where;

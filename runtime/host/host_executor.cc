@@ -731,7 +731,7 @@ struct Shared {
   std::vector<std::vector<double>> losses;  // [step][rank * gas + micro]
   std::vector<HostRankMemory> memory;
   std::vector<std::vector<float>> final_params;
-  int64_t partition_numel = 0, gip_numel = 0;
+  int64_t partition_numel = 0, gip_numel = 0, largest_subgroup = 0;
   std::mutex mu;
   Status error;
   void Fail(const Status& s) {
@@ -803,7 +803,10 @@ class Rank {
   std::vector<Buf> pending_;     // fp32 gradient contributions not complete yet (tied wte)
   Buf hp_accum_;                 // BF16_Optimizer: full fp32 gradient accumulation buffer
   Buf master_, states_;          // fp32 master partition; exp_avg and exp_avg_sq (2 x part)
-  Buf host_grad32_;              // offload: fp32 gradient partition on the host
+  Buf host_grad32_;              // offload: fp32 gradient partition on the host (NVMe: one
+                                 // buffer of the largest sub-group, shared by all sub-groups)
+  std::vector<std::pair<int64_t, int64_t>> subgroups_;  // ZeRO 3: [begin, end) in the partition
+  int64_t largest_subgroup_ = 0;
 
   // ZeRO 1/2 gradient path.
   Buf ipg_;
@@ -887,6 +890,21 @@ void Rank::Setup() {
     }
   }
   if (r_ == 0) sh_.partition_numel = part_;
+  if (Stage3()) {
+    // _create_fp16_sub_groups: partitions are appended until the running numel reaches
+    // sub_group_size, so sub-groups end at tensor boundaries.
+    int64_t begin = 0, acc = 0;
+    for (size_t t = 0; t < nt; ++t) {
+      acc += pn_[t];
+      if (acc >= z.sub_group_size || t + 1 == nt) {
+        subgroups_.push_back({begin, poff_[t] + pn_[t]});
+        largest_subgroup_ = std::max(largest_subgroup_, poff_[t] + pn_[t] - begin);
+        begin = poff_[t] + pn_[t];
+        acc = 0;
+      }
+    }
+    if (r_ == 0) sh_.largest_subgroup = largest_subgroup_;
+  }
   // The fp32 master starts from the 16-bit values (DeepSpeed clones the 16-bit partition).
   auto master_value = [&](int64_t k) -> float {
     if (Stage3()) return lp_.Get(params16_, k);
@@ -938,12 +956,17 @@ void Rank::Setup() {
         states_ = Gpu(MemCategory::kOptimizerStates, 8 * part_);
       } else {
         gradpart_ = Alloc(HostSpace(pin_), MemCategory::kGradients, accdt_.e * part_);
-        host_grad32_ = Alloc(HostSpace(pin_), MemCategory::kGradients, 4 * part_);
+        // initialize_optimizer_states: a sub-group on the CPU gets its own fp32 gradient buffer
+        // (pinned with pin_memory); swappable (NVMe) sub-groups share one pageable buffer of the
+        // largest sub-group (`gradient_buffer.narrow(0, 0, num_elements)`).
+        host_grad32_ = nvme_ ? Alloc(MemSpace::kPageableHost, MemCategory::kGradients,
+                                     4 * largest_subgroup_)
+                             : Alloc(HostSpace(pin_), MemCategory::kGradients, 4 * part_);
         if (!nvme_) {
           master_ = Alloc(MemSpace::kPageableHost, MemCategory::kMaster, 4 * part_);
           states_ = Alloc(MemSpace::kPageableHost, MemCategory::kOptimizerStates, 8 * part_);
         } else {
-          const int64_t sg = std::min(part_, z.sub_group_size);
+          const int64_t sg = largest_subgroup_;
           nvme_pool_ = Alloc(MemSpace::kPinnedHost, MemCategory::kCommBuffers,
                              4 * z.offload_optimizer.buffer_count * sg);
           if (z.offload_optimizer.buffer_count < 4) {
@@ -1080,7 +1103,11 @@ void Rank::GradReady(int t, int micro, Buf& g32) {
     for (int64_t i = 0; i < n; ++i) lp_.Set(pgrad_[t], i, g32.f32()[i]);
   }
   g32.Reset();
-  if (Zero12() && p_.zero.stage == 2) Z12Add(t, micro);
+  // Stage 2 reduces in hooks every micro-step; stage 1 with overlap_comm registers the hooks too
+  // but they return early before the boundary (reduce_ready_partitions_and_remove_grads).
+  if (Zero12() && (p_.zero.stage == 2 || (p_.zero.OverlapComm() && micro == gas_ - 1))) {
+    Z12Add(t, micro);
+  }
   if (Stage3()) Z3Add(t, micro);
 }
 
@@ -1253,7 +1280,12 @@ void Rank::Z3Flush(int micro) {
     if (offload_ && boundary) {
       Buf tmp = Gpu(MemCategory::kTemporaries, 4 * pn);
       for (int64_t i = 0; i < pn; ++i) tmp.f32()[i] = accdt_.Get(gradpart_, poff_[t] + i);
-      std::memcpy(host_grad32_.f32() + poff_[t], tmp.f32(), 4 * pn);
+      if (nvme_) {
+        // swap_out_gradients: the fp32 gradient goes to the sub-group's swap file.
+        NvmeIo(true, "grad", tmp.f32(), 4 * pn, 4 * poff_[t]);
+      } else {
+        std::memcpy(host_grad32_.f32() + poff_[t], tmp.f32(), 4 * pn);
+      }
     }
   }
   ipg_tensors_.clear();
@@ -1282,7 +1314,6 @@ void Rank::Adam(float* master, const float* g, float* states, int64_t n) {
 }
 
 void Rank::OptimizerStep() {
-  const ZeroConfig& z = p_.zero;
   ++step_;
   switch (wrapper_) {
     case OptimizerWrapper::kBasic: {
@@ -1373,14 +1404,15 @@ void Rank::OptimizerStep() {
       break;
     }
     case OptimizerWrapper::kZero3: {
+      // The norm comes from the reduced 16-bit partitions (norm_for_param_grads at the boundary).
       double ss = 0;
       for (int64_t k = 0; k < part_; ++k) {
-        const double v = offload_ ? host_grad32_.f32()[k] : accdt_.Get(gradpart_, k);
+        const double v = accdt_.Get(gradpart_, k);
         ss += v * v;
       }
       const double s = ClipScale(ss);
-      for (int64_t b = 0; b < part_; b += z.sub_group_size) {
-        const int64_t n = std::min(z.sub_group_size, part_ - b);
+      for (const auto& [b, end] : subgroups_) {
+        const int64_t n = end - b;
         if (!offload_) {
           Buf flat = Gpu(MemCategory::kTemporaries, accdt_.e * n);
           Buf g32 = Gpu(MemCategory::kGradients, 4 * n);
@@ -1401,10 +1433,10 @@ void Rank::OptimizerStep() {
         }
         // Swap in master, exp_avg, exp_avg_sq and the gradient through the pinned pool.
         float* pool = nvme_pool_.f32();
-        const int64_t slot = std::min(part_, z.sub_group_size);
+        const int64_t slot = largest_subgroup_;
         float* pm = pool;
         float* st = pool + slot;  // exp_avg then exp_avg_sq, contiguous (n each)
-        float* pg = pool + 3 * slot;
+        float* pg = host_grad32_.f32();  // the shared fp32 gradient buffer
         NvmeIo(false, "master", pm, 4 * n, 4 * b);
         NvmeIo(false, "exp_avg", st, 4 * n, 4 * b);
         NvmeIo(false, "exp_avg_sq", st + n, 4 * n, 4 * b);
@@ -1502,10 +1534,6 @@ void Rank::Run() {
         }
       }
       if (Stage3()) Z3Flush(micro);
-    }
-    if (nvme_) {
-      // swap_out_gradients at the boundary.
-      NvmeIo(true, "grad", host_grad32_.f32(), 4 * part_, 0);
     }
     OptimizerStep();
     sh_.comm.Barrier();
@@ -1632,6 +1660,7 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
   out.numel = m.numel;
   out.partition_numel = sh.partition_numel;
   out.grads_in_partition_numel = sh.gip_numel;
+  out.largest_subgroup_numel = sh.largest_subgroup;
   return out;
 }
 

@@ -65,6 +65,7 @@ struct HostRun {
   int64_t numel = 0;                  // trainable elements (== Workload::params)
   int64_t partition_numel = 0;        // per-rank partition the optimizer updates
   int64_t grads_in_partition_numel = 0;  // stage 1/2: rank 0's grads_in_partition elements
+  int64_t largest_subgroup_numel = 0;    // stage 3: rank 0's largest optimizer sub-group
 };
 
 /// Trains |w| (GPT-2 family only; options.micro_batch must equal plan.micro_batch) under |plan|

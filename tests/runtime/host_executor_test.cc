@@ -168,6 +168,20 @@ Bf16Diff Bf16Compare(const HostRun& a, const HostRun& b) {
   return out;
 }
 
+struct GraphMemory {
+  SpaceCategoryBytes initial{};
+  SpaceCategoryBytes peak{};
+};
+
+GraphMemory Graph(const Plan& p) {
+  Workload w = Tiny(p.micro_batch);
+  const int64_t threshold = p.zero.stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
+  auto built = BuildStepGraph(w, ComputeLayerParams(w, threshold), p, 0);
+  EXPECT_TRUE(built.ok()) << built.status().ToString();
+  if (!built.ok()) return {};
+  return {built->graph.initial, GraphCategoryPeaks(built->graph)};
+}
+
 using MatrixParam = std::tuple<int, int, int, OffloadDevice>;  // stage, world, GAS, offload
 
 class HostMatrixTest : public ::testing::TestWithParam<MatrixParam> {};
@@ -242,7 +256,41 @@ TEST(HostExecutorTest, NvmeOffloadSwapsThroughFilesAndEqualsCpuOffload) {
     nvme_bytes += b;
   }
   EXPECT_EQ(nvme_bytes, 16 * nvme.partition_numel);
+  // Against the graph: DeepSpeed cuts sub-groups at tensor boundaries (a sub-group ends with
+  // the partition that reaches sub_group_size), so the pinned pool is 4 x buffer_count x that
+  // largest sub-group (the graph: min(partition, sub_group_size)); swappable sub-groups share one
+  // pageable fp32 gradient buffer of the largest sub-group (the graph: the whole partition).
+  const GraphMemory g = Graph(p);
+  const HostRankMemory& m = nvme.rank_memory[0];
+  const int pinned = static_cast<int>(MemSpace::kPinnedHost);
+  const int pageable = static_cast<int>(MemSpace::kPageableHost);
+  const int comm = static_cast<int>(MemCategory::kCommBuffers);
+  const int grads = static_cast<int>(MemCategory::kGradients);
+  const int64_t largest = nvme.largest_subgroup_numel;
+  EXPECT_GE(largest, 5000);
+  EXPECT_EQ(m.at_last_step_start[pinned][comm] - g.initial[pinned][comm], 16 * (largest - 5000));
+  EXPECT_EQ(m.at_last_step_start[pageable][grads] - g.initial[pageable][grads],
+            4 * (largest - nvme.partition_numel));
   std::filesystem::remove_all(dir);
+}
+
+TEST(HostExecutorTest, Stage1WithOverlapCommReducesInHooksAtTheBoundary) {
+  Plan p = MakePlan(1, 2, 2, 2, Precision::kFp32);
+  p.zero.overlap_comm = true;
+  HostRun run = Train(p);
+  EXPECT_LT(MaxDiff(run, CachedReference(p)), kFp32Tol);
+  // The hooks free each gradient as it is bucketed, so param.grad never holds the whole model
+  // at once with the partition buffer; the graph agrees on the gradient peak.
+  Plan bf = MakePlan(1, 2, 2, 2, Precision::kBf16);
+  bf.zero.overlap_comm = true;
+  HostRun r = Train(bf, 2);
+  const GraphMemory g = Graph(bf);
+  const int gpu = static_cast<int>(MemSpace::kGpu);
+  const int grads = static_cast<int>(MemCategory::kGradients);
+  const int comm = static_cast<int>(MemCategory::kCommBuffers);
+  EXPECT_EQ(r.rank_memory[0].peak_last_step[gpu][grads],
+            g.peak[gpu][grads] + 2 * (r.grads_in_partition_numel - r.partition_numel));
+  EXPECT_GE(r.rank_memory[0].peak_last_step[gpu][comm], g.peak[gpu][comm]);  // two ipg buffers
 }
 
 TEST(HostExecutorTest, GradientClippingUsesTheGlobalNorm) {
@@ -262,20 +310,6 @@ TEST(HostExecutorTest, GradientClippingUsesTheGlobalNorm) {
 }
 
 // --- Memory per category against the simulator's StepGraph ------------------------------------
-
-struct GraphMemory {
-  SpaceCategoryBytes initial{};
-  SpaceCategoryBytes peak{};
-};
-
-GraphMemory Graph(const Plan& p) {
-  Workload w = Tiny(p.micro_batch);
-  const int64_t threshold = p.zero.stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
-  auto built = BuildStepGraph(w, ComputeLayerParams(w, threshold), p, 0);
-  EXPECT_TRUE(built.ok()) << built.status().ToString();
-  if (!built.ok()) return {};
-  return {built->graph.initial, GraphCategoryPeaks(built->graph)};
-}
 
 constexpr MemCategory kModelStates[] = {MemCategory::kParams16, MemCategory::kGatheredParams,
                                         MemCategory::kGradients, MemCategory::kMaster,

@@ -969,11 +969,6 @@ void Rank::Setup() {
           const int64_t sg = largest_subgroup_;
           nvme_pool_ = Alloc(MemSpace::kPinnedHost, MemCategory::kCommBuffers,
                              4 * z.offload_optimizer.buffer_count * sg);
-          if (z.offload_optimizer.buffer_count < 4) {
-            sh_.Fail(Status::InvalidArgument(
-                "host executor: offload_optimizer.buffer_count must be at least 4 (parameter, "
-                "gradient, momentum, variance)"));
-          }
         }
       }
       break;
@@ -1628,6 +1623,11 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
   if (opts.steps < 0) return Status::InvalidArgument("host executor: steps must be >= 0");
   Shared sh(m, plan, opts, N);
   if (plan.zero.stage == 3 && plan.zero.offload_optimizer.device == OffloadDevice::kNvme) {
+    if (plan.zero.offload_optimizer.buffer_count < 4) {
+      return Status::InvalidArgument(fmt::format(
+          "host executor: offload_optimizer.buffer_count is {}; swapping Adam needs at least 4 "
+          "(parameter, gradient, momentum, variance)", plan.zero.offload_optimizer.buffer_count));
+    }
     sh.nvme_dir = opts.nvme_dir.empty() ? plan.zero.offload_optimizer.nvme_path : opts.nvme_dir;
     struct stat st{};
     if (sh.nvme_dir.empty() || ::stat(sh.nvme_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||

@@ -57,17 +57,28 @@ class Accountant {
     int64_t& cur = cur_[Idx(s)][Idx(c)];
     cur += bytes;
     if (cur > step_peak_[Idx(s)][Idx(c)]) step_peak_[Idx(s)][Idx(c)] = cur;
+    if (in_micro_ && cur > micro_peak_[Idx(s)][Idx(c)]) micro_peak_[Idx(s)][Idx(c)] = cur;
     if (cur > run_peak_[Idx(s)][Idx(c)]) run_peak_[Idx(s)][Idx(c)] = cur;
   }
   void BeginStep() {
     at_step_start_ = cur_;
     step_peak_ = cur_;
+    micro_peak_ = cur_;
   }
+  void SetMicroSteps(bool on) { in_micro_ = on; }
   const SpaceCategoryBytes& current() const { return cur_; }
-  HostRankMemory Report() const { return {at_step_start_, step_peak_, run_peak_}; }
+  HostRankMemory Report() const {
+    HostRankMemory m;
+    m.at_last_step_start = at_step_start_;
+    m.peak_last_step = step_peak_;
+    m.peak_last_micro_steps = micro_peak_;
+    m.peak_run = run_peak_;
+    return m;
+  }
 
  private:
-  SpaceCategoryBytes cur_{}, step_peak_{}, run_peak_{}, at_step_start_{};
+  SpaceCategoryBytes cur_{}, step_peak_{}, run_peak_{}, at_step_start_{}, micro_peak_{};
+  bool in_micro_ = false;
 };
 
 class Buf {
@@ -1467,6 +1478,7 @@ void Rank::Run() {
   std::vector<int32_t> ids(mb * T + 1);
   for (int step = 0; step < sh_.opts.steps; ++step) {
     acc_.BeginStep();
+    acc_.SetMicroSteps(true);
     for (int micro = 0; micro < gas_; ++micro) {
       for (int64_t j = 0; j < mb; ++j) {
         Sample(m_, sh_.opts.seed, (static_cast<int64_t>(micro) * N_ + r_) * mb + j, &ids[j * T]);
@@ -1530,6 +1542,7 @@ void Rank::Run() {
       }
       if (Stage3()) Z3Flush(micro);
     }
+    acc_.SetMicroSteps(false);
     OptimizerStep();
     sh_.comm.Barrier();
   }
@@ -1564,16 +1577,17 @@ void Rank::FinalParams() {
 
 }  // namespace
 
-SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph) {
+SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph, bool micro_steps_only) {
   SpaceCategoryBytes cur = graph.initial, peak = graph.initial;
   for (TaskId id = 0; id < graph.size(); ++id) {
+    const bool counts = !micro_steps_only || graph.task(id).micro_step >= 0;
     for (int pass = 0; pass < 2; ++pass) {
       for (const MemEffect* e = graph.effects_begin(id); e != graph.effects_end(id); ++e) {
         if (e->at_end != (pass == 1)) continue;
         int64_t& c = cur[Idx(e->space)][Idx(e->category)];
         c += e->bytes;
         int64_t& p = peak[Idx(e->space)][Idx(e->category)];
-        p = std::max(p, c);
+        if (counts) p = std::max(p, c);
       }
     }
   }

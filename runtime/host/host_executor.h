@@ -49,6 +49,9 @@ struct HostRankMemory {
   SpaceCategoryBytes at_last_step_start{};
   /// The largest value each (space, category) reached during the last step, independently.
   SpaceCategoryBytes peak_last_step{};
+  /// Same, during the last step's micro-steps only (forward, backward and the gradient
+  /// reductions, not the optimizer step): comparable to GraphCategoryPeaks(graph, true).
+  SpaceCategoryBytes peak_last_micro_steps{};
   /// Same over the whole run (includes the first step).
   SpaceCategoryBytes peak_run{};
 };
@@ -77,7 +80,9 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
 
 /// The largest value each (space, category) reaches when |graph|'s memory effects are applied in
 /// program order from graph.initial (what the executor's peak_last_step is compared with).
-SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph);
+/// With |micro_steps_only|, only the effects of tasks with micro_step >= 0 raise the peaks (the
+/// optimizer step's still change the running bytes).
+SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph, bool micro_steps_only = false);
 
 /// Runs the model's fp32 forward and backward once on one micro-batch of the synthetic dataset
 /// (sample ids 0..micro_batch-1) at the parameters RunHostTraining starts from (|seed|): the loss

@@ -293,6 +293,29 @@ TEST(HostExecutorTest, Stage1WithOverlapCommReducesInHooksAtTheBoundary) {
   EXPECT_GE(r.rank_memory[0].peak_last_step[gpu][comm], g.peak[gpu][comm]);  // two ipg buffers
 }
 
+// Stage 2 with GAS > 1: from the second micro-step on, DeepSpeed holds the first micro-step's
+// grads_in_partition (as averaged_gradients) and a new one (docs/runtime-host.md, difference 2);
+// the graph allocates one per step.
+TEST(HostExecutorTest, Stage2AccumulationHoldsTwoPartitionBuffers) {
+  Plan p = MakePlan(2, 2, 2, 2, Precision::kBf16);
+  HostRun r = Train(p, 2);
+  Workload w = Tiny(2);
+  auto built = BuildStepGraph(w, ComputeLayerParams(w, 0), p, 0);
+  ASSERT_TRUE(built.ok());
+  const SpaceCategoryBytes g = GraphCategoryPeaks(built->graph, true);
+  const int gpu = static_cast<int>(MemSpace::kGpu);
+  const int grads = static_cast<int>(MemCategory::kGradients);
+  const int64_t exec = r.rank_memory[0].peak_last_micro_steps[gpu][grads];
+  EXPECT_GE(exec, 2 * 2 * r.grads_in_partition_numel);
+  EXPECT_LT(g[gpu][grads], 2 * 2 * r.partition_numel);
+  // Measured: executor 71,168 B (two 31,488 B buffers and one 4,096-element param.grad), graph
+  // 53,952 B (one 28,544 B buffer and one block's param.grad); GAS 1: 39,680 B.
+  // GAS 1 has one buffer in both.
+  Plan one = MakePlan(2, 2, 2, 1, Precision::kBf16);
+  HostRun r1 = Train(one, 2);
+  EXPECT_LT(r1.rank_memory[0].peak_last_micro_steps[gpu][grads], 2 * 2 * r1.partition_numel);
+}
+
 TEST(HostExecutorTest, GradientClippingUsesTheGlobalNorm) {
   for (int stage : {0, 2, 3}) {
     Plan p = MakePlan(stage, 2, 2, 2, Precision::kFp32);

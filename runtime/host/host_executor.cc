@@ -190,7 +190,8 @@ class Comm {
     slots_[r] = in;
     bar_.arrive_and_wait();
     for (int q = 0; q < n_; ++q) {
-      std::memcpy(static_cast<uint8_t*>(out) + q * bytes, slots_[q], bytes);
+      uint8_t* dst = static_cast<uint8_t*>(out) + q * bytes;
+      if (dst != slots_[q]) std::memcpy(dst, slots_[q], bytes);  // in place: own chunk stays
     }
     bar_.arrive_and_wait();
   }

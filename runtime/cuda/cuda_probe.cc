@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/profiler/device_probe.h"
 
@@ -22,24 +23,6 @@ namespace dsplan {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-#define DSPLAN_CUDA_TRY(expr)                                                            \
-  do {                                                                                   \
-    cudaError_t e_ = (expr);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      return Status::CudaError(                                                          \
-          fmt::format("{}:{}: {}: {}", __FILE__, __LINE__, #expr, cudaGetErrorString(e_))); \
-    }                                                                                    \
-  } while (0)
-
-#define DSPLAN_CUBLAS_TRY(expr)                                                              \
-  do {                                                                                       \
-    cublasStatus_t e_ = (expr);                                                              \
-    if (e_ != CUBLAS_STATUS_SUCCESS) {                                                       \
-      return Status::CudaError(fmt::format("{}:{}: {}: cuBLAS status {}", __FILE__, __LINE__, \
-                                           #expr, static_cast<int>(e_)));                    \
-    }                                                                                        \
-  } while (0)
 
 constexpr size_t kWorkspaceBytes = 32u << 20;
 
@@ -71,47 +54,7 @@ struct DeviceBuffer {
   }
 };
 
-// NCCL through dlopen: the few entry points the profiler uses.
-struct Nccl {
-  void* lib = nullptr;
-  ncclResult_t (*CommInitAll)(ncclComm_t*, int, const int*) = nullptr;
-  ncclResult_t (*CommDestroy)(ncclComm_t) = nullptr;
-  ncclResult_t (*GroupStart)() = nullptr;
-  ncclResult_t (*GroupEnd)() = nullptr;
-  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                            cudaStream_t) = nullptr;
-  ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t,
-                                ncclComm_t, cudaStream_t) = nullptr;
-  ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,
-                            cudaStream_t) = nullptr;
-  const char* (*GetErrorString)(ncclResult_t) = nullptr;
-  ncclResult_t (*GetVersion)(int*) = nullptr;
-
-  Status Load() {
-    if (lib) return Status();
-    for (const char* name : {"libnccl.so.2", "libnccl.so"}) {
-      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (lib) break;
-    }
-    if (!lib) {
-      return Status::Unsupported(fmt::format(
-          "NCCL not found (dlopen libnccl.so.2: {}); add its folder to LD_LIBRARY_PATH",
-          dlerror()));
-    }
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      return fn != nullptr;
-    };
-    if (!(sym(CommInitAll, "ncclCommInitAll") && sym(CommDestroy, "ncclCommDestroy") &&
-          sym(GroupStart, "ncclGroupStart") && sym(GroupEnd, "ncclGroupEnd") &&
-          sym(AllReduce, "ncclAllReduce") && sym(ReduceScatter, "ncclReduceScatter") &&
-          sym(AllGather, "ncclAllGather") && sym(GetErrorString, "ncclGetErrorString") &&
-          sym(GetVersion, "ncclGetVersion"))) {
-      return Status::Unsupported("libnccl.so.2 lacks an expected entry point");
-    }
-    return Status();
-  }
-};
+using cuda::Nccl;
 
 #define DSPLAN_NCCL_TRY(expr)                                                                  \
   do {                                                                                         \
@@ -141,7 +84,6 @@ class CudaProbe : public DeviceProbe {
     if (pinned_) cudaFreeHost(pinned_);
     std::free(pageable_);
     if (workspace_) cudaFree(workspace_);
-    if (lt_) cublasLtDestroy(lt_);
     for (auto& r : ranks_) {
       if (nccl_.CommDestroy && r.comm) nccl_.CommDestroy(r.comm);
       cudaSetDevice(r.device);
@@ -197,53 +139,14 @@ class CudaProbe : public DeviceProbe {
                       const Repeats& r) override {
     DSPLAN_RETURN_IF_ERROR(Init());
     if (dtype == Precision::kFp32) return Status::Unsupported("fp32 GEMMs are not profiled");
-    const cudaDataType_t t = dtype == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
     const int fill = dtype == Precision::kBf16 ? 1 : 2;
-    // Row-major C[m,n] = A[m,k] B[k,n] is column-major C^T[n,m] = B^T A^T. As torch.nn.Linear
-    // calls cuBLAS (weight W[n,k] transposed): column-major D(n x m) = op_T(W: k x n) * X(k x m).
-    const uint64_t rows_c = n, cols_c = m;
     DSPLAN_RETURN_IF_ERROR(a_.Ensure(k * n * 2, fill, 1, stream_));
     DSPLAN_RETURN_IF_ERROR(b_.Ensure(k * m * 2, fill, 2, stream_));
     DSPLAN_RETURN_IF_ERROR(c_.Ensure(m * n * 2, fill, 3, stream_));
     DSPLAN_RETURN_IF_ERROR(EnsureFlush());
-    cublasLtMatmulDesc_t op = nullptr;
-    cublasLtMatrixLayout_t la = nullptr, lb = nullptr, lc = nullptr;
-    cublasLtMatmulPreference_t pref = nullptr;
-    struct Cleanup {
-      cublasLtMatmulDesc_t& op;
-      cublasLtMatrixLayout_t &la, &lb, &lc;
-      cublasLtMatmulPreference_t& pref;
-      ~Cleanup() {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
-        if (lc) cublasLtMatrixLayoutDestroy(lc);
-        if (lb) cublasLtMatrixLayoutDestroy(lb);
-        if (la) cublasLtMatrixLayoutDestroy(la);
-        if (op) cublasLtMatmulDescDestroy(op);
-      }
-    } cleanup{op, la, lb, lc, pref};
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&la, t, k, rows_c, k));
-    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lb, t, k, cols_c, k));
-    DSPLAN_CUBLAS_TRY(cublasLtMatrixLayoutCreate(&lc, t, rows_c, cols_c, rows_c));
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulPreferenceCreate(&pref));
-    size_t ws = kWorkspaceBytes;
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulPreferenceSetAttribute(
-        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-    cublasLtMatmulHeuristicResult_t heur;
-    int found = 0;
-    DSPLAN_CUBLAS_TRY(cublasLtMatmulAlgoGetHeuristic(lt_, op, la, lb, lc, lc, pref, 1, &heur, &found));
-    if (found == 0) {
-      return Status::Unsupported(fmt::format("cuBLASLt has no algorithm for {}x{}x{} {}", m, n, k,
-                                             PrecisionName(dtype)));
-    }
-    const float alpha = 1, beta = 0;
+    // torch.nn.Linear: X[m,k] times the weight W[n,k] transposed.
     auto launch = [&]() -> Status {
-      DSPLAN_CUBLAS_TRY(cublasLtMatmul(lt_, op, &alpha, a_.p, la, b_.p, lb, &beta, c_.p, lc, c_.p,
-                                       lc, &heur.algo, workspace_, kWorkspaceBytes, stream_));
-      return Status();
+      return gemm_.Run(dtype, false, true, m, n, k, 1, b_.p, 0, a_.p, 0, c_.p, 0, stream_);
     };
     return TimeWithEvents(r, launch, /*flush=*/true);
   }
@@ -417,11 +320,11 @@ class CudaProbe : public DeviceProbe {
     if (ready_) return Status();
     DSPLAN_CUDA_TRY(cudaSetDevice(0));
     DSPLAN_CUDA_TRY(cudaFree(nullptr));  // creates the primary context
-    DSPLAN_CUBLAS_TRY(cublasLtCreate(&lt_));
     DSPLAN_CUDA_TRY(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     // The workspace is an ordinary allocation; ContextBytes subtracts what this probe allocated.
     DSPLAN_CUDA_TRY(cudaMalloc(&workspace_, kWorkspaceBytes));
     allocated_ += kWorkspaceBytes;
+    DSPLAN_RETURN_IF_ERROR(gemm_.Init(workspace_, kWorkspaceBytes));
     ready_ = true;
     return Status();
   }
@@ -489,7 +392,7 @@ class CudaProbe : public DeviceProbe {
   int count_ = 0;
   std::string reason_;
   bool ready_ = false;
-  cublasLtHandle_t lt_ = nullptr;
+  cuda::LtMatmul gemm_;
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t allocated_ = 0;

@@ -114,7 +114,7 @@ int64_t CachingAllocator::ReleaseCachedSegments() {
   for (Segment& s : segments_) {
     if (s.head < 0) continue;
     const Block& b = blocks_[s.head];
-    if (!b.free || b.next >= 0) continue;
+    if (!b.free || b.next >= 0 || s.keep) continue;
     RemoveFree(s.head);
     source_->Release(s.base, s.bytes);
     reserved_ -= s.bytes;
@@ -164,37 +164,52 @@ Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph) {
     if (b < 0) return -1;
     initial_[c] = b;
   }
+  first_initial_ = initial_;
   return 0;
 }
 
 Result<int> EffectReplayer::Apply(const MemEffect& e) {
   if (e.space != MemSpace::kGpu || e.bytes == 0) return -2;
-  const auto key = std::make_pair(static_cast<int>(e.category), std::abs(e.bytes));
+  std::vector<std::pair<int64_t, int>>& live = live_[static_cast<int>(e.category)];
   if (e.bytes > 0) {
     DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes));
-    if (b >= 0) live_[key].push_back(b);
+    if (b >= 0) live.push_back({e.bytes, b});
     return b;
   }
-  auto f = live_.find(key);
-  if (f != live_.end() && !f->second.empty()) {
-    a_->Free(f->second.back());
-    f->second.pop_back();
-    return -2;
-  }
   int64_t left = -e.bytes;
-  std::vector<std::pair<int64_t, std::vector<int>*>> same;
-  for (auto& [k, v] : live_) {
-    if (k.first == key.first && !v.empty()) same.push_back({k.second, &v});
-  }
-  std::sort(same.begin(), same.end(),
-            [](const auto& x, const auto& y) { return x.first > y.first; });
-  for (auto& [size, v] : same) {
-    while (!v->empty() && left > 0) {
-      a_->Free(v->back());
-      v->pop_back();
-      left -= size;
+  // 1. The most recent live block of exactly this size (one tensor freed).
+  for (size_t i = live.size(); i-- > 0;) {
+    if (live[i].first == left) {
+      a_->Free(live[i].second);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+      return -2;
     }
-    if (left <= 0) break;
+  }
+  // 2. Otherwise the category's most recent blocks until the bytes are covered (a free of many
+  // tensors at once; or part of a block the builder allocated as one but frees in pieces, as
+  // the LM head's saved input and its logits): a block larger than what is left is freed and its
+  // remainder allocated again, so that allocated bytes follow the memory timeline exactly.
+  while (left > 0 && !live.empty()) {
+    auto [size, block] = live.back();
+    live.pop_back();
+    a_->Free(block);
+    if (size > left) {
+      DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(size - left));
+      if (b < 0) return -1;
+      live.push_back({size - left, b});
+    }
+    left -= size;
+  }
+  // 3. What no live block covered comes out of the category's initial block, likewise.
+  if (left <= 0 || initial_.empty() || initial_[static_cast<int>(e.category)] < 0) return -2;
+  int& init = initial_[static_cast<int>(e.category)];
+  const int64_t rest = a_->BlockSize(init) - left;
+  a_->Free(init);
+  init = -1;
+  if (rest > 0) {
+    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(rest));
+    if (b < 0) return -1;
+    init = b;
   }
   return -2;
 }

@@ -71,8 +71,12 @@ class CachingAllocator {
   Result<int> Malloc(int64_t request);
   /// REQUIRES: |block| is allocated.
   void Free(int block);
-  /// Releases every segment that is one free block. Returns the bytes released.
+  /// Releases every segment that is one free block (except kept ones). Returns the bytes
+  /// released.
   int64_t ReleaseCachedSegments();
+  /// Never releases the segment holding |block| before ReleaseAll (the executor's operand
+  /// memory lives in the model-state blocks' segments).
+  void KeepSegment(int block) { segments_[blocks_[block].segment].keep = true; }
   /// Frees every block and releases every segment (after an OOM, at the end of a run).
   void ReleaseAll();
 
@@ -101,6 +105,7 @@ class CachingAllocator {
     void* base = nullptr;
     int64_t bytes = 0;
     int head = -1;  // first block; -1 once released
+    bool keep = false;
   };
 
   int NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev, int next);
@@ -117,10 +122,20 @@ class CachingAllocator {
   std::string oom_message_;
 };
 
-/// Applies a StepGraph's GPU memory effects to a CachingAllocator the way
-/// SimulateCachingAllocator does: an allocation is one block; a free releases the most recent
-/// live block of the same category and size, or (a free of several blocks at once) the
-/// category's most recent blocks, largest sizes first, until the bytes are covered.
+/// Applies a StepGraph's GPU memory effects to a CachingAllocator in program order, so that
+/// its allocated bytes follow the memory timeline (simulator/scheduler.h ComputeMemory) up to
+/// rounding: an allocation is one block; a free releases the most recent live block of its
+/// category with exactly its size, else the category's most recent blocks until the bytes are
+/// covered, a larger block being freed and its remainder allocated again (the builder allocates
+/// some tensors as one effect and frees them in pieces: the LM head's saved input and logits),
+/// and what no live block covers comes out of the category's initial block the same way.
+///
+/// simulator/allocator.cc (SimulateCachingAllocator) differs: without an exact match it frees
+/// the category's *largest* blocks first and never splits one, which overshoots (gpt2: a 3 MiB
+/// free at the LM head's backward releases its 209 MB block, and the next free a 98 MB
+/// activation block early: its allocated runs ~190 MB under the timeline), and it never frees
+/// initial bytes (stage 0 bf16: the previous step's 16-bit gradients, 2 bytes per parameter,
+/// stay allocated for good, 2.9 GiB on gpt2-xl). tests/runtime/device_allocator_test.cc.
 class EffectReplayer {
  public:
   explicit EffectReplayer(CachingAllocator* allocator) : a_(allocator) {}
@@ -131,18 +146,16 @@ class EffectReplayer {
   Result<int> Apply(const MemEffect& e);
   /// Forgets every live block (after ReleaseAll).
   void Clear() { live_.clear(); }
-  /// The block ids of the initial state, by category (-1 where none).
-  const std::vector<int>& initial_blocks() const { return initial_; }
+  /// The block ids of the initial state, by category (-1 where none or freed), as allocated
+  /// (AllocateInitial's; later frees of initial bytes do not change this list).
+  const std::vector<int>& initial_blocks() const { return first_initial_; }
 
  private:
-  struct KeyHash {
-    size_t operator()(const std::pair<int, int64_t>& k) const {
-      return std::hash<int64_t>()(k.second * 31 + k.first);
-    }
-  };
   CachingAllocator* a_;
-  std::vector<int> initial_;
-  std::unordered_map<std::pair<int, int64_t>, std::vector<int>, KeyHash> live_;
+  std::vector<int> initial_;  // live initial block per category, -1 when none
+  std::vector<int> first_initial_;
+  // Live blocks per category as (bytes requested, block), in allocation order.
+  std::unordered_map<int, std::vector<std::pair<int64_t, int>>> live_;
 };
 
 }  // namespace dsplan

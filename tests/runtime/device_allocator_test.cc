@@ -12,6 +12,7 @@
 
 #include "core/model_catalog.h"
 #include "simulator/allocator.h"
+#include "simulator/scheduler.h"
 #include "simulator/step_builder.h"
 #include "simulator/workload.h"
 
@@ -152,13 +153,17 @@ TEST(DeviceAllocator, LimitActsAsCapacity) {
   EXPECT_NE(a.oom_message().find("limit"), std::string::npos);
 }
 
-// Replays |graph| twice through the runtime allocator and compares with the simulator's model.
-void ExpectSameAsSimulator(const StepGraph& g, const std::string& what) {
-  const AllocatorResult sim = SimulateCachingAllocator(g, 2);
+struct Replayed {
+  int64_t peak_allocated = 0;  // of the second iteration
+  int64_t peak_reserved = 0;   // over both
+};
+
+// Replays |graph| twice through the runtime allocator with a fake source.
+Replayed Replay(const StepGraph& g) {
   FakeSource src;
   CachingAllocator a(&src);
   EffectReplayer r(&a);
-  ASSERT_EQ(Ok(r.AllocateInitial(g)), 0);
+  EXPECT_EQ(Ok(r.AllocateInitial(g)), 0);
   int64_t peak_reserved = 0;
   for (int it = 0; it < 2; ++it) {
     if (it == 1) {
@@ -169,18 +174,40 @@ void ExpectSameAsSimulator(const StepGraph& g, const std::string& what) {
       for (int phase = 0; phase < 2; ++phase) {
         for (const MemEffect* e = g.effects_begin(id); e != g.effects_end(id); ++e) {
           if (e->at_end != (phase == 1)) continue;
-          ASSERT_NE(Ok(r.Apply(*e)), -1);
+          EXPECT_NE(Ok(r.Apply(*e)), -1);
         }
       }
     }
   }
-  peak_reserved = std::max(peak_reserved, a.peak_reserved());
-  EXPECT_EQ(peak_reserved, sim.peak_reserved) << what;
-  EXPECT_EQ(a.peak_allocated(), sim.peak_allocated) << what;
-  EXPECT_EQ(a.reserved(), src.live) << what;
+  EXPECT_EQ(a.reserved(), src.live);
+  return {a.peak_allocated(), std::max(peak_reserved, a.peak_reserved())};
 }
 
-TEST(DeviceAllocator, ReplayEqualsSimulatorModel) {
+TEST(DeviceAllocator, FreeOfInitialBytesComesOutOfTheInitialBlock) {
+  StepGraph g;
+  g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kGradients)] =
+      60 * MiB;
+  Task t;
+  MemEffect f;
+  f.bytes = -20 * MiB;
+  f.category = MemCategory::kGradients;
+  g.Add(t, {}, {f});
+  FakeSource src;
+  CachingAllocator a(&src);
+  EffectReplayer r(&a);
+  ASSERT_EQ(Ok(r.AllocateInitial(g)), 0);
+  ASSERT_EQ(Ok(r.Apply(*g.effects_begin(0))), -2);
+  EXPECT_EQ(a.allocated(), 40 * MiB);
+  EXPECT_EQ(a.reserved(), 60 * MiB);
+  // The simulator's model frees nothing there: its allocated stays at 60 MiB.
+  EXPECT_EQ(SimulateCachingAllocator(g, 1).peak_allocated, 60 * MiB);
+}
+
+// The replay's peak allocated is the memory timeline's (up to 512-byte rounding and unsplit
+// remainders, < 1 %), for every stage. The simulator's allocator model is printed beside it:
+// it runs ~200 MB under the timeline here (largest-first frees overshoot) and, at stage 0,
+// over it by the never-freed 16-bit gradients (device_allocator.h).
+TEST(DeviceAllocator, ReplayMatchesTimeline) {
   auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   for (bool gc : {false, true}) {
@@ -206,8 +233,19 @@ TEST(DeviceAllocator, ReplayEqualsSimulatorModel) {
         const int64_t threshold = stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
         auto built = BuildStepGraph(*w, ComputeLayerParams(*w, threshold), p, 64 * MiB);
         ASSERT_TRUE(built.ok()) << built.status().ToString();
-        ExpectSameAsSimulator(built->graph, fmt::format("stage {} offload {} gc {}", stage,
-                                                        offload, gc));
+        const StepGraph& g = built->graph;
+        const std::string what = fmt::format("stage {} offload {} gc {}", stage, offload, gc);
+        const Replayed mine = Replay(g);
+        const AllocatorResult sim = SimulateCachingAllocator(g, 2);
+        const int64_t timeline = ComputeMemory(g).peak[static_cast<int>(MemSpace::kGpu)].bytes;
+        EXPECT_GE(mine.peak_allocated, timeline) << what;
+        EXPECT_LE(mine.peak_allocated, timeline + timeline / 100) << what;
+        EXPECT_GE(mine.peak_reserved, mine.peak_allocated) << what;
+        // The simulator's allocator model, for the record (see device_allocator.h).
+        fmt::print("{}: allocated timeline {} replay {} sim-model {}; reserved replay {} "
+                   "sim-model {}\n",
+                   what, timeline, mine.peak_allocated, sim.peak_allocated, mine.peak_reserved,
+                   sim.peak_reserved);
       }
     }
   }

@@ -174,13 +174,25 @@ Result<GptStepTiming> TimeGptStep(const ModelSpec& spec, int micro_batch, int se
   for (int i = 0; i < 3; ++i) {
     DSPLAN_RETURN_IF_ERROR(FromErr(tr->Step(in.data(), tg.data(), opt, &r.last_loss), "warm-up"));
   }
-  std::vector<double> times;
+  std::vector<double> times, fwd, bwd, adam;
   for (int i = 0; i < steps; ++i) {
     const auto t0 = Clock::now();
     DSPLAN_RETURN_IF_ERROR(FromErr(tr->Step(in.data(), tg.data(), opt, nullptr), "step"));
     DSPLAN_RETURN_IF_ERROR(FromErr(tr->Synchronize(), "step"));
     times.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+    double f = 0, b = 0, a = 0;
+    DSPLAN_RETURN_IF_ERROR(FromErr(tr->LastStepPhases(&f, &b, &a), "phase timing"));
+    fwd.push_back(f);
+    bwd.push_back(b);
+    adam.push_back(a);
   }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  r.forward_s = median(fwd);
+  r.backward_s = median(bwd);
+  r.optimizer_s = median(adam);
   DSPLAN_RETURN_IF_ERROR(FromErr(tr->Step(in.data(), tg.data(), opt, &r.last_loss), "last step"));
   double sum = 0;
   for (double x : times) sum += x;

@@ -67,6 +67,11 @@ struct GptStepTiming {
   int64_t params = 0;          // N
   double step_s_median = 0;    // one full step: forward, backward, AdamW
   double step_s_mean = 0;
+  // Medians over the timed steps of each phase's device time (CUDA events): forward (to the
+  // loss), backward (including zeroing the gradients), AdamW.
+  double forward_s = 0;
+  double backward_s = 0;
+  double optimizer_s = 0;
   double tokens_per_s = 0;     // micro_batch * seq_len / median step
   // Flops counted per step: 6 N tokens (every parameter in one multiply-add forward and two
   // backward, which counts the tied LM head once through wte) plus attention's score and value

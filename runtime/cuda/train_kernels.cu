@@ -592,15 +592,15 @@ struct Layer {
   Tensor ln1w, ln1b, qkvw, qkvb, projw, projb, ln2w, ln2b, fcw, fcb, fcprojw, fcprojb;
 };
 
-struct Params {
+struct ParamLayout {
   Tensor wte, wpe, lnfw, lnfb;
   std::vector<Layer> layers;
   int64_t total = 0;
   int64_t decay_end = 0;  // [0, decay_end): weight matrices and embeddings
 };
 
-Params Layout(const GptConfig& c, int vp) {
-  Params p;
+ParamLayout Layout(const GptConfig& c, int vp) {
+  ParamLayout p;
   int64_t off = 0;
   auto take = [&](int64_t n) {
     Tensor t{off, n};
@@ -641,6 +641,11 @@ struct GptTrainer::Impl {
   virtual std::string Step(const int32_t* in, const int32_t* tg, const AdamWParams& o,
                            float* loss) = 0;
   virtual std::string Sync() = 0;
+  virtual std::string Phases(double* f, double* b, double* o) = 0;
+  virtual std::vector<GptTrainer::ParamInfo> Params() const = 0;
+  virtual std::string Evaluate(const int32_t* in, const int32_t* tg, float* loss,
+                               std::vector<float>* grad) = 0;
+  virtual std::string Master(std::vector<float>* get, const std::vector<float>* set) = 0;
   std::string name;
   int64_t nparams = 0;
   int64_t bytes = 0;
@@ -653,6 +658,8 @@ class Trainer : public GptTrainer::Impl {
  public:
   ~Trainer() override {
     for (void* p : allocs_) cudaFree(p);
+    for (cudaEvent_t e : ev_)
+      if (e) cudaEventDestroy(e);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -664,6 +671,7 @@ class Trainer : public GptTrainer::Impl {
     TRY_CUDA(cudaGetDeviceProperties(&prop, device));
     name = prop.name;
     TRY_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    for (cudaEvent_t& e : ev_) TRY_CUDA(cudaEventCreate(&e));
     TRY(gemm_.Init());
     B_ = c.batch;
     T_ = c.seq;
@@ -749,19 +757,98 @@ class Trainer : public GptTrainer::Impl {
     return "";
   }
 
-  std::string Step(const int32_t* in, const int32_t* tg, const AdamWParams& o,
-                   float* loss) override {
-    int64_t valid = 0;
+  // Checks and uploads one batch; |valid| = targets kept.
+  std::string Upload(const int32_t* in, const int32_t* tg, int64_t* valid) {
+    *valid = 0;
     for (int64_t i = 0; i < BT_; ++i) {
       if (in[i] < 0 || in[i] >= V_) return "input token out of range [0, vocab)";
       if (tg[i] >= V_) return "target token out of range";
-      valid += tg[i] >= 0;
+      *valid += tg[i] >= 0;
     }
-    if (valid == 0) return "no target is kept (all < 0)";
+    if (*valid == 0) return "no target is kept (all < 0)";
     TRY_CUDA(cudaMemcpyAsync(tok_, in, BT_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
     TRY_CUDA(cudaMemcpyAsync(tgt_, tg, BT_ * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
+    return "";
+  }
+  std::string ReadLoss(int64_t valid, float* loss) {
+    host_losses_.resize(BT_);
+    TRY_CUDA(cudaMemcpyAsync(host_losses_.data(), losses_, BT_ * sizeof(float),
+                             cudaMemcpyDeviceToHost, stream_));
+    TRY_CUDA(cudaStreamSynchronize(stream_));
+    double s = 0;
+    for (float x : host_losses_) s += x;
+    *loss = static_cast<float>(s / static_cast<double>(valid));
+    return "";
+  }
+
+  std::string Evaluate(const int32_t* in, const int32_t* tg, float* loss,
+                       std::vector<float>* grad) override {
+    int64_t valid = 0;
+    TRY(Upload(in, tg, &valid));
     TRY(Forward(1.f / static_cast<float>(valid)));
+    if (grad) {
+      TRY(Backward());
+      grad->resize(p_.total);
+      TRY_CUDA(cudaMemcpyAsync(grad->data(), grad_, p_.total * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+    }
+    return ReadLoss(valid, loss);
+  }
+
+  std::string Master(std::vector<float>* get, const std::vector<float>* set) override {
+    if (get) {
+      get->resize(p_.total);
+      TRY_CUDA(cudaMemcpyAsync(get->data(), master_, p_.total * sizeof(float),
+                               cudaMemcpyDeviceToHost, stream_));
+    }
+    if (set) {
+      if (static_cast<int64_t>(set->size()) != p_.total) return "master weights: wrong size";
+      TRY_CUDA(cudaMemcpyAsync(master_, set->data(), p_.total * sizeof(float),
+                               cudaMemcpyHostToDevice, stream_));
+      CastK<T><<<Blocks(p_.total, kThreads), kThreads, 0, stream_>>>(param_, master_, p_.total);
+      TRY_LAUNCH("cast");
+    }
+    TRY_CUDA(cudaStreamSynchronize(stream_));
+    return "";
+  }
+
+  std::vector<GptTrainer::ParamInfo> Params() const override {
+    std::vector<GptTrainer::ParamInfo> r;
+    auto add = [&](const std::string& n, const Tensor& t, int64_t size) {
+      r.push_back({n, t.off, size});
+    };
+    add("wte", p_.wte, static_cast<int64_t>(V_) * C_);
+    add("wpe", p_.wpe, p_.wpe.n);
+    add("lnf_w", p_.lnfw, p_.lnfw.n);
+    add("lnf_b", p_.lnfb, p_.lnfb.n);
+    for (int l = 0; l < L_; ++l) {
+      const Layer& w = p_.layers[l];
+      const std::string h = "h" + std::to_string(l) + ".";
+      add(h + "ln1_w", w.ln1w, w.ln1w.n);
+      add(h + "ln1_b", w.ln1b, w.ln1b.n);
+      add(h + "qkv_w", w.qkvw, w.qkvw.n);
+      add(h + "qkv_b", w.qkvb, w.qkvb.n);
+      add(h + "proj_w", w.projw, w.projw.n);
+      add(h + "proj_b", w.projb, w.projb.n);
+      add(h + "ln2_w", w.ln2w, w.ln2w.n);
+      add(h + "ln2_b", w.ln2b, w.ln2b.n);
+      add(h + "fc_w", w.fcw, w.fcw.n);
+      add(h + "fc_b", w.fcb, w.fcb.n);
+      add(h + "fcproj_w", w.fcprojw, w.fcprojw.n);
+      add(h + "fcproj_b", w.fcprojb, w.fcprojb.n);
+    }
+    return r;
+  }
+
+  std::string Step(const int32_t* in, const int32_t* tg, const AdamWParams& o,
+                   float* loss) override {
+    int64_t valid = 0;
+    TRY(Upload(in, tg, &valid));
+    TRY_CUDA(cudaEventRecord(ev_[0], stream_));
+    TRY(Forward(1.f / static_cast<float>(valid)));
+    TRY_CUDA(cudaEventRecord(ev_[1], stream_));
     TRY(Backward());
+    TRY_CUDA(cudaEventRecord(ev_[2], stream_));
     ++step_;
     const float bc1 = 1.f - std::pow(o.beta1, static_cast<float>(step_));
     const float bc2 = 1.f - std::pow(o.beta2, static_cast<float>(step_));
@@ -775,20 +862,24 @@ class Trainer : public GptTrainer::Impl {
         param_ + d, master_ + d, grad_ + d, m_ + d, v_ + d, rest, o.lr, o.beta1, o.beta2, o.eps,
         0.f, bc1, bc2);
     TRY_LAUNCH("adamw");
-    if (loss) {
-      host_losses_.resize(BT_);
-      TRY_CUDA(cudaMemcpyAsync(host_losses_.data(), losses_, BT_ * sizeof(float),
-                               cudaMemcpyDeviceToHost, stream_));
-      TRY_CUDA(cudaStreamSynchronize(stream_));
-      double s = 0;
-      for (float x : host_losses_) s += x;
-      *loss = static_cast<float>(s / static_cast<double>(valid));
-    }
+    TRY_CUDA(cudaEventRecord(ev_[3], stream_));
+    if (loss) TRY(ReadLoss(valid, loss));
     return "";
   }
 
   std::string Sync() override {
     TRY_CUDA(cudaStreamSynchronize(stream_));
+    return "";
+  }
+
+  std::string Phases(double* f, double* b, double* o) override {
+    if (step_ == 0) return "no step has run";
+    TRY_CUDA(cudaEventSynchronize(ev_[3]));
+    float ms[3];
+    for (int i = 0; i < 3; ++i) TRY_CUDA(cudaEventElapsedTime(&ms[i], ev_[i], ev_[i + 1]));
+    *f = ms[0] * 1e-3;
+    *b = ms[1] * 1e-3;
+    *o = ms[2] * 1e-3;
     return "";
   }
 
@@ -956,13 +1047,14 @@ class Trainer : public GptTrainer::Impl {
 
   GptConfig cfg_;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t ev_[4] = {nullptr, nullptr, nullptr, nullptr};
   Gemmer gemm_;
   std::vector<void*> allocs_;
   int64_t bytes_ = 0;
   int B_ = 0, T_ = 0, C_ = 0, NH_ = 0, HD_ = 0, L_ = 0, V_ = 0, VP_ = 0, F_ = 0;
   int64_t BT_ = 0;
   int64_t step_ = 0;
-  Params p_;
+  ParamLayout p_;
   T* param_ = nullptr;
   float *master_ = nullptr, *grad_ = nullptr, *m_ = nullptr, *v_ = nullptr;
   T *x_ = nullptr, *xmid_ = nullptr, *ln1_ = nullptr, *ln2_ = nullptr, *q_ = nullptr,
@@ -1012,6 +1104,16 @@ std::string GptTrainer::Step(const int32_t* in, const int32_t* tg, const AdamWPa
   return impl_->Step(in, tg, o, loss);
 }
 std::string GptTrainer::Synchronize() { return impl_->Sync(); }
+std::vector<GptTrainer::ParamInfo> GptTrainer::Params() const { return impl_->Params(); }
+std::string GptTrainer::Evaluate(const int32_t* in, const int32_t* tg, float* loss,
+                                 std::vector<float>* grad) {
+  return impl_->Evaluate(in, tg, loss, grad);
+}
+std::string GptTrainer::GetMaster(std::vector<float>* m) { return impl_->Master(m, nullptr); }
+std::string GptTrainer::SetMaster(const std::vector<float>& m) { return impl_->Master(nullptr, &m); }
+std::string GptTrainer::LastStepPhases(double* f, double* b, double* o) {
+  return impl_->Phases(f, b, o);
+}
 std::string GptTrainer::device_name() const { return impl_->name; }
 int64_t GptTrainer::num_params() const { return impl_->nparams; }
 int64_t GptTrainer::device_bytes() const { return impl_->bytes; }
@@ -1133,7 +1235,7 @@ template <class T>
 std::string GeluT(bool bwd, const std::vector<float>& x, const std::vector<float>* dy,
                   std::vector<float>* out) {
   Scope s;
-  T *dx, *o, *ddy = nullptr;
+  T *dx = nullptr, *o = nullptr, *ddy = nullptr;
   const int64_t n = x.size();
   TRY(s.Up(&dx, x));
   TRY(s.Poison(&o, n));
@@ -1153,7 +1255,7 @@ std::string SoftmaxT(bool bwd, int rows, int t, const std::vector<float>& a,
                      const std::vector<float>* dp, std::vector<float>* out) {
   Scope s;
   const int64_t n = static_cast<int64_t>(rows) * t;
-  T* o;
+  T* o = nullptr;
   TRY(s.Poison(&o, n));
   if (!bwd) {
     float* ds;
@@ -1177,7 +1279,7 @@ std::string EmbedT(bool bwd, int b, int t, int c, int vocab, const std::vector<i
                    const std::vector<float>& a, const std::vector<float>* wpe,
                    std::vector<float>* out, std::vector<float>* out2) {
   Scope s;
-  int32_t* dt;
+  int32_t* dt = nullptr;
   TRY(s.UpI(&dt, tokens));
   const int64_t btc = static_cast<int64_t>(b) * t * c;
   if (!bwd) {
@@ -1190,7 +1292,7 @@ std::string EmbedT(bool bwd, int b, int t, int c, int vocab, const std::vector<i
     TRY_CUDA(cudaDeviceSynchronize());
     return s.Down(o, btc, out);
   }
-  T* dout;
+  T* dout = nullptr;
   float *gte = nullptr, *gpe = nullptr;
   TRY(s.Up(&dout, a));
   TRY(s.Alloc(&gte, static_cast<size_t>(vocab) * c));
@@ -1221,8 +1323,8 @@ std::string AddT(const std::vector<float>& a, const std::vector<float>& b,
 template <class T>
 std::string BiasGradT(int n, int oc, const std::vector<float>& dout, std::vector<float>* db) {
   Scope s;
-  T* d;
-  float* g;
+  T* d = nullptr;
+  float* g = nullptr;
   TRY(s.Up(&d, dout));
   TRY(s.Alloc(&g, oc));
   TRY_CUDA(cudaMemset(g, 0, oc * sizeof(float)));
@@ -1236,9 +1338,9 @@ std::string CeT(int n, int v, int vp, const std::vector<float>& logits,
                 const std::vector<int32_t>& targets, std::vector<float>* losses,
                 std::vector<float>* dlogits) {
   Scope s;
-  T* lg;
-  int32_t* tg;
-  float* ls;
+  T* lg = nullptr;
+  int32_t* tg = nullptr;
+  float* ls = nullptr;
   int valid = 0;
   for (int32_t x : targets) valid += x >= 0;
   TRY(s.Up(&lg, logits));
@@ -1259,7 +1361,7 @@ std::string AdamWT(const AdamWParams& p, int t, std::vector<float>* master,
   Scope s;
   const int64_t n = master->size();
   float *dm = nullptr, *dg = nullptr, *d1 = nullptr, *d2 = nullptr;
-  T* dp;
+  T* dp = nullptr;
   TRY(s.Up(&dm, *master));
   TRY(s.Up(&dg, grad));
   TRY(s.Up(&d1, *m));
@@ -1292,12 +1394,12 @@ std::string GemmT(bool ta, bool tb, int m, int n, int k, int batch, float alpha,
   void* dd = nullptr;
   cudaDataType_t dt = CUDA_R_32F;
   if (d_fp32) {
-    float* x;
+    float* x = nullptr;
     TRY(s.Poison(&x, nd));
     dd = x;
     dt = CUDA_R_32F;
   } else {
-    T* x;
+    T* x = nullptr;
     TRY(s.Poison(&x, nd));
     dd = x;
     dt = DType<T>();

@@ -61,6 +61,24 @@ class GptTrainer {
                    float* loss);
   /// Waits for all enqueued work; reports any asynchronous error.
   std::string Synchronize();
+  /// Device time (CUDA events) of the last step's phases: forward (embedding to loss),
+  /// backward (to the embedding gradients, including zeroing the gradients) and AdamW. Waits
+  /// for the step to finish.
+  std::string LastStepPhases(double* forward_s, double* backward_s, double* optimizer_s);
+
+  // Test hooks (the whole-model gradient check): parameter tensors of the fp32 master buffer,
+  // the loss (and gradients) at the current weights without an update, and the master weights
+  // (setting them re-derives the working copy).
+  struct ParamInfo {
+    std::string name;  // "wte", "h0.qkv_w", ...
+    int64_t offset = 0;
+    int64_t size = 0;  // wte: V rows (the padding rows are left out)
+  };
+  std::vector<ParamInfo> Params() const;
+  std::string Evaluate(const int32_t* inputs, const int32_t* targets, float* loss,
+                       std::vector<float>* grad /* null: forward only */);
+  std::string GetMaster(std::vector<float>* master);
+  std::string SetMaster(const std::vector<float>& master);
 
   std::string device_name() const;
   /// Parameters of the model (wte counted with V rows, wpe with max_pos rows).

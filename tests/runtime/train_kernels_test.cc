@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -379,6 +380,76 @@ INSTANTIATE_TEST_SUITE_P(Storage, KernelTest, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& i) {
                            return i.param ? std::string("bf16") : std::string("fp32");
                          });
+
+// The whole model's backward pass against central differences of its forward loss, in fp32:
+// for each parameter tensor, the derivative of the loss along a random +-1 direction inside
+// that tensor (g . u) against (L(w + h u) - L(w - h u)) / 2h.
+TEST(GptTrainer, GradientsMatchFiniteDifferences) {
+  if (CudaDeviceCount() == 0) GTEST_SKIP() << "no CUDA device";
+  GptConfig c;
+  c.batch = 2;
+  c.seq = 8;
+  c.hidden = 32;
+  c.layers = 2;
+  c.heads = 2;
+  c.vocab = 16;
+  c.ffn = 128;
+  c.max_pos = 8;
+  c.bf16 = false;
+  c.seed = 3;
+  std::unique_ptr<GptTrainer> tr;
+  ASSERT_EQ(GptTrainer::Create(c, 0, &tr), "");
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<int> tok(0, c.vocab - 1);
+  std::vector<int32_t> in(c.batch * c.seq), tg(c.batch * c.seq);
+  for (size_t i = 0; i < in.size(); ++i) {
+    in[i] = tok(rng);
+    tg[i] = i % 5 == 2 ? -1 : tok(rng);
+  }
+  // Larger weights than the GPT-2 init so that every tensor's gradient stands above fp32 noise.
+  Vec w;
+  ASSERT_EQ(tr->GetMaster(&w), "");
+  std::normal_distribution<float> nd(0.f, 1.f);
+  for (const auto& p : tr->Params()) {
+    const bool gain = p.name.find("_w") != std::string::npos && p.name.find("ln") != std::string::npos;
+    for (int64_t i = 0; i < p.size; ++i) {
+      w[p.offset + i] = gain ? 1.f + 0.2f * nd(rng) : 0.3f * nd(rng);
+    }
+  }
+  ASSERT_EQ(tr->SetMaster(w), "");
+  float loss = 0;
+  Vec grad;
+  ASSERT_EQ(tr->Evaluate(in.data(), tg.data(), &loss, &grad), "");
+  ASSERT_TRUE(std::isfinite(loss));
+  const float h = 1e-3f;
+  double worst = 0;
+  for (const auto& p : tr->Params()) {
+    std::uniform_int_distribution<int> sign(0, 1);
+    Vec u(p.size);
+    double an = 0;
+    for (int64_t i = 0; i < p.size; ++i) {
+      u[i] = sign(rng) ? 1.f : -1.f;
+      an += static_cast<double>(grad[p.offset + i]) * u[i];
+    }
+    Vec wp = w, wm = w;
+    for (int64_t i = 0; i < p.size; ++i) {
+      wp[p.offset + i] += h * u[i];
+      wm[p.offset + i] -= h * u[i];
+    }
+    float lp = 0, lm = 0;
+    ASSERT_EQ(tr->SetMaster(wp), "");
+    ASSERT_EQ(tr->Evaluate(in.data(), tg.data(), &lp, nullptr), "");
+    ASSERT_EQ(tr->SetMaster(wm), "");
+    ASSERT_EQ(tr->Evaluate(in.data(), tg.data(), &lm, nullptr), "");
+    const double fd = (static_cast<double>(lp) - lm) / (2.0 * h);
+    const double err = std::fabs(fd - an) / std::max(std::fabs(an), 1e-3);
+    worst = std::max(worst, err);
+    std::printf("  grad check %-12s g.u %+.5e  finite diff %+.5e  rel %.2e\n", p.name.c_str(), an,
+                fd, err);
+    EXPECT_LT(std::fabs(fd - an), 0.03 * std::fabs(an) + 2e-3) << p.name;
+  }
+  std::printf("  grad check worst relative error %.2e (loss %.4f)\n", worst, loss);
+}
 
 // End to end: the tiny GPT-2 learns to copy (loss on the copied half from ~ln 63 to < 0.5).
 TEST(CopyTask, TinyGpt2LearnsToCopy) {

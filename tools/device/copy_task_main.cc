@@ -79,10 +79,10 @@ int main(int argc, char** argv) {
     fmt::print(
         "TIME {} {}: N={} B={} T={} steps={}: step median {:.4f} s (mean {:.4f}), {:.0f} "
         "tokens/s, {:.1f} TFLOP/s, MFU {:.1f}% (flops/step {:.3e}), {:.1f} GiB allocated, "
-        "last loss {:.3f}\n",
+        "last loss {:.3f}; phases fwd {:.4f} s, bwd {:.4f} s, AdamW {:.4f} s\n",
         t->device, t->model, t->params, t->micro_batch, t->seq_len, t->steps, t->step_s_median,
         t->step_s_mean, t->tokens_per_s, t->tflops, 100 * t->mfu, t->flops_per_step,
-        t->device_gib, t->last_loss);
+        t->device_gib, t->last_loss, t->forward_s, t->backward_s, t->optimizer_s);
   }
   return rc;
 }

@@ -246,6 +246,11 @@ Result<ModelLayout> MakeLayout(const Workload& w) {
         "host executor: model family '{}' ({}) is not implemented; only gpt2 (GPT2LMHeadModel) is",
         ModelTypeName(w.spec.family), ModelClassName(w.spec.family)));
   }
+  if (w.spec.activation != Activation::kGeluNew) {
+    return Status::Unsupported(fmt::format(
+        "host executor: activation_function '{}' is not implemented; GPT-2's gelu_new is",
+        ActivationName(w.spec.activation)));
+  }
   if (w.options.gradient_checkpointing) {
     return Status::Unsupported("host executor: activation checkpointing is not implemented");
   }

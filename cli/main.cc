@@ -12,6 +12,7 @@
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
 #include "cli/sim_commands.h"
+#include "cli/validate_command.h"
 #include "core/model_catalog.h"
 #include "core/status.h"
 #include "core/units.h"
@@ -178,6 +179,7 @@ int main(int argc, char** argv) {
   CLI::App* simulate_cmd = AddSimulateCommand(app);
   CLI::App* check_cmd = AddCheckCommand(app);
   CLI::App* estimate_cmd = AddEstimateCommand(app);
+  CLI::App* validate_cmd = AddValidateCommand(app);
 
   try {
     app.parse(argc, argv);
@@ -198,6 +200,7 @@ int main(int argc, char** argv) {
   if (*simulate_cmd) return RunSimulateCommand();
   if (*check_cmd) return RunCheckCommand();
   if (*estimate_cmd) return RunEstimateCommand();
+  if (*validate_cmd) return RunValidateCommand();
   if (*model_cmd) {
     return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
   }

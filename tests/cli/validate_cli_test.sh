@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# End-to-end tests of `dsplan validate` on a machine without a GPU (CI): bad input is refused
+# with one line naming the flag or file before anything runs, and a valid request says plainly
+# why it cannot run here (no CUDA build, or no CUDA device) instead of pretending.
+# Usage: validate_cli_test.sh PATH/TO/dsplan SOURCE_DIR
+set -u
+bin=$1
+export DSPLAN_DATA_DIR=$2
+fx=$2/tests/fixtures/ds_configs
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+cfg="$fx/calib_gpt2-xl_s0_mb8.json"
+
+bad "unknown model" "gpt2-xxl.*not" validate --model gpt2-xxl --ds-config "$cfg"
+bad "missing config" "nope.json" validate --model gpt2-xl --ds-config "$tmp/nope.json"
+bad "malformed config" "bad_malformed.json" validate --model gpt2-xl --ds-config "$fx/bad_malformed.json"
+bad "zero steps" "--steps must be between 1 and 1000" validate --model gpt2-xl --ds-config "$cfg" --steps 0
+bad "negative warm-up" "--warmup" validate --model gpt2-xl --ds-config "$cfg" --warmup -1
+bad "threshold as a percent" "fractions such as 0.10" validate --model gpt2-xl --ds-config "$cfg" --time-threshold 10
+bad "unwritable calibrate path" "$tmp/no/such/dir/p.yaml" validate --model gpt2-xl --ds-config "$cfg" --calibrate "$tmp/no/such/dir/p.yaml"
+check "unwritable calibrate path creates nothing" test ! -e "$tmp/no"
+
+# A valid request on a machine without a GPU: exit 2 and the reason, nothing on stdout.
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  run validate --model gpt2-xl --ds-config "$cfg" --steps 1
+  check "no GPU: exits 2" test "$rc" -eq 2
+  check "no GPU: says why and what to do" grep -qiE "built without CUDA.*install|no CUDA device|CUDA driver" "$tmp/err"
+  check "no GPU: nothing on stdout" test ! -s "$tmp/out"
+fi
+finish

@@ -7,9 +7,9 @@
 
 namespace dsplan {
 
-void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
+void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
-      ->required();
+      ->required(required);
   cmd->add_option("--gpus", f.gpus, "GPUs per node")->capture_default_str();
   cmd->add_option("--nodes", f.nodes, "Nodes")->capture_default_str();
   cmd->add_option("--seq-len", f.seq_len,
@@ -27,8 +27,8 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f) {
   cmd->add_flag("--quiet", f.quiet, "One line: verdict, peak GPU memory, step time, tokens/s");
 }
 
-void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f) {
-  cmd->add_option("--ds-config", f.ds_config, "DeepSpeed config file")->required();
+void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
+  cmd->add_option("--ds-config", f.ds_config, "DeepSpeed config file")->required(required);
   cmd->add_option("--micro-batch", f.micro_batch,
                   "per_device_train_batch_size, for \"auto\" batch keys");
   cmd->add_option("--grad-accum", f.grad_accum, "gradient_accumulation_steps, for \"auto\"");

@@ -40,9 +40,10 @@ struct SimulateFlags {
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.
-void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f);
+/// |required|: --model must be given (validate checks it itself, since --copy-task needs none).
+void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required = true);
 /// --ds-config (required) and the values that resolve its "auto" keys.
-void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f);
+void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required = true);
 
 struct ConfigRun {
   ModelSpec spec;

@@ -14,7 +14,9 @@
 #include "cli/config_run.h"
 #include "core/units.h"
 #include "planner/search.h"
+#include "runtime/cuda/copy_task.h"
 #include "runtime/executor.h"
+#include "runtime/host/host_validation.h"
 #include "runtime/validation.h"
 
 #ifndef DSPLAN_VERSION
@@ -42,6 +44,9 @@ struct ValidateFlags {
   double time_threshold = 0.10;
   double memory_threshold = 0.05;
   bool no_op_profile = false;
+  std::string executor = "gpu";
+  bool copy_task = false;
+  CLI::Option* steps_option = nullptr;
 } g_val;
 
 Status CheckFlags(const ValidateFlags& f) {
@@ -107,6 +112,81 @@ std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execut
   return out;
 }
 
+// --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/cuda/copy_task.h).
+int RunCopyTaskValidation(const ValidateFlags& f) {
+  CopyTaskOptions o;
+  if (f.steps_option != nullptr && f.steps_option->count() > 0) o.steps = f.steps;
+  auto r = RunCopyTask(o);
+  if (!r.ok()) return Fail(r.status());
+  if (f.sim.json) {
+    nlohmann::json j = {{"device", r->device},          {"params", r->params},
+                        {"steps", r->loss.size()},      {"initial_loss", r->initial_loss},
+                        {"final_loss", r->final_loss},  {"chance_loss", r->chance_loss},
+                        {"first_step_below", r->first_step_below},
+                        {"learned", r->learned},        {"seconds", r->seconds},
+                        {"tokens_per_s", r->tokens_per_s}, {"loss", r->loss}};
+    fmt::print("{}\n", j.dump(2));
+    return r->learned ? 0 : kExitValidationFailed;
+  }
+  fmt::print("# dsplan validate --copy-task: a GPT-2 written in CUDA (forward, backward, AdamW) "
+             "learns to copy {} tokens\n", o.copy_len);
+  fmt::print("# model     {} layers, hidden {}, {} heads, vocab {}, {} parameters; micro-batch {}, "
+             "{}\n", o.spec.num_layers, o.spec.hidden_size, o.spec.num_heads, o.spec.vocab_size,
+             FormatCount(static_cast<double>(r->params)), o.micro_batch,
+             o.bf16 ? "bf16 with fp32 master weights" : "fp32");
+  fmt::print("# device    {}\n", r->device);
+  fmt::print("#  {:>6} {:>10}\n", "step", "loss");
+  const size_t n = r->loss.size();
+  for (size_t i = 0; i < n; i += std::max<size_t>(1, n / 10)) {
+    fmt::print("   {:>6} {:>10.4f}\n", i + 1, r->loss[i]);
+  }
+  fmt::print("   {:>6} {:>10.4f}\n", n, r->loss.back());
+  const std::string what = fmt::format(
+      "loss {:.3f} at step 1 (chance {:.3f}) -> {:.4f} (mean of the last 10) after {} steps; "
+      "below {:.2f} from step {}; {:.2f} s, {:.0f} tokens/s",
+      r->initial_loss, r->chance_loss, r->final_loss, n, o.learned_loss, r->first_step_below + 1,
+      r->seconds, r->tokens_per_s);
+  fmt::print("{}: {}\n", r->learned ? "PASS" : "FAIL", what);
+  return r->learned ? 0 : kExitValidationFailed;
+}
+
+// --executor host: the plan trained on CPU threads against unpartitioned training and the graph.
+int RunHostValidation(const ValidateFlags& f) {
+  auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
+  if (!run.ok()) return Fail(run.status());
+  const Plan& plan = run->parsed.plan;
+  HostRunOptions o;
+  o.steps = f.steps;
+  o.nvme_dir = f.nvme_path;
+  auto v = ValidateOnHost(*run->workload, plan, run->prediction.graph, o);
+  if (!v.ok()) return Fail(v.status());
+  if (f.sim.json) {
+    nlohmann::json mem = nlohmann::json::array();
+    for (const HostMemoryRow& r : v->memory) {
+      mem.push_back({{"space", MemSpaceName(r.space)}, {"category", MemCategoryKey(r.category)},
+                     {"executor_bytes", r.executor}, {"graph_bytes", r.graph}});
+    }
+    nlohmann::json j = {{"model", run->spec.name},   {"plan", PlanSummary(plan)},
+                        {"ranks", plan.world_size()}, {"steps", f.steps},
+                        {"losses", v->run.losses},    {"reference_losses", v->reference.losses},
+                        {"max_abs_diff", v->max_abs_diff},
+                        {"fraction_beyond_bf16_ulp", v->fraction_beyond_ulp},
+                        {"tolerance", v->tolerance}, {"params_match", v->params_match},
+                        {"memory", mem},             {"memory_match", v->memory_match},
+                        {"pass", v->pass}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("# dsplan validate --executor host: the plan trained for real on CPU threads\n");
+    fmt::print("# model     {} ({} parameters), micro-batch {} x accumulation {}, seq {}\n",
+               run->spec.name, FormatCount(static_cast<double>(run->workload->params)),
+               plan.micro_batch, plan.grad_accum, plan.seq_len);
+    fmt::print("# plan      {} on {} rank(s) (threads), {} steps\n", PlanSummary(plan),
+               plan.world_size(), f.steps);
+    fmt::print("{}", HostValidationText(*v));
+  }
+  return v->pass ? 0 : kExitValidationFailed;
+}
+
 }  // namespace
 
 CLI::App* AddValidateCommand(CLI::App& app) {
@@ -114,10 +194,22 @@ CLI::App* AddValidateCommand(CLI::App& app) {
       "validate",
       "Run the plan's training step on this machine's GPU(s) and compare with the prediction, "
       "task class by task class (exit 0 pass, 4 fail)");
-  AddClusterAndWorkloadFlags(cmd, g_val.sim);
-  AddDsConfigFlags(cmd, g_val.sim);
-  cmd->add_option("--steps", g_val.steps, "Measured steps (after the warm-up)")
+  AddClusterAndWorkloadFlags(cmd, g_val.sim, false);
+  AddDsConfigFlags(cmd, g_val.sim, false);
+  g_val.steps_option =
+      cmd->add_option("--steps", g_val.steps,
+                      "Measured steps after the warm-up (--executor host: steps trained; "
+                      "--copy-task: steps trained, default 400)")
+          ->capture_default_str();
+  cmd->add_option("--executor", g_val.executor,
+                  "gpu: run on this machine's GPU(s) and time it; host: train the plan for real "
+                  "on CPU threads (GPT-2 family, small shapes) and check parameters and model-state "
+                  "bytes against unpartitioned training and the graph")
+      ->check(CLI::IsMember({"gpu", "host"}))
       ->capture_default_str();
+  cmd->add_flag("--copy-task", g_val.copy_task,
+                "Real math on the GPU: train a tiny GPT-2 written in CUDA on a copy task and check "
+                "that the loss falls (needs no --model or --ds-config)");
   cmd->add_option("--warmup", g_val.warmup, "Warm-up steps, not measured")->capture_default_str();
   cmd->add_option("--trace", g_val.sim.trace,
                   "Write measured and predicted timelines as a Chrome trace (Perfetto)");
@@ -144,6 +236,12 @@ CLI::App* AddValidateCommand(CLI::App& app) {
 int RunValidateCommand() {
   const ValidateFlags& f = g_val;
   if (Status s = CheckFlags(f); !s.ok()) return Fail(s);
+  if (f.copy_task) return RunCopyTaskValidation(f);
+  if (f.sim.model.empty() || f.sim.ds_config.empty()) {
+    return Fail(Status::InvalidArgument(
+        "validate needs --model and --ds-config (or --copy-task, which needs neither)"));
+  }
+  if (f.executor == "host") return RunHostValidation(f);
   auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
   if (!run.ok()) return Fail(run.status());
   auto ds_run = SimulateConfig(f.sim, false, SoftwareStack::kPyTorchDeepSpeed);

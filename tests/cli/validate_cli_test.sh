@@ -28,4 +28,33 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
   check "no GPU: says why and what to do" grep -qiE "built without CUDA.*install|no CUDA device|CUDA driver" "$tmp/err"
   check "no GPU: nothing on stdout" test ! -s "$tmp/out"
 fi
+bad "neither model nor copy task" "needs --model and --ds-config" validate --ds-config "$cfg"
+run validate --model gpt2-xl --ds-config "$cfg" --executor tpu
+check "unknown executor exits 2" test "$rc" -eq 2
+check "unknown executor names the valid ones" grep -q "tpu not in {gpu,host}" "$tmp/err"
+
+# --executor host: a real ZeRO run on CPU threads, checked against unpartitioned training.
+ex=$2/examples/host
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$ex/zero2_gas2.json" \
+  --seq-len 16 --gpus 2 --steps 3 --json
+check "host stage 2 x 2 ranks passes" test "$rc" -eq 0
+check "host: the loss of the first step equals the reference's" \
+  json "abs(j['losses'][0] - j['reference_losses'][0]) < 1e-4"
+check "host: parameters within tolerance, model states equal" \
+  json "j['params_match'] and j['memory_match'] and j['pass']"
+check "host: fp32 master is partitioned over 2 ranks (28544 params x 4 B / 2)" \
+  json "any(r['category'] == 'fp32_master' and r['executor_bytes'] == 28544 * 4 // 2 for r in j['memory'])"
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$ex/zero3_offload.json" \
+  --seq-len 16 --gpus 4 --steps 2
+check "host stage 3 + CPU offload x 4 ranks passes" test "$rc" -eq 0
+check "host: the text report ends with PASS" grep -q "^PASS" "$tmp/out"
+bad "host executor, not GPT-2" "gpt2" validate --executor host --model llama-2-7b \
+  --ds-config "$ex/zero2_gas2.json" --seq-len 16
+
+# --copy-task without a GPU says why it cannot run.
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+  run validate --copy-task --steps 10
+  check "copy task, no GPU: exits 2" test "$rc" -eq 2
+  check "copy task, no GPU: says why" grep -qiE "without CUDA|CUDA device|CUDA driver" "$tmp/err"
+fi
 finish

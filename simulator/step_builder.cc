@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -9,17 +10,40 @@ namespace dsplan {
 
 std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persistence_threshold) {
   std::vector<LayerParams> out(w.layers.size());
-  for (size_t i = 0; i < w.layers.size(); ++i) out[i].numel = w.layers[i].params;
+  int64_t offset = 0;
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    out[i].numel = w.layers[i].params;
+    out[i].offset = offset;
+    offset += w.layers[i].params;
+  }
   for (const TensorSpec& t : w.tensors) {
     if (t.layer < 0 || t.layer >= static_cast<int>(out.size())) continue;
     LayerParams& lp = out[t.layer];
     if (t.category == TensorCategory::kParameter) {
       ++lp.tensors;
+      lp.tensor_numels.push_back(t.numel);
       lp.largest = std::max(lp.largest, t.numel);
       if (t.numel <= persistence_threshold) lp.persistent_numel += t.numel;
     } else {
       lp.largest_saved_bytes = std::max(lp.largest_saved_bytes, t.bytes);
       if (t.category == TensorCategory::kOutput) lp.output_bytes += t.bytes;
+    }
+  }
+  // Tied word embeddings: the head uses the first embedding layer's table (its largest
+  // tensor) without owning it.
+  if (w.spec.tie_word_embeddings) {
+    int64_t table = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (w.layers[i].kind == LayerKind::kEmbedding && out[i].numel > 0) {
+        table = out[i].largest;
+        break;
+      }
+    }
+    for (size_t i = 0; i < out.size(); ++i) {
+      if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table &&
+          table > persistence_threshold) {
+        out[i].tied_numel = table;
+      }
     }
   }
   return out;
@@ -28,6 +52,46 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// [start, end) of the parameter tensor holding flat element |pos| (0 <= pos < Psi): a binary
+// search over the layers, then a walk over one layer's tensors.
+std::pair<int64_t, int64_t> TensorAt(const std::vector<LayerParams>& lp, int64_t pos) {
+  auto it = std::upper_bound(lp.begin(), lp.end(), pos,
+                             [](int64_t p, const LayerParams& l) { return p < l.offset; });
+  // The last layer starting at or before pos that holds elements.
+  while (it != lp.begin()) {
+    --it;
+    if (it->numel == 0) continue;
+    if (pos >= it->offset + it->numel) break;
+    int64_t start = it->offset;
+    for (int64_t n : it->tensor_numels) {
+      if (pos < start + n) return {start, start + n};
+      start += n;
+    }
+    return {it->offset, it->offset + it->numel};  // tensors do not cover the layer
+  }
+  return {pos, pos + 1};
+}
+
+}  // namespace
+
+int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks,
+                              int rank) {
+  if (ranks <= 1) return params;
+  const int64_t size = CeilDiv(params, 2 * int64_t{ranks}) * 2;
+  const int64_t first = size * rank;
+  const int64_t last = std::min(size * (rank + 1), params) - 1;
+  if (first > last) return 0;  // only padding
+  return TensorAt(lp, last).second - TensorAt(lp, first).first;
+}
+
+int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks) {
+  int64_t best = 0;
+  for (int r = 0; r < ranks; ++r) best = std::max(best, GradsInPartitionNumel(lp, params, ranks, r));
+  return best;
+}
+
+namespace {
 
 MemEffect Alloc(int64_t bytes, MemCategory c, bool at_end = false,
                 MemSpace s = MemSpace::kGpu) {
@@ -82,7 +146,11 @@ class Builder {
   void Init(MemSpace s, MemCategory c, int64_t bytes) {
     g_.initial[static_cast<int>(s)][static_cast<int>(c)] += bytes;
   }
-  int64_t Gathered(int l) const { return lp_[l].numel - lp_[l].persistent_numel; }
+  // Elements a ZeRO-3 fetch of layer |l| gathers: its non-persistent parameters, and the
+  // word-embedding table for a tied head.
+  int64_t Gathered(int l) const {
+    return lp_[l].numel - lp_[l].persistent_numel + lp_[l].tied_numel;
+  }
   // GPU bytes a ZeRO-3 gather of layer |l| adds: the full 16-bit tensors. With one rank and the
   // partitions on the GPU the partition is the parameter, so nothing is added.
   int64_t GatherBytes(int l) const {
@@ -106,7 +174,9 @@ class Builder {
   void Initial();
   void Forward(int micro);
   void Backward(int micro);
-  void AddToBucket(int micro, int l, int64_t elements, TaskId produced);
+  void AddToBucket(int micro, int l, TaskId produced);
+  void AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors, TaskId produced,
+                int64_t freed);
   void FlushBucket(int micro);
   void EndOfBackward(int micro);
   void OptimizerStep();
@@ -122,6 +192,11 @@ class Builder {
   int N_ = 1;
   int64_t P_ = 0;            // trainable elements
   int64_t part_ = 0;         // partition elements per rank
+  // ZeRO 1/2 grads_in_partition (and the CPU-offload accumulated_grads_in_cpu) elements: the
+  // whole tensors overlapping the partition, for the rank where that is largest. Ranks differ
+  // only in these edge tensors; the graph stands for all ranks, so it takes the worst one,
+  // which is the one that decides whether the plan fits.
+  int64_t grads_part_ = 0;
   int64_t e_ = 2;            // model dtype bytes
   int64_t acc_ = 2;          // gradient accumulation dtype bytes
   int64_t comm_e_ = 2;       // communication dtype bytes
@@ -135,15 +210,20 @@ class Builder {
   // are stepped on the CPU, the rest on the GPU; off_elems_ elements are on the host.
   int64_t cpu_subgroups_ = 0;
   int64_t off_elems_ = 0;
+  std::vector<int64_t> subgroup_sizes_;  // ZeRO-3 optimizer sub-groups, elements each
   bool inter_node_ = false;
 
   TaskId last_compute_ = -1;
   TaskId last_reduce_ = -1;
   int64_t bucket_elems_ = 0;
   int bucket_tensors_ = 0;  // parameter tensors whose gradients are in the bucket
+  int64_t bucket_first_ = 0;  // flat-buffer range [first, end) of the bucket's gradients
+  int64_t bucket_end_ = 0;
   std::vector<TaskId> bucket_producers_;
   int bucket_index_ = 0;
   bool partition_buffer_live_ = false;  // stage 1/2 grads_in_partition allocated this step
+  int partition_buffer_micro_ = 0;        // the micro-step that allocated it
+  bool second_partition_buffer_ = false;  // stage 2: this micro-step's new grads_in_partition
   std::vector<char> gathered_;
   int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
   std::vector<TaskId> gather_task_;
@@ -171,19 +251,49 @@ Status Builder::Build() {
   f_.wrapper = p_.Wrapper();
   f_.params = P_;
   f_.partition_numel = part_;
+  if (Zero12()) {
+    grads_part_ = N_ > 1 ? MaxGradsInPartitionNumel(lp_, P_, N_) : P_;
+    f_.grads_in_partition_numel = grads_part_;
+  }
   f_.overlap_comm = z.OverlapComm();
   f_.largest_subgroup = part_;
   if (Stage3()) {
-    // Sub-groups: partitions are appended until the running numel reaches sub_group_size.
-    f_.subgroups = std::max<int64_t>(1, CeilDiv(part_, z.sub_group_size));
-    f_.largest_subgroup = std::min(part_, z.sub_group_size);
+    // Sub-groups (_create_fp16_sub_groups): the parameters' partitions (ceil(numel / N) each)
+    // are appended in order and a sub-group ends with the tensor that brings its running numel
+    // to sub_group_size or beyond, so sub-groups end at tensor boundaries and can exceed
+    // sub_group_size by up to one partition. The tensors are walked only when there is more
+    // than one sub-group (sub_group_size below the partition; the default 1e9 rarely is).
+    subgroup_sizes_.clear();
+    if (z.sub_group_size >= part_ + param_tensors_) {
+      subgroup_sizes_.push_back(part_);
+    } else {
+      int64_t run = 0, total = 0;
+      for (const LayerParams& l : lp_) {
+        for (int64_t n : l.tensor_numels) {
+          run += CeilDiv(n, N_);
+          if (run >= z.sub_group_size) {
+            subgroup_sizes_.push_back(run);
+            total += run;
+            run = 0;
+          }
+        }
+      }
+      if (run > 0) subgroup_sizes_.push_back(run);
+      total += run;
+      if (subgroup_sizes_.size() <= 1 || z.sub_group_size >= total) {
+        subgroup_sizes_.assign(1, part_);
+      }
+    }
+    f_.subgroups = static_cast<int64_t>(subgroup_sizes_.size());
+    f_.largest_subgroup = *std::max_element(subgroup_sizes_.begin(), subgroup_sizes_.end());
     int64_t persistent = 0;
     for (const LayerParams& l : lp_) persistent += l.persistent_numel;
     f_.persistent_numel = std::min(persistent, z.stage3_model_persistence_threshold);
     if (p_.OffloadsOptimizer()) {
       // stage3.subgroup_to_device: sub-group i is on the CPU when i < int(ratio * count).
       cpu_subgroups_ = static_cast<int64_t>(z.offload_optimizer.ratio * f_.subgroups);
-      off_elems_ = std::min(part_, cpu_subgroups_ * z.sub_group_size);
+      for (int64_t sg = 0; sg < cpu_subgroups_; ++sg) off_elems_ += subgroup_sizes_[sg];
+      off_elems_ = std::min(part_, off_elems_);
     }
   }
   gathered_.assign(w_.layers.size(), 0);
@@ -240,7 +350,8 @@ void Builder::Initial() {
         Init(HostSpace(pin), MemCategory::kGradients, 4 * part_);
         Init(MemSpace::kPageableHost, MemCategory::kOptimizerStates, states * part_);
         Init(HostSpace(pin), MemCategory::kCommBuffers, e_ * largest_param_);
-        if (gas_ > 1) Init(HostSpace(pin), MemCategory::kGradients, e_ * part_);
+        // accumulated_grads_in_cpu (GAS > 1): one buffer per owned parameter, whole tensors.
+        if (gas_ > 1) Init(HostSpace(pin), MemCategory::kGradients, e_ * grads_part_);
         Init(MemSpace::kGpu, MemCategory::kCommBuffers, e_ * largest_param_);
       }
       break;
@@ -280,7 +391,16 @@ void Builder::Initial() {
         // gradient, master and states of the offloaded sub-groups too, those of the GPU
         // sub-groups (offload_optimizer.ratio < 1) on the GPU.
         const int64_t off = off_elems_, on = part_ - off_elems_;
-        Init(HostSpace(pin), MemCategory::kGradients, acc_ * part_ + 4 * off);
+        Init(HostSpace(pin), MemCategory::kGradients, acc_ * part_);
+        if (!nvme_opt) {
+          Init(HostSpace(pin), MemCategory::kGradients, 4 * off);
+        } else {
+          // Swapped sub-groups share one pageable fp32 gradient buffer of the largest
+          // sub-group (initialize_optimizer_states: gradient_buffer.narrow per sub-group).
+          if (off > 0) {
+            Init(MemSpace::kPageableHost, MemCategory::kGradients, 4 * f_.largest_subgroup);
+          }
+        }
         if (nvme_opt) {
           Init(MemSpace::kNvme, MemCategory::kMaster, 4 * off);
           Init(MemSpace::kNvme, MemCategory::kOptimizerStates, states * off);
@@ -447,13 +567,48 @@ void Builder::Backward(int micro) {
       gathered_[l] = 0;
       gathered_numel_ -= Gathered(l);
     }
-    if (ReducesInBackward(micro) && layer.params > 0) AddToBucket(micro, l, layer.params, last_compute_);
+    if (ReducesInBackward(micro) && layer.params > 0) AddToBucket(micro, l, last_compute_);
   }
   EndOfBackward(micro);
 }
 
-void Builder::AddToBucket(int micro, int l, int64_t elements, TaskId produced) {
-  if (bucket_elems_ > 0 && bucket_elems_ + elements > rbs_) FlushBucket(micro);
+void Builder::AddToBucket(int micro, int l, TaskId produced) {
+  const LayerParams& lp = lp_[l];
+  if (bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1) {
+    if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro);
+    AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel);
+    return;
+  }
+  // The layer does not fit in the bucket: DeepSpeed's hooks bucket per parameter
+  // (reduce_independent_p_g_buckets_and_remove_grads flushes before a parameter that would
+  // overfill it), so walk this layer's tensors in the order autograd produces their gradients
+  // (last first). Only layers at a flush take this path.
+  // The layer's gradients are one allocation in the graph; DeepSpeed holds at most one
+  // parameter's autograd gradient at a time (each is copied into the bucket as it appears), so
+  // the first part frees them all.
+  int64_t end = lp.offset + lp.numel;
+  int64_t chunk = 0;
+  int chunk_tensors = 0;
+  int64_t freed = lp.numel;
+  for (auto it = lp.tensor_numels.rbegin(); it != lp.tensor_numels.rend(); ++it) {
+    if (bucket_elems_ + chunk > 0 && bucket_elems_ + chunk + *it > rbs_) {
+      if (chunk > 0) {
+        AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed);
+        freed = 0;
+      }
+      end -= chunk;
+      chunk = 0;
+      chunk_tensors = 0;
+      FlushBucket(micro);
+    }
+    chunk += *it;
+    ++chunk_tensors;
+  }
+  AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed);
+}
+
+void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors,
+                       TaskId produced, int64_t freed) {
   // The hook copies the gradient into the bucket buffer and re-points param.grad at it; the
   // autograd-allocated gradient is freed.
   Task c;
@@ -462,11 +617,20 @@ void Builder::AddToBucket(int micro, int l, int64_t elements, TaskId produced) {
   c.layer = l;
   c.micro_step = micro;
   c.bytes = 2.0 * e_ * elements;
-  c.kernels = std::max(1, lp_[l].tensors);
-  const TaskId id = g_.Add(c, {produced}, {Free(e_ * elements, MemCategory::kGradients)});
+  c.kernels = std::max(1, tensors);
+  const TaskId id =
+      freed > 0 ? g_.Add(c, {produced}, {Free(e_ * freed, MemCategory::kGradients)})
+                : g_.Add(c, {produced}, {});
   bucket_producers_.push_back(id);
+  if (bucket_elems_ == 0) {
+    bucket_first_ = first;
+    bucket_end_ = first + elements;
+  } else {
+    bucket_first_ = std::min(bucket_first_, first);
+    bucket_end_ = std::max(bucket_end_, first + elements);
+  }
   bucket_elems_ += elements;
-  bucket_tensors_ += lp_[l].tensors;
+  bucket_tensors_ += tensors;
 }
 
 void Builder::FlushBucket(int micro) {
@@ -495,11 +659,39 @@ void Builder::FlushBucket(int micro) {
     // average_tensor: the slices of all owners are all-reduced together
     // (use_multi_rank_bucket_allreduce), each rank keeping its own.
     r.kind = TaskKind::kAllReduce;
-    // The first flush of a step allocates grads_in_partition (this rank's partition, 16-bit);
-    // with optimizer offload the owned slices go to the host instead.
+    // allreduce_bucket flattens the slices it is given into one contiguous copy (a view when
+    // there is one). average_tensor merges adjacent slices of one owner, so the ipg bucket is
+    // one slice unless it crosses a partition edge; without contiguous_gradients
+    // (buffered_reduce_fallback) the slices are the bucket's gradient tensors. A communication
+    // dtype other than the gradients' adds a cast copy. Both live during the all-reduce and
+    // are gone before copy_grads_in_partition runs.
+    const int64_t psz = CeilDiv(P_, 2 * int64_t{N_}) * 2;
+    const bool copies = z.contiguous_gradients
+                            ? z.reduce_scatter && N_ > 1 &&
+                                  bucket_first_ / psz != (bucket_end_ - 1) / psz
+                            : bucket_tensors_ > 1;
+    const int64_t flat = (copies ? e_ * bucket_elems_ : 0) +
+                         (comm_e_ != e_ ? comm_e_ * bucket_elems_ : 0);
+    if (flat > 0) {
+      fx.push_back(Alloc(flat, MemCategory::kCommBuffers));
+      fx.push_back(FreeNow(flat, MemCategory::kCommBuffers));
+    }
+    // The first flush of a step allocates grads_in_partition (16-bit, the whole tensors that
+    // overlap this rank's partition); with optimizer offload the owned slices go to the host
+    // instead.
     if (!partition_buffer_live_ && !p_.OffloadsOptimizer()) {
-      fx.push_back(Alloc(e_ * part_, MemCategory::kGradients));
+      fx.push_back(Alloc(e_ * grads_part_, MemCategory::kGradients));
       partition_buffer_live_ = true;
+      partition_buffer_micro_ = micro;
+    } else if (micro > partition_buffer_micro_ && !second_partition_buffer_ &&
+               !p_.OffloadsOptimizer() && z.contiguous_gradients) {
+      // Stage 2 with GAS > 1: independent_gradient_partition_epilogue kept the first
+      // micro-step's buffer as averaged_gradients (views) and _release_ipg_buffers dropped
+      // only the reference, so copy_grads_in_partition allocates a new one in each later
+      // micro-step; its gradients are add_-ed into averaged_gradients at the epilogue and it
+      // is freed there (zero_grad).
+      fx.push_back(Alloc(e_ * grads_part_, MemCategory::kGradients));
+      second_partition_buffer_ = true;
     }
   }
   TaskId reduce = g_.Add(r, {}, fx);
@@ -583,19 +775,24 @@ void Builder::EndOfBackward(int micro) {
     // Stage 1 without overlap_comm: after the last backward, reduce_gradients() walks every
     // parameter through the same bucket path.
     for (int l = L - 1; l >= 0; --l) {
-      if (w_.layers[l].params > 0) AddToBucket(micro, l, w_.layers[l].params, last_compute_);
+      if (w_.layers[l].params > 0) AddToBucket(micro, l, last_compute_);
     }
     FlushBucket(micro);
   }
   if (Zero12() && z.contiguous_gradients) {
-    // _release_ipg_buffers at the end of the epilogue.
+    // _release_ipg_buffers at the end of the epilogue; then zero_grad frees a later
+    // micro-step's grads_in_partition (its gradients were added into the first one).
     Task t;
     t.kind = TaskKind::kGradCopy;
     t.micro_step = micro;
     t.kernels = 1;
-    last_compute_ = g_.Add(
-        t, {last_compute_, last_reduce_},
-        {Free((f_.overlap_comm ? 2 : 1) * e_ * rbs_, MemCategory::kCommBuffers, false)});
+    std::vector<MemEffect> fx = {
+        Free((f_.overlap_comm ? 2 : 1) * e_ * rbs_, MemCategory::kCommBuffers, false)};
+    if (second_partition_buffer_) {
+      fx.push_back(Free(e_ * grads_part_, MemCategory::kGradients, false));
+      second_partition_buffer_ = false;
+    }
+    last_compute_ = g_.Add(t, {last_compute_, last_reduce_}, fx);
   }
   if (Stage0Like() && boundary && N_ > 1 && f_.wrapper != OptimizerWrapper::kBf16Optimizer) {
     // FP16_Optimizer / basic optimizer: engine.allreduce_gradients in 5e8-element buckets of
@@ -680,7 +877,7 @@ void Builder::OptimizerStep() {
               Alloc(e_ * part_, MemCategory::kTemporaries),
               Alloc(4 * part_, MemCategory::kGradients),
               FreeNow(e_ * part_, MemCategory::kTemporaries),
-              FreeNow(e_ * part_, MemCategory::kGradients),
+              FreeNow(e_ * grads_part_, MemCategory::kGradients),
               Alloc(adam_temp * part_, MemCategory::kTemporaries),
               FreeNow(adam_temp * part_, MemCategory::kTemporaries),
               FreeNow(4 * part_, MemCategory::kGradients)};
@@ -742,7 +939,7 @@ void Builder::OptimizerStep() {
       int64_t remaining = part_;
       TaskId prev = last_compute_ = g_.Add(norm, {last_compute_, last_reduce_}, {});
       for (int64_t sg = 0; sg < f_.subgroups; ++sg) {
-        const int64_t n = std::min(remaining, z.sub_group_size);
+        const int64_t n = std::min(remaining, subgroup_sizes_[sg]);
         remaining -= n;
         if (!off || sg >= cpu_subgroups_) {
           // flatten(grads).to(fp32): a 16-bit then an fp32 copy of the sub-group; AdamW; the

@@ -26,16 +26,38 @@ struct LayerParams {
   int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
   int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
   int64_t output_bytes = 0;      // tensors the model output keeps (the logits)
+  // Parameter tensors in model.parameters() order, which is the order of DeepSpeed's flat
+  // 16-bit buffer (stage 1/2) and of ZeRO-3's sub-groups: this layer's first element in that
+  // order and each tensor's numel. Precomputed per workload so that the per-plan mechanisms
+  // that depend on tensor boundaries (partition overhang, sub-groups) need no pass over the
+  // tensor table.
+  int64_t offset = 0;
+  std::vector<int64_t> tensor_numels;
+  // A tied LM head: the word-embedding table it multiplies with, which another layer owns
+  // (0 otherwise). ZeRO-3's fetch hook gathers it for this module too (the module's own
+  // parameters include the shared Parameter).
+  int64_t tied_numel = 0;
 };
 
 /// Per-layer parameter facts of |w| for |persistence_threshold| (ZeRO-3; pass 0 otherwise).
 std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persistence_threshold);
+
+/// ZeRO 1/2: elements of the `grads_in_partition` buffer DeepSpeed allocates on |rank| of
+/// |ranks| (stage_1_and_2.copy_grads_in_partition): the whole numel of every parameter that
+/// overlaps the rank's partition of the flat buffer (get_partition_info), so the tensors cut by
+/// the partition's two edges count in full. |params| = Psi. The flat buffer is padded to a
+/// multiple of 2 x ranks; the partitions are equal slices of it.
+int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks,
+                              int rank);
+/// The largest GradsInPartitionNumel over the ranks (the graph's rank class uses it).
+int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks);
 
 /// What the graph builder derived beyond the tasks, for reports.
 struct StepFacts {
   OptimizerWrapper wrapper = OptimizerWrapper::kZero12;
   int64_t params = 0;             // trainable elements (Psi)
   int64_t partition_numel = 0;    // Psi / N rounded up (ZeRO partition per rank)
+  int64_t grads_in_partition_numel = 0;  // ZeRO 1/2: the largest rank's grads_in_partition
   int64_t subgroups = 1;          // ZeRO-3 optimizer sub-groups
   int64_t largest_subgroup = 0;
   int64_t persistent_numel = 0;   // ZeRO-3 persistent parameters (fully held on every rank)

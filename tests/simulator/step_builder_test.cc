@@ -3,6 +3,7 @@
 // the parameter count Psi), and which tasks each stage issues per micro-step.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,39 @@ class StepBuilderTest : public ::testing::Test {
       if (t.kind == kind && t.micro_step == micro) s += t.bytes;
     }
     return s;
+  }
+
+  // Peak of |c| in |space| in program order (each task's start effects, then its end
+  // effects), from the initial state; only tasks of micro-step |micro| when >= 0 (the running
+  // sum still follows every task).
+  static int64_t CategoryPeak(const BuiltStep& b, int space, MemCategory c, int micro = -1) {
+    int64_t now = b.graph.initial[space][C(c)], peak = micro < 0 ? now : 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(b.graph.tasks().size()); ++id) {
+      const bool counted = micro < 0 || b.graph.tasks()[id].micro_step == micro;
+      for (bool end : {false, true}) {
+        for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+          if (e->at_end != end || static_cast<int>(e->space) != space || e->category != c) {
+            continue;
+          }
+          now += e->bytes;
+          if (counted) peak = std::max(peak, now);
+        }
+      }
+    }
+    return peak;
+  }
+  // Per-rank grads_in_partition from the tensor table directly: the whole numel of every
+  // parameter tensor that overlaps the rank's slice of the flat buffer (padded to 2 x ranks).
+  static int64_t OverlapNumel(int ranks, int rank) {
+    const int64_t size = CeilDiv(psi_, 2 * ranks) * 2;
+    const int64_t first = size * rank, end = std::min(size * (rank + 1), psi_);
+    int64_t at = 0, sum = 0;
+    for (const TensorSpec& t : w_->tensors) {
+      if (t.category != TensorCategory::kParameter) continue;
+      if (at < end && at + t.numel > first) sum += t.numel;
+      at += t.numel;
+    }
+    return sum;
   }
 
   static inline int64_t psi_ = 0;
@@ -244,6 +278,100 @@ TEST_F(StepBuilderTest, StageTwoReducesEveryMicroStepStageOneOnlyAtTheBoundary) 
   }
 }
 
+// ZeRO 1/2 grads_in_partition holds the whole tensors that overlap the rank's partition
+// (stage_1_and_2.copy_grads_in_partition sums the numel of params_in_partition); the graph takes
+// the largest rank. gpt2's wte (38.6M of 124M elements) makes the overhang large at 8 ranks.
+TEST_F(StepBuilderTest, GradsInPartitionHoldsTheWholeEdgeTensorsOfTheLargestRank) {
+  const std::vector<LayerParams> lp = ComputeLayerParams(*w_, 0);
+  for (int n : {1, 2, 3, 8}) {
+    SCOPED_TRACE(testing::Message() << n << " ranks");
+    int64_t worst = 0;
+    for (int r = 0; r < n; ++r) {
+      const int64_t expect = OverlapNumel(n, r);
+      EXPECT_EQ(GradsInPartitionNumel(lp, psi_, n, r), expect) << "rank " << r;
+      worst = std::max(worst, expect);
+    }
+    EXPECT_EQ(MaxGradsInPartitionNumel(lp, psi_, n), worst);
+    if (n > 1) {
+      EXPECT_GT(worst, CeilDiv(psi_, n));
+    }
+    const BuiltStep b = Build(MakePlan(2, n));
+    EXPECT_EQ(b.facts.grads_in_partition_numel, worst);
+    Plan off = MakePlan(2, n);
+    off.grad_accum = 2;
+    off.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    // accumulated_grads_in_cpu: one whole buffer per owned parameter, 16-bit.
+    EXPECT_EQ(Init(Build(off), kPageable, MemCategory::kGradients), 4 * CeilDiv(psi_, n) + 2 * worst);
+  }
+}
+
+// Stage 2 with GAS > 1: the first micro-step's grads_in_partition stays as averaged_gradients
+// until the step; every later micro-step allocates a second one, added into the first and freed
+// at its epilogue. Stage 1 reduces once, so it has one.
+TEST_F(StepBuilderTest, StageTwoAccumulationHoldsTwoPartitionBuffers) {
+  for (int stage : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << "stage " << stage);
+    Plan p = MakePlan(stage, 2);
+    p.grad_accum = 3;
+    const BuiltStep b = Build(p);
+    const int64_t buffer = 2 * b.facts.grads_in_partition_numel;
+    int allocs = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(b.graph.tasks().size()); ++id) {
+      for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+        allocs += e->category == MemCategory::kGradients && e->bytes == buffer;
+      }
+    }
+    EXPECT_EQ(allocs, stage == 2 ? 3 : 1);
+    // At the end of micro-step 0 one buffer is held; in micro-steps 1 and 2 two.
+    const int64_t largest_layer_grads = 2 * [&] {
+      int64_t m = 0;
+      for (const Layer& l : w_->layers) m = std::max(m, l.params);
+      return m;
+    }();
+    if (stage == 2) {
+      EXPECT_GE(CategoryPeak(b, kGpu, MemCategory::kGradients, 1), 2 * buffer);
+      EXPECT_LE(CategoryPeak(b, kGpu, MemCategory::kGradients, 0), buffer + largest_layer_grads);
+    }
+    // The step frees the first; nothing is left.
+    int64_t left = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(b.graph.tasks().size()); ++id) {
+      for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+        if (e->category == MemCategory::kGradients && e->space == MemSpace::kGpu) left += e->bytes;
+      }
+    }
+    EXPECT_EQ(left, 0);
+  }
+}
+
+// allreduce_bucket flattens the bucket: a copy when the bucket's slices belong to more than one
+// rank (it crosses a partition edge), none at one rank; a bucket never exceeds
+// reduce_bucket_size unless one tensor does (DeepSpeed buckets per parameter).
+TEST_F(StepBuilderTest, BucketFlattenCopyOnlyAcrossPartitionEdges) {
+  for (int n : {1, 2}) {
+    SCOPED_TRACE(testing::Message() << n << " ranks");
+    Plan p = MakePlan(1, n);
+    p.zero.reduce_bucket_size = 10'000'000;
+    const BuiltStep b = Build(p);
+    const int64_t ipg = 2 * p.zero.reduce_bucket_size;
+    const int64_t peak = CategoryPeak(b, kGpu, MemCategory::kCommBuffers);
+    int64_t largest = 0;
+    for (const LayerParams& l : ComputeLayerParams(*w_, 0)) largest = std::max(largest, l.largest);
+    if (n == 1) {
+      EXPECT_EQ(peak, ipg);
+    } else {
+      EXPECT_GT(peak, ipg);
+      EXPECT_LE(peak, ipg + 2 * std::max(p.zero.reduce_bucket_size, largest));
+    }
+    double reduced = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind != TaskKind::kAllReduce) continue;
+      reduced += t.bytes;
+      EXPECT_LE(t.bytes, 2.0 * std::max(p.zero.reduce_bucket_size, largest));
+    }
+    EXPECT_DOUBLE_EQ(reduced, 2.0 * psi_);
+  }
+}
+
 // Stage 1 with overlap_comm registers the hooks, but they reduce only at the accumulation
 // boundary; before it the gradients accumulate in param.grad, allocated once (2 bytes x psi).
 TEST_F(StepBuilderTest, StageOneWithOverlapStillReducesOnlyAtTheBoundary) {
@@ -273,8 +401,24 @@ TEST_F(StepBuilderTest, PartialOptimizerOffloadSplitsSubGroups) {
   p.zero.sub_group_size = CeilDiv(part, 4);  // four sub-groups
   p.zero.offload_optimizer.ratio = 0.5;      // the first two on the CPU
   const BuiltStep b = Build(p);
+  // _create_fp16_sub_groups: a sub-group ends with the tensor whose partition (ceil(numel / 2))
+  // brings it to sub_group_size or beyond.
+  std::vector<int64_t> sizes;
+  int64_t run = 0;
+  for (const TensorSpec& t : w_->tensors) {
+    if (t.category != TensorCategory::kParameter) continue;
+    run += CeilDiv(t.numel, 2);
+    if (run >= p.zero.sub_group_size) {
+      sizes.push_back(run);
+      run = 0;
+    }
+  }
+  if (run > 0) sizes.push_back(run);
+  ASSERT_EQ(b.facts.subgroups, static_cast<int64_t>(sizes.size()));
   ASSERT_EQ(b.facts.subgroups, 4);
-  const int64_t off = 2 * p.zero.sub_group_size, on = part - off;
+  EXPECT_EQ(b.facts.largest_subgroup, *std::max_element(sizes.begin(), sizes.end()));
+  EXPECT_GT(b.facts.largest_subgroup, p.zero.sub_group_size);  // wte's partition alone
+  const int64_t off = sizes[0] + sizes[1], on = part - off;
   EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 4 * off);
   EXPECT_EQ(Init(b, kPageable, MemCategory::kOptimizerStates), 8 * off);
   EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 4 * on);

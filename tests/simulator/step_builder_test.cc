@@ -484,6 +484,37 @@ TEST_F(StepBuilderTest, StageThreeGathersAndReduceScatters) {
   EXPECT_EQ(b.facts.wrapper, OptimizerWrapper::kZero3);
 }
 
+// gpt2 ties lm_head to wte: the head module's fetch hook gathers wte (the head owns no
+// parameter of its own). With stage3_max_reuse_distance 0 nothing is kept, so wte is gathered
+// for the embedding and for the head, in forward and in backward.
+TEST_F(StepBuilderTest, TiedHeadGathersTheWordEmbeddingsUnderStageThree) {
+  const std::vector<LayerParams> lp = ComputeLayerParams(*w_, 100'000);
+  int head = -1;
+  for (size_t l = 0; l < w_->layers.size(); ++l) {
+    if (w_->layers[l].kind == LayerKind::kHead) head = static_cast<int>(l);
+  }
+  ASSERT_GE(head, 0);
+  EXPECT_EQ(w_->layers[head].params, 0);
+  const int64_t wte = w_->spec.vocab_size * w_->spec.hidden_size;
+  EXPECT_EQ(lp[head].tied_numel, wte);
+  Plan p = MakePlan(3, 2);
+  p.zero.stage3_max_reuse_distance = 0;
+  p.zero.stage3_prefetch_bucket_size = 0;
+  const BuiltStep b = Build(p);
+  int head_gathers = 0;
+  for (const Task& t : b.graph.tasks()) {
+    if (t.kind == TaskKind::kAllGather && t.layer == head) {
+      ++head_gathers;
+      EXPECT_DOUBLE_EQ(t.bytes, 2.0 * wte);
+    }
+  }
+  EXPECT_EQ(head_gathers, 2);
+  // Untied, nothing is gathered for the head.
+  Workload untied = *w_;
+  untied.spec.tie_word_embeddings = false;
+  EXPECT_EQ(ComputeLayerParams(untied, 100'000)[head].tied_numel, 0);
+}
+
 // Gradient checkpointing: one recompute per checkpointed layer per micro-step, none without.
 TEST_F(StepBuilderTest, CheckpointingAddsRecomputeTasks) {
   Plan p = MakePlan(2, 4);

@@ -111,6 +111,7 @@ double CostModel::OpForwardSeconds(const Op& op) const {
     case OpKind::kBatchedGemm:
       return GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
     case OpKind::kAttention: {
+      if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, false);
       const GpuProfile& g = profile_->gpu;
       const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
       const double flops = op.causal ? op.fwd_flops / 2 : op.fwd_flops;
@@ -128,6 +129,7 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
       // dX = dY W^T and dW = X^T dY: two GEMMs of the forward's size.
       return 2 * GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
     case OpKind::kAttention: {
+      if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, true);
       const GpuProfile& g = profile_->gpu;
       const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
       const double flops = op.causal ? op.bwd_flops / 2 : op.bwd_flops;
@@ -138,6 +140,32 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
     default:
       return MemoryBoundSeconds(op.bwd_bytes);
   }
+}
+
+double CostModel::RuntimeAttentionSeconds(const Op& op, bool backward) const {
+  // dsplan's runtime has no fused attention kernel (docs/runtime.md): per block of
+  // kRuntimeAttentionBlock query rows it runs strided-batched GEMMs over the keys the causal
+  // mask keeps, the block's scores going through HBM. Forward: S = Q Kt, O = S V. Backward:
+  // S again, dP = dO Vt, dV = St dO, dQ = dP K, dK = dPt Q. Each is priced as a GEMM.
+  constexpr int64_t kRuntimeAttentionBlock = 128;
+  const double B = static_cast<double>(std::max<int64_t>(1, op.batch));
+  const int64_t sq = op.m, sk = op.n;
+  const double d = static_cast<double>(op.k);
+  double t = 0;
+  for (int64_t r0 = 0; r0 < sq; r0 += kRuntimeAttentionBlock) {
+    const double rows = static_cast<double>(std::min(kRuntimeAttentionBlock, sq - r0));
+    const double keys = static_cast<double>(
+        op.causal ? std::clamp<int64_t>(r0 + static_cast<int64_t>(rows) + (sk - sq), 1, sk) : sk);
+    t += GemmSeconds(precision_, rows, keys, d, B);              // S
+    if (!backward) {
+      t += GemmSeconds(precision_, rows, d, keys, B);            // O
+    } else {
+      t += GemmSeconds(precision_, rows, keys, d, B) +           // dP
+           2 * GemmSeconds(precision_, keys, d, rows, B) +       // dV, dK
+           GemmSeconds(precision_, rows, d, keys, B);            // dQ
+    }
+  }
+  return t;
 }
 
 double CostModel::DispatchSeconds() const {

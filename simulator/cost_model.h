@@ -77,6 +77,8 @@ class CostModel {
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
 
  private:
+  /// Fused attention as dsplan's runtime runs it (tiled GEMMs, scores through HBM).
+  double RuntimeAttentionSeconds(const Op& op, bool backward) const;
   /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
   double CpuAdamRate(int threads) const;
 

@@ -9,6 +9,14 @@
 #include "core/model_spec.h"
 #include "core/status.h"
 
+// Set by cli/CMakeLists.txt for every source of the dsplan binary; fallbacks for other builds.
+#ifndef DSPLAN_VERSION
+#define DSPLAN_VERSION "0.0.0"
+#endif
+#ifndef DSPLAN_GIT_HASH
+#define DSPLAN_GIT_HASH "unknown"
+#endif
+
 namespace dsplan {
 
 /// Prints "dsplan: error: <message>" and returns the exit code: 1 for internal errors, else 2.

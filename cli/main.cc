@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/common.h"
 #include "cli/estimate_command.h"
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
@@ -19,24 +20,9 @@
 #include "simulator/workload.h"
 #include "simulator/workload_report.h"
 
-#ifndef DSPLAN_VERSION
-#define DSPLAN_VERSION "0.0.0"
-#endif
-#ifndef DSPLAN_GIT_HASH
-#define DSPLAN_GIT_HASH "unknown"
-#endif
 
 namespace dsplan {
 namespace {
-
-int ExitCode(const Status& s) {
-  return s.code() == Status::Code::kInternal ? 1 : 2;
-}
-
-int Fail(const Status& s) {
-  fmt::print(stderr, "dsplan: error: {}\n", s.message());
-  return ExitCode(s);
-}
 
 // Options that describe one training micro-step's shape.
 struct WorkloadFlags {

@@ -20,9 +20,6 @@
 #include "simulator/prediction_report.h"
 #include "simulator/workload.h"
 
-#ifndef DSPLAN_VERSION
-#define DSPLAN_VERSION "0.0.0"
-#endif
 
 namespace dsplan {
 namespace {

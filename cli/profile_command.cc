@@ -1,3 +1,4 @@
+#include "cli/common.h"
 #include "cli/profile_command.h"
 
 #include <unistd.h>
@@ -16,12 +17,6 @@
 #include "runtime/profiler/host_bench.h"
 #include "runtime/profiler/profiler.h"
 
-#ifndef DSPLAN_VERSION
-#define DSPLAN_VERSION "0.0.0"
-#endif
-#ifndef DSPLAN_GIT_HASH
-#define DSPLAN_GIT_HASH "unknown"
-#endif
 
 namespace dsplan {
 namespace {
@@ -41,11 +36,6 @@ struct ProfileFlags {
 ProfileFlags& Flags() {
   static ProfileFlags f;
   return f;
-}
-
-int Fail(const Status& s) {
-  fmt::print(stderr, "dsplan: error: {}\n", s.message());
-  return s.code() == Status::Code::kInternal ? 1 : 2;
 }
 
 // The datasheet profile for a GPU name as CUDA reports it, or "" when none matches.

@@ -19,12 +19,6 @@
 #include "runtime/host/host_validation.h"
 #include "runtime/validation.h"
 
-#ifndef DSPLAN_VERSION
-#define DSPLAN_VERSION "0.0.0"
-#endif
-#ifndef DSPLAN_GIT_HASH
-#define DSPLAN_GIT_HASH "unknown"
-#endif
 
 namespace dsplan {
 namespace {

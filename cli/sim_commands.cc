@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -200,8 +201,18 @@ int RunAccuracyCommand() {
   const std::string shown = g_accuracy.calibration.empty()
                                 ? "tests/fixtures/calibration/deepspeed-h200.jsonl"
                                 : g_accuracy.calibration;
-  const std::string md = AccuracyMarkdown(*summary, *profile, shown);
+  std::string md = AccuracyMarkdown(*summary, *profile, shown);
   if (!g_accuracy.markdown.empty()) {
+    // Keep the runtime-validation section that tools/device/summarize_validation.py maintains
+    // in the same file (measured on a GPU; this command cannot regenerate it).
+    std::ifstream old(g_accuracy.markdown);
+    const std::string prev((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+    const std::string begin = "<!-- runtime-validation: begin";
+    const std::string end = "<!-- runtime-validation: end -->";
+    const size_t b = prev.find(begin), e = prev.find(end);
+    if (b != std::string::npos && e != std::string::npos && e > b) {
+      md += "\n" + prev.substr(b, e + end.size() - b) + "\n";
+    }
     std::ofstream out(g_accuracy.markdown);
     if (!out || !(out << md)) {
       return Fail(Status::IoError(fmt::format("{}: cannot write the report", g_accuracy.markdown)));

@@ -1,15 +1,18 @@
-// A model of PyTorch's CUDA caching allocator, to predict max_memory_reserved.
+// The simulator's prediction of max_memory_reserved: the StepGraph's GPU memory effects
+// replayed through PyTorch's caching-allocator policy (simulator/caching_allocator.h, the same
+// CachingAllocator and EffectReplayer the CUDA executor allocates its device memory with) over a
+// segment source that only counts bytes.
 //
-// Facts used (PyTorch c10/cuda/CUDACachingAllocator.cpp): requests round up to 512 B; requests
-// of at most 1 MiB come from 2 MiB "small" segments, requests up to 10 MiB from 20 MiB
-// segments, larger ones from a segment of their own size rounded up to 2 MiB. A request takes
-// the best-fitting cached free block of its pool and splits off the remainder; a freed block
-// merges with free neighbours in its segment; segments are never returned (no empty_cache in a
-// training step). So memory freed as many medium blocks (activations) cannot serve one large
-// request later (a flat gradient copy), and reserved grows past allocated.
+// Why reserved exceeds allocated: requests of at most 1 MiB come from 2 MiB segments, up to
+// 10 MiB from 20 MiB segments, larger ones from a segment of their own size; a request takes the
+// best-fitting cached free block of its pool and splits off the remainder; segments are never
+// returned (no empty_cache in a training step). So memory freed as many medium blocks
+// (activations) cannot serve one large request later (a flat gradient copy).
 //
-// Blocks here are the StepGraph's memory effects: an allocation effect is one block; a free
-// effect releases the most recent live block of the same category and size.
+// Blocks are the StepGraph's memory effects: an allocation effect is one block; a free releases
+// the most recent live block of its category and size, else the category's most recent blocks
+// (splitting the last one) and then its initial block, so allocated follows the memory
+// timeline (EffectReplayer).
 #ifndef DSPLAN_SIMULATOR_ALLOCATOR_H_
 #define DSPLAN_SIMULATOR_ALLOCATOR_H_
 
@@ -30,7 +33,8 @@ struct AllocatorResult {
 /// Replays the GPU effects of |graph| |iterations| times (the first warms the cache, as
 /// training's first steps do), starting from the graph's initial GPU state as one block per
 /// category. |capacity| > 0: the bytes the allocator may reserve (device memory less the CUDA
-/// context); when a new segment would exceed it, empty cached segments are released first.
+/// context); when a new segment would exceed it, empty cached segments are released first, and
+/// if it still would, out_of_memory is set and the replay goes on past the capacity.
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
                                          int64_t capacity = 0);
 

@@ -1,4 +1,4 @@
-#include "runtime/cuda/device_allocator.h"
+#include "simulator/caching_allocator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -6,6 +6,23 @@
 #include <fmt/format.h>
 
 namespace dsplan {
+
+Status CountingSegmentSource::Allocate(int64_t bytes, void** ptr, std::string* oom_message) {
+  if (capacity_ > 0 && reserved_ + bytes > capacity_) {
+    if (!refused_) {
+      refused_ = true;
+      *ptr = nullptr;
+      *oom_message = "the simulated capacity would be exceeded";
+      return Status();
+    }
+    overflowed_ = true;
+  }
+  refused_ = false;
+  reserved_ += bytes;
+  *ptr = reinterpret_cast<void*>(next_);
+  next_ += static_cast<uintptr_t>(bytes);
+  return Status();
+}
 
 CachingAllocator::CachingAllocator(SegmentSource* source, int64_t limit)
     : source_(source), limit_(limit) {
@@ -170,7 +187,7 @@ Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph) {
 
 Result<int> EffectReplayer::Apply(const MemEffect& e) {
   if (e.space != MemSpace::kGpu || e.bytes == 0) return -2;
-  std::vector<std::pair<int64_t, int>>& live = live_[static_cast<int>(e.category)];
+  std::vector<std::pair<int64_t, int>>& live = live_[static_cast<size_t>(e.category)];
   if (e.bytes > 0) {
     DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes));
     if (b >= 0) live.push_back({e.bytes, b});

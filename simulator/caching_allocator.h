@@ -1,7 +1,9 @@
-// The CUDA executor's device caching allocator: PyTorch's CUDACachingAllocator policy (the same
-// one simulator/allocator.cc models), over an abstract segment source so that the policy is
-// tested without a GPU (tests/runtime/device_allocator_test.cc uses a fake source; the executor
-// uses cudaMalloc/cudaFree).
+// PyTorch's CUDA caching allocator policy, over an abstract segment source, and a replayer of
+// StepGraph memory effects through it: the one mechanism behind both the simulator's
+// max_memory_reserved (simulator/allocator.h, SimulateCachingAllocator: a counting source that
+// allocates nothing) and the CUDA executor's real device memory (runtime/cuda/executor.cc: a
+// cudaMalloc/cudaFree source). Tested without a GPU (tests/runtime/device_allocator_test.cc with
+// a fake source, tests/simulator/allocator_test.cc through SimulateCachingAllocator).
 //
 // Policy (c10/cuda/CUDACachingAllocator.cpp, default settings: no max_split_size, no
 // expandable segments, no garbage-collection threshold, no roundup_power2_divisions):
@@ -16,18 +18,18 @@
 //  * when the source cannot supply a segment (or the limit would be exceeded), every cached
 //    segment with nothing allocated in it is released and the request retried once; if that
 //    fails too, the request reports out-of-memory.
-// One simplification against PyTorch, shared with the simulator's model: PyTorch keeps free
-// blocks per CUDA stream (a block freed by a tensor allocated on the side stream is reused only
-// by that stream); here, as in simulator/allocator.cc, there is one set of pools.
+// One simplification against PyTorch: PyTorch keeps free blocks per CUDA stream (a block freed
+// by a tensor allocated on the side stream is reused only by that stream); here there is one set
+// of pools.
 //
-// Thread safety: none; the executor's issuing thread owns it.
-#ifndef DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
-#define DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+// Thread safety: none; one owner (the simulation, or the executor's issuing thread).
+#ifndef DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
+#define DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
 
+#include <array>
 #include <cstdint>
 #include <set>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -36,7 +38,7 @@
 
 namespace dsplan {
 
-/// Where segments come from: cudaMalloc in the executor, a counter in tests.
+/// Where segments come from: cudaMalloc in the executor, a counter in the simulator and tests.
 class SegmentSource {
  public:
   virtual ~SegmentSource() = default;
@@ -45,6 +47,27 @@ class SegmentSource {
   virtual Status Allocate(int64_t bytes, void** ptr, std::string* oom_message) = 0;
   /// Gives back a segment returned by Allocate.
   virtual void Release(void* ptr, int64_t bytes) = 0;
+};
+
+/// A source that allocates nothing: it hands out distinct fake addresses (never to be
+/// dereferenced) and counts the bytes reserved. With |capacity| > 0 a segment past it is refused
+/// once, so that the allocator releases its cached segments and retries as PyTorch does; a retry
+/// still past it is granted anyway and recorded in overflowed(), so that a simulation runs to the
+/// end and reports how far past the capacity the plan would reserve.
+class CountingSegmentSource : public SegmentSource {
+ public:
+  explicit CountingSegmentSource(int64_t capacity = 0) : capacity_(capacity) {}
+  Status Allocate(int64_t bytes, void** ptr, std::string* oom_message) override;
+  void Release(void* ptr, int64_t bytes) override { reserved_ -= bytes; }
+  int64_t reserved() const { return reserved_; }
+  bool overflowed() const { return overflowed_; }
+
+ private:
+  int64_t capacity_;
+  int64_t reserved_ = 0;
+  uintptr_t next_ = uintptr_t{1} << 20;
+  bool refused_ = false;  // the last request was refused: this one is the allocator's retry
+  bool overflowed_ = false;
 };
 
 class CachingAllocator {
@@ -130,12 +153,8 @@ class CachingAllocator {
 /// some tensors as one effect and frees them in pieces: the LM head's saved input and logits),
 /// and what no live block covers comes out of the category's initial block the same way.
 ///
-/// simulator/allocator.cc (SimulateCachingAllocator) differs: without an exact match it frees
-/// the category's *largest* blocks first and never splits one, which overshoots (gpt2: a 3 MiB
-/// free at the LM head's backward releases its 209 MB block, and the next free a 98 MB
-/// activation block early: its allocated runs ~190 MB under the timeline), and it never frees
-/// initial bytes (stage 0 bf16: the previous step's 16-bit gradients, 2 bytes per parameter,
-/// stay allocated for good, 2.9 GiB on gpt2-xl). tests/runtime/device_allocator_test.cc.
+/// SimulateCachingAllocator (simulator/allocator.h) replays graphs with it, so the simulator's
+/// reserved memory and the executor's come from the same code.
 class EffectReplayer {
  public:
   explicit EffectReplayer(CachingAllocator* allocator) : a_(allocator) {}
@@ -145,7 +164,9 @@ class EffectReplayer {
   /// -2. Non-GPU effects are ignored (returns -2).
   Result<int> Apply(const MemEffect& e);
   /// Forgets every live block (after ReleaseAll).
-  void Clear() { live_.clear(); }
+  void Clear() {
+    for (auto& l : live_) l.clear();
+  }
   /// The block ids of the initial state, by category (-1 where none or freed), as allocated
   /// (AllocateInitial's; later frees of initial bytes do not change this list).
   const std::vector<int>& initial_blocks() const { return first_initial_; }
@@ -155,9 +176,9 @@ class EffectReplayer {
   std::vector<int> initial_;  // live initial block per category, -1 when none
   std::vector<int> first_initial_;
   // Live blocks per category as (bytes requested, block), in allocation order.
-  std::unordered_map<int, std::vector<std::pair<int64_t, int>>> live_;
+  std::array<std::vector<std::pair<int64_t, int>>, kNumMemCategories> live_;
 };
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_CUDA_DEVICE_ALLOCATOR_H_
+#endif  // DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_

@@ -24,11 +24,11 @@
 #include <fmt/format.h>
 
 #include "runtime/cuda/cuda_common.h"
-#include "runtime/cuda/device_allocator.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/executor.h"
 #include "runtime/host/cpu_adam.h"
 #include "runtime/host/direct_io.h"
+#include "simulator/caching_allocator.h"
 
 namespace dsplan {
 

@@ -95,8 +95,12 @@ check "DeepSpeed stage 2 = 2 Psi + int(18 Psi / 4)" \
   json "j['rows'][3]['deepspeed_estimator_gpu_bytes'] == 2 * 2851598336 + 18 * 2851598336 // 4"
 check "DeepSpeed stage 3 full offload = 4 x largest layer (t5-3b's 32128 x 1024 embedding)" \
   json "j['largest_layer_params'] == 32128 * 1024 and j['rows'][7]['deepspeed_estimator_gpu_bytes'] == 4 * 32128 * 1024"
-check "dsplan's peak exceeds the paper's model states in every row" \
-  json "all(r['dsplan_peak_bytes_per_gpu'] > r['paper_bytes_per_gpu'] for r in j['rows'])"
+# Stage 0 bf16 is DeepSpeed's BF16_Optimizer, which partitions fp32 master and Adam states over
+# the data-parallel ranks, so the paper's unpartitioned 16 Psi is not a floor there (t5-3b, 4 GPUs:
+# 37.1 GB allocated at the step); it still exceeds the paper's stage 1 (16-bit params and grads
+# whole, optimizer states partitioned).
+check "dsplan's peak exceeds the paper's model states in every ZeRO row, stage 0 the paper's stage 1" \
+  json "all(r['dsplan_peak_bytes_per_gpu'] > r['paper_bytes_per_gpu'] for r in j['rows'] if r['stage'] > 0) and j['rows'][0]['dsplan_peak_bytes_per_gpu'] > j['rows'][1]['paper_bytes_per_gpu']"
 run estimate --params 1000000000 --gpus 8 --nodes 2 --json
 check "estimate --params exits 0" test "$rc" -eq 0
 check "estimate --params omits dsplan's column" \

@@ -1,6 +1,7 @@
-// The caching-allocator model (max_memory_reserved): PyTorch's rounding and segment sizes,
-// best-fit reuse, splitting and merging, and why freed medium blocks cannot serve one large
-// request. Each case is a hand-built StepGraph whose GPU effects are the requests.
+// SimulateCachingAllocator (max_memory_reserved, through simulator/caching_allocator.h):
+// PyTorch's rounding and segment sizes, best-fit reuse, splitting and merging, why freed medium
+// blocks cannot serve one large request, how frees are matched to blocks, and the capacity.
+// Each case is a hand-built StepGraph whose GPU effects are the requests.
 #include <gtest/gtest.h>
 
 #include <initializer_list>
@@ -165,6 +166,45 @@ TEST(AllocatorTest, CategoryWideFree) {
   const AllocatorResult r = SimulateCachingAllocator(g, 1);
   EXPECT_EQ(r.peak_reserved, 50 * kMiB);
   EXPECT_EQ(r.peak_allocated, 50 * kMiB);
+}
+
+// A free smaller than the category's most recent block frees the block and allocates its
+// remainder again (a tensor allocated as one and freed in pieces): allocated follows the
+// timeline, 60 -> 45 MiB, rather than dropping to 0.
+TEST(AllocatorTest, PartialFreeSplitsTheBlock) {
+  StepGraph g;
+  g.Add(Task{}, {}, {Alloc(60 * kMiB, MemCategory::kActivations)});
+  g.Add(Task{}, {}, {Free(15 * kMiB, MemCategory::kActivations)});
+  g.Add(Task{}, {}, {Alloc(40 * kMiB, MemCategory::kGradients)});
+  const AllocatorResult r = SimulateCachingAllocator(g, 1);
+  EXPECT_EQ(r.peak_allocated, 85 * kMiB);
+}
+
+// A free no live block covers comes out of the category's initial block (stage 0: the previous
+// step's 16-bit gradients, freed at the next backward).
+TEST(AllocatorTest, FreeOfInitialBytes) {
+  StepGraph g;
+  g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kGradients)] =
+      100 * kMiB;
+  g.Add(Task{}, {}, {Free(100 * kMiB, MemCategory::kGradients)});
+  g.Add(Task{}, {}, {Alloc(100 * kMiB, MemCategory::kGradients)});
+  const AllocatorResult r = SimulateCachingAllocator(g, 2);
+  EXPECT_EQ(r.peak_allocated, 100 * kMiB);
+  EXPECT_EQ(r.peak_reserved, 100 * kMiB);
+}
+
+// At the capacity, cached segments with nothing allocated are released first; past it the plan
+// is out of memory, and the replay goes on to report what it would reserve.
+TEST(AllocatorTest, Capacity) {
+  const StepGraph g = Graph({Alloc(60 * kMiB), Free(60 * kMiB), Alloc(70 * kMiB)});
+  AllocatorResult r = SimulateCachingAllocator(g, 1, 100 * kMiB);
+  EXPECT_FALSE(r.out_of_memory);
+  EXPECT_EQ(r.peak_reserved, 70 * kMiB);
+  r = SimulateCachingAllocator(g, 1, 0);  // no capacity: the 60 MiB segment stays cached
+  EXPECT_EQ(r.peak_reserved, 130 * kMiB);
+  r = SimulateCachingAllocator(g, 1, 50 * kMiB);
+  EXPECT_TRUE(r.out_of_memory);
+  EXPECT_EQ(r.peak_reserved, 70 * kMiB);
 }
 
 }  // namespace

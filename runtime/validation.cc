@@ -312,8 +312,10 @@ std::string ValidationTable(const ValidationReport& r) {
     const std::string p = row.bytes ? FormatBytes(row.predicted) : fmt::format("{:.4f} s", row.predicted);
     const std::string m = row.bytes ? FormatBytes(row.measured) : fmt::format("{:.4f} s", row.measured);
     const double err = row.Error();
+    // A class with under 0.1 ms on either side has no meaningful ratio (launch noise).
+    const bool tiny = !row.bytes && (row.predicted < 1e-4 || row.measured < 1e-4);
     out += fmt::format("   {:<28} {:>14} {:>14} {:>9}{}\n", row.quantity, p, m,
-                       std::isfinite(err) ? Pct(err) : "n/a", row.judged ? "  *" : "");
+                       std::isfinite(err) && !tiny ? Pct(err) : "-", row.judged ? "  *" : "");
   }
   out += "#  (* judged; the task classes are busy time summed over the step, overlapped or not)\n";
   out += r.verdict + "\n";

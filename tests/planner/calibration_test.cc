@@ -76,20 +76,5 @@ TEST_F(CalibrationTest, StepTimeMeanErrorUnderTenPercent) {
   }
 }
 
-// The rows behind docs/accuracy.md without the CLI, for comparing a change of the simulator
-// (run with --gtest_also_run_disabled_tests --gtest_filter=*PrintRows*).
-TEST_F(CalibrationTest, DISABLED_PrintRows) {
-  std::printf("alloc mean %.2f%% max %.2f%% | reserved mean %.2f%% max %.2f%% | step mean %.2f%% "
-              "max %.2f%%\n",
-              100 * summary_->alloc_mean_abs, 100 * summary_->alloc_max_abs,
-              100 * summary_->reserved_mean_abs, 100 * summary_->reserved_max_abs,
-              100 * summary_->step_mean_abs, 100 * summary_->step_max_abs);
-  for (const AccuracyRow& r : summary_->rows) {
-    std::printf("%-40s alloc %9.1f %+6.2f%%  reserved %9.1f %+6.2f%%  step %.3f %+6.2f%%  %s\n",
-                r.run.id.c_str(), r.peak_alloc_mib, 100 * r.alloc_error, r.peak_reserved_mib,
-                100 * r.reserved_error, r.step_s, 100 * r.step_error, r.peak_at.c_str());
-  }
-}
-
 }  // namespace
 }  // namespace dsplan

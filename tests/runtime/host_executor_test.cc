@@ -415,48 +415,6 @@ TEST(HostExecutorTest, ModelStateBytesEqualTheStepGraph) {
   std::filesystem::remove_all(dir);
 }
 
-// The numbers behind docs/runtime-host.md: every rank's model-state bytes next to the graph's
-// (run with --gtest_also_run_disabled_tests --gtest_filter=*PrintMemoryTable*).
-TEST(HostExecutorTest, DISABLED_PrintMemoryTable) {
-  const MemCase cases[] = {
-      {0, 2, 1, OffloadDevice::kNone}, {1, 2, 1, OffloadDevice::kNone},
-      {2, 2, 2, OffloadDevice::kNone}, {2, 4, 1, OffloadDevice::kNone},
-      {3, 2, 2, OffloadDevice::kNone}, {1, 2, 2, OffloadDevice::kCpu},
-      {2, 2, 2, OffloadDevice::kCpu},  {3, 2, 2, OffloadDevice::kCpu},
-      {3, 2, 1, OffloadDevice::kNvme}};
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / fmt::format("dsplan_host_tab_{}", ::getpid());
-  std::filesystem::create_directories(dir);
-  for (const MemCase& c : cases) {
-    Plan p = MakePlan(c.stage, c.world, 2, c.gas, Precision::kBf16);
-    p.zero.offload_optimizer.device = c.off;
-    p.zero.offload_optimizer.nvme_path = dir.string();
-    HostRun run = Train(p, 2, dir.string());
-    const GraphMemory g = Graph(p);
-    fmt::print("\n| stage {} world {} GAS {} offload {} | space | rank 0 start / graph initial | "
-               "rank 0 peak / graph peak | other ranks' peaks |\n|---|---|---|---|---|\n",
-               c.stage, c.world, c.gas, OffloadDeviceName(c.off));
-    for (int s = 0; s < kNumMemSpaces; ++s) {
-      for (int k = 0; k < kNumMemCategories; ++k) {
-        const HostRankMemory& m = run.rank_memory[0];
-        if (!m.at_last_step_start[s][k] && !g.initial[s][k] && !m.peak_last_step[s][k] &&
-            !g.peak[s][k])
-          continue;
-        std::string others;
-        for (size_t r = 1; r < run.rank_memory.size(); ++r) {
-          others += fmt::format("{} ", run.rank_memory[r].peak_last_step[s][k]);
-        }
-        fmt::print("| {} | {} | {} / {}{} | {} / {}{} | {}|\n", MemCategoryKey(MemCategory(k)),
-                   MemSpaceName(MemSpace(s)), m.at_last_step_start[s][k], g.initial[s][k],
-                   m.at_last_step_start[s][k] == g.initial[s][k] ? "" : " **",
-                   m.peak_last_step[s][k], g.peak[s][k],
-                   m.peak_last_step[s][k] == g.peak[s][k] ? "" : " **", others);
-      }
-    }
-  }
-  std::filesystem::remove_all(dir);
-}
-
 // --- Errors ------------------------------------------------------------------------------------
 
 TEST(HostExecutorTest, RejectsWhatItDoesNotImplement) {

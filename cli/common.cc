@@ -9,8 +9,10 @@ namespace dsplan {
 
 int Fail(const Status& s) {
   fmt::print(stderr, "dsplan: error: {}\n", s.message());
-  return s.code() == Status::Code::kInternal ? 1 : 2;
+  return FailExitCode(s);
 }
+
+int FailExitCode(const Status& s) { return s.code() == Status::Code::kInternal ? 1 : 2; }
 
 std::string DefaultHardwareName() {
   auto names = ListHardwareProfiles(DataDir());

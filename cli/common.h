@@ -21,6 +21,8 @@ namespace dsplan {
 
 /// Prints "dsplan: error: <message>" and returns the exit code: 1 for internal errors, else 2.
 int Fail(const Status& s);
+/// The exit code Fail returns for |s|, without printing (ranks other than the one that reports).
+int FailExitCode(const Status& s);
 
 /// The default hardware profile: h200-measured when profiles/ has it, else h200-sxm.
 std::string DefaultHardwareName();

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include <fmt/format.h>
@@ -14,9 +16,12 @@
 #include "cli/config_run.h"
 #include "core/units.h"
 #include "planner/search.h"
+#include "runtime/comm.h"
 #include "runtime/cuda/copy_task.h"
 #include "runtime/executor.h"
 #include "runtime/host/host_validation.h"
+#include "runtime/launch.h"
+#include "runtime/mpi/mpi_session.h"
 #include "runtime/validation.h"
 
 
@@ -106,6 +111,27 @@ std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execut
   return out;
 }
 
+// The ranks of this `dsplan validate`: one process (comm == nullptr), or the processes of an MPI
+// job (mpirun, srun). Under MPI an error is agreed on by every rank before it is reported, only
+// rank 0 prints, and every rank exits with rank 0's code (the launcher's exit status is then
+// dsplan's).
+struct Ranks {
+  Comm* comm = nullptr;
+  int local_rank = 0;
+  bool root() const { return comm == nullptr || comm->rank() == 0; }
+  Status Agree(const Status& s) const { return comm != nullptr ? AgreeOnStatus(*comm, s) : s; }
+  /// REQUIRES: every rank has |s| (after Agree, or from a call that agrees itself).
+  int Fail(const Status& s) const { return root() ? dsplan::Fail(s) : FailExitCode(s); }
+  /// Every rank returns rank 0's |code|.
+  int Exit(int code) const {
+    if (comm == nullptr) return code;
+    std::string c = std::to_string(code);
+    comm->Broadcast(&c, 0);
+    return std::stoi(c);
+  }
+  const char* kind() const { return comm != nullptr ? comm->kind() : "threads"; }
+};
+
 // --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/cuda/copy_task.h).
 int RunCopyTaskValidation(const ValidateFlags& f) {
   CopyTaskOptions o;
@@ -145,15 +171,18 @@ int RunCopyTaskValidation(const ValidateFlags& f) {
 }
 
 // --executor host: the plan trained on CPU threads against unpartitioned training and the graph.
-int RunHostValidation(const ValidateFlags& f) {
+int RunHostValidation(const ValidateFlags& f, const Ranks& ranks) {
   auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
-  if (!run.ok()) return Fail(run.status());
+  if (Status s = ranks.Agree(run.status()); !s.ok()) return ranks.Fail(s);
   const Plan& plan = run->parsed.plan;
   HostRunOptions o;
   o.steps = f.steps;
   o.nvme_dir = f.nvme_path;
+  o.comm = ranks.comm;
   auto v = ValidateOnHost(*run->workload, plan, run->prediction.graph, o);
-  if (!v.ok()) return Fail(v.status());
+  if (!v.ok()) return ranks.Fail(v.status());  // agreed by ValidateOnHost
+  const int code = v->pass ? 0 : kExitValidationFailed;
+  if (!ranks.root()) return code;  // the same verdict on every rank
   if (f.sim.json) {
     nlohmann::json mem = nlohmann::json::array();
     for (const HostMemoryRow& r : v->memory) {
@@ -161,7 +190,8 @@ int RunHostValidation(const ValidateFlags& f) {
                      {"executor_bytes", r.executor}, {"graph_bytes", r.graph}});
     }
     nlohmann::json j = {{"model", run->spec.name},   {"plan", PlanSummary(plan)},
-                        {"ranks", plan.world_size()}, {"steps", f.steps},
+                        {"ranks", plan.world_size()}, {"ranks_are", ranks.kind()},
+                        {"steps", f.steps},
                         {"losses", v->run.losses},    {"reference_losses", v->reference.losses},
                         {"max_abs_diff", v->max_abs_diff},
                         {"fraction_beyond_bf16_ulp", v->fraction_beyond_ulp},
@@ -170,15 +200,128 @@ int RunHostValidation(const ValidateFlags& f) {
                         {"pass", v->pass}};
     fmt::print("{}\n", j.dump(2));
   } else {
-    fmt::print("# dsplan validate --executor host: the plan trained for real on CPU threads\n");
+    fmt::print("# dsplan validate --executor host: the plan trained for real on the CPU\n");
     fmt::print("# model     {} ({} parameters), micro-batch {} x accumulation {}, seq {}\n",
                run->spec.name, FormatCount(static_cast<double>(run->workload->params)),
                plan.micro_batch, plan.grad_accum, plan.seq_len);
-    fmt::print("# plan      {} on {} rank(s) (threads), {} steps\n", PlanSummary(plan),
-               plan.world_size(), f.steps);
+    fmt::print("# plan      {} on {} rank(s) ({}), {} steps\n", PlanSummary(plan),
+               plan.world_size(), ranks.kind(), f.steps);
     fmt::print("{}", HostValidationText(*v));
   }
-  return v->pass ? 0 : kExitValidationFailed;
+  return code;
+}
+
+// Rank 0's report of a GPU validation; returns the exit code.
+int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const ConfigRun& ds_run,
+                        const Execution& exec, int cpu_threads) {
+  const Plan& plan = run.parsed.plan;
+  const Prediction& pred = run.prediction;
+  const Workload& w = *run.workload;
+
+  ValidationThresholds th;
+  th.time = f.time_threshold;
+  th.memory = f.memory_threshold;
+  const std::vector<LayerCost> layer_costs =
+      CostModel(*run.profile, plan.precision, SoftwareStack::kDsplanRuntime).Layers(w);
+  const ValidationReport report = CompareExecution(pred, w, layer_costs, exec, th);
+
+  if (!f.sim.trace.empty() && !exec.out_of_memory) {
+    std::ofstream out(f.sim.trace);
+    if (!out || !(out << ValidationTrace(pred, w, exec).dump())) {
+      return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.sim.trace)));
+    }
+  }
+  if (!f.calibrate.empty()) {
+    const std::string method = fmt::format(
+        "dsplan validate: {} {} micro-batch {}, {} steps on {}, {}", run.spec.name,
+        PlanSummary(plan), plan.micro_batch, f.steps, exec.device_name, DSPLAN_VERSION);
+    auto cal = CalibratedProfile(*run.profile, report, method);
+    if (!cal.ok()) return Fail(cal.status());
+    if (Status s = WriteHardwareProfile(*cal, f.calibrate); !s.ok()) return Fail(s);
+  }
+
+  // Throughput and MFU of the measured step; MFU counts the model's forward and backward FLOPs,
+  // not the recomputation, against the dtype's dense peak.
+  const double step = report.measured_step_s;
+  const double tokens_per_s = step > 0 ? static_cast<double>(plan.grad_accum) * w.tokens / step : 0;
+  const double tflops = step > 0 ? (w.fwd_flops + w.bwd_flops) * plan.grad_accum / step / 1e12 : 0;
+  const double peak = CostModel(*run.profile, plan.precision).PeakFlops(plan.precision);
+  const double mfu = peak > 0 ? tflops * 1e12 / peak : 0;
+
+  nlohmann::json j = ValidationToJson(report, exec);
+  {
+    j["seq_len"] = plan.seq_len;
+    j["target_len"] = plan.target_len;
+    j["gradient_checkpointing"] = plan.gradient_checkpointing;
+    j["measured_tokens_per_s_per_gpu"] = tokens_per_s;
+    j["measured_tflops_per_gpu"] = tflops;
+    j["mfu"] = mfu;
+    j["model"] = run.spec.name;
+    j["plan"] = PlanSummary(plan);
+    j["micro_batch"] = plan.micro_batch;
+    j["grad_accum"] = plan.grad_accum;
+    j["profile"] = pred.profile_name;
+    j["software_stack"] = SoftwareStackName(SoftwareStack::kDsplanRuntime);
+    j["predicted_fits"] = pred.fits;
+    j["deepspeed_predicted_step_s"] = ds_run.prediction.step_time_s;
+  }
+  if (!f.json_out.empty()) {
+    std::ofstream out(f.json_out);
+    if (!out || !(out << j.dump(2) << "\n")) {
+      return Fail(Status::IoError(fmt::format("--json-out {}: cannot write the report", f.json_out)));
+    }
+  }
+  if (f.sim.json) {
+    fmt::print("{}\n", j.dump(2));
+  } else if (f.sim.quiet) {
+    fmt::print("{}\n", report.verdict);
+  } else {
+    fmt::print("{}", Header(run, ds_run.prediction, exec, cpu_threads));
+    if (!exec.out_of_memory && report.measured_step_s > 0) {
+      fmt::print("# measured  {:.0f} tokens/s per GPU, {:.0f} TFLOP/s per GPU, MFU {:.1f}% of {:.0f} "
+                 "TFLOP/s ({})\n",
+                 tokens_per_s, tflops, 100 * mfu, peak / 1e12,
+                 SourceKindName(run.profile->gpu.peak_flops_bf16.source.kind));
+    }
+    fmt::print("{}", ValidationTable(report));
+    if (!f.sim.trace.empty() && !exec.out_of_memory) {
+      fmt::print("trace      {} (open in https://ui.perfetto.dev)\n", f.sim.trace);
+    }
+    if (!f.calibrate.empty()) fmt::print("calibrated profile written to {}\n", f.calibrate);
+  }
+  return report.pass ? 0 : kExitValidationFailed;
+}
+
+// The plan on this machine's GPU(s), against the prediction. Under MPI every rank runs its GPU
+// and rank 0 reports what ExecuteOnGpu gathered.
+int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
+  auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
+  if (Status s = ranks.Agree(run.status()); !s.ok()) return ranks.Fail(s);
+  auto ds_run = SimulateConfig(f.sim, false, SoftwareStack::kPyTorchDeepSpeed);
+  if (Status s = ranks.Agree(ds_run.status()); !s.ok()) return ranks.Fail(s);
+  const Plan& plan = run->parsed.plan;
+  const Prediction& pred = run->prediction;
+  const Workload& w = *run->workload;
+  if (!GpuExecutorBuilt()) {
+    return ranks.Fail(Status::Unsupported(
+        "this dsplan was built without CUDA, so it cannot run the plan: install the CUDA toolkit "
+        "(nvcc) and rebuild with scripts/setup.sh. `dsplan simulate` gives the prediction "
+        "without a GPU."));
+  }
+  ExecuteOptions eo;
+  eo.steps = f.steps;
+  eo.warmup_steps = f.warmup;
+  eo.nvme_path = f.nvme_path;
+  eo.profile_ops = !f.no_op_profile;
+  eo.comm = ranks.comm;
+  eo.local_rank = ranks.local_rank;
+  // The CPU optimizer gets the threads the prediction assumed, unless told otherwise.
+  const int hw_threads = std::max(1, run->profile->host.cores / std::max(1, plan.gpus_per_node));
+  eo.cpu_threads = f.cpu_threads > 0 ? f.cpu_threads : hw_threads;
+  auto exec = ExecuteOnGpu(pred.graph, w, plan, eo);
+  if (!exec.ok()) return ranks.Fail(exec.status());  // agreed by ExecuteOnGpu
+  if (!ranks.root()) return ranks.Exit(0);
+  return ranks.Exit(ReportGpuValidation(f, *run, *ds_run, *exec, eo.cpu_threads));
 }
 
 }  // namespace
@@ -187,7 +330,8 @@ CLI::App* AddValidateCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Run the plan's training step on this machine's GPU(s) and compare with the prediction, "
-      "task class by task class (exit 0 pass, 4 fail)");
+      "task class by task class (exit 0 pass, 4 fail). Started by mpirun or srun, each process "
+      "is one rank and rank 0 reports");
   AddClusterAndWorkloadFlags(cmd, g_val.sim, false);
   AddDsConfigFlags(cmd, g_val.sim, false);
   g_val.steps_option =
@@ -197,8 +341,9 @@ CLI::App* AddValidateCommand(CLI::App& app) {
           ->capture_default_str();
   cmd->add_option("--executor", g_val.executor,
                   "gpu: run on this machine's GPU(s) and time it; host: train the plan for real "
-                  "on CPU threads (GPT-2 family, small shapes) and check parameters and model-state "
-                  "bytes against unpartitioned training and the graph")
+                  "on the CPU, ranks as threads (or as processes under mpirun/srun), GPT-2 family, "
+                  "small shapes, and check parameters and model-state bytes against unpartitioned "
+                  "training and the graph")
       ->check(CLI::IsMember({"gpu", "host"}))
       ->capture_default_str();
   cmd->add_flag("--copy-task", g_val.copy_task,
@@ -229,109 +374,38 @@ CLI::App* AddValidateCommand(CLI::App& app) {
 
 int RunValidateCommand() {
   const ValidateFlags& f = g_val;
-  if (Status s = CheckFlags(f); !s.ok()) return Fail(s);
-  if (f.copy_task) return RunCopyTaskValidation(f);
+  // A launcher (mpirun, srun) starts one dsplan per rank. Until MPI is up, errors that every
+  // rank meets alike are printed by the launcher's rank 0 only.
+  auto launch = DetectLaunch();
+  if (!launch.ok()) return Fail(launch.status());
+  auto fail_early = [&](const Status& s) { return launch->rank == 0 ? Fail(s) : FailExitCode(s); };
+  if (Status s = CheckFlags(f); !s.ok()) return fail_early(s);
+  if (f.copy_task) {
+    if (launch->distributed()) {
+      return fail_early(Status::InvalidArgument(fmt::format(
+          "--copy-task trains on one GPU in one process; run it without {} ({})",
+          launch->launcher, launch->evidence)));
+    }
+    return RunCopyTaskValidation(f);
+  }
   if (f.sim.model.empty() || f.sim.ds_config.empty()) {
-    return Fail(Status::InvalidArgument(
+    return fail_early(Status::InvalidArgument(
         "validate needs --model and --ds-config (or --copy-task, which needs neither)"));
   }
-  if (f.executor == "host") return RunHostValidation(f);
-  auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
-  if (!run.ok()) return Fail(run.status());
-  auto ds_run = SimulateConfig(f.sim, false, SoftwareStack::kPyTorchDeepSpeed);
-  if (!ds_run.ok()) return Fail(ds_run.status());
-  const Plan& plan = run->parsed.plan;
-  const Prediction& pred = run->prediction;
-  const Workload& w = *run->workload;
-  if (!GpuExecutorBuilt()) {
-    return Fail(Status::Unsupported(
-        "this dsplan was built without CUDA, so it cannot run the plan: install the CUDA toolkit "
-        "(nvcc) and rebuild with scripts/setup.sh. `dsplan simulate` gives the prediction "
-        "without a GPU."));
-  }
-  ExecuteOptions eo;
-  eo.steps = f.steps;
-  eo.warmup_steps = f.warmup;
-  eo.nvme_path = f.nvme_path;
-  eo.profile_ops = !f.no_op_profile;
-  // The CPU optimizer gets the threads the prediction assumed, unless told otherwise.
-  const int hw_threads = std::max(1, run->profile->host.cores / std::max(1, plan.gpus_per_node));
-  eo.cpu_threads = f.cpu_threads > 0 ? f.cpu_threads : hw_threads;
-  auto exec = ExecuteOnGpu(pred.graph, w, plan, eo);
-  if (!exec.ok()) return Fail(exec.status());
-
-  ValidationThresholds th;
-  th.time = f.time_threshold;
-  th.memory = f.memory_threshold;
-  const std::vector<LayerCost> layer_costs =
-      CostModel(*run->profile, plan.precision, SoftwareStack::kDsplanRuntime).Layers(w);
-  const ValidationReport report = CompareExecution(pred, w, layer_costs, *exec, th);
-
-  if (!f.sim.trace.empty() && !exec->out_of_memory) {
-    std::ofstream out(f.sim.trace);
-    if (!out || !(out << ValidationTrace(pred, w, *exec).dump())) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.sim.trace)));
+  // Ranks as MPI processes. The session lives until this function returns (MPI_Finalize).
+  std::unique_ptr<MpiSession> mpi;
+  Ranks ranks;
+  if (launch->distributed()) {
+    auto started = MpiSession::Start(*launch);
+    if (!started.ok()) return fail_early(started.status());
+    mpi = std::move(*started);
+    if (mpi->size() > 1) {
+      ranks.comm = &mpi->comm();
+      ranks.local_rank = mpi->local_rank();
     }
   }
-  if (!f.calibrate.empty()) {
-    const std::string method = fmt::format(
-        "dsplan validate: {} {} micro-batch {}, {} steps on {}, {}", run->spec.name,
-        PlanSummary(plan), plan.micro_batch, f.steps, exec->device_name, DSPLAN_VERSION);
-    auto cal = CalibratedProfile(*run->profile, report, method);
-    if (!cal.ok()) return Fail(cal.status());
-    if (Status s = WriteHardwareProfile(*cal, f.calibrate); !s.ok()) return Fail(s);
-  }
-
-  // Throughput and MFU of the measured step; MFU counts the model's forward and backward FLOPs,
-  // not the recomputation, against the dtype's dense peak.
-  const double step = report.measured_step_s;
-  const double tokens_per_s = step > 0 ? static_cast<double>(plan.grad_accum) * w.tokens / step : 0;
-  const double tflops = step > 0 ? (w.fwd_flops + w.bwd_flops) * plan.grad_accum / step / 1e12 : 0;
-  const double peak = CostModel(*run->profile, plan.precision).PeakFlops(plan.precision);
-  const double mfu = peak > 0 ? tflops * 1e12 / peak : 0;
-
-  nlohmann::json j = ValidationToJson(report, *exec);
-  {
-    j["seq_len"] = plan.seq_len;
-    j["target_len"] = plan.target_len;
-    j["gradient_checkpointing"] = plan.gradient_checkpointing;
-    j["measured_tokens_per_s_per_gpu"] = tokens_per_s;
-    j["measured_tflops_per_gpu"] = tflops;
-    j["mfu"] = mfu;
-    j["model"] = run->spec.name;
-    j["plan"] = PlanSummary(plan);
-    j["micro_batch"] = plan.micro_batch;
-    j["grad_accum"] = plan.grad_accum;
-    j["profile"] = pred.profile_name;
-    j["software_stack"] = SoftwareStackName(SoftwareStack::kDsplanRuntime);
-    j["predicted_fits"] = pred.fits;
-    j["deepspeed_predicted_step_s"] = ds_run->prediction.step_time_s;
-  }
-  if (!f.json_out.empty()) {
-    std::ofstream out(f.json_out);
-    if (!out || !(out << j.dump(2) << "\n")) {
-      return Fail(Status::IoError(fmt::format("--json-out {}: cannot write the report", f.json_out)));
-    }
-  }
-  if (f.sim.json) {
-    fmt::print("{}\n", j.dump(2));
-  } else if (f.sim.quiet) {
-    fmt::print("{}\n", report.verdict);
-  } else {
-    fmt::print("{}", Header(*run, ds_run->prediction, *exec, eo.cpu_threads));
-    if (!exec->out_of_memory && report.measured_step_s > 0) {
-      fmt::print("# measured  {:.0f} tokens/s per GPU, {:.0f} TFLOP/s per GPU, MFU {:.1f}% of {:.0f} "
-                 "TFLOP/s ({})\n",
-                 tokens_per_s, tflops, 100 * mfu, peak / 1e12,
-                 SourceKindName(run->profile->gpu.peak_flops_bf16.source.kind));
-    }
-    fmt::print("{}", ValidationTable(report));
-    if (!f.sim.trace.empty() && !exec->out_of_memory) {
-      fmt::print("trace      {} (open in https://ui.perfetto.dev)\n", f.sim.trace);
-    }
-    if (!f.calibrate.empty()) fmt::print("calibrated profile written to {}\n", f.calibrate);
-  }
-  return report.pass ? 0 : kExitValidationFailed;
+  if (f.executor == "host") return RunHostValidation(f, ranks);
+  return RunGpuValidation(f, ranks);
 }
 
 }  // namespace dsplan

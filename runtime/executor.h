@@ -18,6 +18,11 @@
 // Each task is bracketed by CUDA events on its stream (host tasks by the host clock aligned to
 // the device's), which gives the measured timeline.
 //
+// Ranks: by default one thread per GPU of this node, with NCCL communicators from
+// ncclCommInitAll. Under MPI (ExecuteOptions::comm, `mpirun` / `srun`), one process per GPU:
+// rank 0 creates the NCCL unique id and broadcasts it, each process joins with ncclCommInitRank,
+// and rank 0 gathers what every rank measured (docs/runtime.md; compiled, not yet run on GPUs).
+//
 // Thread safety: one ExecuteOnGpu call at a time per process.
 #ifndef DSPLAN_RUNTIME_EXECUTOR_H_
 #define DSPLAN_RUNTIME_EXECUTOR_H_
@@ -34,6 +39,8 @@
 
 namespace dsplan {
 
+class Comm;
+
 struct ExecuteOptions {
   int warmup_steps = 2;       // steps run before measuring (allocator warm-up, autotuning)
   int steps = 5;              // measured steps
@@ -46,6 +53,14 @@ struct ExecuteOptions {
   /// One extra step with events around each op of each layer task, for the per-op-class split
   /// (GEMM / attention / memory-bound) of forward and backward.
   bool profile_ops = true;
+  /// Ranks as processes: null = every rank of the plan is a thread of this process, one GPU
+  /// each from |device|. Otherwise this process is rank comm->rank() of the comm->size()
+  /// processes of an MPI job (runtime/mpi/mpi_session.h), REQUIRES comm->size() == the plan's
+  /// world size, and drives one GPU: device |device| + |local_rank| of the GPUs it sees, or the
+  /// only one when it sees one (`srun --gpus-per-task=1`, CUDA_VISIBLE_DEVICES per process).
+  /// Not owned; used only from the calling thread.
+  Comm* comm = nullptr;
+  int local_rank = 0;  // under |comm|: this process's rank among the job's ranks on its node
 };
 
 /// Per-task split of a layer task's measured device time by op class (profile_ops).
@@ -53,6 +68,7 @@ struct OpClassSeconds {
   double gemm_s = 0;
   double attention_s = 0;
   double memory_s = 0;
+  bool operator==(const OpClassSeconds&) const = default;
 };
 
 struct Execution {
@@ -61,7 +77,7 @@ struct Execution {
   std::string driver;           // "driver 580.xx, CUDA runtime 13.0"
   std::string libraries;        // "cuBLASLt 13.x, NCCL 2.x (or: not loaded)"
   int64_t device_total_bytes = 0;
-  int world_size = 1;           // ranks that ran (threads, one GPU each)
+  int world_size = 1;           // ranks that ran (threads or MPI processes, one GPU each)
 
   // Time. Per measured step, and per task of the graph: the median over measured steps of
   // start and end relative to the step's start.
@@ -89,14 +105,21 @@ struct Execution {
   int64_t oom_request_bytes = 0;
   int64_t oom_allocated_bytes = 0;    // allocated when it failed
   std::string oom_message;            // the driver's message
+
+  bool operator==(const Execution&) const = default;
 };
 
 /// True when this build has the CUDA executor (a CUDA toolkit was found at configure time).
 bool GpuExecutorBuilt();
 
 /// Runs |graph| (built for |plan| on |workload|) options.warmup_steps + options.steps times.
-/// Errors: no CUDA device, fewer GPUs than the plan's ranks on this node, a CUDA/NCCL failure
-/// other than out-of-memory (which is reported in the Execution), an unwritable nvme_path.
+/// The result is rank 0's Execution, or the first rank's (in rank order) that ran out of memory,
+/// or the first rank's error. Under options.comm every process gets the same error; rank 0 gets
+/// that result, the other ranks their own Execution.
+/// Errors: no CUDA device, fewer GPUs than the plan's ranks on this node (or than this node's
+/// processes, under MPI), an MPI job whose size differs from the plan's world size (naming
+/// both), a CUDA/NCCL failure other than out-of-memory (which is reported in the Execution), an
+/// unwritable nvme_path.
 Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload, const Plan& plan,
                                const ExecuteOptions& options);
 

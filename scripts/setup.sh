@@ -7,9 +7,11 @@ quiet=0
 [ "${1:-}" = "--quiet" ] && quiet=1
 say() { [ "$quiet" -eq 1 ] || echo "setup: $*"; }
 
-# Build tools and header/library packages (Debian 12 names).
+# Build tools and header/library packages (Debian 12 names). OpenMPI: ranks as processes under
+# mpirun (docs/runtime-host.md); its tests run under mpirun -np 2 and 4.
 packages=(cmake ninja-build g++ git python3 libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
-          libcli11-dev libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev)
+          libcli11-dev libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev
+          openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -26,7 +28,8 @@ fi
 if [ ! -f build/build.ninja ]; then
   say "configuring build/ (log: build/configure.log)"
   mkdir -p build
-  if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >build/configure.log 2>&1; then
+  if ! cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSPLAN_WITH_MPI=ON \
+      >build/configure.log 2>&1; then
     cat build/configure.log
     exit 1
   fi

@@ -117,7 +117,8 @@ Status Nccl::Load() {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
     return fn != nullptr;
   };
-  if (!(sym(CommInitAll, "ncclCommInitAll") && sym(CommDestroy, "ncclCommDestroy") &&
+  if (!(sym(CommInitAll, "ncclCommInitAll") && sym(GetUniqueId, "ncclGetUniqueId") &&
+        sym(CommInitRank, "ncclCommInitRank") && sym(CommDestroy, "ncclCommDestroy") &&
         sym(CommAbort, "ncclCommAbort") && sym(GroupStart, "ncclGroupStart") &&
         sym(GroupEnd, "ncclGroupEnd") && sym(AllReduce, "ncclAllReduce") &&
         sym(ReduceScatter, "ncclReduceScatter") && sym(AllGather, "ncclAllGather") &&

@@ -23,8 +23,10 @@
 
 #include <fmt/format.h>
 
+#include "runtime/comm.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/kernels.h"
+#include "runtime/execution_io.h"
 #include "runtime/executor.h"
 #include "runtime/host/cpu_adam.h"
 #include "runtime/host/direct_io.h"
@@ -1115,6 +1117,113 @@ Result<Execution> Rank::Run() {
   return e;
 }
 
+// Used device memory before this process touches |device| (other processes), through NVML;
+// -1 when NVML is missing. Measured once per device and process: a later call finds this
+// process's own context there.
+int64_t UsedBefore(int device) {
+  static std::mutex mu;
+  static std::map<int, int64_t> baseline;
+  std::lock_guard<std::mutex> l(mu);
+  auto it = baseline.find(device);
+  if (it == baseline.end()) {
+    auto b = UsedBeforeContext(device);
+    it = baseline.emplace(device, b.ok() ? *b : -1).first;
+  }
+  return it->second;
+}
+
+// The job's result from every rank's (rank order), for both the threads and the MPI path: the
+// first error, else the first rank that ran out of memory (ranks are symmetric), else rank 0's.
+Result<Execution> PickResult(std::vector<Result<Execution>>& results) {
+  for (Result<Execution>& r : results) {
+    if (!r.ok()) return r.status();
+  }
+  for (Result<Execution>& r : results) {
+    if (r->out_of_memory) return std::move(r);
+  }
+  return std::move(results[0]);
+}
+
+// Under MPI (options.comm): this process is one rank on one GPU. Rank 0 creates the NCCL unique
+// id and broadcasts it; every rank joins with ncclCommInitRank, runs the graph, and sends rank 0
+// its Execution or its error. REQUIRES: the job's size is the plan's world size, NCCL is loaded.
+Result<Execution> ExecuteAsMpiRank(const StepGraph& graph, const Workload& workload,
+                                   const Plan& plan, const ExecuteOptions& options, int count,
+                                   Nccl& nccl) {
+  Comm& comm = *options.comm;
+  const int world = std::max(1, plan.world_size());
+  const int rank = comm.rank();
+  // One GPU per process: the node-local rank's, or the only one it sees (the launcher gave each
+  // process its own, e.g. srun --gpus-per-task=1).
+  const int device = count == 1 ? 0 : options.device + options.local_rank;
+  // Every rank checks, then all agree, so that no rank waits in ncclCommInitRank for one that
+  // has given up.
+  Status s;
+  if (device < 0 || device >= count) {
+    s = Status::InvalidArgument(fmt::format(
+        "this process is local rank {} on its node, which shows {} GPU(s) from device {}; start "
+        "at most {} processes per node, or give each process its own GPU (srun "
+        "--gpus-per-task=1)",
+        options.local_rank, count, options.device, count - options.device));
+  }
+  int64_t before = -1;
+  if (s.ok()) {
+    before = UsedBefore(device);
+    if (const cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+      s = Status::CudaError(fmt::format("cudaSetDevice({}): {}", device, cudaGetErrorString(e)));
+    }
+  }
+  ncclUniqueId id{};
+  if (s.ok() && rank == 0) {
+    if (const ncclResult_t r = nccl.GetUniqueId(&id); r != ncclSuccess) {
+      s = nccl.Error("ncclGetUniqueId", r);
+    }
+  }
+  DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(comm, s));
+  std::string id_bytes(reinterpret_cast<const char*>(&id), sizeof(id));
+  comm.Broadcast(&id_bytes, 0);
+  std::memcpy(&id, id_bytes.data(), sizeof(id));
+  ncclComm_t nc = nullptr;
+  if (const ncclResult_t r = nccl.CommInitRank(&nc, world, id, rank); r != ncclSuccess) {
+    s = nccl.Error("ncclCommInitRank", r);
+  }
+  DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(comm, s));
+  std::atomic<bool> abort{false};
+  Result<Execution> mine = Status::Internal("rank did not run");
+  {
+    Rank r(graph, workload, plan, options, rank, device, &nccl, nc, &abort, before);
+    mine = r.Run();
+  }
+  // A rank that failed or ran out of memory aborts its communicator (its own pending NCCL work
+  // ends); ranks that ran out together (the graph is the same on every rank) then meet below.
+  if ((!mine.ok() || mine->out_of_memory) && world > 1) {
+    nccl.CommAbort(nc);
+  } else {
+    nccl.CommDestroy(nc);
+  }
+  const std::string wire =
+      mine.ok() ? "X" + ExecutionToWire(*mine) : "E" + EncodeStatus(mine.status());
+  const std::vector<std::string> all = comm.Gather(wire, 0);
+  Result<Execution> picked = Status::Internal("not rank 0");
+  Status agreed;
+  if (rank == 0) {
+    std::vector<Result<Execution>> results;
+    for (size_t q = 0; q < all.size(); ++q) {
+      const std::string body = all[q].substr(1);
+      if (all[q].empty() || all[q][0] == 'E') {
+        const Status e = DecodeStatus(body);
+        results.push_back(q == 0 ? e : e.WithPrefix(fmt::format("rank {}", q)));
+      } else {
+        results.push_back(ExecutionFromWire(body));
+      }
+    }
+    picked = PickResult(results);
+    agreed = picked.status();
+  }
+  DSPLAN_RETURN_IF_ERROR(BroadcastStatus(comm, agreed, 0));
+  return rank == 0 ? std::move(picked) : std::move(mine);
+}
+
 }  // namespace
 
 Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload, const Plan& plan,
@@ -1125,38 +1234,41 @@ Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload,
   }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
+  static Nccl nccl;  // loaded once per process
+  // NVLink SHARP multicast stays off unless the user set it (shared machines).
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+  const int world = std::max(1, plan.world_size());
+  if (options.comm != nullptr) {
+    // Every rank has to reach the agreement, so a rank without a device or NCCL says so there.
+    Status ready;
+    if (options.comm->size() != world) {
+      ready = Status::InvalidArgument(fmt::format(
+          "the plan has {} ranks ({} node(s) x {} GPU(s)) but the MPI job has {} processes; "
+          "start {} processes (mpirun -np {}) or plan for {} ranks (--nodes x --gpus)",
+          world, plan.nodes, plan.gpus_per_node, options.comm->size(), world, world,
+          options.comm->size()));
+    } else if (e != cudaSuccess || count == 0) {
+      ready = Status::Unsupported(fmt::format(
+          "no CUDA device: {}", e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+    } else {
+      ready = nccl.Load();
+    }
+    DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(*options.comm, ready));
+    return ExecuteAsMpiRank(graph, workload, plan, options, count, nccl);
+  }
   if (e != cudaSuccess || count == 0) {
     return Status::Unsupported(fmt::format(
         "no CUDA device: {}", e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
   }
-  const int world = std::max(1, plan.world_size());
   if (options.device < 0 || options.device + world > count) {
     return Status::InvalidArgument(fmt::format(
         "the plan needs {} GPUs ({} node(s) x {} per node) from device {}, and this node has {}; "
-        "run a plan with at most {} GPUs here",
+        "run a plan with at most {} GPUs here, or one process per GPU (mpirun, srun)",
         world, plan.nodes, plan.gpus_per_node, options.device, count, count - options.device));
   }
-  // Used memory before this process touches the devices (other processes), through NVML;
-  // -1 when NVML is missing.
-  // Measured once per device and process: a later call finds this process's own context there.
-  static std::mutex baseline_mu;
-  static std::map<int, int64_t> baseline;
   std::vector<int64_t> before(world, -1);
-  {
-    std::lock_guard<std::mutex> l(baseline_mu);
-    for (int i = 0; i < world; ++i) {
-      auto it = baseline.find(options.device + i);
-      if (it == baseline.end()) {
-        auto b = UsedBeforeContext(options.device + i);
-        it = baseline.emplace(options.device + i, b.ok() ? *b : -1).first;
-      }
-      before[i] = it->second;
-    }
-  }
-  static Nccl nccl;  // loaded once per process
+  for (int i = 0; i < world; ++i) before[i] = UsedBefore(options.device + i);
   DSPLAN_RETURN_IF_ERROR(nccl.Load());
-  // NVLink SHARP multicast stays off unless the user set it (shared machines).
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
   std::vector<int> devs(world);
   for (int i = 0; i < world; ++i) devs[i] = options.device + i;
   std::vector<ncclComm_t> comms(world, nullptr);
@@ -1185,14 +1297,7 @@ Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload,
       if (c) nccl.CommDestroy(c);
     }
   }
-  for (int r = 0; r < world; ++r) {
-    if (!results[r].ok()) return results[r].status();
-  }
-  // An out-of-memory rank wins (ranks are symmetric; report the first that failed).
-  for (int r = 0; r < world; ++r) {
-    if (results[r]->out_of_memory) return std::move(results[r]);
-  }
-  return std::move(results[0]);
+  return PickResult(results);
 }
 
 }  // namespace dsplan

@@ -1,8 +1,9 @@
 // The host executor (host_executor.h; design and DeepSpeed facts in docs/runtime-host.md).
 //
-// Layout of this file: bf16 and the accounting allocator; the in-process collectives; the GPT-2
-// model (fp32 forward/backward per Workload layer); the data-parallel rank with DeepSpeed's
-// optimizer wrappers (basic, BF16_Optimizer, ZeRO 1/2, ZeRO 3) and offload; RunHostTraining.
+// Layout of this file: bf16 and the accounting allocator; the GPT-2 model (fp32 forward/backward
+// per Workload layer); the data-parallel rank with DeepSpeed's optimizer wrappers (basic,
+// BF16_Optimizer, ZeRO 1/2, ZeRO 3) and offload; gathering the ranks' results; RunHostTraining.
+// The collectives are a Comm (runtime/comm.h): threads of this process, or MPI processes.
 #include "runtime/host/host_executor.h"
 
 #include <fcntl.h>
@@ -10,16 +11,17 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <barrier>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <thread>
+#include <type_traits>
 
 #include <fmt/format.h>
 
+#include "runtime/comm.h"
 #include "runtime/host/cpu_adam.h"
 
 namespace dsplan {
@@ -144,73 +146,6 @@ struct Lp {
     }
   }
   float Round(float v) const { return e == 4 ? v : Bf16ToFloat(FloatToBf16(v)); }
-};
-
-// ---------------------------------------------------------------------------------------------
-// In-process collectives over N threads. Every rank publishes a pointer, all wait, each reads
-// what it needs summing in rank order 0..N-1 (results do not depend on thread timing), all wait
-// again before anyone may overwrite its buffer.
-
-class Comm {
- public:
-  explicit Comm(int n) : n_(n), bar_(n), slots_(n, nullptr), scalars_(n, 0.0) {}
-  int size() const { return n_; }
-
-  // In-place sum of |n| floats; then multiplied by |scale|.
-  void AllReduce(int r, float* x, int64_t n, float scale = 1.0f) {
-    if (n_ == 1) {
-      if (scale != 1.0f)
-        for (int64_t i = 0; i < n; ++i) x[i] *= scale;
-      return;
-    }
-    slots_[r] = x;
-    bar_.arrive_and_wait();
-    std::vector<float> sum(n, 0.0f);
-    for (int q = 0; q < n_; ++q) {
-      const float* y = static_cast<const float*>(slots_[q]);
-      for (int64_t i = 0; i < n; ++i) sum[i] += y[i];
-    }
-    bar_.arrive_and_wait();
-    for (int64_t i = 0; i < n; ++i) x[i] = sum[i] * scale;
-  }
-  // |in| holds N chunks of |chunk| floats; |out| gets chunk r summed over ranks, times |scale|.
-  void ReduceScatter(int r, const float* in, float* out, int64_t chunk, float scale = 1.0f) {
-    slots_[r] = in;
-    bar_.arrive_and_wait();
-    for (int64_t i = 0; i < chunk; ++i) out[i] = 0.0f;
-    for (int q = 0; q < n_; ++q) {
-      const float* y = static_cast<const float*>(slots_[q]) + r * chunk;
-      for (int64_t i = 0; i < chunk; ++i) out[i] += y[i];
-    }
-    for (int64_t i = 0; i < chunk; ++i) out[i] *= scale;
-    bar_.arrive_and_wait();
-  }
-  // Each rank contributes |bytes| at |in|; |out| gets the N contributions in rank order.
-  void AllGather(int r, const void* in, void* out, int64_t bytes) {
-    slots_[r] = in;
-    bar_.arrive_and_wait();
-    for (int q = 0; q < n_; ++q) {
-      uint8_t* dst = static_cast<uint8_t*>(out) + q * bytes;
-      if (dst != slots_[q]) std::memcpy(dst, slots_[q], bytes);  // in place: own chunk stays
-    }
-    bar_.arrive_and_wait();
-  }
-  double AllReduceScalar(int r, double v) {
-    if (n_ == 1) return v;
-    scalars_[r] = v;
-    bar_.arrive_and_wait();
-    double s = 0;
-    for (int q = 0; q < n_; ++q) s += scalars_[q];
-    bar_.arrive_and_wait();
-    return s;
-  }
-  void Barrier() { bar_.arrive_and_wait(); }
-
- private:
-  int n_;
-  std::barrier<> bar_;
-  std::vector<const void*> slots_;
-  std::vector<double> scalars_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -736,30 +671,33 @@ void Model::Backward(int l, const std::vector<const float*>& W, const std::vecto
 // A data-parallel rank. The members follow DeepSpeed's optimizer wrappers; docs/runtime-host.md
 // lists which DeepSpeed buffer each Buf stands for.
 
+// What a Rank shares with the code that starts it and gathers its results (RunRankAndGather):
+// what it reads (the model, the plan, its Comm) and what it leaves: its losses, its memory, its
+// first error, and on rank 0 the final parameters. One per rank.
 struct Shared {
-  Shared(const ModelLayout& layout, const Plan& plan, const HostRunOptions& o, int n)
-      : m(layout), p(plan), opts(o), comm(n), N(n) {}
+  Shared(const ModelLayout& layout, const Plan& plan, const HostRunOptions& o, Comm& c)
+      : m(layout), p(plan), opts(o), comm(c), N(c.size()) {}
   const ModelLayout& m;
   const Plan& p;
   HostRunOptions opts;
-  Comm comm;
+  Comm& comm;
   int N;
   std::string nvme_dir;
-  std::vector<std::vector<double>> losses;  // [step][rank * gas + micro]
-  std::vector<HostRankMemory> memory;
-  std::vector<std::vector<float>> final_params;
+  std::vector<std::vector<double>> losses;  // [step][micro] of this rank
+  HostRankMemory memory;
+  std::vector<std::vector<float>> final_params;  // rank 0 only
   int64_t partition_numel = 0, gip_numel = 0, largest_subgroup = 0;
-  std::mutex mu;
+  // The first error; the rank goes on (its collectives must match the others') and the ranks
+  // agree on it after the run.
   Status error;
   void Fail(const Status& s) {
-    std::lock_guard<std::mutex> lock(mu);
     if (error.ok()) error = s;
   }
 };
 
 class Rank {
  public:
-  Rank(Shared& sh, int r) : sh_(sh), m_(sh.m), p_(sh.p), r_(r), N_(sh.N) {}
+  explicit Rank(Shared& sh) : sh_(sh), m_(sh.m), p_(sh.p), r_(sh.comm.rank()), N_(sh.N) {}
   void Run();
 
  private:
@@ -906,7 +844,7 @@ void Rank::Setup() {
       }
     }
   }
-  if (r_ == 0) sh_.partition_numel = part_;
+  sh_.partition_numel = part_;
   if (Stage3()) {
     // _create_fp16_sub_groups: partitions are appended until the running numel reaches
     // sub_group_size, so sub-groups end at tensor boundaries.
@@ -920,7 +858,7 @@ void Rank::Setup() {
         acc = 0;
       }
     }
-    if (r_ == 0) sh_.largest_subgroup = largest_subgroup_;
+    sh_.largest_subgroup = largest_subgroup_;
   }
   // The fp32 master starts from the 16-bit values (DeepSpeed clones the 16-bit partition).
   auto master_value = [&](int64_t k) -> float {
@@ -947,7 +885,7 @@ void Rank::Setup() {
           gip_numel_ += Numel(int(t));
         }
       }
-      if (r_ == 0) sh_.gip_numel = gip_numel_;
+      sh_.gip_numel = gip_numel_;
       if (!offload_) {
         master_ = Gpu(MemCategory::kMaster, 4 * part_);
         states_ = Gpu(MemCategory::kOptimizerStates, 8 * part_);
@@ -1076,7 +1014,7 @@ void Rank::FetchLayer(int l, std::vector<Buf>& w32, std::vector<Buf>& gathered,
     int64_t off = 0;
     for (int t : need_gather) {
       uint8_t* dst = (flat.live() ? flat.raw() : gathered[0].raw()) + lp_.e * off;
-      sh_.comm.AllGather(r_, params16_.raw() + lp_.e * poff_[t], dst, lp_.e * pn_[t]);
+      sh_.comm.AllGather(params16_.raw() + lp_.e * poff_[t], dst, lp_.e * pn_[t]);
       gathered_at[t] = {0, off};
       off += pn_[t] * N_;
     }
@@ -1169,7 +1107,7 @@ void Rank::Z12Add(int t, int micro) {
     Z12FlattenCopies({t});
     std::vector<float> g(n);
     for (int64_t i = 0; i < n; ++i) g[i] = lp_.Get(pgrad_[t], i);
-    sh_.comm.AllReduce(r_, g.data(), n, 1.0f / N_);
+    sh_.comm.AllReduce(g.data(), n, 1.0f / N_);
     for (int64_t i = 0; i < n; ++i) g[i] = commdt_.Round(g[i]);
     Z12Reduced(t, g.data(), micro);
     pgrad_[t].Reset();
@@ -1193,7 +1131,7 @@ void Rank::Z12Flush(int micro) {
   }
   std::vector<float> g(ipg_elems_);
   for (int64_t i = 0; i < ipg_elems_; ++i) g[i] = lp_.Get(ipg_, i);
-  sh_.comm.AllReduce(r_, g.data(), ipg_elems_, 1.0f / N_);
+  sh_.comm.AllReduce(g.data(), ipg_elems_, 1.0f / N_);
   for (int64_t i = 0; i < ipg_elems_; ++i) g[i] = commdt_.Round(g[i]);
   for (const auto& [t, off] : ipg_tensors_) Z12Reduced(t, g.data() + off, micro);
   ipg_tensors_.clear();
@@ -1277,7 +1215,7 @@ void Rank::Z3Flush(int micro) {
     }
     pgrad_[t].Reset();
     if (N_ > 1) {
-      sh_.comm.ReduceScatter(r_, full.data(), mine.data(), pn, 1.0f / N_);
+      sh_.comm.ReduceScatter(full.data(), mine.data(), pn, 1.0f / N_);
       for (int64_t i = 0; i < pn; ++i) mine[i] = commdt_.Round(mine[i]);
     } else {
       std::copy(full.begin(), full.begin() + pn, mine.begin());
@@ -1307,7 +1245,7 @@ void Rank::Z3Flush(int micro) {
 double Rank::ClipScale(double local_sumsq) {
   const double clip = p_.gradient_clipping;
   if (clip <= 0) return 1.0;
-  const double norm = std::sqrt(sh_.comm.AllReduceScalar(r_, local_sumsq));
+  const double norm = std::sqrt(sh_.comm.AllReduceScalar(local_sumsq));
   const double c = (norm + 1e-6) / clip;
   return c > 1.0 ? 1.0 / c : 1.0;
 }
@@ -1338,7 +1276,7 @@ void Rank::OptimizerStep() {
       }
       if (N_ > 1) {
         Buf flat = Gpu(MemCategory::kCommBuffers, lp_.e * std::min<int64_t>(P, 500'000'000));
-        sh_.comm.AllReduce(r_, g.data(), P, 1.0f / N_);
+        sh_.comm.AllReduce(g.data(), P, 1.0f / N_);
       }
       double ss = 0;
       for (float v : g) ss += static_cast<double>(v) * v;
@@ -1356,7 +1294,7 @@ void Rank::OptimizerStep() {
       Buf comm = Gpu(MemCategory::kCommBuffers, commdt_.e * Pp_);
       std::vector<float> g(Pp_);
       for (int64_t i = 0; i < Pp_; ++i) g[i] = commdt_.Round(accdt_.Get(hp_accum_, i));
-      sh_.comm.AllReduce(r_, g.data(), Pp_, 1.0f / N_);
+      sh_.comm.AllReduce(g.data(), Pp_, 1.0f / N_);
       for (int64_t i = 0; i < Pp_; ++i) accdt_.Set(hp_accum_, i, commdt_.Round(g[i]));
       comm.Reset();
       std::vector<float> mine(part_);
@@ -1370,7 +1308,7 @@ void Rank::OptimizerStep() {
       Adam(master_.f32(), mine.data(), states_.f32(), part_);
       for (int64_t k = 0; k < part_; ++k) lp_.Set(params16_, r_ * part_ + k, master_.f32()[k]);
       std::memset(hp_accum_.raw(), 0, hp_accum_.bytes());  // clear_hp_grads
-      sh_.comm.AllGather(r_, params16_.raw() + lp_.e * r_ * part_, params16_.raw(), lp_.e * part_);
+      sh_.comm.AllGather(params16_.raw() + lp_.e * r_ * part_, params16_.raw(), lp_.e * part_);
       break;
     }
     case OptimizerWrapper::kZero12: {
@@ -1412,7 +1350,7 @@ void Rank::OptimizerStep() {
         }
         for (int64_t k = 0; k < part_; ++k) lp_.Set(params16_, r_ * part_ + k, src[k]);
       }
-      sh_.comm.AllGather(r_, params16_.raw() + lp_.e * r_ * part_, params16_.raw(), lp_.e * part_);
+      sh_.comm.AllGather(params16_.raw() + lp_.e * r_ * part_, params16_.raw(), lp_.e * part_);
       break;
     }
     case OptimizerWrapper::kZero3: {
@@ -1465,7 +1403,7 @@ void Rank::OptimizerStep() {
         for (size_t t = 0; t < m_.params.size(); ++t) {
           if (!persistent_[t]) continue;
           std::vector<uint8_t> full(lp_.e * pn_[t] * N_);
-          sh_.comm.AllGather(r_, params16_.raw() + lp_.e * poff_[t], full.data(), lp_.e * pn_[t]);
+          sh_.comm.AllGather(params16_.raw() + lp_.e * poff_[t], full.data(), lp_.e * pn_[t]);
           std::memcpy(persist_.raw() + lp_.e * persist_off_[t], full.data(), lp_.e * Numel(int(t)));
         }
       }
@@ -1502,7 +1440,7 @@ void Rank::Run() {
         w32.clear();
         gathered.clear();
       }
-      sh_.losses[step][r_ * gas_ + micro] = loss;
+      sh_.losses[step][micro] = loss;
       // Start of backward: BF16_Optimizer frees the previous bf16 grads; ZeRO 1/2 allocates the
       // ipg bucket(s) when contiguous_gradients.
       if (wrapper_ == OptimizerWrapper::kBf16Optimizer) {
@@ -1552,7 +1490,7 @@ void Rank::Run() {
     OptimizerStep();
     sh_.comm.Barrier();
   }
-  sh_.memory[r_] = acc_.Report();
+  sh_.memory = acc_.Report();
   FinalParams();
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);
@@ -1567,7 +1505,7 @@ void Rank::FinalParams() {
     } else {
       std::vector<uint8_t> full(lp_.e * pn_[t] * N_);
       if (N_ > 1) {
-        sh_.comm.AllGather(r_, params16_.raw() + lp_.e * poff_[t], full.data(), lp_.e * pn_[t]);
+        sh_.comm.AllGather(params16_.raw() + lp_.e * poff_[t], full.data(), lp_.e * pn_[t]);
       } else {
         std::memcpy(full.data(), params16_.raw() + lp_.e * poff_[t], lp_.e * pn_[t]);
       }
@@ -1581,32 +1519,28 @@ void Rank::FinalParams() {
   }
 }
 
-}  // namespace
-
-SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph, bool micro_steps_only) {
-  SpaceCategoryBytes cur = graph.initial, peak = graph.initial;
-  for (TaskId id = 0; id < graph.size(); ++id) {
-    const bool counts = !micro_steps_only || graph.task(id).micro_step >= 0;
-    for (int pass = 0; pass < 2; ++pass) {
-      for (const MemEffect* e = graph.effects_begin(id); e != graph.effects_end(id); ++e) {
-        if (e->at_end != (pass == 1)) continue;
-        int64_t& c = cur[Idx(e->space)][Idx(e->category)];
-        c += e->bytes;
-        int64_t& p = peak[Idx(e->space)][Idx(e->category)];
-        if (counts) p = std::max(p, c);
-      }
-    }
-  }
-  return peak;
-}
-
-Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostRunOptions& opts) {
+// The checks every rank makes alike before it starts, and the layout; |nvme_dir| gets the swap
+// folder when the plan offloads to NVMe.
+Result<ModelLayout> PrepareRun(const Workload& w, const Plan& plan, const HostRunOptions& opts,
+                               std::string* nvme_dir) {
   DSPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
   DSPLAN_ASSIGN_OR_RETURN(ModelLayout m, MakeLayout(w));
   const int N = plan.world_size();
-  if (N > 64) {
+  if (opts.comm == nullptr && N > 64) {
     return Status::Unsupported(fmt::format(
-        "host executor: world size {} is above 64 (ranks are threads of one process)", N));
+        "host executor: world size {} is above 64 (ranks are threads of one process; under "
+        "mpirun or srun they are processes)", N));
+  }
+  if (opts.comm != nullptr && opts.comm->size() != N) {
+    return Status::InvalidArgument(fmt::format(
+        "host executor: the plan has {} ranks ({} node(s) x {} GPU(s)) but the MPI job has {} "
+        "processes; start {} processes (mpirun -np {}) or plan for {} ranks (--nodes x --gpus)",
+        N, plan.nodes, plan.gpus_per_node, opts.comm->size(), N, N, opts.comm->size()));
+  }
+  if (opts.comm != nullptr && m.numel > INT_MAX / 4) {
+    return Status::Unsupported(fmt::format(
+        "host executor: {} parameters are more than its MPI messages carry (2^31 bytes); it is "
+        "meant for small models", m.numel));
   }
   if (w.options.micro_batch != plan.micro_batch) {
     return Status::InvalidArgument(fmt::format(
@@ -1641,47 +1575,133 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
     return Status::InvalidArgument("host executor: reduce_bucket_size must be positive");
   }
   if (opts.steps < 0) return Status::InvalidArgument("host executor: steps must be >= 0");
-  Shared sh(m, plan, opts, N);
   if (plan.zero.stage == 3 && plan.zero.offload_optimizer.device == OffloadDevice::kNvme) {
     if (plan.zero.offload_optimizer.buffer_count < 4) {
       return Status::InvalidArgument(fmt::format(
           "host executor: offload_optimizer.buffer_count is {}; swapping Adam needs at least 4 "
           "(parameter, gradient, momentum, variance)", plan.zero.offload_optimizer.buffer_count));
     }
-    sh.nvme_dir = opts.nvme_dir.empty() ? plan.zero.offload_optimizer.nvme_path : opts.nvme_dir;
+    *nvme_dir = opts.nvme_dir.empty() ? plan.zero.offload_optimizer.nvme_path : opts.nvme_dir;
     struct stat st{};
-    if (sh.nvme_dir.empty() || ::stat(sh.nvme_dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
-        ::access(sh.nvme_dir.c_str(), W_OK) != 0) {
+    if (nvme_dir->empty() || ::stat(nvme_dir->c_str(), &st) != 0 || !S_ISDIR(st.st_mode) ||
+        ::access(nvme_dir->c_str(), W_OK) != 0) {
       return Status::InvalidArgument(fmt::format(
           "host executor: NVMe directory '{}' (offload_optimizer.nvme_path) does not exist or is "
-          "not writable", sh.nvme_dir));
+          "not writable", *nvme_dir));
     }
   }
-  sh.losses.assign(opts.steps, std::vector<double>(N * plan.grad_accum, 0.0));
-  sh.memory.resize(N);
-  sh.final_params.resize(m.params.size());
+  return m;
+}
+
+// What a rank sends rank 0 after the run: its HostRankMemory (plain int64 arrays), then its
+// losses, step by step. The ranks of one job run the same build on the same kind of machine, so
+// the bytes need no conversion.
+static_assert(std::is_trivially_copyable_v<HostRankMemory>);
+std::string PackRankResult(const Shared& sh) {
+  std::string out(reinterpret_cast<const char*>(&sh.memory), sizeof(HostRankMemory));
+  for (const std::vector<double>& step : sh.losses) {
+    out.append(reinterpret_cast<const char*>(step.data()), step.size() * sizeof(double));
+  }
+  return out;
+}
+
+// Runs rank sh.comm.rank(), then the ranks agree on the first error and rank 0 gathers the run:
+// every rank's memory, the mean loss per step (summed in rank order, then micro-step order) and
+// its own view of the final parameters. The other ranks return the layout facts only.
+Result<HostRun> RunRankAndGather(Shared& sh) {
+  const int gas = static_cast<int>(sh.p.grad_accum);
+  sh.losses.assign(sh.opts.steps, std::vector<double>(gas, 0.0));
+  sh.final_params.resize(sh.m.params.size());
   {
-    std::vector<std::thread> threads;
-    std::vector<std::unique_ptr<Rank>> ranks;
-    for (int r = 0; r < N; ++r) ranks.push_back(std::make_unique<Rank>(sh, r));
-    for (int r = 0; r < N; ++r) threads.emplace_back([&, r] { ranks[r]->Run(); });
-    for (std::thread& t : threads) t.join();
+    Rank rank(sh);
+    rank.Run();
   }
-  if (!sh.error.ok()) return sh.error;
+  DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(sh.comm, sh.error));
+  const std::vector<std::string> all = sh.comm.Gather(PackRankResult(sh), 0);
   HostRun out;
-  for (const ParamInfo& p : m.params) out.param_names.push_back(p.name);
-  out.params = std::move(sh.final_params);
-  for (const auto& step : sh.losses) {
-    double s = 0;
-    for (double v : step) s += v;
-    out.losses.push_back(step.empty() ? 0.0 : s / static_cast<double>(step.size()));
-  }
-  out.rank_memory = std::move(sh.memory);
-  out.numel = m.numel;
+  for (const ParamInfo& p : sh.m.params) out.param_names.push_back(p.name);
+  out.numel = sh.m.numel;
   out.partition_numel = sh.partition_numel;
   out.grads_in_partition_numel = sh.gip_numel;
   out.largest_subgroup_numel = sh.largest_subgroup;
+  if (sh.comm.rank() != 0) return out;
+  const size_t want = sizeof(HostRankMemory) + sizeof(double) * gas * sh.opts.steps;
+  for (const std::string& r : all) {
+    if (r.size() != want) {
+      return Status::Internal(fmt::format(
+          "host executor: a rank sent {} bytes of results, rank 0 expected {}", r.size(), want));
+    }
+    HostRankMemory mem;
+    std::memcpy(&mem, r.data(), sizeof(HostRankMemory));
+    out.rank_memory.push_back(mem);
+  }
+  for (int step = 0; step < sh.opts.steps; ++step) {
+    double s = 0;
+    for (const std::string& r : all) {
+      const char* base = r.data() + sizeof(HostRankMemory) + sizeof(double) * gas * step;
+      for (int micro = 0; micro < gas; ++micro) {
+        double v;
+        std::memcpy(&v, base + sizeof(double) * micro, sizeof(double));
+        s += v;
+      }
+    }
+    out.losses.push_back(s / static_cast<double>(all.size() * gas));
+  }
+  out.params = std::move(sh.final_params);
   return out;
+}
+
+}  // namespace
+
+SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph, bool micro_steps_only) {
+  SpaceCategoryBytes cur = graph.initial, peak = graph.initial;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const bool counts = !micro_steps_only || graph.task(id).micro_step >= 0;
+    for (int pass = 0; pass < 2; ++pass) {
+      for (const MemEffect* e = graph.effects_begin(id); e != graph.effects_end(id); ++e) {
+        if (e->at_end != (pass == 1)) continue;
+        int64_t& c = cur[Idx(e->space)][Idx(e->category)];
+        c += e->bytes;
+        int64_t& p = peak[Idx(e->space)][Idx(e->category)];
+        if (counts) p = std::max(p, c);
+      }
+    }
+  }
+  return peak;
+}
+
+Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostRunOptions& opts) {
+  Comm* const comm = opts.comm;
+  std::string nvme_dir;
+  Result<ModelLayout> m = PrepareRun(w, plan, opts, &nvme_dir);
+  // Under MPI every rank checks on its own (an NVMe folder may be missing on one node only):
+  // agree before the first collective, so that no rank waits for one that has given up.
+  if (comm != nullptr) {
+    DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(*comm, m.status()));
+  } else if (!m.ok()) {
+    return m.status();
+  }
+  if (comm != nullptr) {
+    Shared sh(*m, plan, opts, *comm);
+    sh.nvme_dir = nvme_dir;
+    return RunRankAndGather(sh);
+  }
+  const int N = plan.world_size();
+  std::vector<std::unique_ptr<Comm>> comms = MakeThreadComms(N);
+  std::vector<std::unique_ptr<Shared>> shared;
+  std::vector<Result<HostRun>> results(N, Status::Internal("host executor: rank did not run"));
+  for (int r = 0; r < N; ++r) {
+    shared.push_back(std::make_unique<Shared>(*m, plan, opts, *comms[r]));
+    shared.back()->nvme_dir = nvme_dir;
+  }
+  {
+    std::vector<std::thread> threads;
+    for (int r = 0; r < N; ++r) {
+      threads.emplace_back([&, r] { results[r] = RunRankAndGather(*shared[r]); });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  return std::move(results[0]);
 }
 
 Result<HostGradCheck> HostForwardBackward(const Workload& w, uint64_t seed, int perturb_tensor,

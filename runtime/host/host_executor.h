@@ -1,5 +1,6 @@
-// Host executor: runs a Plan's training steps for real on the CPU, with ranks as std::threads,
-// real tensors in host memory and real fp32 math on small shapes (docs/runtime-host.md).
+// Host executor: runs a Plan's training steps for real on the CPU, with ranks as std::threads
+// of this process or as the processes of an MPI job (mpirun, srun), real tensors in host memory
+// and real fp32 math on small shapes (docs/runtime-host.md).
 //
 // Purpose: correctness, in CI, without a GPU. For a tiny GPT-2 the executor trains the exact
 // parameters dsplan's Workload counts (names and shapes from its tensor table, the lm_head tied
@@ -14,7 +15,10 @@
 // stores them, with the fp32 master and Adam states in the optimizer partition. fp32 Plans keep
 // every buffer in fp32. fp16 (loss scaling) is not implemented.
 //
-// Thread safety: RunHostTraining is reentrant; it starts world_size threads and joins them.
+// Ranks: the collectives go through a Comm (runtime/comm.h). Without HostRunOptions::comm,
+// RunHostTraining starts world_size threads and joins them (reentrant); with one, this process
+// is that Comm's rank and every rank of the job calls RunHostTraining with the same arguments.
+// Both give the same bits (the Comm's reductions sum in rank order).
 #ifndef DSPLAN_RUNTIME_HOST_HOST_EXECUTOR_H_
 #define DSPLAN_RUNTIME_HOST_HOST_EXECUTOR_H_
 
@@ -25,6 +29,7 @@
 
 #include "core/plan.h"
 #include "core/status.h"
+#include "runtime/comm.h"
 #include "simulator/step_graph.h"
 #include "simulator/workload.h"
 
@@ -39,6 +44,10 @@ struct HostRunOptions {
   /// Optimizer hyperparameters the Plan leaves unset (DeepSpeed's would come from the client).
   double default_lr = 1e-3;
   double default_weight_decay = 0.0;
+  /// Ranks as processes: null = world_size threads in this process. Otherwise this process runs
+  /// rank comm->rank() of comm->size() (an MpiSession's Comm); REQUIRES the same options and
+  /// plan on every rank. Not owned.
+  Comm* comm = nullptr;
 };
 
 /// Bytes per memory space and category (indexed by MemSpace, then MemCategory).
@@ -56,6 +65,8 @@ struct HostRankMemory {
   SpaceCategoryBytes peak_run{};
 };
 
+/// Rank 0's result holds the whole run; under HostRunOptions::comm the other ranks' results hold
+/// only the layout facts (numel and below) and param_names.
 struct HostRun {
   /// Final parameters in fp32 (for a bf16 plan: the 16-bit model parameters decoded), full
   /// tensors as rank 0 sees them after the last step, in the Workload's tensor-table order.
@@ -72,10 +83,12 @@ struct HostRun {
 };
 
 /// Trains |w| (GPT-2 family only; options.micro_batch must equal plan.micro_batch) under |plan|
-/// for opts.steps steps with plan.world_size() threads. Errors: a family other than gpt2 (named),
-/// fp16 precision, optimizers other than Adam/AdamW, activation checkpointing, parameter offload,
-/// offload_optimizer.ratio < 1, world size above 64, an NVMe directory that does not exist or is
-/// not writable (named), the workload's micro-batch differing from the plan's.
+/// for opts.steps steps with plan.world_size() ranks (threads, or opts.comm's processes). Errors:
+/// a family other than gpt2 (named), fp16 precision, optimizers other than Adam/AdamW, activation
+/// checkpointing, parameter offload, offload_optimizer.ratio < 1, world size above 64 (threads),
+/// an MPI job whose size differs from the plan's world size (naming both), an NVMe directory that
+/// does not exist or is not writable (named), the workload's micro-batch differing from the
+/// plan's. Under opts.comm every rank returns the same error (the first rank's that failed).
 Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostRunOptions& opts);
 
 /// The largest value each (space, category) reaches when |graph|'s memory effects are applied in

@@ -20,12 +20,9 @@ bool IsModelState(MemCategory c) {
          c == MemCategory::kOptimizerStates;
 }
 
-}  // namespace
-
-Result<HostValidation> ValidateOnHost(const Workload& w, const Plan& plan, const StepGraph& graph,
-                                      const HostRunOptions& options) {
-  HostValidation v;
-  DSPLAN_ASSIGN_OR_RETURN(v.run, RunHostTraining(w, plan, options));
+// Rank 0's part of ValidateOnHost: the reference run on this process and the comparisons.
+Status CompareWithReference(const Workload& w, const Plan& plan, const StepGraph& graph,
+                            const HostRunOptions& options, HostValidation& v) {
   Plan ref = plan;
   ref.zero = ZeroConfig{};
   ref.nodes = 1;
@@ -36,7 +33,9 @@ Result<HostValidation> ValidateOnHost(const Workload& w, const Plan& plan, const
   WorkloadOptions ro = w.options;
   ro.micro_batch = ref.micro_batch;
   DSPLAN_ASSIGN_OR_RETURN(Workload rw, BuildWorkload(w.spec, ro));
-  DSPLAN_ASSIGN_OR_RETURN(v.reference, RunHostTraining(rw, ref, options));
+  HostRunOptions ro_run = options;
+  ro_run.comm = nullptr;  // one rank, on this process
+  DSPLAN_ASSIGN_OR_RETURN(v.reference, RunHostTraining(rw, ref, ro_run));
   if (v.run.params.size() != v.reference.params.size()) {
     return Status::Internal("host validation: the two runs trained different parameter lists");
   }
@@ -81,6 +80,30 @@ Result<HostValidation> ValidateOnHost(const Workload& w, const Plan& plan, const
     }
   }
   v.pass = v.params_match && v.memory_match;
+  return Status();
+}
+
+}  // namespace
+
+Result<HostValidation> ValidateOnHost(const Workload& w, const Plan& plan, const StepGraph& graph,
+                                      const HostRunOptions& options) {
+  HostValidation v;
+  DSPLAN_ASSIGN_OR_RETURN(v.run, RunHostTraining(w, plan, options));
+  Comm* const comm = options.comm;
+  if (comm == nullptr) {
+    DSPLAN_RETURN_IF_ERROR(CompareWithReference(w, plan, graph, options, v));
+    return v;
+  }
+  // Under MPI rank 0 holds the gathered run: it compares, and every rank gets its verdict.
+  Status s;
+  if (comm->rank() == 0) s = CompareWithReference(w, plan, graph, options, v);
+  DSPLAN_RETURN_IF_ERROR(BroadcastStatus(*comm, s, 0));
+  std::string verdict = {static_cast<char>(v.params_match), static_cast<char>(v.memory_match),
+                         static_cast<char>(v.pass)};
+  comm->Broadcast(&verdict, 0);
+  v.params_match = verdict.at(0) != 0;
+  v.memory_match = verdict.at(1) != 0;
+  v.pass = verdict.at(2) != 0;
   return v;
 }
 

@@ -1,7 +1,8 @@
 // Host validation: `dsplan validate --executor host`. Trains a GPT-2 plan for real on CPU
-// threads (runtime/host/host_executor.h), trains the same data unpartitioned on one rank, and
-// checks (a) the parameters agree within the floating-point tolerance of the precision and
-// (b) the model-state bytes each rank holds at rest equal the StepGraph's, category by category.
+// threads or MPI processes (runtime/host/host_executor.h), trains the same data unpartitioned
+// on one rank, and checks (a) the parameters agree within the floating-point tolerance of the
+// precision and (b) the model-state bytes each rank holds at rest equal the StepGraph's, category
+// by category.
 // The tolerances are the ones tests/runtime/host_executor_test.cc states and explains.
 #ifndef DSPLAN_RUNTIME_HOST_HOST_VALIDATION_H_
 #define DSPLAN_RUNTIME_HOST_HOST_VALIDATION_H_
@@ -42,6 +43,9 @@ struct HostValidation {
 };
 
 /// REQUIRES: |graph| was built for |plan| on |w|. Errors: those of RunHostTraining.
+/// Under options.comm (MPI) every rank calls it; rank 0 runs the reference on its own and
+/// compares, and every rank returns the same error or verdict (params_match, memory_match,
+/// pass); the other fields are filled on rank 0 only.
 Result<HostValidation> ValidateOnHost(const Workload& w, const Plan& plan, const StepGraph& graph,
                                       const HostRunOptions& options);
 

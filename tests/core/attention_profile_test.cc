@@ -1,0 +1,119 @@
+// The measured fused-attention table of a hardware profile (gpu.attention): YAML round trip,
+// strict reading, and what the source summary says with and without it.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/hardware_profile.h"
+
+namespace dsplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AttentionProfileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dsplan_attention_profile_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    auto hw = FindHardwareProfile("h200-sxm", DSPLAN_TEST_DATA_DIR);
+    ASSERT_TRUE(hw.ok()) << hw.status().message();
+    base_ = *hw;
+    base_.file.clear();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // |base_| written out with |gpu_lines| (YAML, indented two spaces) appended to its gpu map.
+  std::string WithGpuLines(const std::string& gpu_lines) {
+    const std::string path = (dir_ / "p.yaml").string();
+    EXPECT_TRUE(WriteHardwareProfile(base_, path).ok());
+    std::ifstream in(path);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("\nhost:");
+    EXPECT_NE(at, std::string::npos);
+    text.insert(at + 1, gpu_lines);
+    std::ofstream(path) << text;
+    return path;
+  }
+
+  fs::path dir_;
+  HardwareProfile base_;
+};
+
+TEST_F(AttentionProfileTest, RoundTrip) {
+  HardwareProfile p = base_;
+  p.gpu.attention = {{Precision::kBf16, 64, true, 1024, 256, 2.5e14, 1.9e14},
+                     {Precision::kFp16, 128, false, 4096, 4, 3.25e14 + 0.5, 2.75e14}};
+  p.gpu.attention_source = {SourceKind::kMeasured, "dsplan profile, test"};
+  const std::string path = (dir_ / "rt.yaml").string();
+  ASSERT_TRUE(WriteHardwareProfile(p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  HardwareProfile b = *back;
+  b.file.clear();
+  EXPECT_TRUE(b == p);
+  EXPECT_EQ(b.gpu.attention, p.gpu.attention);
+}
+
+TEST_F(AttentionProfileTest, ReadsUnitsAndRejectsBadRows) {
+  const std::string src = "  attention_source: {measured: \"test\"}\n";
+  auto ok = LoadHardwareProfile(
+      WithGpuLines(src + "  attention:\n    - [bf16, 64, true, 2048, 128, 250 TFLOP/s, 2e14]\n"));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  ASSERT_EQ(ok->gpu.attention.size(), 1u);
+  EXPECT_EQ(ok->gpu.attention[0].seq, 2048);
+  EXPECT_EQ(ok->gpu.attention[0].batch_heads, 128);
+  EXPECT_TRUE(ok->gpu.attention[0].causal);
+  EXPECT_DOUBLE_EQ(ok->gpu.attention[0].fwd_flops_per_s, 250e12);
+
+  struct Case {
+    std::string lines, expect;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"  attention:\n    - [bf16, 64, true, 2048, 8, 2e14, 2e14]\n",
+            "gpu.attention_source"},
+           {src + "  attention:\n    - [bf16, 64, true, 2048, 2e14, 2e14]\n", "gpu.attention[0]"},
+           {src + "  attention:\n    - [bf16, 64, maybe, 2048, 8, 2e14, 2e14]\n",
+            "gpu.attention[0][2]"},
+           {src + "  attention:\n    - [bf17, 64, true, 2048, 8, 2e14, 2e14]\n",
+            "gpu.attention[0][0]"},
+           {src + "  attention:\n    - [bf16, 64, true, 2048, 0, 2e14, 2e14]\n",
+            "gpu.attention[0][4]"},
+           {src + "  attention:\n    - [bf16, 64, true, 2048, 8, 2 GB/s, 2e14]\n",
+            "gpu.attention[0][5]"},
+           {src + "  attention:\n    - [bf16, 64, true, 2048, 8, 0, 2e14]\n", "positive"},
+           {src + "  attention:\n    - [bf16, 64, true, 2048, 8, 2e14, 2e14]\n"
+                  "    - [bf16, 64, true, 2048, 8, 3e14, 3e14]\n",
+            "repeats"}}) {
+    auto p = LoadHardwareProfile(WithGpuLines(c.lines));
+    ASSERT_FALSE(p.ok()) << c.lines;
+    EXPECT_EQ(p.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(p.status().message().find(c.expect), std::string::npos)
+        << c.expect << " in: " << p.status().message();
+  }
+}
+
+TEST_F(AttentionProfileTest, SourceSummarySaysWhetherTheRuntimeAttentionIsMeasured) {
+  HardwareProfile p = base_;
+  p.gpu.attention.clear();
+  EXPECT_NE(p.SourceSummary().find("not measured (runtime attention"), std::string::npos)
+      << p.SourceSummary();
+  p.gpu.attention = {{Precision::kBf16, 64, true, 1024, 256, 2.5e14, 1.9e14}};
+  p.gpu.attention_source = {SourceKind::kMeasured, "test"};
+  const std::string s = p.SourceSummary();
+  EXPECT_EQ(s.find("not measured"), std::string::npos) << s;
+  const size_t measured = s.find("measured (");
+  ASSERT_NE(measured, std::string::npos) << s;
+  EXPECT_NE(s.substr(measured, s.find(')', measured) - measured).find("runtime attention"),
+            std::string::npos)
+      << s;
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <fstream>
 #include <string>
 
@@ -16,6 +18,7 @@
 #include "runtime/profiler/device_probe.h"
 #include "runtime/profiler/host_bench.h"
 #include "runtime/profiler/profiler.h"
+#include "simulator/workload.h"
 
 
 namespace dsplan {
@@ -29,6 +32,7 @@ struct ProfileFlags {
   std::string name;
   std::string nvme_path;
   std::string only;
+  std::string models;
   bool quick = false;
   bool tiny = false;  // test-only sizes (hidden flag): seconds, not minutes
 };
@@ -69,10 +73,51 @@ Status CheckWritable(const std::string& path) {
   return Status();
 }
 
+// The Linear layers (out, in) of each model in the comma-separated |csv| (catalog names or HF
+// config paths), from dsplan's workload of the model, and the products of its batched matmuls
+// (eager attention) at sequence lengths 128..2048; errors name the model.
+struct ModelShapes {
+  std::vector<LinearShape> linear;
+  std::vector<BatchedShape> batched;
+};
+Result<ModelShapes> ModelGemmShapes(const std::string& csv) {
+  std::set<LinearShape> shapes;
+  std::set<BatchedShape> batched;
+  size_t start = 0;
+  while (start <= csv.size()) {
+    size_t end = csv.find(',', start);
+    if (end == std::string::npos) end = csv.size();
+    const std::string name = csv.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    auto spec = LoadModel(name, DataDir());
+    if (!spec.ok()) return spec.status().WithPrefix("--models");
+    for (int64_t seq : {128, 256, 512, 1024, 2048}) {
+      if (spec->max_positions > 0 && seq > spec->max_positions) break;
+      WorkloadOptions wo;
+      wo.micro_batch = 1;
+      wo.seq_len = seq;
+      wo.target_len = spec->encoder_decoder() ? seq : 0;
+      auto w = BuildWorkload(*spec, wo);
+      if (!w.ok()) return w.status().WithPrefix(fmt::format("--models {}", name));
+      for (const Layer& l : w->layers) {
+        for (const Op& op : l.ops) {
+          if (op.kind == OpKind::kGemm) shapes.insert({op.n, op.k});
+          if (op.kind == OpKind::kBatchedGemm) batched.insert({op.m, op.n, op.k});
+        }
+      }
+    }
+  }
+  return ModelShapes{std::vector<LinearShape>(shapes.begin(), shapes.end()),
+                     std::vector<BatchedShape>(batched.begin(), batched.end())};
+}
+
 ProfileSizes TinySizes() {
   ProfileSizes s = DefaultSizes(true, 2);
   s.gemm_shapes = {{256, 256, 256}};
   s.hbm_bytes = 1 << 20;
+  s.attention_seqs = {256};
+  s.attention_rows = {1024};
   s.copy_sizes = {4096, 1 << 16, 1 << 20};
   s.collective_sizes = {1024, 1 << 16, 1 << 20};
   s.pinned_alloc_bytes = 1 << 20;
@@ -101,8 +146,12 @@ CLI::App* AddProfileCommand(CLI::App& app) {
   cmd->add_option("--nvme-path", f.nvme_path,
                   "Folder on the NVMe drive to measure with O_DIRECT (default: not measured)");
   cmd->add_option("--only", f.only,
-                  "Comma-separated sections: context, gemm, hbm, launch, copy, nccl, cpu-adam, "
-                  "host, nvme (default: all)");
+                  "Comma-separated sections: context, gemm, hbm, launch, attention, copy, nccl, "
+                  "cpu-adam, host, nvme (default: all)");
+  cmd->add_option("--models", f.models,
+                  "Also measure the exact Linear layers of these models (comma-separated catalog "
+                  "names or HF config paths) at every token count, in the forward and both "
+                  "backward layouts");
   cmd->add_flag("--quick", f.quick, "Fewer shapes and sizes: under a minute on one H200");
   cmd->add_flag("--test-sizes", f.tiny, "Tiny sizes for tests (numbers are not meaningful)")
       ->group("");
@@ -140,6 +189,23 @@ int RunProfileCommand() {
   o.sections = *sections;
   o.nvme_path = f.nvme_path;
   o.sizes = f.tiny ? TinySizes() : DefaultSizes(f.quick, PhysicalCores());
+  if (!f.models.empty()) {
+    auto models = ModelGemmShapes(f.models);
+    if (!models.ok()) return Fail(models.status());
+    std::vector<LinearShape> all = f.tiny ? std::vector<LinearShape>{} : CommonLinearShapes(f.quick);
+    for (const LinearShape& l : models->linear) {
+      if (std::find_if(all.begin(), all.end(), [&](const LinearShape& a) {
+            return a.out == l.out && a.in == l.in;
+          }) == all.end()) {
+        all.push_back(l);
+      }
+    }
+    o.sizes.gemm_shapes = LinearGemmShapes(
+        all, f.tiny ? std::vector<int64_t>{128} : GemmTokenCounts(f.quick));
+    if (!f.tiny) {
+      for (const GemmShape& s : BatchedGemmShapes(models->batched)) o.sizes.gemm_shapes.push_back(s);
+    }
+  }
   o.name = f.name.empty() ? fs::path(f.out).stem().string() : f.name;
   o.dsplan_version = fmt::format("{} ({})", DSPLAN_VERSION, DSPLAN_GIT_HASH);
   const bool tty = isatty(STDERR_FILENO);

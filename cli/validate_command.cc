@@ -96,6 +96,7 @@ std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execut
   out += fmt::format("# device    {}, {}; {}\n", e.device_name,
                      FormatBytes(static_cast<double>(e.device_total_bytes)), e.driver);
   out += fmt::format("# libraries {}\n", e.libraries);
+  out += fmt::format("# attention {}\n", e.attention_path);
   out += fmt::format("# build     dsplan {} ({}), CPU optimizer threads {}\n", DSPLAN_VERSION,
                      DSPLAN_GIT_HASH, threads);
   out += fmt::format("# predicted with profile {} [{}], software stack {}\n",

@@ -33,6 +33,25 @@ const char* SourceKindName(SourceKind k) {
   return "?";
 }
 
+const char* GemmLayoutName(GemmLayout l) {
+  switch (l) {
+    case GemmLayout::kNT: return "nt";
+    case GemmLayout::kNN: return "nn";
+    case GemmLayout::kTN: return "tn";
+  }
+  return "?";
+}
+
+Result<GemmLayout> ParseGemmLayout(const std::string& s) {
+  for (GemmLayout l : {GemmLayout::kNT, GemmLayout::kNN, GemmLayout::kTN}) {
+    if (s == GemmLayoutName(l)) return l;
+  }
+  return Status::InvalidArgument(fmt::format(
+      "unknown GEMM layout '{}' (valid: nt = X W^T forward, nn = dY W input gradient, "
+      "tn = dY^T X weight gradient)",
+      s));
+}
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -292,13 +311,62 @@ Result<Collective> ParseCollective(const std::string& s) {
       s));
 }
 
+// gpu.attention: [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]
+// rows, and gpu.attention_source (required with rows).
+Status ReadAttention(const Reader& r, const YAML::Node& n, GpuProfile* g) {
+  YAML::Node at = n["attention"];
+  if (at.IsDefined() && !at.IsNull()) {
+    if (!at.IsSequence()) return r.Error(at, "gpu.attention", "expected a list");
+    for (size_t i = 0; i < at.size(); ++i) {
+      const std::string p = fmt::format("gpu.attention[{}]", i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(at[i], p, 7,
+                                     "[dtype, head_dim, causal, seq, batch_heads, "
+                                     "fwd_flops_per_s, bwd_flops_per_s]"));
+      AttentionPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(std::string dtype, r.String(at[i][0], p + "[0]"));
+      auto prec = ParsePrecision(dtype);
+      if (!prec.ok()) return r.Error(at[i][0], p + "[0]", prec.status().message());
+      pt.dtype = *prec;
+      DSPLAN_ASSIGN_OR_RETURN(pt.head_dim, r.Int(at[i][1], p + "[1]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.causal, r.Bool(at[i][2], p + "[2]"));
+      DSPLAN_ASSIGN_OR_RETURN(pt.seq, r.Int(at[i][3], p + "[3]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.batch_heads, r.Int(at[i][4], p + "[4]", 1));
+      DSPLAN_ASSIGN_OR_RETURN(pt.fwd_flops_per_s, r.Value(at[i][5], p + "[5]", Unit::kFlopsPerS));
+      DSPLAN_ASSIGN_OR_RETURN(pt.bwd_flops_per_s, r.Value(at[i][6], p + "[6]", Unit::kFlopsPerS));
+      if (pt.fwd_flops_per_s <= 0 || pt.bwd_flops_per_s <= 0) {
+        return r.Error(at[i], p, "the forward and backward rates must be positive");
+      }
+      for (const AttentionPoint& q : g->attention) {
+        if (q.dtype == pt.dtype && q.head_dim == pt.head_dim && q.causal == pt.causal &&
+            q.seq == pt.seq && q.batch_heads == pt.batch_heads) {
+          return r.Error(at[i], p,
+                         "repeats an earlier row's dtype, head_dim, causal, seq and batch_heads");
+        }
+      }
+      g->attention.push_back(pt);
+    }
+  }
+  YAML::Node as = n["attention_source"];
+  if (as.IsDefined() && !as.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(as, "gpu.attention_source", {"datasheet", "measured",
+                                                                   "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(g->attention_source, r.SourceOf(as, "gpu.attention_source"));
+  } else if (!g->attention.empty()) {
+    return r.Error(n, "gpu.attention_source",
+                   "missing: an attention table needs its source (the method)");
+  }
+  return Status();
+}
+
 Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root) {
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(root, "", "gpu"));
   DSPLAN_RETURN_IF_ERROR(r.CheckMap(
       n, "gpu",
       {"name", "memory_bytes", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_tf32",
        "peak_flops_fp32", "hbm_bytes_per_s", "memory_bound_efficiency", "gemm_efficiency",
-       "gemm_source", "gemm", "attention_efficiency", "kernel_launch_s", "context_bytes"}));
+       "gemm_source", "gemm", "streaming_source", "streaming", "attention_source", "attention",
+       "attention_efficiency",
+       "kernel_launch_s", "context_bytes"}));
   GpuProfile g;
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node name, r.Required(n, "gpu", "name"));
   DSPLAN_ASSIGN_OR_RETURN(g.name, r.String(name, "gpu.name"));
@@ -330,8 +398,23 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root) {
     if (!gemm.IsSequence()) return r.Error(gemm, "gpu.gemm", "expected a list");
     for (size_t i = 0; i < gemm.size(); ++i) {
       const std::string p = fmt::format("gpu.gemm[{}]", i);
-      DSPLAN_RETURN_IF_ERROR(r.Tuple(gemm[i], p, 5, "[dtype, m, n, k, flops_per_s]"));
+      // The layout (6th) is optional: tables written before it was measured are the forward's;
+      // the batch (7th) too: 1.
+      if (!gemm[i].IsSequence() || gemm[i].size() < 6 || gemm[i].size() > 7) {
+        DSPLAN_RETURN_IF_ERROR(r.Tuple(gemm[i], p, 5,
+                                       "[dtype, m, n, k, flops_per_s] or [..., layout] or "
+                                       "[..., layout, batch]"));
+      }
       GemmPoint pt;
+      if (gemm[i].size() == 7) {
+        DSPLAN_ASSIGN_OR_RETURN(pt.batch, r.Int(gemm[i][6], p + "[6]", 1));
+      }
+      if (gemm[i].size() >= 6) {
+        DSPLAN_ASSIGN_OR_RETURN(std::string layout, r.String(gemm[i][5], p + "[5]"));
+        auto l = ParseGemmLayout(layout);
+        if (!l.ok()) return r.Error(gemm[i][5], p + "[5]", l.status().message());
+        pt.layout = *l;
+      }
       DSPLAN_ASSIGN_OR_RETURN(std::string dtype, r.String(gemm[i][0], p + "[0]"));
       auto prec = ParsePrecision(dtype);
       if (!prec.ok()) return r.Error(gemm[i][0], p + "[0]", prec.status().message());
@@ -351,6 +434,34 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root) {
   } else if (!g.gemm.empty()) {
     return r.Error(n, "gpu.gemm_source", "missing: a GEMM table needs its source (the method)");
   }
+  YAML::Node st = n["streaming"];
+  if (st.IsDefined() && !st.IsNull()) {
+    if (!st.IsSequence()) return r.Error(st, "gpu.streaming", "expected a list");
+    for (size_t i = 0; i < st.size(); ++i) {
+      const std::string p = fmt::format("gpu.streaming[{}]", i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(st[i], p, 2, "[bytes, seconds]"));
+      StreamPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(pt.bytes, r.Value(st[i][0], p + "[0]", Unit::kBytes));
+      DSPLAN_ASSIGN_OR_RETURN(pt.seconds, r.Value(st[i][1], p + "[1]", Unit::kSeconds));
+      if (pt.bytes <= 0 || pt.seconds <= 0) {
+        return r.Error(st[i], p, "bytes and seconds must be positive");
+      }
+      if (!g.streaming.empty() && pt.bytes <= g.streaming.back().bytes) {
+        return r.Error(st[i], p, "points must be in ascending order of bytes");
+      }
+      g.streaming.push_back(pt);
+    }
+  }
+  YAML::Node ss = n["streaming_source"];
+  if (ss.IsDefined() && !ss.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(ss, "gpu.streaming_source", {"datasheet", "measured",
+                                                                   "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(g.streaming_source, r.SourceOf(ss, "gpu.streaming_source"));
+  } else if (!g.streaming.empty()) {
+    return r.Error(n, "gpu.streaming_source",
+                   "missing: a streaming curve needs its source (the method)");
+  }
+  DSPLAN_RETURN_IF_ERROR(ReadAttention(r, n, &g));
   return g;
 }
 
@@ -570,7 +681,27 @@ std::string EmitProfile(const HardwareProfile& p) {
     e << YAML::Key << "gemm" << YAML::Value << YAML::BeginSeq;
     for (const GemmPoint& pt : g.gemm) {
       e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.m << pt.n << pt.k
-        << Num(pt.flops_per_s) << YAML::EndSeq;
+        << Num(pt.flops_per_s) << GemmLayoutName(pt.layout);
+      if (pt.batch > 1) e << pt.batch;
+      e << YAML::EndSeq;
+    }
+    e << YAML::EndSeq;
+  }
+  if (!g.streaming.empty()) {
+    EmitSourceMap(e, "streaming_source", g.streaming_source);
+    e << YAML::Key << "streaming" << YAML::Value << YAML::BeginSeq;
+    for (const StreamPoint& pt : g.streaming) {
+      e << YAML::Flow << YAML::BeginSeq << Num(pt.bytes) << Num(pt.seconds) << YAML::EndSeq;
+    }
+    e << YAML::EndSeq;
+  }
+  if (!g.attention.empty()) {
+    EmitSourceMap(e, "attention_source", g.attention_source);
+    e << YAML::Key << "attention" << YAML::Value << YAML::BeginSeq;
+    for (const AttentionPoint& pt : g.attention) {
+      e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.head_dim
+        << (pt.causal ? "true" : "false") << pt.seq << pt.batch_heads << Num(pt.fwd_flops_per_s)
+        << Num(pt.bwd_flops_per_s) << YAML::EndSeq;
     }
     e << YAML::EndSeq;
   }
@@ -775,6 +906,7 @@ std::string HardwareProfile::SourceSummary() const {
   comps.push_back({"GEMM", {&gpu.gemm_source, &gpu.gemm_efficiency.source}});
   comps.push_back({"HBM", {&gpu.hbm_bytes_per_s.source, &gpu.memory_bound_efficiency.source}});
   comps.push_back({"attention", {&gpu.attention_efficiency.source}});
+  if (!gpu.attention.empty()) comps.push_back({"runtime attention", {&gpu.attention_source}});
   comps.push_back({"launch", {&gpu.kernel_launch_s.source}});
   comps.push_back({"context", {&gpu.context_bytes.source}});
   comps.push_back({"PCIe", {&links.h2d_pinned.bytes_per_s.source,
@@ -818,6 +950,12 @@ std::string HardwareProfile::SourceSummary() const {
     for (const auto& n : it->second) names += (names.empty() ? "" : ", ") + n;
     out += fmt::format("{}{} ({})", out.empty() ? "" : "; ",
                        r == 2 ? "measured" : r == 1 ? "datasheet" : "assumption", names);
+  }
+  // dsplan's runtime runs its own fused attention kernel; without its measured table the cost
+  // model prices it as tiled GEMMs, which says nothing of the kernel's speed.
+  if (gpu.attention.empty()) {
+    out += fmt::format("{}not measured (runtime attention: priced as tiled GEMMs)",
+                       out.empty() ? "" : "; ");
   }
   return out;
 }

@@ -43,11 +43,25 @@ struct Number {
   bool operator==(const Number&) const = default;
 };
 
-/// A measured GEMM: C[m,n] = A[m,k] B[k,n] in |dtype|, achieved FLOP/s.
+/// The operand layout of a measured GEMM, in row-major terms of C[m,n] = op(A)[m,k] op(B)[k,n]
+/// (torch.nn.Linear's three products):
+///  * kNT: A [m,k], B stored [n,k]: the forward Y = X W^T; (m, n, k) = (tokens, out, in).
+///  * kNN: A [m,k], B [k,n]: the input gradient dX = dY W; (m, n, k) = (tokens, in, out).
+///  * kTN: A stored [k,m], B [k,n]: the weight gradient dW = dY^T X; (m, n, k) = (out, in, tokens).
+enum class GemmLayout { kNT, kNN, kTN };
+const char* GemmLayoutName(GemmLayout l);  // "nt", "nn", "tn"
+Result<GemmLayout> ParseGemmLayout(const std::string& s);
+
+/// A measured GEMM: C[m,n] = op(A)[m,k] op(B)[k,n] in |dtype| and |layout|, achieved FLOP/s;
+/// |batch| > 1: that many independent products at once (strided batched: eager attention's
+/// Q K^T and P V, whose layouts are then those of a batched matmul's forward (nn) and operand
+/// gradients (nt, tn)).
 struct GemmPoint {
   Precision dtype = Precision::kBf16;
   int64_t m = 0, n = 0, k = 0;
   double flops_per_s = 0;
+  GemmLayout layout = GemmLayout::kNT;
+  int64_t batch = 1;
 
   bool operator==(const GemmPoint&) const = default;
 };
@@ -58,6 +72,31 @@ struct BandwidthPoint {
   double bytes_per_s = 0;
 
   bool operator==(const BandwidthPoint&) const = default;
+};
+
+/// One point of a per-launch time curve: a kernel moving |bytes| took |seconds|.
+struct StreamPoint {
+  double bytes = 0;
+  double seconds = 0;
+
+  bool operator==(const StreamPoint&) const = default;
+};
+
+/// A measured point of dsplan's fused attention kernel (runtime/cuda/flash_attention.h):
+/// self-attention (sq = sk = |seq|) of |batch_heads| slices in |dtype| with |head_dim|, causal or
+/// not, at the FLOP/s the forward and the backward reached. FLOPs: forward 4 B H sq sk d (halved
+/// when causal), backward 2.5 times the forward. Few slices leave the GPU part idle, so the rate
+/// depends on the rows of work (batch_heads x seq) as well as on seq.
+struct AttentionPoint {
+  Precision dtype = Precision::kBf16;
+  int64_t head_dim = 0;
+  bool causal = false;
+  int64_t seq = 0;
+  int64_t batch_heads = 0;
+  double fwd_flops_per_s = 0;
+  double bwd_flops_per_s = 0;
+
+  bool operator==(const AttentionPoint&) const = default;
 };
 
 /// A copy path (H2D or D2H, pinned or pageable): raw points plus an alpha-beta fit
@@ -99,8 +138,20 @@ struct GpuProfile {
   Number gemm_efficiency;
   std::vector<GemmPoint> gemm;      // measured table (empty in datasheet profiles)
   Source gemm_source;
-  /// Fused attention (SDPA) throughput as a fraction of the bf16 peak.
+  /// dsplan's runtime streaming kernel (y = a*x + b, fp32, 16-byte accesses) launched back to
+  /// back over memory that is not in L2: seconds per launch by the bytes one launch reads and
+  /// writes in all, ascending. Covers the launch, the ramp and the tail that bytes / bandwidth
+  /// leaves out for small kernels. Empty in datasheet profiles.
+  std::vector<StreamPoint> streaming;
+  Source streaming_source;
+  /// Fused attention (SDPA) throughput as a fraction of the bf16 peak: the PyTorch + DeepSpeed
+  /// stack's cuDNN / flash kernels (an assumption until measured there).
   Number attention_efficiency;
+  /// dsplan's runtime fused attention kernel, measured by `dsplan profile` (section attention)
+  /// by dtype, head dim, causal, seq and slices. Empty in datasheet profiles: the runtime's
+  /// attention is then priced as tiled GEMMs (simulator/cost_model.h).
+  std::vector<AttentionPoint> attention;
+  Source attention_source;
   Number kernel_launch_s;           // fixed cost per kernel
   /// Device memory in use outside PyTorch's caching allocator once CUDA, cuBLAS and NCCL are
   /// initialised (CUDA context and library workspaces).

@@ -11,6 +11,7 @@ std::string ExecutionToWire(const Execution& e) {
       {"device_name", e.device_name},
       {"driver", e.driver},
       {"libraries", e.libraries},
+      {"attention_path", e.attention_path},
       {"device_total_bytes", e.device_total_bytes},
       {"world_size", e.world_size},
       {"step_s", e.step_s},
@@ -41,6 +42,7 @@ Result<Execution> ExecutionFromWire(const std::string& bytes) {
     j.at("device_name").get_to(e.device_name);
     j.at("driver").get_to(e.driver);
     j.at("libraries").get_to(e.libraries);
+    j.at("attention_path").get_to(e.attention_path);
     j.at("device_total_bytes").get_to(e.device_total_bytes);
     j.at("world_size").get_to(e.world_size);
     j.at("step_s").get_to(e.step_s);

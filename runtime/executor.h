@@ -76,6 +76,9 @@ struct Execution {
   std::string device_name;      // "NVIDIA H200"
   std::string driver;           // "driver 580.xx, CUDA runtime 13.0"
   std::string libraries;        // "cuBLASLt 13.x, NCCL 2.x (or: not loaded)"
+  /// Which attention the fused-attention ops ran: "fused kernel (..., bf16, head dim 64)" or the
+  /// tiled-GEMM stand-in with the reason (docs/runtime.md).
+  std::string attention_path;
   int64_t device_total_bytes = 0;
   int world_size = 1;           // ranks that ran (threads or MPI processes, one GPU each)
 

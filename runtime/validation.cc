@@ -63,12 +63,17 @@ double Ratio(const ValidationReport& r, TaskClass c) {
   if (p <= 1e-5 || m <= 1e-5) return 0;
   return p / m;
 }
-double Ratio2(const ValidationReport& r, TaskClass a, TaskClass b) {
-  const double p = r.predicted.seconds[Idx(a)] + r.predicted.seconds[Idx(b)];
-  const double m = r.measured.seconds[Idx(a)] + r.measured.seconds[Idx(b)];
+// Predicted / measured summed over |classes|; 0 when either side has under 10 us.
+double RatioOf(const ValidationReport& r, std::initializer_list<TaskClass> classes) {
+  double p = 0, m = 0;
+  for (TaskClass c : classes) {
+    p += r.predicted.seconds[Idx(c)];
+    m += r.measured.seconds[Idx(c)];
+  }
   if (p <= 1e-5 || m <= 1e-5) return 0;
   return p / m;
 }
+double Ratio2(const ValidationReport& r, TaskClass a, TaskClass b) { return RatioOf(r, {a, b}); }
 
 }  // namespace
 
@@ -201,25 +206,49 @@ Result<HardwareProfile> CalibratedProfile(const HardwareProfile& base, const Val
   hw.description = fmt::format("{} corrected by dsplan validate ({})", base.name, method);
   const Source measured{SourceKind::kMeasured, method};
   int corrected = 0;
-  // GEMMs: predicted/measured > 1 means the profile's rates are too low.
+  // GEMMs: predicted/measured > 1 means the profile's rates are too low. The forward's ratio
+  // corrects the forward-layout rows (nt), the backward's the gradient layouts (nn, tn); a table
+  // without layouts takes the ratio of both.
   const double gemm = Ratio2(r, TaskClass::kForwardGemm, TaskClass::kBackwardGemm);
   if (gemm > 0) {
-    for (GemmPoint& pt : hw.gpu.gemm) pt.flops_per_s *= gemm;
+    const double fwd = Ratio(r, TaskClass::kForwardGemm), bwd = Ratio(r, TaskClass::kBackwardGemm);
+    bool layouts = false;
+    for (const GemmPoint& pt : hw.gpu.gemm) layouts |= pt.layout != GemmLayout::kNT;
+    for (GemmPoint& pt : hw.gpu.gemm) {
+      const double k = !layouts ? gemm : pt.layout == GemmLayout::kNT ? (fwd > 0 ? fwd : gemm)
+                                                                       : (bwd > 0 ? bwd : gemm);
+      pt.flops_per_s *= k;
+    }
     if (hw.gpu.gemm_efficiency.value > 0) {
       hw.gpu.gemm_efficiency = {std::min(1.0, hw.gpu.gemm_efficiency.value * gemm), measured};
     }
     hw.gpu.gemm_source = measured;
     ++corrected;
   }
-  const double mem = Ratio2(r, TaskClass::kForwardMemory, TaskClass::kBackwardMemory);
-  if (mem > 0 && hw.gpu.memory_bound_efficiency.value > 0) {
+  // Memory-bound kernels: the layers' elementwise ops, the gradient copies and the GPU
+  // optimizer all run the streaming kernel; its per-launch curve (or, without one, the
+  // efficiency) scales by the ratio.
+  const double mem = RatioOf(r, {TaskClass::kForwardMemory, TaskClass::kBackwardMemory,
+                                 TaskClass::kGradCopy, TaskClass::kGpuOptimizer});
+  if (mem > 0 && !hw.gpu.streaming.empty()) {
+    for (StreamPoint& pt : hw.gpu.streaming) pt.seconds /= mem;
+    hw.gpu.streaming_source = measured;
+    ++corrected;
+  } else if (mem > 0 && hw.gpu.memory_bound_efficiency.value > 0) {
     hw.gpu.memory_bound_efficiency = {hw.gpu.memory_bound_efficiency.value * mem, measured};
     ++corrected;
   }
-  const double att = Ratio2(r, TaskClass::kForwardAttention, TaskClass::kBackwardAttention);
-  if (att > 0 && hw.gpu.attention_efficiency.value > 0) {
-    hw.gpu.attention_efficiency = {std::min(1.0, hw.gpu.attention_efficiency.value * att),
-                                   measured};
+  // Attention: the run timed dsplan's own kernel, so only its table (the runtime stack's
+  // pricing) is corrected, forward and backward apart. attention_efficiency describes PyTorch's
+  // SDPA kernels, which this run did not time: it keeps its source.
+  const double att_f = Ratio(r, TaskClass::kForwardAttention);
+  const double att_b = Ratio(r, TaskClass::kBackwardAttention);
+  if ((att_f > 0 || att_b > 0) && !hw.gpu.attention.empty()) {
+    for (AttentionPoint& pt : hw.gpu.attention) {
+      if (att_f > 0) pt.fwd_flops_per_s *= att_f;
+      if (att_b > 0) pt.bwd_flops_per_s *= att_b;
+    }
+    hw.gpu.attention_source = measured;
     ++corrected;
   }
   auto scale_copy = [&](CopyCurve& c, double k) {
@@ -289,6 +318,7 @@ nlohmann::json ValidationToJson(const ValidationReport& r, const Execution& e) {
                        {{"name", e.device_name},
                         {"driver", e.driver},
                         {"libraries", e.libraries},
+                        {"attention_path", e.attention_path},
                         {"total_bytes", e.device_total_bytes},
                         {"world_size", e.world_size}}},
                       {"host_pinned_bytes", e.host_pinned_bytes},

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
+#include <utility>
+
+#include "core/fused_attention.h"
 
 namespace dsplan {
 namespace {
@@ -81,7 +85,7 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
   // Nearest measured shape of this dtype (log distance over m, n, k).
   double best = std::numeric_limits<double>::infinity();
   for (const GemmPoint& pt : g.gemm) {
-    if (pt.dtype != p || pt.flops_per_s <= 0) continue;
+    if (pt.dtype != p || pt.flops_per_s <= 0 || pt.batch > 1) continue;
     const double d = std::abs(std::log(m * batch / pt.m)) + std::abs(std::log(n / pt.n)) +
                      std::abs(std::log(k / pt.k));
     if (d < best) {
@@ -91,11 +95,121 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
   }
   if (rate <= 0) rate = PeakFlops(p) * (g.gemm_efficiency.value > 0 ? g.gemm_efficiency.value : 0.7);
   const double compute_s = flops / rate;
-  const double memory_s = MemoryBoundSeconds(bytes);
-  return std::max(compute_s, memory_s);
+  return std::max(compute_s, RooflineSeconds(bytes));
+}
+
+double CostModel::RooflineSeconds(double bytes) const {
+  const GpuProfile& g = profile_->gpu;
+  const double eff = g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8;
+  const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
+  return bytes / (bw * eff);
+}
+
+double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, double k) const {
+  if (m <= 0 || n <= 0 || k <= 0) return 0;
+  const GpuProfile& g = profile_->gpu;
+  // The table holds the shapes of Linear layers at several token counts, in the three layouts
+  // of a Linear's forward and backward. The token count is m for nt and nn, k for tn; the two
+  // other dimensions are the layer's (out, in) or (in, out). Take the measured layer shape
+  // nearest in log space, then interpolate log FLOP/s in log tokens along its series (clamped
+  // at the series' ends).
+  const bool tn = layout == GemmLayout::kTN;
+  const double tokens = tn ? k : m, a = tn ? m : n, b = tn ? n : k;
+  double best = std::numeric_limits<double>::infinity();
+  int64_t best_a = 0, best_b = 0;
+  for (const GemmPoint& pt : g.gemm) {
+    if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
+      continue;
+    }
+    const int64_t pa = tn ? pt.m : pt.n, pb = tn ? pt.n : pt.k;
+    const double d = std::abs(std::log(a / static_cast<double>(pa))) +
+                     std::abs(std::log(b / static_cast<double>(pb)));
+    if (d < best) {
+      best = d;
+      best_a = pa;
+      best_b = pb;
+    }
+  }
+  // Tables without this layout (profiles written before layouts were measured): the nearest
+  // shape of any layout.
+  if (best_a == 0) return GemmSeconds(precision_, m, n, k, 1);
+  double lo_t = 0, lo_r = 0, hi_t = std::numeric_limits<double>::infinity(), hi_r = 0;
+  double min_t = std::numeric_limits<double>::infinity(), min_r = 0, max_t = 0, max_r = 0;
+  for (const GemmPoint& pt : g.gemm) {
+    if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
+      continue;
+    }
+    if ((tn ? pt.m : pt.n) != best_a || (tn ? pt.n : pt.k) != best_b) continue;
+    const double t = static_cast<double>(tn ? pt.k : pt.m);
+    if (t <= tokens && t > lo_t) lo_t = t, lo_r = pt.flops_per_s;
+    if (t >= tokens && t < hi_t) hi_t = t, hi_r = pt.flops_per_s;
+    if (t < min_t) min_t = t, min_r = pt.flops_per_s;
+    if (t > max_t) max_t = t, max_r = pt.flops_per_s;
+  }
+  double rate;
+  if (lo_r <= 0) {
+    rate = min_r;
+  } else if (hi_r <= 0) {
+    rate = max_r;
+  } else if (hi_t == lo_t) {
+    rate = lo_r;
+  } else {
+    const double f = std::log(tokens / lo_t) / std::log(hi_t / lo_t);
+    rate = std::exp(std::log(lo_r) + f * (std::log(hi_r) - std::log(lo_r)));
+  }
+  const double elem = static_cast<double>(PrecisionBytes(precision_));
+  return std::max(2.0 * m * n * k / rate, RooflineSeconds(elem * (m * k + k * n + m * n)));
+}
+
+double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, double k,
+                                     double batch) const {
+  if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
+  // The measured batched product of this layout nearest in log space (per product; the
+  // measured batches fill the GPU as a step's batch x heads does).
+  double best = std::numeric_limits<double>::infinity(), rate = 0;
+  for (const GemmPoint& pt : profile_->gpu.gemm) {
+    if (pt.dtype != precision_ || pt.layout != layout || pt.batch <= 1 || pt.flops_per_s <= 0) {
+      continue;
+    }
+    const double d = std::abs(std::log(m / pt.m)) + std::abs(std::log(n / pt.n)) +
+                     std::abs(std::log(k / pt.k));
+    if (d < best) {
+      best = d;
+      rate = pt.flops_per_s;
+    }
+  }
+  if (rate <= 0) return GemmSeconds(precision_, m, n, k, batch);
+  const double elem = static_cast<double>(PrecisionBytes(precision_));
+  return std::max(2.0 * m * n * k * batch / rate,
+                  RooflineSeconds(elem * batch * (m * k + k * n + m * n)));
+}
+
+double CostModel::StreamLaunchSeconds(double bytes) const {
+  const std::vector<StreamPoint>& c = profile_->gpu.streaming;
+  if (bytes <= 0) return 0;
+  if (c.empty()) return RooflineSeconds(bytes);
+  // Below the smallest point a launch costs what the smallest did; above the largest the rate
+  // is the largest point's; in between, log-log interpolation.
+  if (bytes <= c.front().bytes) return c.front().seconds;
+  if (bytes >= c.back().bytes) return c.back().seconds * bytes / c.back().bytes;
+  size_t i = 1;
+  while (c[i].bytes < bytes) ++i;
+  const StreamPoint& lo = c[i - 1];
+  const StreamPoint& hi = c[i];
+  const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
+  return std::exp(std::log(lo.seconds) + f * (std::log(hi.seconds) - std::log(lo.seconds)));
+}
+
+double CostModel::StreamSeconds(double bytes, int launches) const {
+  if (bytes <= 0) return 0;
+  if (stack_ != SoftwareStack::kDsplanRuntime) return MemoryBoundSeconds(bytes);
+  const int n = std::clamp(launches, 1, kRuntimeMaxStreamLaunches);
+  return n * StreamLaunchSeconds(bytes / n);
 }
 
 double CostModel::MemoryBoundSeconds(double bytes) const {
+  // dsplan's runtime: one streaming kernel, at the measured per-launch curve.
+  if (stack_ == SoftwareStack::kDsplanRuntime) return StreamLaunchSeconds(bytes);
   const GpuProfile& g = profile_->gpu;
   const double framework =
       stack_ == SoftwareStack::kPyTorchDeepSpeed ? kFrameworkElementwiseEfficiency : 1.0;
@@ -108,8 +222,9 @@ double CostModel::MemoryBoundSeconds(double bytes) const {
 double CostModel::OpForwardSeconds(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm:
+      return LinearGemmSeconds(GemmLayout::kNT, op.m * std::max<int64_t>(1, op.batch), op.n, op.k);
     case OpKind::kBatchedGemm:
-      return GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
+      return BatchedGemmSeconds(GemmLayout::kNN, op.m, op.n, op.k, op.batch);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, false);
       const GpuProfile& g = profile_->gpu;
@@ -125,9 +240,13 @@ double CostModel::OpForwardSeconds(const Op& op) const {
 double CostModel::OpBackwardSeconds(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm:
+      // Linear: dX[m,k] = dY[m,n] W[n,k] (nn) and dW[n,k] = dY^T X (tn, reducing over tokens).
+      return LinearGemmSeconds(GemmLayout::kNN, op.m, op.k, op.n) +
+             LinearGemmSeconds(GemmLayout::kTN, op.n, op.k, op.m);
     case OpKind::kBatchedGemm:
-      // dX = dY W^T and dW = X^T dY: two GEMMs of the forward's size.
-      return 2 * GemmSeconds(precision_, op.m, op.n, op.k, op.batch);
+      // C = A B: dA = dC B^T (nt: m, k, n) and dB = A^T dC (tn: k, n, m).
+      return BatchedGemmSeconds(GemmLayout::kNT, op.m, op.k, op.n, op.batch) +
+             BatchedGemmSeconds(GemmLayout::kTN, op.k, op.n, op.m, op.batch);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, true);
       const GpuProfile& g = profile_->gpu;
@@ -142,15 +261,79 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
   }
 }
 
+namespace {
+
+// Linear interpolation of y in log x through (x, y) points sorted by x; clamped at the ends.
+double LogInterp(const std::vector<std::pair<double, double>>& pts, double x) {
+  if (x <= pts.front().first) return pts.front().second;
+  if (x >= pts.back().first) return pts.back().second;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    if (x <= pts[i].first) {
+      const auto& [x0, y0] = pts[i - 1];
+      const auto& [x1, y1] = pts[i];
+      const double t = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
+      return y0 + t * (y1 - y0);
+    }
+  }
+  return pts.back().second;
+}
+
+}  // namespace
+
+double FusedAttentionRate(const std::vector<AttentionPoint>& table, Precision dtype,
+                          int64_t head_dim, bool causal, double seq, double rows,
+                          bool backward) {
+  // The points of this head dim and mask, in |dtype| when the table has it, else in the other
+  // 16-bit dtype (the same kernel).
+  std::vector<const AttentionPoint*> pts;
+  for (int pass = 0; pass < 2 && pts.empty(); ++pass) {
+    for (const AttentionPoint& p : table) {
+      const bool dtype_ok = pass == 0 ? p.dtype == dtype : p.dtype != Precision::kFp32;
+      if (dtype_ok && p.head_dim == head_dim && p.causal == causal && p.seq > 0 &&
+          p.batch_heads > 0) {
+        pts.push_back(&p);
+      }
+    }
+  }
+  if (pts.empty() || seq <= 0) return 0;
+  // One series per amount of work (slices x seq rows): the rate at |seq| along each, then
+  // across the series at |rows|.
+  std::map<double, std::vector<std::pair<double, double>>> series;
+  for (const AttentionPoint* p : pts) {
+    series[static_cast<double>(p->batch_heads) * static_cast<double>(p->seq)].push_back(
+        {static_cast<double>(p->seq), backward ? p->bwd_flops_per_s : p->fwd_flops_per_s});
+  }
+  std::vector<std::pair<double, double>> by_rows;
+  for (auto& [r, s] : series) {
+    std::sort(s.begin(), s.end());
+    by_rows.push_back({r, LogInterp(s, seq)});
+  }
+  return LogInterp(by_rows, rows > 0 ? rows : by_rows.back().first);
+}
+
 double CostModel::RuntimeAttentionSeconds(const Op& op, bool backward) const {
-  // dsplan's runtime has no fused attention kernel (docs/runtime.md): per block of
-  // kRuntimeAttentionBlock query rows it runs strided-batched GEMMs over the keys the causal
-  // mask keeps, the block's scores going through HBM. Forward: S = Q Kt, O = S V. Backward:
-  // S again, dP = dO Vt, dV = St dO, dQ = dP K, dK = dPt Q. Each is priced as a GEMM.
-  constexpr int64_t kRuntimeAttentionBlock = 128;
   const double B = static_cast<double>(std::max<int64_t>(1, op.batch));
   const int64_t sq = op.m, sk = op.n;
   const double d = static_cast<double>(op.k);
+  // The runtime's fused kernel (runtime/cuda/flash_attention.h) runs what it supports; it is
+  // priced from the profile's measured table at the geometric mean of the query and key
+  // lengths (the sequence length of self-attention) and that many rows per slice.
+  if (FusedAttentionSupports(precision_, op.k)) {
+    const double seq = std::sqrt(static_cast<double>(sq) * static_cast<double>(sk));
+    const double rate = FusedAttentionRate(profile_->gpu.attention, precision_, op.k, op.causal,
+                                           seq, B * seq, backward);
+    if (rate > 0) {
+      const double fwd = 4.0 * B * static_cast<double>(sq) * static_cast<double>(sk) * d /
+                         (op.causal ? 2.0 : 1.0);
+      return (backward ? 2.5 * fwd : fwd) / rate;
+    }
+  }
+  // Otherwise (a dtype or head dim the kernel lacks, or a profile without the table) it runs,
+  // or is priced as, the tiled stand-in (docs/runtime.md): per block of kRuntimeAttentionBlock
+  // query rows, strided-batched GEMMs over the keys the causal mask keeps, the block's scores
+  // going through HBM. Forward: S = Q Kt, O = S V. Backward: S again, dP = dO Vt, dV = St dO,
+  // dQ = dP K, dK = dPt Q. Each is priced as a GEMM.
+  constexpr int64_t kRuntimeAttentionBlock = 128;
   double t = 0;
   for (int64_t r0 = 0; r0 < sq; r0 += kRuntimeAttentionBlock) {
     const double rows = static_cast<double>(std::min(kRuntimeAttentionBlock, sq - r0));
@@ -315,8 +498,9 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:
       // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the
-      // host's dispatch bounds them when the tensors are small.
-      return std::max(MemoryBoundSeconds(t.bytes) +
+      // host's dispatch bounds them when the tensors are small. dsplan's runtime issues the
+      // task's bytes as |kernels| streaming launches.
+      return std::max(StreamSeconds(t.bytes, t.kernels) +
                           (t.flops > 0 ? t.flops / PeakFlops(Precision::kFp32) : 0),
                       t.kernels * dispatch);
     case TaskKind::kAllReduce:

@@ -5,8 +5,9 @@
 //    efficiency times the dtype's peak; never faster than the roofline of its bytes.
 //  * Memory-bound ops (elementwise, norms, softmax, casts, optimizer): bytes / (HBM bandwidth x
 //    memory-bound efficiency).
-//  * Fused attention: FLOPs (halved when causal) / (bf16 peak x attention efficiency), floored by
-//    its bytes.
+//  * Fused attention: PyTorch's SDPA as FLOPs (halved when causal) / (bf16 peak x attention
+//    efficiency), floored by its bytes; dsplan's runtime kernel at the profile's measured
+//    attention table (its tiled-GEMM stand-in where the kernel or the table is missing).
 //  * Every op also costs the host its dispatch time (PyTorch eager issues one kernel per op);
 //    a layer takes max(device time, dispatch time), so small models come out launch-bound.
 //  * Collectives: alpha + S * BusFactor / busbw (core/collectives.h) from the profile's curves.
@@ -42,7 +43,18 @@ struct LayerCost {
 ///    kernel at the profile's measured launch cost, memory-bound work runs at the profile's
 ///    measured streaming rate. Nothing in it is fitted.
 enum class SoftwareStack { kPyTorchDeepSpeed, kDsplanRuntime };
+/// The most launches the runtime splits one memory-bound task into (runtime/cuda/executor.cc).
+inline constexpr int kRuntimeMaxStreamLaunches = 1 << 14;
 const char* SoftwareStackName(SoftwareStack s);
+
+/// The measured FLOP/s (forward, or backward when |backward|) of the runtime's fused attention
+/// at sequence length |seq| with |rows| = slices x seq of work, from |table| (HardwareProfile
+/// gpu.attention): the points of |head_dim| and |causal| in |dtype| (else in the other 16-bit
+/// dtype); within each series of equal work (batch_heads x seq) the rate is interpolated
+/// linearly in log seq, then across the series linearly in log rows, clamped at the ends (rows
+/// <= 0: the largest series). 0 when the table has no such point.
+double FusedAttentionRate(const std::vector<AttentionPoint>& table, Precision dtype,
+                          int64_t head_dim, bool causal, double seq, double rows, bool backward);
 
 class CostModel {
  public:
@@ -55,7 +67,26 @@ class CostModel {
   double PeakFlops(Precision p) const;
   /// One (batched) GEMM C[m,n] = A[m,k] B[k,n], |batch| times, in |p|.
   double GemmSeconds(Precision p, double m, double n, double k, double batch) const;
+  /// A torch.nn.Linear product in |layout| (core/hardware_profile.h: nt forward (tokens, out,
+  /// in), nn input gradient (tokens, in, out), tn weight gradient (out, in, tokens)), from the
+  /// measured table's series of the nearest layer shape, interpolated in the token count.
+  double LinearGemmSeconds(GemmLayout layout, double m, double n, double k) const;
+  /// |batch| products C[m,n] = op(A) op(B) of a batched matmul in |layout| (nn forward, nt and
+  /// tn the operands' gradients), from the nearest measured batched product; tables without
+  /// batched rows: GemmSeconds.
+  double BatchedGemmSeconds(GemmLayout layout, double m, double n, double k, double batch) const;
+  /// One memory-bound kernel that reads and writes |bytes| in all: PyTorch's at the fitted
+  /// fraction of the streaming rate; dsplan's runtime at the profile's per-launch curve.
   double MemoryBoundSeconds(double bytes) const;
+  /// |bytes| of memory-bound work issued as |launches| kernels (dsplan's runtime splits it
+  /// evenly; PyTorch's is priced by bytes, its dispatch separately).
+  double StreamSeconds(double bytes, int launches) const;
+  /// |bytes| at the measured streaming rate (hbm x memory-bound efficiency): the floor of a
+  /// GEMM whatever the software stack.
+  double RooflineSeconds(double bytes) const;
+  /// One launch of the runtime's streaming kernel over |bytes| (the profile's curve; without
+  /// one, bytes over the measured streaming rate).
+  double StreamLaunchSeconds(double bytes) const;
   double OpForwardSeconds(const Op& op) const;
   double OpBackwardSeconds(const Op& op) const;
   LayerCost Layer(const dsplan::Layer& layer) const;
@@ -77,7 +108,8 @@ class CostModel {
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
 
  private:
-  /// Fused attention as dsplan's runtime runs it (tiled GEMMs, scores through HBM).
+  /// Fused attention as dsplan's runtime runs it: its fused kernel at the profile's measured
+  /// rates (gpu.attention), or the tiled GEMMs of its stand-in.
   double RuntimeAttentionSeconds(const Op& op, bool backward) const;
   /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
   double CpuAdamRate(int threads) const;

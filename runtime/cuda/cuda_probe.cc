@@ -16,6 +16,7 @@
 
 #include "core/units.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/cuda/flash_attention.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/profiler/device_probe.h"
 
@@ -81,6 +82,7 @@ class CudaProbe : public DeviceProbe {
 
   ~CudaProbe() override {
     for (auto* b : {&a_, &b_, &c_, &flush_, &src_, &dst_, &dev_}) b->Release();
+    for (DeviceBuffer& b : attn_) b.Release();
     if (pinned_) cudaFreeHost(pinned_);
     std::free(pageable_);
     if (workspace_) cudaFree(workspace_);
@@ -135,20 +137,56 @@ class CudaProbe : public DeviceProbe {
     return static_cast<int64_t>(total_b - free_b) - static_cast<int64_t>(allocated_);
   }
 
-  Result<Timing> Gemm(Precision dtype, int64_t m, int64_t n, int64_t k,
-                      const Repeats& r) override {
+  Result<Timing> Gemm(Precision dtype, GemmLayout layout, int64_t m, int64_t n, int64_t k,
+                      int64_t batch, const Repeats& r) override {
     DSPLAN_RETURN_IF_ERROR(Init());
     if (dtype == Precision::kFp32) return Status::Unsupported("fp32 GEMMs are not profiled");
     const int fill = dtype == Precision::kBf16 ? 1 : 2;
-    DSPLAN_RETURN_IF_ERROR(a_.Ensure(k * n * 2, fill, 1, stream_));
-    DSPLAN_RETURN_IF_ERROR(b_.Ensure(k * m * 2, fill, 2, stream_));
-    DSPLAN_RETURN_IF_ERROR(c_.Ensure(m * n * 2, fill, 3, stream_));
-    DSPLAN_RETURN_IF_ERROR(EnsureFlush());
-    // torch.nn.Linear: X[m,k] times the weight W[n,k] transposed.
+    DSPLAN_RETURN_IF_ERROR(EnsureFlush());  // reads the L2 size
+    // Operands as a training step meets them: not in L2 (other kernels ran since they were
+    // written), without a flush that leaves L2 full of dirty lines to write back during the
+    // GEMM. Consecutive repeats use different copies of A, B and C spanning 3x the L2.
+    const int64_t sa = k * m * 2 * batch, sb = k * n * 2 * batch, sc = m * n * 2 * batch;
+    const int copies = static_cast<int>(
+        std::clamp<int64_t>((3 * l2_bytes_ + sa + sb + sc - 1) / (sa + sb + sc), 1, 64));
+    DSPLAN_RETURN_IF_ERROR(a_.Ensure(sb * copies, fill, 1, stream_));
+    DSPLAN_RETURN_IF_ERROR(b_.Ensure(sa * copies, fill, 2, stream_));
+    DSPLAN_RETURN_IF_ERROR(c_.Ensure(sc * copies, fill, 3, stream_));
+    // torch.nn.Linear's three products, as the CUDA executor issues them: the forward X[m,k]
+    // times W[n,k] transposed (nt); the input gradient dY[m,k'] W (nn); the weight gradient
+    // dY^T X with A stored [k,m] (tn).
+    const bool ta = layout == GemmLayout::kTN, tb = layout == GemmLayout::kNT;
+    int i = 0;
     auto launch = [&]() -> Status {
-      return gemm_.Run(dtype, false, true, m, n, k, 1, b_.p, 0, a_.p, 0, c_.p, 0, stream_);
+      const int j = i++ % copies;
+      return gemm_.Run(dtype, ta, tb, m, n, k, batch, static_cast<char*>(b_.p) + j * sa, m * k,
+                       static_cast<char*>(a_.p) + j * sb, k * n,
+                       static_cast<char*>(c_.p) + j * sc, m * n, stream_);
     };
-    return TimeWithEvents(r, launch, /*flush=*/true);
+    return TimeWithEvents(r, launch, /*flush=*/false);
+  }
+
+  Result<Timing> StreamLaunches(int64_t bytes, int launches, const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    // Each launch reads bytes/2 and writes bytes/2 (whole 16-byte vectors) at a fresh offset of
+    // a buffer at least 4x the L2 and 4x the launch, as the executor's operand ring does.
+    DSPLAN_RETURN_IF_ERROR(EnsureFlush());  // also reads the L2 size
+    const int64_t half = std::max<int64_t>(16, bytes / 2 / 16 * 16);
+    const int64_t cap = std::max<int64_t>({4 * l2_bytes_, 8 * half, int64_t{64} << 20});
+    DSPLAN_RETURN_IF_ERROR(src_.Ensure(cap, 0, 4, stream_));
+    int64_t off = 0;
+    char* base = static_cast<char*>(src_.p);
+    return TimeWithEvents(r, [&]() -> Status {
+      for (int i = 0; i < launches; ++i) {
+        if (off + 2 * half > cap) off = 0;
+        int rc = cuda::Axpb(reinterpret_cast<const float*>(base + off),
+                            reinterpret_cast<float*>(base + off + half), half / 4, 1.0001f, 0.5f,
+                            stream_);
+        DSPLAN_CUDA_TRY(static_cast<cudaError_t>(rc));
+        off += 2 * half;
+      }
+      return Status();
+    }, false);
   }
 
   Result<Timing> DeviceCopy(int64_t bytes, const Repeats& r) override {
@@ -305,6 +343,39 @@ class CudaProbe : public DeviceProbe {
     return Summarize(samples);
   }
 
+  Result<AttentionTiming> Attention(Precision dtype, int64_t head_dim, bool causal, int64_t seq,
+                                    int64_t batch_heads, const Repeats& r) override {
+    DSPLAN_RETURN_IF_ERROR(Init());
+    DSPLAN_RETURN_IF_ERROR(cuda::FlashAttentionSupported(dtype, head_dim));
+    DSPLAN_RETURN_IF_ERROR(EnsureFlush());
+    const cuda::AttentionShape shape{batch_heads, seq, seq, head_dim, causal, 0.0};
+    const size_t t = static_cast<size_t>(batch_heads * seq * head_dim * 2);
+    const int fill = dtype == Precision::kFp16 ? 2 : 1;
+    // q, k, v, dO random; o, lse from the forward; dq, dk, dv, workspace written.
+    enum { kQ, kK, kV, kDo, kO, kLse, kDq, kDk, kDv, kWs };
+    for (int i : {kQ, kK, kV, kDo}) {
+      // Fresh contents whenever the buffer grows (Ensure fills only then).
+      DSPLAN_RETURN_IF_ERROR(attn_[i].Ensure(t, fill, 10 + i, stream_));
+    }
+    for (int i : {kO, kDq, kDk, kDv}) DSPLAN_RETURN_IF_ERROR(attn_[i].Ensure(t, -1, 0, stream_));
+    DSPLAN_RETURN_IF_ERROR(
+        attn_[kLse].Ensure(static_cast<size_t>(batch_heads * seq * 4), -1, 0, stream_));
+    DSPLAN_RETURN_IF_ERROR(attn_[kWs].Ensure(
+        static_cast<size_t>(cuda::FlashAttentionWorkspaceBytes(shape)), -1, 0, stream_));
+    auto* lse = static_cast<float*>(attn_[kLse].p);
+    AttentionTiming out;
+    DSPLAN_ASSIGN_OR_RETURN(out.forward, TimeWithEvents(r, [&]() -> Status {
+      return cuda::FlashAttentionForward(dtype, shape, attn_[kQ].p, attn_[kK].p, attn_[kV].p,
+                                         attn_[kO].p, lse, stream_);
+    }, /*flush=*/true));
+    DSPLAN_ASSIGN_OR_RETURN(out.backward, TimeWithEvents(r, [&]() -> Status {
+      return cuda::FlashAttentionBackward(dtype, shape, attn_[kQ].p, attn_[kK].p, attn_[kV].p,
+                                          attn_[kO].p, attn_[kDo].p, lse, attn_[kDq].p,
+                                          attn_[kDk].p, attn_[kDv].p, attn_[kWs].p, stream_);
+    }, /*flush=*/true));
+    return out;
+  }
+
  private:
   struct Rank {
     int device = 0;
@@ -398,6 +469,7 @@ class CudaProbe : public DeviceProbe {
   size_t allocated_ = 0;
   int64_t l2_bytes_ = 0;
   DeviceBuffer a_, b_, c_, flush_, src_, dst_, dev_;
+  DeviceBuffer attn_[10];  // fused attention's operands (Attention)
   void* pinned_ = nullptr;
   size_t pinned_bytes_ = 0;
   void* pageable_ = nullptr;

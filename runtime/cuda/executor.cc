@@ -23,14 +23,17 @@
 
 #include <fmt/format.h>
 
+#include "core/fused_attention.h"
 #include "runtime/comm.h"
 #include "runtime/cuda/cuda_common.h"
+#include "runtime/cuda/flash_attention.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/execution_io.h"
 #include "runtime/executor.h"
 #include "runtime/host/cpu_adam.h"
 #include "runtime/host/direct_io.h"
 #include "simulator/caching_allocator.h"
+#include "simulator/cost_model.h"
 
 namespace dsplan {
 
@@ -44,7 +47,7 @@ using cuda::Nccl;
 // PyTorch's cuBLAS workspace on Hopper (CUBLAS_WORKSPACE_CONFIG default :4096:8 = 32 MiB).
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 constexpr int64_t kAlign = 256;
-constexpr int kMaxLaunches = 1 << 14;
+constexpr int kMaxLaunches = kRuntimeMaxStreamLaunches;  // the cost model splits tasks alike
 
 int64_t RoundUp(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
@@ -167,6 +170,42 @@ class OperandRing {
   int64_t off_ = 0;
 };
 
+// Which attention path the workload's fused-attention ops take on this device (Execution's
+// attention_path): the fused kernel for the dtypes and head dims it supports, else the tiled
+// stand-in, with the reason.
+std::string AttentionPath(const Workload& w, Precision p, bool device_ok,
+                          const cudaDeviceProp& prop) {
+  std::vector<int64_t> dims;
+  for (const Layer& L : w.layers) {
+    for (const Op& op : L.ops) {
+      if (op.kind == OpKind::kAttention &&
+          std::find(dims.begin(), dims.end(), op.k) == dims.end()) {
+        dims.push_back(op.k);
+      }
+    }
+  }
+  if (dims.empty()) return "none (the workload has no fused-attention op)";
+  std::string fused, tiled;
+  for (int64_t d : dims) {
+    std::string& into = device_ok && FusedAttentionSupports(p, d) ? fused : tiled;
+    into += fmt::format("{}{}", into.empty() ? "" : ", ", d);
+  }
+  std::string out;
+  if (!fused.empty()) {
+    out = fmt::format("fused kernel (runtime/cuda/flash_attention, {}, head dim {})",
+                      PrecisionName(p), fused);
+  }
+  if (!tiled.empty()) {
+    const std::string why =
+        device_ok ? fmt::format("the fused kernel supports {}", kFusedAttentionSupport)
+                  : fmt::format("the fused kernel needs compute capability 8.0, this GPU is {}.{}",
+                                prop.major, prop.minor);
+    out += fmt::format("{}tiled-GEMM stand-in without softmax ({}, head dim {}: {})",
+                       out.empty() ? "" : "; ", PrecisionName(p), tiled, why);
+  }
+  return out;
+}
+
 // Everything one rank (one GPU, one issuing thread) needs.
 class Rank {
  public:
@@ -198,6 +237,7 @@ class Rank {
   Status Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, int64_t batch, const void* a,
               const void* b, void* c, cudaStream_t s);
   Status Attention(const Op& op, bool backward, cudaStream_t s);
+  Status FusedAttention(const Op& op, bool backward, cudaStream_t s);
   Status StreamBytes(double bytes, int launches, cudaStream_t s);
   Status Collective(const Task& t, cudaStream_t s);
   Status Copy(const Task& t, cudaStream_t s);
@@ -246,6 +286,9 @@ class Rank {
   // Query rows per block of the attention stand-in; DSPLAN_ATTENTION_BLOCK overrides (a knob for
   // studying the stand-in, docs/runtime.md).
   int64_t attention_block_ = 128;
+  // The fused attention kernel runs on this device (compute capability 8.0 or newer); each op
+  // still needs a dtype and head dim it supports (core/fused_attention.h).
+  bool fused_attention_ok_ = false;
   int64_t op_weight_offset_ = 0;  // bytes into the current layer's weights
   TaskId current_task_ = -1;
 
@@ -317,6 +360,9 @@ Status Rank::Setup() {
   DSPLAN_CUDA_TRY(cudaSetDevice(device_));
   DSPLAN_CUDA_TRY(cudaFree(nullptr));  // the primary context
   context_ready_ = true;
+  int cc_major = 0;
+  DSPLAN_CUDA_TRY(cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, device_));
+  fused_attention_ok_ = cc_major >= 8;
   for (auto& s : streams_) DSPLAN_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   DSPLAN_CUDA_TRY(cudaMalloc(&workspace_, kWorkspaceBytes));
   DSPLAN_RETURN_IF_ERROR(gemm_.Init(workspace_, kWorkspaceBytes));
@@ -639,13 +685,14 @@ Status Rank::StreamBytes(double bytes, int launches, cudaStream_t s) {
   if (bytes <= 0) return Status();
   launches = std::clamp(launches, 1, kMaxLaunches);
   // Each launch reads |chunk| bytes and writes |chunk|; chunks no larger than half the largest
-  // operand region.
+  // operand region, and whole 16-byte vectors, so each launch is one vectorized kernel (no
+  // scalar tail launch), as the profile's streaming curve measured it.
   int64_t half = static_cast<int64_t>(bytes / 2);
-  int64_t chunk = std::max<int64_t>(16, (half + launches - 1) / launches);
+  int64_t chunk = std::max<int64_t>(16, RoundUp((half + launches - 1) / launches, 16));
   const int64_t cap = std::max<int64_t>(kAlign, ring_.largest() / 2 / kAlign * kAlign);
   chunk = std::min(chunk, cap);
   while (half > 0) {
-    const int64_t c = std::min(chunk, half);
+    const int64_t c = RoundUp(std::min(chunk, half), 16);
     char* src = ring_.Take(c);
     char* dst = ring_.Take(c);
     if (!src || !dst) return Status::Internal("no operand memory for a streaming kernel");
@@ -659,9 +706,43 @@ Status Rank::StreamBytes(double bytes, int launches, cudaStream_t s) {
   return Status();
 }
 
+Status Rank::FusedAttention(const Op& op, bool backward, cudaStream_t s) {
+  // The runtime's fused kernel (runtime/cuda/flash_attention.h) on ring memory: forward reads
+  // Q, K, V and writes O and the fp32 log-sum-exp; backward reads Q, K, V, O, dO and the
+  // log-sum-exp and writes dQ, dK, dV through its fp32 workspace. The contents are the ring's
+  // random values (finite: the log-sum-exp read in backward is some other tensor's bits).
+  const int64_t B = std::max<int64_t>(1, op.batch), sq = op.m, sk = op.n, d = op.k;
+  const int64_t es = ElementBytes(plan_.precision);
+  const cuda::AttentionShape shape{B, sq, sk, d, op.causal, 0.0};
+  char* q = TakeOrFail(B * sq * d * es);
+  char* kk = TakeOrFail(B * sk * d * es);
+  char* v = TakeOrFail(B * sk * d * es);
+  char* o = TakeOrFail(B * sq * d * es);
+  auto* lse = reinterpret_cast<float*>(TakeOrFail(B * sq * 4));
+  if (!q || !kk || !v || !o || !lse) {
+    return Status::Internal("no operand memory for fused attention");
+  }
+  if (!backward) {
+    return cuda::FlashAttentionForward(plan_.precision, shape, q, kk, v, o, lse, s);
+  }
+  char* dout = TakeOrFail(B * sq * d * es);
+  char* dq = TakeOrFail(B * sq * d * es);
+  char* dk = TakeOrFail(B * sk * d * es);
+  char* dv = TakeOrFail(B * sk * d * es);
+  char* ws = TakeOrFail(cuda::FlashAttentionWorkspaceBytes(shape));
+  if (!dout || !dq || !dk || !dv || !ws) {
+    return Status::Internal("no operand memory for fused attention");
+  }
+  return cuda::FlashAttentionBackward(plan_.precision, shape, q, kk, v, o, dout, lse, dq, dk, dv,
+                                      ws, s);
+}
+
 Status Rank::Attention(const Op& op, bool backward, cudaStream_t s) {
-  // Stand-in for a fused SDPA kernel (docs/runtime.md): per block of 128 query rows, batched
-  // GEMMs over the keys the causal mask keeps; scores of one block in ring memory.
+  if (fused_attention_ok_ && FusedAttentionSupports(plan_.precision, op.k)) {
+    return FusedAttention(op, backward, s);
+  }
+  // Otherwise the stand-in (docs/runtime.md): per block of 128 query rows, batched GEMMs over
+  // the keys the causal mask keeps; scores of one block in ring memory; no softmax.
   const int64_t B = op.batch, sq = op.m, sk = op.n, d = op.k;
   const int64_t es = ElementBytes(plan_.precision);
   char* q = TakeOrFail(B * sq * d * es);
@@ -1003,6 +1084,7 @@ Result<Execution> Rank::Run() {
   const size_t lt = cublasLtGetVersion();
   e.libraries = fmt::format("cuBLASLt {}.{}.{}, NCCL {}", lt / 10000, lt % 10000 / 100, lt % 100,
                             nccl_->VersionString());
+  e.attention_path = AttentionPath(w_, plan_.precision, fused_attention_ok_, prop);
   size_t free_b = 0, total_b = 0;
   DSPLAN_CUDA_TRY(cudaMemGetInfo(&free_b, &total_b));
   e.device_total_bytes = static_cast<int64_t>(total_b);
@@ -1049,7 +1131,10 @@ Result<Execution> Rank::Run() {
     for (const Op& op : L.ops) {
       const int64_t B = std::max<int64_t>(1, op.batch);
       need = std::max({need, B * op.m * op.k * es, B * op.k * op.n * es, B * op.m * op.n * es});
-      if (op.kind == OpKind::kAttention) need = std::max(need, B * attention_block_ * op.n * es);
+      if (op.kind == OpKind::kAttention) {
+        need = std::max({need, B * attention_block_ * op.n * es,
+                         cuda::FlashAttentionWorkspaceBytes({B, op.m, op.n, op.k, op.causal, 0.0})});
+      }
       need = std::max(need, static_cast<int64_t>(std::max(op.fwd_bytes, op.bwd_bytes) / 2));
     }
   }

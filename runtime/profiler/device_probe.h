@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/collectives.h"
+#include "core/hardware_profile.h"
 #include "core/plan.h"
 #include "core/status.h"
 
@@ -47,6 +48,12 @@ struct GpuInfo {
   std::string versions;    // "CUDA runtime 13.0, driver 13.0, cuBLASLt 130000, NCCL 2.27.7"
 };
 
+/// One fused-attention measurement: the forward and the backward of the same problem.
+struct AttentionTiming {
+  Timing forward;
+  Timing backward;
+};
+
 enum class CopyKind { kH2DPinned, kH2DPageable, kD2HPinned, kD2HPageable };
 const char* CopyKindName(CopyKind k);  // "h2d_pinned", ...
 
@@ -62,13 +69,17 @@ class DeviceProbe {
   /// Device memory in use (cudaMemGetInfo total - free) once the CUDA context, the cuBLASLt
   /// handle and its workspace exist, before any other allocation.
   virtual Result<int64_t> ContextBytes() = 0;
-  /// C[m,n] = A[m,k] B[k,n] in |dtype| with fp32 accumulation; L2 flushed before each repeat.
-  virtual Result<Timing> Gemm(Precision dtype, int64_t m, int64_t n, int64_t k,
-                              const Repeats& r) = 0;
+  /// C[m,n] = op(A)[m,k] op(B)[k,n] in |dtype| and |layout| with fp32 accumulation, |batch|
+  /// products at once (strided batched when > 1); operands not in L2.
+  virtual Result<Timing> Gemm(Precision dtype, GemmLayout layout, int64_t m, int64_t n,
+                              int64_t k, int64_t batch, const Repeats& r) = 0;
   /// A device-to-device cudaMemcpyAsync of |bytes| (the caller counts read + write).
   virtual Result<Timing> DeviceCopy(int64_t bytes, const Repeats& r) = 0;
   /// An elementwise kernel y = a * x + b over |bytes| of fp32 input (and as many written).
   virtual Result<Timing> Elementwise(int64_t bytes, const Repeats& r) = 0;
+  /// |launches| launches of the same kernel back to back, each over |bytes| (read + written in
+  /// all) of memory not in L2; the time of all of them per repeat.
+  virtual Result<Timing> StreamLaunches(int64_t bytes, int launches, const Repeats& r) = 0;
   virtual Result<Timing> HostCopy(CopyKind kind, int64_t bytes, const Repeats& r) = 0;
   /// Seconds per launch of an empty kernel, launched back to back.
   virtual Result<Timing> KernelLaunch(const Repeats& r) = 0;
@@ -78,6 +89,14 @@ class DeviceProbe {
   /// is the slowest rank's (host timer after every stream finished, divided by the repeats).
   virtual Result<Timing> Collective(Collective op, int ranks, int64_t bytes,
                                     const Repeats& r) = 0;
+  /// dsplan's fused attention kernel (runtime/cuda/flash_attention.h): self-attention of
+  /// |batch_heads| slices [seq, head_dim] in |dtype|, the forward and then the backward on its
+  /// output, random inputs, L2 flushed before every timed repeat. Probes without the kernel
+  /// answer Unsupported.
+  virtual Result<AttentionTiming> Attention(Precision dtype, int64_t head_dim, bool causal,
+                                            int64_t seq, int64_t batch_heads, const Repeats& r) {
+    return Status::Unsupported("this probe has no fused attention kernel");
+  }
 };
 
 /// The probe of this build: CUDA when dsplan was built with it, else one with no device.

@@ -12,7 +12,11 @@ class NoGpuProbe : public DeviceProbe {
   }
   Result<GpuInfo> Info() override { return Fail(); }
   Result<int64_t> ContextBytes() override { return Fail(); }
-  Result<Timing> Gemm(Precision, int64_t, int64_t, int64_t, const Repeats&) override { return Fail(); }
+  Result<Timing> Gemm(Precision, GemmLayout, int64_t, int64_t, int64_t, int64_t,
+                      const Repeats&) override {
+    return Fail();
+  }
+  Result<Timing> StreamLaunches(int64_t, int, const Repeats&) override { return Fail(); }
   Result<Timing> DeviceCopy(int64_t, const Repeats&) override { return Fail(); }
   Result<Timing> Elementwise(int64_t, const Repeats&) override { return Fail(); }
   Result<Timing> HostCopy(CopyKind, int64_t, const Repeats&) override { return Fail(); }

@@ -14,36 +14,73 @@
 
 namespace dsplan {
 
-std::vector<GemmShape> WorkloadGemmShapes(bool quick) {
+std::vector<int64_t> GemmTokenCounts(bool quick) {
+  if (quick) return {4096, 16384};
+  return {256, 512, 1024, 2048, 4096, 8192, 16384};
+}
+
+std::vector<GemmShape> LinearGemmShapes(const std::vector<LinearShape>& layers,
+                                        const std::vector<int64_t>& tokens) {
   std::vector<GemmShape> out;
-  auto add = [&](int64_t m, int64_t n, int64_t k) {
+  auto add = [&](int64_t m, int64_t n, int64_t k, GemmLayout l) {
     for (const GemmShape& s : out) {
-      if (s.m == m && s.n == n && s.k == k) return;
+      if (s.m == m && s.n == n && s.k == k && s.layout == l) return;
     }
-    out.push_back({m, n, k});
+    out.push_back({m, n, k, l});
   };
-  add(8192, 8192, 8192);
-  if (quick) {
-    for (int64_t h : {2048, 4096}) {
-      add(8192, 3 * h, h);
-      add(8192, 4 * h, h);
-      add(8192, h, 4 * h);
+  add(8192, 8192, 8192, GemmLayout::kNT);
+  for (const LinearShape& L : layers) {
+    for (int64_t t : tokens) {
+      add(t, L.out, L.in, GemmLayout::kNT);  // Y = X W^T
+      add(t, L.in, L.out, GemmLayout::kNN);  // dX = dY W
+      add(L.out, L.in, t, GemmLayout::kTN);  // dW = dY^T X
     }
-    return out;
-  }
-  // m = tokens per micro-step (micro-batch x sequence); C[m,n] = A[m,k] B[k,n].
-  for (int64_t m : {4096, 16384}) {
-    for (int64_t h : {1024, 1600, 2048, 4096, 5120, 8192}) {
-      add(m, 3 * h, h);  // fused QKV projection
-      add(m, h, h);      // attention output projection
-      add(m, 4 * h, h);  // MLP up
-      add(m, h, 4 * h);  // MLP down (and the up projection's input gradient)
-      add(4 * h, h, m);  // weight gradient of the MLP up projection (reduction over tokens)
-    }
-    add(m, 50257, 1600);  // GPT-2 vocabulary projection (gpt2-xl)
-    add(m, 32000, 4096);  // Llama vocabulary projection (llama-2-7b)
   }
   return out;
+}
+
+std::vector<GemmShape> BatchedGemmShapes(const std::vector<BatchedShape>& products) {
+  std::vector<GemmShape> out;
+  auto add = [&](int64_t m, int64_t n, int64_t k, GemmLayout l) {
+    for (const GemmShape& s : out) {
+      if (s.m == m && s.n == n && s.k == k && s.layout == l) return;
+    }
+    out.push_back({m, n, k, l, kProfileGemmBatch});
+  };
+  for (const BatchedShape& p : products) {
+    add(p.m, p.n, p.k, GemmLayout::kNN);
+    add(p.m, p.k, p.n, GemmLayout::kNT);
+    add(p.k, p.n, p.m, GemmLayout::kTN);
+  }
+  return out;
+}
+
+std::vector<LinearShape> CommonLinearShapes(bool quick) {
+  std::vector<LinearShape> out;
+  auto add = [&](int64_t o, int64_t i) {
+    for (const LinearShape& s : out) {
+      if (s.out == o && s.in == i) return;
+    }
+    out.push_back({o, i});
+  };
+  const std::vector<int64_t> hidden = quick ? std::vector<int64_t>{2048, 4096}
+                                            : std::vector<int64_t>{1024, 1600, 2048, 4096, 5120,
+                                                                   8192};
+  for (int64_t h : hidden) {
+    add(3 * h, h);  // fused QKV projection
+    add(h, h);      // attention output projection
+    add(4 * h, h);  // MLP up
+    add(h, 4 * h);  // MLP down
+  }
+  if (!quick) {
+    add(50257, 1600);  // GPT-2 vocabulary projection (gpt2-xl)
+    add(32000, 4096);  // Llama vocabulary projection (llama-2-7b)
+  }
+  return out;
+}
+
+std::vector<GemmShape> WorkloadGemmShapes(bool quick) {
+  return LinearGemmShapes(CommonLinearShapes(quick), GemmTokenCounts(quick));
 }
 
 ProfileSizes DefaultSizes(bool quick, int cores) {
@@ -51,9 +88,20 @@ ProfileSizes DefaultSizes(bool quick, int cores) {
   s.gemm_dtypes = quick ? std::vector<Precision>{Precision::kBf16}
                         : std::vector<Precision>{Precision::kBf16, Precision::kFp16};
   s.gemm_shapes = WorkloadGemmShapes(quick);
-  s.gemm_repeats = quick ? Repeats{2, 5} : Repeats{3, 10};
+  s.gemm_repeats = quick ? Repeats{2, 5} : Repeats{2, 7};
   s.hbm_bytes = quick ? 256 * kMiB : kGiB;
   s.hbm_repeats = quick ? Repeats{2, 5} : Repeats{3, 20};
+  for (int64_t b = 4 * kKiB; b <= kGiB; b *= quick ? 16 : 4) s.stream_sizes.push_back(b);
+  s.attention_dtypes = quick ? std::vector<Precision>{Precision::kBf16}
+                             : std::vector<Precision>{Precision::kBf16, Precision::kFp16};
+  s.attention_head_dims = {64, 128};
+  s.attention_seqs = quick ? std::vector<int64_t>{256, 1024, 4096}
+                           : std::vector<int64_t>{128, 256, 512, 1024, 2048, 4096, 8192};
+  // 256 Ki rows: gpt2-xl at micro-batch 10 (25 heads x 1024); 16 Ki: t5-large's decoder at
+  // micro-batch 8 (16 heads x 128).
+  s.attention_rows = quick ? std::vector<int64_t>{16 * 1024, 256 * 1024}
+                           : std::vector<int64_t>{16 * 1024, 64 * 1024, 256 * 1024};
+  s.attention_repeats = quick ? Repeats{1, 3} : Repeats{2, 5};
   const int64_t step = quick ? 16 : 4;
   for (int64_t b = 4 * kKiB; b <= kGiB; b *= step) s.copy_sizes.push_back(b);
   if (quick) s.copy_sizes.push_back(256 * kMiB);
@@ -79,7 +127,8 @@ ProfileSizes DefaultSizes(bool quick, int cores) {
 
 const std::vector<std::string>& ProfileSections() {
   static const std::vector<std::string> kSections = {
-      "context", "gemm", "hbm", "launch", "copy", "nccl", "cpu-adam", "host", "nvme"};
+      "context", "gemm", "hbm", "launch", "attention", "copy", "nccl", "cpu-adam", "host",
+      "nvme"};
   return kSections;
 }
 
@@ -142,7 +191,7 @@ class Profiler {
     const int gpus = gpu_.DeviceCount();
     if (gpus == 0) {
       std::vector<std::string> wanted;
-      for (const char* s : {"context", "gemm", "hbm", "launch", "copy", "nccl"}) {
+      for (const char* s : {"context", "gemm", "hbm", "launch", "attention", "copy", "nccl"}) {
         if (Selected(s)) wanted.push_back(s);
       }
       if (!wanted.empty()) {
@@ -171,6 +220,7 @@ class Profiler {
       if (Selected("gemm")) PlanGemm();
       if (Selected("hbm")) PlanHbm();
       if (Selected("launch")) PlanLaunch();
+      if (Selected("attention")) PlanAttention();
       if (Selected("copy")) PlanCopies();
       if (Selected("nccl")) PlanNccl(gpus);
     }
@@ -242,21 +292,21 @@ class Profiler {
   void PlanGemm() {
     for (Precision dt : sizes_.gemm_dtypes) {
       for (const GemmShape& s : sizes_.gemm_shapes) {
-        const double flops = 2.0 * s.m * s.n * s.k;
+        const double flops = 2.0 * s.m * s.n * s.k * s.batch;
         const double est = flops / 5e14 * (sizes_.gemm_repeats.warmup + sizes_.gemm_repeats.timed) + 0.01;
-        steps_.push_back({fmt::format("gemm {} {}x{}x{}", PrecisionName(dt), s.m, s.n, s.k), est,
-                          [this, dt, s, flops] {
-          auto t = gpu_.Gemm(dt, s.m, s.n, s.k, sizes_.gemm_repeats);
-          if (!t.ok()) {
-            return Note(fmt::format("gemm {} {}x{}x{}: {}", PrecisionName(dt), s.m, s.n, s.k,
-                                    t.status().message()));
-          }
+        const std::string what =
+            fmt::format("gemm {} {} {}x{}x{}{}", PrecisionName(dt), GemmLayoutName(s.layout), s.m,
+                        s.n, s.k, s.batch > 1 ? fmt::format(" x{}", s.batch) : "");
+        steps_.push_back({what, est, [this, dt, s, flops, what] {
+          auto t = gpu_.Gemm(dt, s.layout, s.m, s.n, s.k, s.batch, sizes_.gemm_repeats);
+          if (!t.ok()) return Note(fmt::format("{}: {}", what, t.status().message()));
           const double rate = flops / t->median_s;
-          gemm_.push_back({dt, s.m, s.n, s.k, rate});
+          gemm_.push_back({dt, s.m, s.n, s.k, rate, s.layout, s.batch});
           const double peak = dt == Precision::kFp16 ? base_.gpu.peak_flops_fp16.value
                                                      : base_.gpu.peak_flops_bf16.value;
-          gemm_rows_ += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11.1f} {:>9.1f} {:>8.1f} {:>7}\n",
-                                    PrecisionName(dt), s.m, s.n, s.k, t->median_s * 1e6,
+          gemm_rows_ += fmt::format("{:>6} {:>3} {:>7} {:>7} {:>7} {:>5} {:>11.1f} {:>9.1f} {:>8.1f} {:>7}\n",
+                                    PrecisionName(dt), GemmLayoutName(s.layout), s.m, s.n, s.k,
+                                    s.batch, t->median_s * 1e6,
                                     rate / 1e12, t->Spread() * 100,
                                     peak > 0 ? fmt::format("{:.1f}", 100 * rate / peak) : "-");
         }});
@@ -268,9 +318,11 @@ class Profiler {
       p_.gpu.gemm_source = Source{
           SourceKind::kMeasured,
           fmt::format("cuBLASLt matmul, fp32 accumulation, the heuristic's first algorithm, 32 "
-                      "MiB workspace, A transposed as torch.nn.Linear calls it, uniform random "
-                      "inputs; {}; L2 flushed (cudaMemsetAsync over 2x L2) before each repeat; "
-                      "CUDA events around the matmul alone; median; {}",
+                      "MiB workspace, in the layouts of torch.nn.Linear's forward (nt), input "
+                      "gradient (nn) and weight gradient (tn), uniform random inputs; {}; "
+                      "consecutive repeats on different copies of the operands spanning 3x L2 "
+                      "(operands not in L2, no flush); CUDA events around the matmul alone; "
+                      "median; {}",
                       RepeatsText(sizes_.gemm_repeats), stamp_)};
       Precision dt = base_.gpu.peak_flops_bf16.value > 0 ? Precision::kBf16 : Precision::kFp16;
       const double peak = dt == Precision::kBf16 ? base_.gpu.peak_flops_bf16.value
@@ -319,6 +371,37 @@ class Profiler {
                         FormatBytes(bytes), RepeatsText(sizes_.hbm_repeats)));
       }
     }});
+    if (sizes_.stream_sizes.empty()) return;
+    steps_.push_back({"streaming kernel per launch", 0.5, [this] {
+      std::vector<StreamPoint> curve;
+      for (int64_t b : sizes_.stream_sizes) {
+        // Back-to-back launches over about 1 ms of work (at least 20, at most 2000).
+        const int launches = static_cast<int>(std::clamp<double>(1e-3 * 3e12 / b, 20, 2000));
+        auto t = gpu_.StreamLaunches(b, launches, sizes_.hbm_repeats);
+        if (!t.ok()) return Note("streaming kernel curve: " + t.status().message());
+        const double per = t->median_s / launches;
+        if (!curve.empty() && per < curve.back().seconds) {
+          // A launch over more bytes never takes less time: keep the curve monotone (the
+          // smaller size's point was noise or host-bound).
+          curve.back().seconds = per;
+          for (size_t i = curve.size(); i-- > 1;) {
+            curve[i - 1].seconds = std::min(curve[i - 1].seconds, curve[i].seconds);
+          }
+        }
+        curve.push_back({static_cast<double>(b), per});
+        hbm_rows_ += fmt::format("{:<22} {:>12} {:>11.2f} {:>10.1f} {:>8.1f}\n",
+                                 fmt::format("stream x{}", launches), b, per * 1e6,
+                                 b / per / 1e9, t->Spread() * 100);
+      }
+      p_.gpu.streaming = curve;
+      p_.gpu.streaming_source = Source{
+          SourceKind::kMeasured,
+          fmt::format("dsplan's streaming kernel (fp32 y = a*x + b, 16-byte accesses) launched "
+                      "back to back on one stream, each launch over a fresh part of a buffer "
+                      "larger than 4x L2; bytes = read + written per launch; CUDA events around "
+                      "the launches / their count; {}; median; {}",
+                      RepeatsText(sizes_.hbm_repeats), stamp_)};
+    }});
   }
 
   void PlanLaunch() {
@@ -330,6 +413,76 @@ class Profiler {
                        "until the stream finished / 1000; 2 warm-up + 10 timed, median");
       hbm_rows_ += fmt::format("{:<22} {:>12} {:>11.2f} {:>10} {:>8.1f}\n", "empty kernel launch", 0,
                                t->median_s * 1e6, "-", t->Spread() * 100);
+    }});
+  }
+
+  // dsplan's fused attention kernel: the profile's gpu.attention table (the cost model's price
+  // of the runtime's attention).
+  void PlanAttention() {
+    const int64_t total = static_cast<int64_t>(
+        sizes_.attention_dtypes.size() * sizes_.attention_head_dims.size() * 2 *
+        sizes_.attention_rows.size() * sizes_.attention_seqs.size());
+    struct Point {
+      Precision dt;
+      int64_t d;
+      bool causal;
+      int64_t seq, bh;
+    };
+    std::vector<Point> points;
+    for (Precision dt : sizes_.attention_dtypes) {
+      for (int64_t d : sizes_.attention_head_dims) {
+        for (bool causal : {true, false}) {
+          for (int64_t rows : sizes_.attention_rows) {
+            for (int64_t seq : sizes_.attention_seqs) {
+              points.push_back({dt, d, causal, seq, std::max<int64_t>(1, rows / seq)});
+            }
+          }
+        }
+      }
+    }
+    for (const Point& pt : points) {
+      const double fwd = 4.0 * pt.bh * pt.seq * pt.seq * pt.d / (pt.causal ? 2 : 1);
+      const double est =
+          3.5 * fwd / 2e14 * (sizes_.attention_repeats.warmup + sizes_.attention_repeats.timed) +
+          0.01;
+      steps_.push_back({fmt::format("attention {} d{} {} seq {} x {}", PrecisionName(pt.dt),
+                                    pt.d, pt.causal ? "causal" : "full", pt.seq, pt.bh),
+                        est, [this, pt, fwd, total] {
+        auto t = gpu_.Attention(pt.dt, pt.d, pt.causal, pt.seq, pt.bh, sizes_.attention_repeats);
+        if (!t.ok()) {
+          if (attention_failed_++ == 0) attention_error_ = t.status().message();
+          if (attention_failed_ == total) {
+            Note(fmt::format("attention: not measured ({}); the runtime's attention stays "
+                             "priced as tiled GEMMs",
+                             attention_error_));
+          }
+          return;
+        }
+        const double fr = fwd / t->forward.median_s, br = 2.5 * fwd / t->backward.median_s;
+        attention_.push_back({pt.dt, pt.d, pt.causal, pt.seq, pt.bh, fr, br});
+        attention_rows_ += fmt::format(
+            "{:>6} {:>5} {:>7} {:>7} {:>7} {:>11.1f} {:>9.1f} {:>11.1f} {:>9.1f} {:>8.1f}\n",
+            PrecisionName(pt.dt), pt.d, pt.causal ? "yes" : "no", pt.seq, pt.bh,
+            t->forward.median_s * 1e6, fr / 1e12, t->backward.median_s * 1e6, br / 1e12,
+            100 * std::max(t->forward.Spread(), t->backward.Spread()));
+      }});
+    }
+    steps_.push_back({"attention table", 0, [this, total] {
+      if (attention_failed_ > 0 && attention_failed_ < total) {
+        Note(fmt::format("attention: {} of {} points failed (first: {})", attention_failed_,
+                         total, attention_error_));
+      }
+      if (attention_.empty()) return;
+      p_.gpu.attention = attention_;
+      p_.gpu.attention_source = Source{
+          SourceKind::kMeasured,
+          fmt::format("dsplan's fused attention kernel (runtime/cuda/flash_attention, default "
+                      "tiles), self-attention sq = sk = seq, batch x heads = rows / seq for rows "
+                      "in {{{}}}, uniform random inputs; forward, then backward on its output; "
+                      "FLOPs 4 B H s^2 d (halved when causal), backward 2.5x; {}; L2 flushed "
+                      "(cudaMemsetAsync over 2x L2) before each repeat; CUDA events; median; {}",
+                      fmt::join(sizes_.attention_rows, ", "),
+                      RepeatsText(sizes_.attention_repeats), stamp_)};
     }});
   }
 
@@ -556,12 +709,13 @@ class Profiler {
     std::string& r = report_;
     if (!context_row_.empty()) r += context_row_;
     if (!gemm_rows_.empty()) {
-      r += fmt::format("\n# GEMM: cuBLASLt, C[m,n] = A[m,k] B[k,n], {}, L2 flushed, median\n",
+      r += fmt::format("\n# GEMM: cuBLASLt, C[m,n] = op(A)[m,k] op(B)[k,n], {}, operands not in "
+                       "L2, median\n",
                        RepeatsText(sizes_.gemm_repeats));
-      r += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11} {:>9} {:>8} {:>7}\n", "dtype", "m", "n", "k",
-                       "time", "rate", "spread", "of peak");
-      r += fmt::format("{:>6} {:>7} {:>7} {:>7} {:>11} {:>9} {:>8} {:>7}\n", "", "", "", "", "(us)",
-                       "(TFLOP/s)", "(%)", "(%)");
+      r += fmt::format("{:>6} {:>3} {:>7} {:>7} {:>7} {:>5} {:>11} {:>9} {:>8} {:>7}\n", "dtype",
+                       "op", "m", "n", "k", "batch", "time", "rate", "spread", "of peak");
+      r += fmt::format("{:>6} {:>3} {:>7} {:>7} {:>7} {:>5} {:>11} {:>9} {:>8} {:>7}\n", "", "", "",
+                       "", "", "", "(us)", "(TFLOP/s)", "(%)", "(%)");
       r += gemm_rows_;
     }
     if (!hbm_rows_.empty()) {
@@ -571,6 +725,17 @@ class Profiler {
       r += fmt::format("{:<22} {:>12} {:>11} {:>10} {:>8}\n", "", "(B)", "(us)", "(GB/s)", "(%)");
       r += hbm_rows_;
       r += "# bw counts bytes read + written\n";
+    }
+    if (!attention_rows_.empty()) {
+      r += fmt::format("\n# Fused attention (dsplan's kernel), self-attention, {}, L2 flushed, "
+                       "median; backward FLOPs = 2.5x forward\n",
+                       RepeatsText(sizes_.attention_repeats));
+      r += fmt::format("{:>6} {:>5} {:>7} {:>7} {:>7} {:>11} {:>9} {:>11} {:>9} {:>8}\n", "dtype",
+                       "d", "causal", "seq", "b x h", "forward", "rate", "backward", "rate",
+                       "spread");
+      r += fmt::format("{:>6} {:>5} {:>7} {:>7} {:>7} {:>11} {:>9} {:>11} {:>9} {:>8}\n", "", "",
+                       "", "", "", "(us)", "(TFLOP/s)", "(us)", "(TFLOP/s)", "(%)");
+      r += attention_rows_;
     }
     if (!copy_rows_.empty()) {
       r += "\n# Host <-> device copies (cudaMemcpyAsync), median\n";
@@ -628,6 +793,9 @@ class Profiler {
   std::vector<BandwidthPoint> copies_[4];
   std::vector<BandwidthPoint> colls_[8];
   double copy_bw_ = 0;
+  std::vector<AttentionPoint> attention_;
+  int64_t attention_failed_ = 0;
+  std::string attention_error_, attention_rows_;
   std::string header_, report_, context_row_, gemm_rows_, hbm_rows_, copy_rows_, coll_rows_,
       fit_rows_, adam_rows_, host_rows_, nvme_rows_, nvme_method_;
 };

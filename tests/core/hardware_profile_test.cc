@@ -73,7 +73,13 @@ HardwareProfile SyntheticMeasured() {
   g.kernel_launch_s = Measured(2.5e-6, "empty kernel");
   g.context_bytes = Measured(6.5e8, "cudaMemGetInfo");
   g.gemm_source = {SourceKind::kMeasured, "cuBLASLt, median of 20"};
-  g.gemm = {{Precision::kBf16, 8192, 8192, 8192, 7.9e14}, {Precision::kFp16, 4096, 50257, 1600, 5.5e14}};
+  g.gemm = {{Precision::kBf16, 8192, 8192, 8192, 7.9e14},
+            {Precision::kFp16, 4096, 50257, 1600, 5.5e14},
+            {Precision::kBf16, 6400, 1600, 4096, 6.1e14, GemmLayout::kTN},
+            {Precision::kBf16, 4096, 1600, 6400, 6.3e14, GemmLayout::kNN},
+            {Precision::kBf16, 512, 512, 64, 2.1e14, GemmLayout::kNT, 256}};
+  g.streaming_source = {SourceKind::kMeasured, "streaming kernel back to back"};
+  g.streaming = {{4096, 2.9e-6}, {1.0 / 3 * 3e6, 3.7e-6}, {1073741824, 2.6e-4}};
   HostProfile& h = p.host;
   h.cores = 16;
   h.ram_bytes = Measured(128.0 * (1 << 30), "/proc/meminfo");
@@ -229,6 +235,43 @@ TEST_F(HardwareProfileTest, NumbersNeedExactlyOneSourceAndRequiredKeysMustExist)
   ASSERT_FALSE(bad_op.ok());
   EXPECT_NE(bad_op.status().message().find("links.collectives[1].op"), std::string::npos)
       << bad_op.status().message();
+}
+
+TEST_F(HardwareProfileTest, GemmLayoutsAndTheStreamingCurveAreChecked) {
+  const std::string gpu_end = "  context_bytes:";
+  auto with = [&](const std::string& rows) {
+    return LoadHardwareProfile(Mutated(gpu_end, rows + gpu_end));
+  };
+  auto ok = with(
+      "  gemm_source: {measured: \"test\"}\n"
+      "  gemm:\n    - [bf16, 4096, 1600, 6400, 6.3e14, nn]\n    - [bf16, 4096, 6400, 1600, 7e14]\n"
+      "  streaming_source: {measured: \"test\"}\n"
+      "  streaming:\n    - [4096, 3e-6]\n    - [1e6, 4e-6]\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->gpu.gemm.size(), 2u);
+  EXPECT_EQ(ok->gpu.gemm[0].layout, GemmLayout::kNN);
+  EXPECT_EQ(ok->gpu.gemm[1].layout, GemmLayout::kNT);  // rows without a layout: the forward's
+  ASSERT_EQ(ok->gpu.streaming.size(), 2u);
+  EXPECT_EQ(ok->gpu.streaming[1].seconds, 4e-6);
+
+  auto bad_layout = with("  gemm_source: {measured: \"t\"}\n  gemm:\n"
+                         "    - [bf16, 4096, 1600, 6400, 6.3e14, tt]\n");
+  ASSERT_FALSE(bad_layout.ok());
+  EXPECT_NE(bad_layout.status().message().find("gpu.gemm[0][5]"), std::string::npos)
+      << bad_layout.status().message();
+  EXPECT_NE(bad_layout.status().message().find("valid: nt"), std::string::npos);
+
+  auto unsorted = with("  streaming_source: {measured: \"t\"}\n  streaming:\n"
+                       "    - [1e6, 4e-6]\n    - [4096, 3e-6]\n");
+  ASSERT_FALSE(unsorted.ok());
+  EXPECT_NE(unsorted.status().message().find("gpu.streaming[1]"), std::string::npos)
+      << unsorted.status().message();
+  EXPECT_NE(unsorted.status().message().find("ascending"), std::string::npos);
+
+  auto sourceless = with("  streaming:\n    - [4096, 3e-6]\n");
+  ASSERT_FALSE(sourceless.ok());
+  EXPECT_NE(sourceless.status().message().find("gpu.streaming_source"), std::string::npos)
+      << sourceless.status().message();
 }
 
 TEST_F(HardwareProfileTest, MissingFileMalformedYamlAndUnknownNames) {

@@ -14,6 +14,7 @@ TEST(ExecutionIoTest, EveryFieldRoundTripsExactly) {
   e.device_name = "NVIDIA H200 \"quoted\"";
   e.driver = "CUDA driver API 13.0";
   e.libraries = "cuBLASLt 13.1.0, NCCL 2.28.3";
+  e.attention_path = "fused kernel (runtime/cuda/flash_attention, bf16, head dim 64)";
   e.device_total_bytes = int64_t{150} << 30;
   e.world_size = 8;
   e.step_s = {0.1 + 0.2, 1.0 / 3.0, 5e-324};
@@ -41,11 +42,11 @@ TEST(ExecutionIoTest, EveryFieldRoundTripsExactly) {
 
 // A tripwire: a field added to Execution must be added to ExecutionToWire / ExecutionFromWire
 // (and to EveryFieldRoundTripsExactly), or ranks under MPI drop it on the way to rank 0. The
-// size is the x86-64 libstdc++ layout of the fields it carries (4 strings, 3 double vectors, an
+// size is the x86-64 libstdc++ layout of the fields it carries (5 strings, 3 double vectors, an
 // OpClassSeconds vector, 11 int64, an int, a bool, a TaskId).
 TEST(ExecutionIoTest, KnowsEveryFieldOfExecution) {
   if (sizeof(void*) != 8 || sizeof(std::string) != 32) GTEST_SKIP() << "another ABI";
-  EXPECT_EQ(sizeof(Execution), 328u)
+  EXPECT_EQ(sizeof(Execution), 360u)
       << "Execution has changed: carry the new field in runtime/execution_io.cc, add it to "
          "EveryFieldRoundTripsExactly, then update this size";
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -37,10 +38,18 @@ class FakeProbe : public DeviceProbe {
     return g;
   }
   Result<int64_t> ContextBytes() override { return int64_t{500} * kMiB; }
-  Result<Timing> Gemm(Precision, int64_t m, int64_t n, int64_t k, const Repeats& r) override {
+  Result<Timing> Gemm(Precision, GemmLayout layout, int64_t m, int64_t n, int64_t k,
+                      int64_t batch, const Repeats& r) override {
     ++gemm_calls;
+    ++layout_calls[static_cast<int>(layout)];
     if (fail_gemm) return Status::CudaError("fake cuBLAS failure");
-    return Fixed(2.0 * m * n * k / gemm_flops, r);
+    return Fixed(2.0 * m * n * k * batch / gemm_flops, r);
+  }
+  // A launch costs stream_t0 plus its bytes at the HBM rate.
+  double stream_t0 = 3e-6;
+  int layout_calls[3] = {0, 0, 0};
+  Result<Timing> StreamLaunches(int64_t bytes, int launches, const Repeats& r) override {
+    return Fixed(launches * (stream_t0 + bytes / hbm), r);
   }
   Result<Timing> DeviceCopy(int64_t bytes, const Repeats& r) override {
     return Fixed(2.0 * bytes / hbm, r);
@@ -123,6 +132,16 @@ TEST_F(ProfilerTest, MeasuredNumbersFollowTheProbeAndUnmeasuredStayTheBase) {
   EXPECT_EQ(p.gpu.context_bytes.value, 500.0 * kMiB);
   EXPECT_EQ(p.gpu.memory_bytes.value, 150e9);
   EXPECT_NEAR(p.gpu.kernel_launch_s.value, 2.5e-6, 1e-12);
+  // The streaming curve: one point per size, seconds per launch as the fake's law.
+  ASSERT_EQ(p.gpu.streaming.size(), options_.sizes.stream_sizes.size());
+  for (const StreamPoint& s : p.gpu.streaming) {
+    EXPECT_NEAR(s.seconds, gpu.stream_t0 + s.bytes / gpu.hbm, 1e-12) << s.bytes;
+  }
+  EXPECT_EQ(p.gpu.streaming_source.kind, SourceKind::kMeasured);
+  // Every Linear shape in its three layouts.
+  EXPECT_GT(gpu.layout_calls[static_cast<int>(GemmLayout::kNN)], 0);
+  EXPECT_EQ(gpu.layout_calls[static_cast<int>(GemmLayout::kNN)],
+            gpu.layout_calls[static_cast<int>(GemmLayout::kTN)]);
 
   // Copies: the alpha-beta fit recovers the fake's law.
   EXPECT_NEAR(p.links.h2d_pinned.bytes_per_s.value, gpu.copy_beta, 1e-3 * gpu.copy_beta);
@@ -230,6 +249,21 @@ TEST(ProfileSizesTest, ShapesCoverTheWorkloadAndQuickIsSmaller) {
   EXPECT_TRUE(has(quick, 8192, 8192, 8192));
   EXPECT_TRUE(has(full, 16384, 50257, 1600));  // gpt2-xl logits
   EXPECT_TRUE(has(full, 4096, 3 * 5120, 5120));
+  // Each Linear at each token count in three layouts: forward (tokens, out, in), input gradient
+  // (tokens, in, out), weight gradient (out, in, tokens).
+  auto hasl = [](const std::vector<GemmShape>& v, int64_t m, int64_t n, int64_t k, GemmLayout l) {
+    for (const auto& s : v) {
+      if (s.m == m && s.n == n && s.k == k && s.layout == l) return true;
+    }
+    return false;
+  };
+  const std::vector<GemmShape> one = LinearGemmShapes({{6400, 1600}}, {1024, 8192});
+  EXPECT_EQ(one.size(), 1u + 2 * 3);  // 8192^3 plus 2 token counts x 3 layouts
+  EXPECT_TRUE(hasl(one, 8192, 6400, 1600, GemmLayout::kNT));
+  EXPECT_TRUE(hasl(one, 8192, 1600, 6400, GemmLayout::kNN));
+  EXPECT_TRUE(hasl(one, 6400, 1600, 8192, GemmLayout::kTN));
+  EXPECT_TRUE(hasl(one, 6400, 1600, 1024, GemmLayout::kTN));
+  EXPECT_FALSE(hasl(one, 1024, 6400, 1600, GemmLayout::kNN));
   ProfileSizes q = DefaultSizes(true, 16), f = DefaultSizes(false, 16);
   EXPECT_EQ(f.copy_sizes.front(), 4 * kKiB);
   EXPECT_EQ(f.copy_sizes.back(), kGiB);
@@ -237,6 +271,61 @@ TEST(ProfileSizesTest, ShapesCoverTheWorkloadAndQuickIsSmaller) {
   EXPECT_EQ(f.collective_sizes.back(), kGiB);
   EXPECT_EQ(f.adam_threads.back(), 16);
   EXPECT_LT(q.copy_sizes.size(), f.copy_sizes.size());
+}
+
+// A GPU with the fused attention kernel at fixed rates (forward |fwd|, backward |bwd| FLOP/s
+// with the 2.5x backward count).
+class AttentionProbe : public FakeProbe {
+ public:
+  double fwd = 250e12, bwd = 180e12;
+  int calls = 0;
+  Result<AttentionTiming> Attention(Precision, int64_t d, bool causal, int64_t seq, int64_t bh,
+                                    const Repeats& r) override {
+    ++calls;
+    const double f = 4.0 * bh * seq * seq * d / (causal ? 2 : 1);
+    AttentionTiming t;
+    t.forward.median_s = t.forward.min_s = t.forward.max_s = f / fwd;
+    t.backward.median_s = t.backward.min_s = t.backward.max_s = 2.5 * f / bwd;
+    t.forward.repeats = t.backward.repeats = r.timed;
+    return t;
+  }
+};
+
+TEST_F(ProfilerTest, AttentionSectionWritesTheMeasuredTable) {
+  AttentionProbe gpu;
+  options_.sections = {"attention"};
+  auto r = RunProfile(base_, gpu, options_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const ProfileSizes& z = options_.sizes;
+  const size_t rows = z.attention_dtypes.size() * z.attention_head_dims.size() * 2 *
+                      z.attention_seqs.size() * z.attention_rows.size();
+  ASSERT_EQ(r->profile.gpu.attention.size(), rows);
+  EXPECT_EQ(gpu.calls, static_cast<int>(rows));
+  for (const AttentionPoint& a : r->profile.gpu.attention) {
+    EXPECT_NEAR(a.fwd_flops_per_s, gpu.fwd, 1e3) << a.seq;
+    EXPECT_NEAR(a.bwd_flops_per_s, gpu.bwd, 1e3) << a.seq;
+    // Slices x seq is one of the amounts of work asked for.
+    EXPECT_NE(std::find(z.attention_rows.begin(), z.attention_rows.end(), a.batch_heads * a.seq),
+              z.attention_rows.end())
+        << a.batch_heads << " x " << a.seq;
+  }
+  EXPECT_EQ(r->profile.gpu.attention_source.kind, SourceKind::kMeasured);
+  EXPECT_NE(r->report.find("# Fused attention"), std::string::npos);
+  EXPECT_EQ(r->profile.SourceSummary().find("not measured"), std::string::npos);
+  EXPECT_TRUE(r->profile.gpu.gemm.empty() == base_.gpu.gemm.empty());  // other sections untouched
+}
+
+TEST_F(ProfilerTest, AttentionWithoutTheKernelLeavesTheTableEmptyWithOneNote) {
+  FakeProbe gpu;  // DeviceProbe's default: no fused attention kernel
+  options_.sections = {"attention"};
+  auto r = RunProfile(base_, gpu, options_);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->profile.gpu.attention.empty());
+  EXPECT_TRUE(HasNote(*r, "attention: not measured"));
+  int notes = 0;
+  for (const auto& n : r->notes) notes += n.find("attention") != std::string::npos;
+  EXPECT_EQ(notes, 1);
+  EXPECT_NE(r->profile.SourceSummary().find("not measured (runtime attention"), std::string::npos);
 }
 
 }  // namespace

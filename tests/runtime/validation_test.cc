@@ -201,6 +201,65 @@ TEST(Validation, CalibrationClosesTheGemmGap) {
   EXPECT_EQ(cal->host.cpu_adam_source.kind, f.profile.host.cpu_adam_source.kind);
 }
 
+TEST(Validation, CalibrationScalesTheStreamingCurveAndTheGemmLayoutsSeparately) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  HardwareProfile base = *hw;
+  base.gpu.streaming = {{4096, 3e-6}, {1e9, 2.5e-4}};
+  base.gpu.streaming_source = {SourceKind::kMeasured, "test"};
+  base.gpu.gemm = {{Precision::kBf16, 8192, 6400, 1600, 700e12, GemmLayout::kNT},
+                   {Precision::kBf16, 8192, 1600, 6400, 600e12, GemmLayout::kNN},
+                   {Precision::kBf16, 6400, 1600, 8192, 500e12, GemmLayout::kTN}};
+  ValidationReport r;
+  auto set = [&](TaskClass c, double predicted, double measured) {
+    r.predicted.seconds[static_cast<int>(c)] = predicted;
+    r.measured.seconds[static_cast<int>(c)] = measured;
+  };
+  // Memory-bound work (layers, gradient copies, optimizer) took 1.5x the prediction in all.
+  set(TaskClass::kForwardMemory, 0.010, 0.016);
+  set(TaskClass::kBackwardMemory, 0.020, 0.029);
+  set(TaskClass::kGpuOptimizer, 0.030, 0.045);
+  // Forward GEMMs 10 % slow, backward GEMMs 20 % fast.
+  set(TaskClass::kForwardGemm, 0.050, 0.055);
+  set(TaskClass::kBackwardGemm, 0.100, 0.080);
+  auto cal = CalibratedProfile(base, r, "test");
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  ASSERT_EQ(cal->gpu.streaming.size(), 2u);
+  EXPECT_NEAR(cal->gpu.streaming[0].seconds, 1.5 * 3e-6, 1e-12);
+  EXPECT_NEAR(cal->gpu.streaming[1].seconds, 1.5 * 2.5e-4, 1e-12);
+  EXPECT_EQ(cal->gpu.streaming_source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(cal->gpu.memory_bound_efficiency, base.gpu.memory_bound_efficiency);
+  EXPECT_NEAR(cal->gpu.gemm[0].flops_per_s, 700e12 * 0.050 / 0.055, 1e3);
+  EXPECT_NEAR(cal->gpu.gemm[1].flops_per_s, 600e12 * 0.100 / 0.080, 1e3);
+  EXPECT_NEAR(cal->gpu.gemm[2].flops_per_s, 500e12 * 0.100 / 0.080, 1e3);
+}
+
+TEST(Validation, CalibrationCorrectsTheRuntimeAttentionTableNotPyTorchsEfficiency) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok()) << hw.status().message();
+  HardwareProfile base = *hw;
+  AttentionPoint pt;
+  pt.head_dim = 64;
+  pt.causal = true;
+  pt.seq = 1024;
+  pt.batch_heads = 200;
+  pt.fwd_flops_per_s = 200e12;
+  pt.bwd_flops_per_s = 150e12;
+  base.gpu.attention = {pt};
+  ValidationReport r;
+  r.predicted.seconds[static_cast<int>(TaskClass::kForwardAttention)] = 0.010;
+  r.measured.seconds[static_cast<int>(TaskClass::kForwardAttention)] = 0.008;
+  r.predicted.seconds[static_cast<int>(TaskClass::kBackwardAttention)] = 0.020;
+  r.measured.seconds[static_cast<int>(TaskClass::kBackwardAttention)] = 0.025;
+  auto cal = CalibratedProfile(base, r, "test");
+  ASSERT_TRUE(cal.ok()) << cal.status().message();
+  ASSERT_EQ(cal->gpu.attention.size(), 1u);
+  EXPECT_NEAR(cal->gpu.attention[0].fwd_flops_per_s, 200e12 * 0.010 / 0.008, 1e3);
+  EXPECT_NEAR(cal->gpu.attention[0].bwd_flops_per_s, 150e12 * 0.020 / 0.025, 1e3);
+  EXPECT_EQ(cal->gpu.attention_source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(cal->gpu.attention_efficiency, base.gpu.attention_efficiency);
+}
+
 TEST(Validation, CalibrationRefusesAnOomRun) {
   const Fixture f = Make(0, false);
   ValidationReport r;
@@ -228,10 +287,12 @@ TEST(Validation, RuntimeStackDiffersOnlyInHostAndSoftwareTerms) {
 }
 
 TEST(Validation, RuntimeAttentionIsPricedAsItsTiledGemms) {
-  // The runtime has no fused kernel: a causal 1024-token attention runs 8 blocks of 128 query
+  // Without the profile's measured table for the runtime's fused kernel, its attention is
+  // priced as the tiled stand-in: a causal 1024-token attention runs 8 blocks of 128 query
   // rows, so it costs more than the causal half of the fused FLOPs at the GEMM rate and less
   // than the full square, and the non-causal version costs more than the causal one.
-  const Fixture f = Make(0, false);
+  Fixture f = Make(0, false);
+  f.profile.gpu.attention.clear();
   const CostModel rt(f.profile, f.plan.precision, SoftwareStack::kDsplanRuntime);
   Op op;
   op.kind = OpKind::kAttention;

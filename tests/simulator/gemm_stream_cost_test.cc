@@ -1,0 +1,143 @@
+// The cost model's measured-table lookups: Linear GEMMs by layout and token count, and the
+// runtime's per-launch streaming curve. Expected values are computed here from the rows the
+// test writes, not read back from the code under test.
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "core/hardware_profile.h"
+#include "simulator/cost_model.h"
+#include "simulator/step_graph.h"
+
+namespace dsplan {
+namespace {
+
+HardwareProfile Base() {
+  auto hw = FindHardwareProfile("h200-sxm", DSPLAN_TEST_DATA_DIR);
+  EXPECT_TRUE(hw.ok()) << hw.status().message();
+  HardwareProfile p = *hw;
+  p.gpu.gemm.clear();
+  p.gpu.streaming.clear();
+  return p;
+}
+
+// Seconds of a GEMM at |rate| (large enough that the bandwidth floor does not bind).
+double At(double m, double n, double k, double rate) { return 2 * m * n * k / rate; }
+
+TEST(LinearGemmCost, InterpolatesLogRateInTheTokenCountOfTheNearestLayer) {
+  HardwareProfile p = Base();
+  // The MLP up projection of gpt2-xl (out 6400, in 1600) at 4096 and 16384 tokens.
+  p.gpu.gemm = {{Precision::kBf16, 4096, 6400, 1600, 500e12, GemmLayout::kNT},
+                {Precision::kBf16, 16384, 6400, 1600, 800e12, GemmLayout::kNT},
+                // Another layer, far in shape: must not be used for 6400 x 1600.
+                {Precision::kBf16, 8192, 1024, 1024, 100e12, GemmLayout::kNT}};
+  CostModel cm(p, Precision::kBf16);
+  // 8192 tokens: halfway in log tokens, so the geometric mean of the two rates.
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 8192, 6400, 1600),
+              At(8192, 6400, 1600, std::sqrt(500e12 * 800e12)), 1e-12);
+  // Outside the measured token counts: the end of the series.
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 2048, 6400, 1600), At(2048, 6400, 1600, 500e12),
+              1e-12);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 32768, 6400, 1600),
+              At(32768, 6400, 1600, 800e12), 1e-12);
+  // A layer shape not measured takes the nearest measured layer's series (6400 x 1600 is
+  // nearer to 6144 x 1536 than 1024 x 1024 is).
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 4096, 6144, 1536),
+              At(4096, 6144, 1536, 500e12), 1e-12);
+}
+
+TEST(LinearGemmCost, EachLayoutUsesItsOwnRowsAndTheWeightGradientReducesOverTokens) {
+  HardwareProfile p = Base();
+  p.gpu.gemm = {{Precision::kBf16, 8192, 6400, 1600, 700e12, GemmLayout::kNT},
+                {Precision::kBf16, 8192, 1600, 6400, 600e12, GemmLayout::kNN},
+                // Weight gradient: (out, in, tokens).
+                {Precision::kBf16, 6400, 1600, 4096, 400e12, GemmLayout::kTN},
+                {Precision::kBf16, 6400, 1600, 16384, 640e12, GemmLayout::kTN}};
+  CostModel cm(p, Precision::kBf16);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNN, 8192, 1600, 6400), At(8192, 1600, 6400, 600e12),
+              1e-12);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kTN, 6400, 1600, 8192),
+              At(6400, 1600, 8192, std::sqrt(400e12 * 640e12)), 1e-12);
+
+  // A Linear op's backward is its input gradient (nn) plus its weight gradient (tn).
+  Op op;
+  op.kind = OpKind::kGemm;
+  op.m = 8192;
+  op.n = 6400;
+  op.k = 1600;
+  EXPECT_NEAR(cm.OpForwardSeconds(op), At(8192, 6400, 1600, 700e12), 1e-12);
+  EXPECT_NEAR(cm.OpBackwardSeconds(op),
+              At(8192, 1600, 6400, 600e12) + At(6400, 1600, 8192, std::sqrt(400e12 * 640e12)),
+              1e-12);
+  // The other dtype has no rows: the datasheet peak times the large-GEMM efficiency.
+  CostModel fp16(p, Precision::kFp16);
+  EXPECT_NEAR(fp16.LinearGemmSeconds(GemmLayout::kNT, 8192, 6400, 1600),
+              At(8192, 6400, 1600, p.gpu.peak_flops_fp16.value * p.gpu.gemm_efficiency.value),
+              1e-12);
+}
+
+TEST(LinearGemmCost, TablesWithoutLayoutsFallBackToTheNearestShape) {
+  HardwareProfile p = Base();
+  p.gpu.gemm = {{Precision::kBf16, 8192, 6400, 1600, 700e12, GemmLayout::kNT}};
+  CostModel cm(p, Precision::kBf16);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNN, 8192, 1600, 6400), At(8192, 1600, 6400, 700e12),
+              1e-12);
+}
+
+TEST(BatchedGemmCost, BatchedMatmulsUseTheirOwnRowsPerLayout) {
+  HardwareProfile p = Base();
+  // Eager attention's Q K^T of one head: (seq, seq, head_dim), 256 products per measurement;
+  // and a Linear row of a far larger shape that batched lookups must not use.
+  p.gpu.gemm = {{Precision::kBf16, 512, 512, 128, 300e12, GemmLayout::kNN, 256},
+                {Precision::kBf16, 512, 128, 512, 250e12, GemmLayout::kNT, 256},
+                {Precision::kBf16, 128, 512, 512, 200e12, GemmLayout::kTN, 256},
+                {Precision::kBf16, 16384, 1024, 4096, 800e12, GemmLayout::kNT}};
+  CostModel cm(p, Precision::kBf16);
+  Op qk;
+  qk.kind = OpKind::kBatchedGemm;
+  qk.m = 512;
+  qk.n = 512;
+  qk.k = 128;
+  qk.batch = 8 * 32;
+  EXPECT_NEAR(cm.OpForwardSeconds(qk), 2.0 * 512 * 512 * 128 * 256 / 300e12, 1e-12);
+  EXPECT_NEAR(cm.OpBackwardSeconds(qk),
+              2.0 * 512 * 512 * 128 * 256 / 250e12 + 2.0 * 512 * 512 * 128 * 256 / 200e12, 1e-12);
+  // Linear lookups ignore the batched rows.
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 512, 512, 128),
+              At(512, 512, 128, 800e12) > cm.RooflineSeconds(2.0 * (512 * 128 + 128 * 512 + 512 * 512))
+                  ? At(512, 512, 128, 800e12)
+                  : cm.RooflineSeconds(2.0 * (512 * 128 + 128 * 512 + 512 * 512)),
+              1e-15);
+}
+
+TEST(StreamingCurve, RuntimeLaunchesFollowTheMeasuredCurve) {
+  HardwareProfile p = Base();
+  p.gpu.streaming = {{1e4, 3e-6}, {1e6, 4e-6}, {1e8, 30e-6}};
+  CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  EXPECT_DOUBLE_EQ(rt.StreamLaunchSeconds(100), 3e-6);             // below: the smallest launch
+  EXPECT_DOUBLE_EQ(rt.StreamLaunchSeconds(1e6), 4e-6);
+  EXPECT_NEAR(rt.StreamLaunchSeconds(1e7), std::sqrt(4e-6 * 30e-6), 1e-15);  // log-log
+  EXPECT_NEAR(rt.StreamLaunchSeconds(4e8), 4 * 30e-6, 1e-15);  // above: the largest point's rate
+  EXPECT_DOUBLE_EQ(rt.MemoryBoundSeconds(1e6), 4e-6);
+  // A task of 1e8 bytes in 100 launches is 100 launches of 1e6.
+  EXPECT_NEAR(rt.StreamSeconds(1e8, 100), 100 * 4e-6, 1e-15);
+  Task t;
+  t.kind = TaskKind::kGpuOptimizer;
+  t.bytes = 1e8;
+  t.kernels = 100;
+  EXPECT_NEAR(rt.TaskSeconds(t, {}, 1), std::max(100 * 4e-6, 100 * rt.DispatchSeconds()), 1e-15);
+
+  // PyTorch's kernels keep their fitted streaming rate, whatever the curve says.
+  CostModel pt(p, Precision::kBf16);
+  HardwareProfile no_curve = p;
+  no_curve.gpu.streaming.clear();
+  EXPECT_DOUBLE_EQ(pt.MemoryBoundSeconds(1e6),
+                   CostModel(no_curve, Precision::kBf16).MemoryBoundSeconds(1e6));
+  // Without a curve the runtime streams at the measured rate.
+  CostModel rt0(no_curve, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  EXPECT_DOUBLE_EQ(rt0.MemoryBoundSeconds(1e9),
+                   1e9 / (p.gpu.hbm_bytes_per_s.value * p.gpu.memory_bound_efficiency.value));
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -3,10 +3,16 @@
 #   LD_LIBRARY_PATH=$PWD/dist DSPLAN_DATA_DIR=$PWD tools/device/validation_matrix.sh [CASE...]
 # Each case runs `dsplan validate` and leaves CASE.txt (the report) and CASE.json in $OUT (or
 # ./validation-out). With no CASE, all of them. The summary table prints last.
+# The prediction uses DSPLAN_HARDWARE (a profile name or YAML path) when set: validate against
+# a profile measured on this same machine (tools/device/session_profile.sh), because device
+# machines differ in their CPU, PCIe and NVMe. DSPLAN_TRACE_CASES (space-separated case names)
+# also writes CASE.trace.json for those.
 set -u
 cd "$(dirname "$0")/../.."
 bin=${DSPLAN_BIN:-dist/dsplan}
 out=${OUT:-validation-out}
+hw=()
+[ -n "${DSPLAN_HARDWARE:-}" ] && hw=(--hardware "$DSPLAN_HARDWARE")
 mkdir -p "$out"
 fx=tests/fixtures/ds_configs
 vc=docs/validation/configs
@@ -37,8 +43,10 @@ for c in "${cases[@]}"; do
   IFS='|' read -r name model cfg extra <<<"$c"
   if [ "${#want[@]}" -gt 0 ] && [[ ! " ${want[*]} " =~ " $name " ]]; then continue; fi
   mkdir -p /tmp/dsplan-nvme
+  trace=()
+  [[ " ${DSPLAN_TRACE_CASES:-} " =~ " $name " ]] && trace=(--trace "$out/$name.trace.json")
   # shellcheck disable=SC2086
-  timeout 150 "$bin" validate --model "$model" --ds-config "$cfg" $extra \
+  timeout 150 "$bin" validate --model "$model" --ds-config "$cfg" $extra "${hw[@]}" "${trace[@]}" \
     --json-out "$out/$name.json" >"$out/$name.txt" 2>"$out/$name.err"
   echo "rc=$?" >>"$out/$name.err"
 done
@@ -49,7 +57,7 @@ print(f"{'case':44} {'step pred':>9} {'meas':>9} {'err':>7} {'dev pred':>9} {'me
 for f in sorted(os.listdir(out)):
     if not f.endswith('.json'): continue
     j = json.load(open(os.path.join(out, f)))
-    rows = {r['quantity']: r for r in j['rows']}
+    rows = {r['quantity']: r for r in j.get('rows', [])}
     s, d = rows.get('step time'), rows.get('device memory (driver)')
     fmt = lambda r, k, sc: f"{r[k]/sc:9.3f}" if r else f"{'-':>9}"
     pct = lambda r: f"{100*r['error']:+6.1f}%" if r and r['error'] is not None else f"{'-':>7}"

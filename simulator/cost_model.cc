@@ -361,11 +361,25 @@ double CostModel::DispatchSeconds() const {
   return std::max(kFrameworkOpSeconds, launch);
 }
 
-LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
+LayerCost CostModel::Layer(const dsplan::Layer& layer) const { return LayerWithMemo(layer, nullptr); }
+
+LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) const {
   LayerCost c;
   for (const Op& op : layer.ops) {
-    const double f = OpForwardSeconds(op);
-    const double b = OpBackwardSeconds(op);
+    // Transformer blocks repeat the same ops: price each distinct op once per Layers() call
+    // (the table lookups scan the profile's measured rows).
+    double f = 0, b = 0;
+    const OpMemoKey key{static_cast<int>(op.kind), op.m, op.n, op.k, op.batch, op.causal,
+                        op.fwd_bytes, op.bwd_bytes};
+    auto hit = memo ? memo->find(key) : OpMemo::iterator{};
+    if (memo && hit != memo->end()) {
+      f = hit->second.first;
+      b = hit->second.second;
+    } else {
+      f = OpForwardSeconds(op);
+      b = OpBackwardSeconds(op);
+      if (memo) memo->emplace(key, std::make_pair(f, b));
+    }
     switch (op.kind) {
       case OpKind::kGemm:
       case OpKind::kBatchedGemm:
@@ -396,7 +410,8 @@ LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
 std::vector<LayerCost> CostModel::Layers(const Workload& w) const {
   std::vector<LayerCost> out;
   out.reserve(w.layers.size());
-  for (const dsplan::Layer& l : w.layers) out.push_back(Layer(l));
+  OpMemo memo;
+  for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, &memo));
   return out;
 }
 

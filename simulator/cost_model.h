@@ -16,6 +16,9 @@
 #ifndef DSPLAN_SIMULATOR_COST_MODEL_H_
 #define DSPLAN_SIMULATOR_COST_MODEL_H_
 
+#include <map>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "core/hardware_profile.h"
@@ -108,6 +111,10 @@ class CostModel {
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
 
  private:
+  using OpMemoKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, double, double>;
+  using OpMemo = std::map<OpMemoKey, std::pair<double, double>>;
+  /// Layer() with forward/backward seconds of ops already priced in |memo| (may be null).
+  LayerCost LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) const;
   /// Fused attention as dsplan's runtime runs it: its fused kernel at the profile's measured
   /// rates (gpu.attention), or the tiled GEMMs of its stand-in.
   double RuntimeAttentionSeconds(const Op& op, bool backward) const;

@@ -38,6 +38,8 @@ struct AccuracyFlags {
 
 SimulateFlags g_sim;
 
+std::string g_stack = "pytorch-deepspeed";
+
 }  // namespace
 
 CLI::App* AddSimulateCommand(CLI::App& app) {
@@ -46,6 +48,10 @@ CLI::App* AddSimulateCommand(CLI::App& app) {
   AddClusterAndWorkloadFlags(cmd, g_sim);
   AddDsConfigFlags(cmd, g_sim);
   cmd->add_option("--trace", g_sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
+  cmd->add_option("--stack", g_stack,
+                  "Whose software runs the step: pytorch-deepspeed (what users run) or "
+                  "dsplan-runtime (what dsplan validate executes and compares with)")
+      ->capture_default_str();
   return cmd;
 }
 
@@ -57,7 +63,15 @@ std::string QuietLine(const Prediction& p) {
 
 int RunSimulateCommand() {
   const SimulateFlags& f = g_sim;
-  auto run = SimulateConfig(f, !f.trace.empty());
+  if (g_stack != "pytorch-deepspeed" && g_stack != "dsplan-runtime") {
+    return Fail(Status::InvalidArgument(fmt::format(
+        "--stack '{}': valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
+        "dsplan-runtime (dsplan validate's executor)",
+        g_stack)));
+  }
+  auto run = SimulateConfig(f, !f.trace.empty(),
+                            g_stack == "dsplan-runtime" ? SoftwareStack::kDsplanRuntime
+                                                        : SoftwareStack::kPyTorchDeepSpeed);
   if (!run.ok()) return Fail(run.status());
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;

@@ -490,25 +490,31 @@ double CostModel::NvmeSeconds(bool read, double bytes) const {
   return bytes / (bw > 0 ? bw : 2e9);
 }
 
+double CostModel::HookSeconds(const Task& t) const {
+  if (stack_ == SoftwareStack::kDsplanRuntime) return 0;
+  return t.kernels * DispatchSeconds();
+}
+
 double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
                               int cpu_threads) const {
   const double dispatch = DispatchSeconds();
   switch (t.kind) {
     // A layer's kernels run no faster than the Python thread issues them. ZeRO hook work
-    // (|kernels| host operations) is serialized with the GPU: stage 3 synchronizes on each
-    // module's fetch event before the module runs.
+    // (|kernels| host operations of DeepSpeed's Python hooks) is serialized with the GPU: stage
+    // 3 synchronizes on each module's fetch event before the module runs. dsplan's runtime has
+    // no Python hooks: its gathers are the graph's own collective tasks.
     case TaskKind::kForward:
     case TaskKind::kRecompute: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
       return std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s) +
-             t.kernels * dispatch;
+             HookSeconds(t);
     }
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
       return std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s) +
-             t.kernels * dispatch;
+             HookSeconds(t);
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

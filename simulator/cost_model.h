@@ -115,6 +115,9 @@ class CostModel {
   using OpMemo = std::map<OpMemoKey, std::pair<double, double>>;
   /// Layer() with forward/backward seconds of ops already priced in |memo| (may be null).
   LayerCost LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) const;
+  /// Host time of the ZeRO hooks around a layer task (|kernels| operations of DeepSpeed's
+  /// Python hooks); 0 for dsplan's runtime, which runs none.
+  double HookSeconds(const Task& t) const;
   /// Fused attention as dsplan's runtime runs it: its fused kernel at the profile's measured
   /// rates (gpu.attention), or the tiled GEMMs of its stand-in.
   double RuntimeAttentionSeconds(const Op& op, bool backward) const;

@@ -115,5 +115,14 @@ bad "estimate --params 0" "--params" estimate --params 0 --gpus 4
 bad "estimate --params negative" "--params" estimate --params -7 --gpus 4
 bad "estimate without model or params" "--model.*--params" estimate --gpus 4
 
+# --- simulate --stack: dsplan's runtime has no Python between kernels and no DeepSpeed hooks ---
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s3_mb8.json" --json
+ds=$(python3 -c "import json; print(json.load(open('$tmp/out'))['step']['time_s'])")
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s3_mb8.json" --json --stack dsplan-runtime
+check "simulate --stack dsplan-runtime exits 0" test "$rc" -eq 0
+check "the runtime's stage-3 step is faster than PyTorch + DeepSpeed's" json "j['step']['time_s'] < $ds"
+check "the stack changes no memory" json "j['gpu']['peak_allocated_bytes'] > 0"
+bad "simulate --stack unknown" "stack" simulate --model gpt2-xl --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --stack tensorflow
+
 echo "sim_cli_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -110,6 +110,23 @@ TEST(BatchedGemmCost, BatchedMatmulsUseTheirOwnRowsPerLayout) {
               1e-15);
 }
 
+TEST(HookCost, OnlyPyTorchDeepSpeedPaysForZeroHooksAroundALayer) {
+  HardwareProfile p = Base();
+  LayerCost c;
+  c.fwd_gemm_s = 1e-3;
+  c.bwd_gemm_s = 2e-3;
+  Task t;
+  t.kind = TaskKind::kForward;
+  t.layer = 0;
+  t.kernels = 50;  // stage-3 hook operations (fetch, release, ...) of DeepSpeed's Python hooks
+  CostModel pt(p, Precision::kBf16);
+  CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 1e-3 + 50 * pt.DispatchSeconds(), 1e-15);
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), 1e-3);
+  t.kind = TaskKind::kBackward;
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), 2e-3);
+}
+
 TEST(StreamingCurve, RuntimeLaunchesFollowTheMeasuredCurve) {
   HardwareProfile p = Base();
   p.gpu.streaming = {{1e4, 3e-6}, {1e6, 4e-6}, {1e8, 30e-6}};

@@ -22,21 +22,28 @@ namespace {
 constexpr double kFrameworkOpSeconds = 38e-6;
 constexpr double kFrameworkElementwiseEfficiency = 0.45;
 
-// Interpolates a size-dependent bandwidth curve at |bytes| (log-linear between points, clamped
-// at the ends). Returns 0 when the curve has no points.
+// The one interpolation of the measured curves: y at |x| on the piecewise curve through |pts|
+// (ascending in x(p)), linear in log x, and in log y too when |log_y|; clamped to the end
+// values outside. 0 when there are no points.
+template <typename P, typename X, typename Y>
+double InterpLogX(const std::vector<P>& pts, double x, X xof, Y yof, bool log_y = false) {
+  if (pts.empty()) return 0;
+  if (x <= xof(pts.front())) return yof(pts.front());
+  if (x >= xof(pts.back())) return yof(pts.back());
+  size_t i = 1;
+  while (xof(pts[i]) < x) ++i;
+  const double x0 = xof(pts[i - 1]), x1 = xof(pts[i]), y0 = yof(pts[i - 1]), y1 = yof(pts[i]);
+  if (x1 == x0) return y0;
+  const double t = std::log(x / x0) / std::log(x1 / x0);
+  return log_y ? std::exp(std::log(y0) + t * (std::log(y1) - std::log(y0))) : y0 + t * (y1 - y0);
+}
+double PairX(const std::pair<double, double>& p) { return p.first; }
+double PairY(const std::pair<double, double>& p) { return p.second; }
+
+// A size-dependent bandwidth curve at |bytes|; 0 when the curve has no points.
 double CurveBandwidth(const std::vector<BandwidthPoint>& points, double bytes) {
-  if (points.empty()) return 0;
-  if (bytes <= points.front().bytes) return points.front().bytes_per_s;
-  if (bytes >= points.back().bytes) return points.back().bytes_per_s;
-  for (size_t i = 1; i < points.size(); ++i) {
-    if (bytes <= points[i].bytes) {
-      const BandwidthPoint& a = points[i - 1];
-      const BandwidthPoint& b = points[i];
-      const double t = (std::log(bytes) - std::log(a.bytes)) / (std::log(b.bytes) - std::log(a.bytes));
-      return a.bytes_per_s + t * (b.bytes_per_s - a.bytes_per_s);
-    }
-  }
-  return points.back().bytes_per_s;
+  return InterpLogX(points, bytes, [](const BandwidthPoint& p) { return p.bytes; },
+                    [](const BandwidthPoint& p) { return p.bytes_per_s; });
 }
 
 double CopyCurveSeconds(const CopyCurve& c, double bytes) {
@@ -133,30 +140,16 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
   // Tables without this layout (profiles written before layouts were measured): the nearest
   // shape of any layout.
   if (best_a == 0) return GemmSeconds(precision_, m, n, k, 1);
-  double lo_t = 0, lo_r = 0, hi_t = std::numeric_limits<double>::infinity(), hi_r = 0;
-  double min_t = std::numeric_limits<double>::infinity(), min_r = 0, max_t = 0, max_r = 0;
+  std::vector<std::pair<double, double>> series;  // (tokens, FLOP/s) of that layer shape
   for (const GemmPoint& pt : g.gemm) {
     if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
       continue;
     }
     if ((tn ? pt.m : pt.n) != best_a || (tn ? pt.n : pt.k) != best_b) continue;
-    const double t = static_cast<double>(tn ? pt.k : pt.m);
-    if (t <= tokens && t > lo_t) lo_t = t, lo_r = pt.flops_per_s;
-    if (t >= tokens && t < hi_t) hi_t = t, hi_r = pt.flops_per_s;
-    if (t < min_t) min_t = t, min_r = pt.flops_per_s;
-    if (t > max_t) max_t = t, max_r = pt.flops_per_s;
+    series.push_back({static_cast<double>(tn ? pt.k : pt.m), pt.flops_per_s});
   }
-  double rate;
-  if (lo_r <= 0) {
-    rate = min_r;
-  } else if (hi_r <= 0) {
-    rate = max_r;
-  } else if (hi_t == lo_t) {
-    rate = lo_r;
-  } else {
-    const double f = std::log(tokens / lo_t) / std::log(hi_t / lo_t);
-    rate = std::exp(std::log(lo_r) + f * (std::log(hi_r) - std::log(lo_r)));
-  }
+  std::sort(series.begin(), series.end());
+  const double rate = InterpLogX(series, tokens, PairX, PairY, /*log_y=*/true);
   const double elem = static_cast<double>(PrecisionBytes(precision_));
   return std::max(2.0 * m * n * k / rate, RooflineSeconds(elem * (m * k + k * n + m * n)));
 }
@@ -190,14 +183,9 @@ double CostModel::StreamLaunchSeconds(double bytes) const {
   if (c.empty()) return RooflineSeconds(bytes);
   // Below the smallest point a launch costs what the smallest did; above the largest the rate
   // is the largest point's; in between, log-log interpolation.
-  if (bytes <= c.front().bytes) return c.front().seconds;
   if (bytes >= c.back().bytes) return c.back().seconds * bytes / c.back().bytes;
-  size_t i = 1;
-  while (c[i].bytes < bytes) ++i;
-  const StreamPoint& lo = c[i - 1];
-  const StreamPoint& hi = c[i];
-  const double f = std::log(bytes / lo.bytes) / std::log(hi.bytes / lo.bytes);
-  return std::exp(std::log(lo.seconds) + f * (std::log(hi.seconds) - std::log(lo.seconds)));
+  return InterpLogX(c, bytes, [](const StreamPoint& p) { return p.bytes; },
+                    [](const StreamPoint& p) { return p.seconds; }, /*log_y=*/true);
 }
 
 double CostModel::StreamSeconds(double bytes, int launches) const {
@@ -265,17 +253,7 @@ namespace {
 
 // Linear interpolation of y in log x through (x, y) points sorted by x; clamped at the ends.
 double LogInterp(const std::vector<std::pair<double, double>>& pts, double x) {
-  if (x <= pts.front().first) return pts.front().second;
-  if (x >= pts.back().first) return pts.back().second;
-  for (size_t i = 1; i < pts.size(); ++i) {
-    if (x <= pts[i].first) {
-      const auto& [x0, y0] = pts[i - 1];
-      const auto& [x1, y1] = pts[i];
-      const double t = (std::log(x) - std::log(x0)) / (std::log(x1) - std::log(x0));
-      return y0 + t * (y1 - y0);
-    }
-  }
-  return pts.back().second;
+  return InterpLogX(pts, x, PairX, PairY);
 }
 
 }  // namespace

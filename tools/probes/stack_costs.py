@@ -1,0 +1,542 @@
+#!/usr/bin/env python3
+"""Measures the host-side costs of the training stack (PyTorch eager + transformers, and DeepSpeed
+ZeRO when it is importable) that dsplan's cost model prices per op, per block and per hook.
+
+Every number is a measurement of a mechanism on tiny shapes, where the GPU finishes each kernel
+before the host issues the next, so wall time is host time. None is fitted to a training run:
+  op_kinds     host time of one op of each traced kind (tiny bf16 tensors, autograd recording),
+               forward, and backward through autograd.
+  families     for each model family: host time of one transformer block in forward and in
+               backward (the difference between 2- and 4-layer models of the family at width 64,
+               so embedding, head and loss cancel), with and without non-reentrant gradient
+               checkpointing, and the rest of the model (embedding, head, loss).
+  zero3        DeepSpeed ZeRO-3's hooks on synthetic stacks of tiny modules (every parameter
+               partitioned): host time per submodule and per parameter in forward, backward and
+               step, from a least-squares fit over several stacks, against the same stacks at
+               stage 2.
+  zero3_families  ZeRO-3's extra host time per block of each family (stage 3 minus stage 2,
+               4- minus 2-layer), with the partition threshold set so that the tiny model's
+               matrices are gathered and its vectors persist, as in the full-size model.
+
+usage: stack_costs.py [--models gpt2-xl,t5-3b,...] [--zero3-models M,...] [--catalog DIR]
+                      [--no-deepspeed] [--out F]
+The models are catalog ids (DIR/<id>.yaml, default ../../models beside this script); one per
+family is enough. Prints a JSON document (schema dsplan-stack-costs/1) to --out or stdout.
+"""
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DEV = "cuda"
+DT = torch.bfloat16
+
+
+def sync():
+    torch.cuda.synchronize()
+
+
+def med(xs):
+    return statistics.median(xs) if xs else None
+
+
+def timed(fn, reps=7, warm=2):
+    out = []
+    for i in range(warm + reps):
+        sync()
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        if i >= warm:
+            out.append(time.perf_counter() - t0)
+    return med(out)
+
+
+# --- per-op kinds ---------------------------------------------------------------------------
+N_CHAIN = 400
+W = 64
+
+
+def op_kind_costs():
+    """Forward and backward host time per op for each traced kind, on a chain of N_CHAIN ops."""
+    torch.manual_seed(0)
+    kinds = {}
+
+    def chain(make_step, x0):
+        def fwd_bwd():
+            x = x0.detach().clone().requires_grad_(True)
+            sync()
+            t0 = time.perf_counter()
+            y = x
+            for s in steps:
+                y = s(y)
+            sync()
+            t1 = time.perf_counter()
+            y.float().sum().backward()
+            sync()
+            t2 = time.perf_counter()
+            return t1 - t0, t2 - t1
+        steps = [make_step(i) for i in range(N_CHAIN)]
+        f, b = [], []
+        for i in range(7):
+            tf, tb = fwd_bwd()
+            if i >= 2:
+                f.append(tf)
+                b.append(tb)
+        return med(f) / N_CHAIN, med(b) / N_CHAIN
+
+    x2 = torch.randn(4, 16, W, device=DEV, dtype=DT)
+    lin = [nn.Linear(W, W).to(DEV, DT) for _ in range(N_CHAIN)]
+    for m in lin:
+        nn.init.orthogonal_(m.weight)
+    kinds["gemm"] = chain(lambda i: lin[i], x2)
+    norms = [nn.LayerNorm(W).to(DEV, DT) for _ in range(N_CHAIN)]
+    kinds["norm"] = chain(lambda i: norms[i], x2)
+    act = nn.GELU()
+    kinds["activation"] = chain(lambda i: act, x2)
+    drop = nn.Dropout(0.1).train()
+    kinds["dropout"] = chain(lambda i: (lambda y: drop(y) * 0.9), x2)  # dropout + one mul
+    y2 = torch.randn_like(x2) * 1e-3
+    kinds["elementwise"] = chain(lambda i: (lambda y: y + y2), x2)
+    kinds["softmax"] = chain(lambda i: (lambda y: torch.softmax(y, -1)), x2)
+    q = torch.randn(1, 4, 16, 16, device=DEV, dtype=DT)
+    k = torch.randn(1, 4, 16, 16, device=DEV, dtype=DT)
+    kinds["batched_gemm"] = chain(lambda i: (lambda y: torch.matmul(y, k) * 0.25), q)
+    kinds["attention"] = chain(lambda i: (lambda y: F.scaled_dot_product_attention(y, k, k, is_causal=True)), q)
+    # the dropout and batched_gemm chains carry one extra elementwise op each: remove it
+    e_f, e_b = kinds["elementwise"]
+    for kk in ("dropout", "batched_gemm"):
+        f, b = kinds[kk]
+        kinds[kk] = (max(f - e_f, 0.0), max(b - e_b, 0.0))
+    return {k: {"fwd_s": v[0], "bwd_s": v[1]} for k, v in kinds.items()}
+
+
+# --- PyTorch's memory-bound kernels at full size ----------------------------------------------
+def kernel_rates():
+    """Bytes per second that PyTorch's own memory-bound kernels reach on large bf16 tensors
+    (forward op and its autograd backward), by kind, counting each tensor read or written once.
+    The cost model prices traced memory-bound ops with these instead of its streaming kernel."""
+    n = 1 << 26  # 64 Mi elements: 128 MiB per bf16 tensor, past the L2
+    x = torch.randn(n, device=DEV, dtype=DT)
+    y = torch.randn(n, device=DEV, dtype=DT)
+    rows = x.view(-1, 4096)
+    ln = nn.LayerNorm(4096).to(DEV, DT)
+    e = 2  # bytes per element
+    kinds = {
+        # kind: (forward fn, forward bytes, backward bytes)
+        "elementwise": (lambda a: a + y, 3 * n * e, 2 * n * e),
+        "activation": (lambda a: F.gelu(a), 2 * n * e, 3 * n * e),
+        "dropout": (lambda a: F.dropout(a, 0.1, True), 2 * n * e + n, 2 * n * e + n),
+        "norm": (lambda a: ln(a.view(-1, 4096)), 2 * n * e, 3 * n * e),
+        "softmax": (lambda a: torch.softmax(a.view(-1, 4096), -1), 2 * n * e, 3 * n * e),
+        "cast_fp32": (lambda a: a.float(), n * e + n * 4, n * 4 + n * e),
+    }
+    out = {}
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for k, (fn, fb, bb) in kinds.items():
+        a = x.detach().clone().requires_grad_(True)
+        f, b = [], []
+        for i in range(8):
+            start.record()
+            o = fn(a)
+            end.record()
+            sync()
+            tf = start.elapsed_time(end) / 1e3
+            g = torch.ones_like(o)
+            start.record()
+            o.backward(g)
+            end.record()
+            sync()
+            tb = start.elapsed_time(end) / 1e3
+            a.grad = None
+            del o, g
+            if i >= 2:
+                f.append(tf)
+                b.append(tb)
+        out[k] = {"fwd_bytes_per_s": fb / med(f), "bwd_bytes_per_s": bb / med(b)}
+    # the reference: a plain device-to-device copy (bytes read + written)
+    z = torch.empty_like(x)
+    c = []
+    for i in range(8):
+        start.record()
+        z.copy_(x)
+        end.record()
+        sync()
+        if i >= 2:
+            c.append(start.elapsed_time(end) / 1e3)
+    out["copy"] = {"bytes_per_s": 2 * n * e / med(c)}
+    return out
+
+
+# --- families ---------------------------------------------------------------------------------
+def load_catalog(catalog, name):
+    import yaml
+    with open(os.path.join(catalog, name + ".yaml")) as f:
+        return yaml.safe_load(f)["config"]
+
+
+def shrink(cfg, layers, dec_layers=None):
+    """The family's config at width 64 (4 heads of 16, the same kv-head sharing), |layers| blocks."""
+    c = dict(cfg)
+    mt = c["model_type"]
+    heads = 4
+    def setk(keys, v):
+        for k in keys:
+            if k in c:
+                c[k] = v
+    hidden_keys = ["hidden_size", "n_embd", "d_model", "word_embed_proj_dim"]
+    setk(hidden_keys, 64)
+    if mt in ("gpt2",):
+        c["n_embd"] = 64
+    setk(["num_attention_heads", "n_head", "num_heads"], heads)
+    for kv in ("num_key_value_heads", "num_kv_heads"):
+        if kv in c and c[kv]:
+            orig_h = cfg.get("num_attention_heads") or cfg.get("n_head") or heads
+            c[kv] = 1 if c[kv] == 1 else (heads if c[kv] >= orig_h else 2)
+    if "head_dim" in c:
+        c["head_dim"] = 16
+    if "d_kv" in c:
+        c["d_kv"] = 16
+    setk(["intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim"], 128)
+    if mt == "gpt2":
+        c["n_inner"] = 128
+    if "vocab_size" in c:
+        c["vocab_size"] = 1024
+    setk(["num_hidden_layers", "n_layer", "num_layers"], layers)
+    if mt == "t5":
+        c["num_layers"] = layers
+        c["num_decoder_layers"] = dec_layers if dec_layers is not None else 2
+    if "moe_intermediate_size" in c:
+        c["moe_intermediate_size"] = 128
+    return c
+
+
+def build(cfgd):
+    import transformers
+    cfgd = dict(cfgd)
+    mt = cfgd.pop("model_type")
+    cfg = transformers.AutoConfig.for_model(mt, **cfgd)
+    cfg.use_cache = False
+    is_s2s = bool(getattr(cfg, "is_encoder_decoder", False))
+    if is_s2s:
+        if getattr(cfg, "decoder_start_token_id", None) is None:
+            cfg.decoder_start_token_id = 0
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = 0
+    with torch.device(DEV):
+        m = (transformers.AutoModelForSeq2SeqLM if is_s2s else transformers.AutoModelForCausalLM).from_config(cfg)
+    return m.to(DT).train(), is_s2s
+
+
+SEQ, SRC, TGT = 32, 32, 16
+
+
+def batch_for(model, is_s2s):
+    V = model.config.vocab_size
+    g = torch.Generator(device=DEV)
+    g.manual_seed(1)
+    if is_s2s:
+        return {"input_ids": torch.randint(0, V, (1, SRC), device=DEV, generator=g),
+                "labels": torch.randint(0, V, (1, TGT), device=DEV, generator=g)}
+    ids = torch.randint(0, V, (1, SEQ), device=DEV, generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
+def fwd_bwd_times(model, batch, reps=9, warm=3):
+    f, b = [], []
+    for i in range(warm + reps):
+        sync()
+        t0 = time.perf_counter()
+        loss = model(**batch).loss
+        sync()
+        t1 = time.perf_counter()
+        loss.backward()
+        sync()
+        t2 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        if i >= warm:
+            f.append(t1 - t0)
+            b.append(t2 - t1)
+    return med(f), med(b)
+
+
+def family_costs(cfg):
+    """Per-block forward/backward host time (plain eager), with and without checkpointing."""
+    mt = cfg["model_type"]
+    out = {"model_type": mt}
+    variants = [("", None)]
+    if mt == "t5":
+        variants = [("encoder_", "enc"), ("decoder_", "dec")]
+    for prefix, which in variants:
+        res = {}
+        counts = {}
+        for ckpt in (False, True):
+            t = {}
+            for L in (2, 4):
+                if which == "enc":
+                    c = shrink(cfg, L, 2)
+                elif which == "dec":
+                    c = shrink(cfg, 2, L)
+                else:
+                    c = shrink(cfg, L)
+                m, s2s = build(c)
+                if not ckpt:
+                    counts[L] = (sum(1 for _ in m.modules()), sum(1 for _ in m.parameters()))
+                if ckpt:
+                    m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                t[L] = fwd_bwd_times(m, batch_for(m, s2s))
+                del m
+                gc.collect()
+            tag = "ckpt_" if ckpt else ""
+            res[tag + "block_fwd_s"] = (t[4][0] - t[2][0]) / 2
+            res[tag + "block_bwd_s"] = (t[4][1] - t[2][1]) / 2
+            res[tag + "rest_fwd_s"] = t[2][0] - 2 * res[tag + "block_fwd_s"]
+            res[tag + "rest_bwd_s"] = t[2][1] - 2 * res[tag + "block_bwd_s"]
+        res["modules_per_block"] = (counts[4][0] - counts[2][0]) / 2
+        res["params_per_block"] = (counts[4][1] - counts[2][1]) / 2
+        res["modules_rest"] = counts[2][0] - 2 * res["modules_per_block"]
+        res["params_rest"] = counts[2][1] - 2 * res["params_per_block"]
+        for k, v in res.items():
+            out[prefix + k] = v
+    return out
+
+
+# --- DeepSpeed ZeRO-3 hooks ---------------------------------------------------------------------
+def ds_config(stage, threshold):
+    c = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+         "bf16": {"enabled": True},
+         "optimizer": {"type": "AdamW", "params": {"lr": 1e-5, "torch_adam": True}},
+         "zero_optimization": {"stage": stage},
+         "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
+    if stage == 3:
+        c["zero_optimization"]["stage3_param_persistence_threshold"] = threshold
+    return c
+
+
+def engine_times(model, cfg, make_loss, reps=8, warm=3):
+    import deepspeed
+    engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+    f, b, s = [], [], []
+    for i in range(warm + reps):
+        sync()
+        t0 = time.perf_counter()
+        loss = make_loss(engine)
+        sync()
+        t1 = time.perf_counter()
+        engine.backward(loss)
+        sync()
+        t2 = time.perf_counter()
+        engine.step()
+        sync()
+        t3 = time.perf_counter()
+        if i >= warm:
+            f.append(t1 - t0)
+            b.append(t2 - t1)
+            s.append(t3 - t2)
+    try:
+        engine.destroy()
+    except Exception:  # noqa: BLE001
+        pass
+    del engine
+    gc.collect()
+    torch.cuda.empty_cache()
+    return med(f), med(b), med(s)
+
+
+class Leaf(nn.Module):
+    def __init__(self, bias):
+        super().__init__()
+        self.lin = nn.Linear(W, W, bias=bias)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(W, W, bias=False)
+        self.b = nn.Linear(W, W, bias=False)
+
+    def forward(self, x):
+        return self.b(self.a(x))
+
+
+class Stack(nn.Module):
+    def __init__(self, kind, n):
+        super().__init__()
+        mk = {"leaf": lambda: nn.Linear(W, W, bias=False), "leaf_bias": lambda: nn.Linear(W, W, bias=True),
+              "pair": Pair}[kind]
+        self.blocks = nn.ModuleList([mk() for _ in range(n)])
+
+    def forward(self, x):
+        for m in self.blocks:
+            x = m(x)
+        return x
+
+
+def stack_counts(kind, n):
+    # (submodules that run hooks, parameters), the root module included
+    mods = {"leaf": n, "leaf_bias": n, "pair": 3 * n}[kind] + 1  # + the root (the ModuleList is never called)
+    params = {"leaf": n, "leaf_bias": 2 * n, "pair": 2 * n}[kind]
+    return mods, params
+
+
+def lstsq(rows):
+    """Least squares t = a + b*modules + c*params over rows (modules, params, t)."""
+    import numpy as np
+    A = np.array([[1.0, r[0], r[1]] for r in rows])
+    y = np.array([r[2] for r in rows])
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    resid = y - A @ coef
+    return {"intercept_s": float(coef[0]), "per_module_s": float(coef[1]), "per_param_s": float(coef[2]),
+            "max_abs_residual_s": float(abs(resid).max())}
+
+
+def zero3_synthetic():
+    grid = []
+    for kind in ("leaf", "leaf_bias", "pair"):
+        for n in (32, 96):
+            row = {"kind": kind, "n": n}
+            row["modules"], row["params"] = stack_counts(kind, n)
+            for stage in (2, 3):
+                torch.manual_seed(0)
+                model = Stack(kind, n).to(DEV)
+                x = torch.randn(1, 8, W, device=DEV, dtype=DT)
+                t = engine_times(model, ds_config(stage, 0), lambda e: e(x).float().sum())
+                row[f"s{stage}"] = {"fwd_s": t[0], "bwd_s": t[1], "step_s": t[2]}
+            grid.append(row)
+            print(f"zero3 grid {kind} n={n}: {row}", file=sys.stderr)
+    fit = {}
+    for phase in ("fwd_s", "bwd_s", "step_s"):
+        fit[phase] = lstsq([(r["modules"], r["params"], r["s3"][phase] - r["s2"][phase]) for r in grid])
+    return {"grid": grid, "fit_stage3_minus_stage2": fit,
+            "note": "every parameter partitioned (stage3_param_persistence_threshold 0); width 64"}
+
+
+def zero3_family(cfg):
+    mt = cfg["model_type"]
+    out = {"model_type": mt}
+    variants = [("", None)] if mt != "t5" else [("encoder_", "enc"), ("decoder_", "dec")]
+    for prefix, which in variants:
+        t = {}
+        for stage in (2, 3):
+            for L in (2, 4):
+                c = shrink(cfg, L, 2) if which == "enc" else shrink(cfg, 2, L) if which == "dec" else shrink(cfg, L)
+                m, s2s = build(c)
+                m = m.float()  # DeepSpeed's bf16 engine casts
+                batch = batch_for(m, s2s)
+                # matrices (>= 64*16 elements) are gathered, vectors (<= 192 elements) persist
+                t[(stage, L)] = engine_times(m, ds_config(stage, 300), lambda e: e(**batch).loss)
+                del m
+                gc.collect()
+        for i, ph in enumerate(("fwd_s", "bwd_s", "step_s")):
+            s3 = (t[(3, 4)][i] - t[(3, 2)][i]) / 2
+            s2 = (t[(2, 4)][i] - t[(2, 2)][i]) / 2
+            out[prefix + "block_stage3_extra_" + ph] = s3 - s2
+            out[prefix + "block_stage2_" + ph] = s2
+        out[prefix + "raw"] = {f"s{k[0]}_L{k[1]}": v for k, v in t.items()}
+    return out
+
+
+def versions(have_ds):
+    v = {"python": platform.python_version(), "torch": torch.__version__,
+         "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
+         "cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+    try:
+        import transformers
+        v["transformers"] = transformers.__version__
+    except Exception:  # noqa: BLE001
+        v["transformers"] = None
+    if have_ds:
+        import deepspeed
+        v["deepspeed"] = deepspeed.__version__
+    else:
+        v["deepspeed"] = None
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--models", default="")
+    ap.add_argument("--catalog", default=os.path.join(HERE, "..", "..", "models"))
+    ap.add_argument("--zero3-models", default=None,
+                    help="the models whose ZeRO-3 block hooks are measured (default: --models)")
+    ap.add_argument("--no-deepspeed", action="store_true")
+    ap.add_argument("--out", default="-")
+    args = ap.parse_args()
+    have_ds = False
+    if not args.no_deepspeed:
+        try:
+            import deepspeed  # noqa: F401
+            for k, val in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                               MASTER_PORT=os.environ.get("MASTER_PORT", "29511")).items():
+                os.environ.setdefault(k, val)
+            deepspeed.init_distributed()
+            have_ds = True
+        except Exception as e:  # noqa: BLE001
+            print(f"stack_costs: DeepSpeed not usable ({e!r}); measuring PyTorch only", file=sys.stderr)
+    torch.cuda.set_device(0)
+    doc = {"schema": "dsplan-stack-costs/1", "versions": versions(have_ds),
+           "date": time.strftime("%Y-%m-%d"), "errors": {}}
+    t0 = time.time()
+
+    def save():
+        doc["wall_s"] = round(time.time() - t0, 1)
+        text = json.dumps(doc, indent=1)
+        if args.out == "-":
+            return
+        tmp = args.out + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, args.out)
+
+    def section(key, fn, label=None):
+        try:
+            doc[key] = fn()
+        except Exception:  # noqa: BLE001
+            doc["errors"][label or key] = traceback.format_exc()[-3000:]
+        print(f"stack_costs: {label or key} done at {time.time() - t0:.1f} s", file=sys.stderr)
+        gc.collect()
+        torch.cuda.empty_cache()
+        save()
+
+    section("op_kinds", op_kind_costs)
+    section("kernels", kernel_rates)
+    cfgs = {}
+    for name in [m for m in args.models.split(",") if m]:
+        try:
+            cfgs[name] = load_catalog(args.catalog, name)
+        except Exception as e:  # noqa: BLE001
+            doc["errors"]["catalog:" + name] = repr(e)
+    doc["families"] = {}
+    for name, cfg in cfgs.items():
+        section("_family", lambda: dict(family_costs(cfg), measured_with=name), "family:" + name)
+        if "_family" in doc:
+            doc["families"][cfg["model_type"]] = doc.pop("_family")
+    if have_ds:
+        section("zero3", zero3_synthetic)
+        doc["zero3_families"] = {}
+        z3 = cfgs if args.zero3_models is None else {
+            n: load_catalog(args.catalog, n) for n in args.zero3_models.split(",") if n}
+        for name, cfg in z3.items():
+            section("_z3", lambda: dict(zero3_family(cfg), measured_with=name), "zero3_family:" + name)
+            if "_z3" in doc:
+                doc["zero3_families"][cfg["model_type"]] = doc.pop("_z3")
+    save()
+    if args.out == "-":
+        print(json.dumps(doc, indent=1))
+
+
+if __name__ == "__main__":
+    main()

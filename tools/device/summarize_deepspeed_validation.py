@@ -56,8 +56,8 @@ def plans_table(groups, out):
                "(n = 5; 4 for the stage-3 7B plans). `step1` = peak of step 1 (Adam states not yet created); "
                "`at` = phase of the step>=2 peak (fwd includes the loss; opt = engine.step()).\n")
     out.append("| model | plan | mb (of plan) | call | status | peak alloc MiB meas / pred / err | reserved MiB meas / pred / err "
-               "| step s meas / pred / err | step1 peak | at | note |")
-    out.append("|---|---|---|---|---|---|---|---|---|---|---|")
+               "| step s meas / pred / err | step1 peak | (step>=2 - step1) B/param | at | note |")
+    out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
     seen = {}
     for g in groups:
         if not (g["id"].startswith("plan")):
@@ -78,8 +78,15 @@ def plans_table(groups, out):
                     note = ("ARTIFACT: OOM in deepspeed.initialize because the previous stage-3 engine of the same "
                             "process was not freed; see the fresh-process rows")
                 else:
-                    note = f"OOM in {ph.split(':')[-1]} {where}; peak before OOM {f1(s.get('oom_max_alloc_mb'))} MiB; " \
-                           f"'{s.get('error', '')[:90]}'"
+                    import re
+                    mm = re.search(r"Tried to allocate ([0-9.]+) GiB", s.get("error", ""))
+                    cfg = s["model_config"]
+                    ratio = ""
+                    if mm and s.get("seq_len"):
+                        req = float(mm.group(1)) * 1024
+                        ratio = f" = {req / (s['mb'] * s['seq_len'] * cfg['vocab_size'] * 4 / MiB):.2f} x bsV4"
+                    note = f"OOM in {ph.split(':')[-1]} {where}; request {mm.group(1) if mm else '?'} GiB{ratio}; " \
+                           f"max allocated before it {f1(s.get('oom_max_alloc_mb'))} MiB"
             elif st == "not_run_after_oom":
                 note = "not run (group stopped at the OOM above)"
             key = (g["model"], s["mb"])
@@ -90,6 +97,7 @@ def plans_table(groups, out):
                        f"{err(p.get('peak_allocated_mb'), meas_a)} | {f1(meas_r)} / {f1(p.get('peak_reserved_mb'))} / "
                        f"{err(p.get('peak_reserved_mb'), meas_r)} | {f1(meas_t, 3)} / {f1(p.get('step_s'), 3)} / "
                        f"{err(p.get('step_s'), meas_t)} | {f1(s.get('step1_max_alloc_mb')) if st == 'ok' else ''} | "
+                       f"{f1((s['step2on_max_alloc_mb'] - s['step1_max_alloc_mb']) * MiB / s['n_params'], 2) if st == 'ok' and s.get('n_params') and s.get('step2on_max_alloc_mb') else ''} | "
                        f"{peak_phase(s) if st == 'ok' else ''} | {note} |")
             seen[key] = s
     out.append("")

@@ -1,0 +1,390 @@
+#!/usr/bin/env python3
+"""A group of DeepSpeed ZeRO cases on one GPU, world size 1, in one process.
+
+usage: driver.py CASE_JSON RESULT_JSON
+
+Extends ../shared/deepspeed-bench/driver.py (same method: shared/calibration/README.md) with
+  * sub-cases: case["subs"] is a list run in order in this process. Consecutive subs with the same
+    model_config, ds_config and grad_checkpointing share one engine (a micro-batch sweep: the
+    engine is stepped at each sub's "mb" in turn, empty_cache + reset_peak_memory_stats between);
+    otherwise the previous engine is destroyed and a new model + engine is built. A case without
+    "subs" is one sub (the case itself).
+  * per step and per phase (forward incl. loss, backward, step) peaks of allocated and reserved
+    memory and times (torch.cuda.synchronize() between the phases);
+  * module and parameter counts (for the stage-3 hook analysis).
+An OOM ends the group: later subs are recorded as "not_run_after_oom" (an engine that ran out of
+memory half-way through a backward is not trusted for further measurements).
+"""
+import gc
+import json
+import os
+import sys
+import threading
+import time
+import traceback
+
+T_PROC0 = time.time()
+MiB = 2.0 ** 20
+
+case = json.load(open(sys.argv[1]))
+result_path = sys.argv[2]
+N_STEPS = int(case.get("n_steps", 8))
+
+R = {
+    "record_type": "group",
+    "id": case["id"],
+    "model": case["model"],
+    "plan_rank": case.get("plan_rank"),
+    "variant": case.get("variant"),
+    "stage": case.get("stage"),
+    "status": "started",
+    "oom": False,
+    "phase": "import",
+    "n_steps": N_STEPS,
+    "ds_config": case.get("ds_config"),
+    "pred": case.get("pred"),
+    "optimizer_override": case.get("optimizer_override"),
+    "env": case.get("env", {}),
+    "pytorch_cuda_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
+    "subs": [],
+}
+
+
+def dump():
+    tmp = result_path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(R, f, default=str)
+    os.replace(tmp, result_path)
+
+
+dump()
+
+import psutil  # noqa: E402
+
+try:
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    _nvh = pynvml.nvmlDeviceGetHandleByIndex(0)
+except Exception as e:  # noqa: BLE001
+    pynvml = None
+    R["nvml_error"] = repr(e)
+
+
+class Sampler:
+    def __init__(self):
+        self.proc = psutil.Process()
+        self.lock = threading.Lock()
+        self.nvml_peak = self.rss_peak = 0.0
+        self.stop = False
+        self.t = threading.Thread(target=self.loop, daemon=True)
+        self.t.start()
+
+    def reset(self):
+        with self.lock:
+            self.nvml_peak = self.rss_peak = 0.0
+
+    def sample(self):
+        nv = 0.0
+        if pynvml is not None:
+            try:
+                nv = pynvml.nvmlDeviceGetMemoryInfo(_nvh).used / MiB
+            except Exception:  # noqa: BLE001
+                nv = 0.0
+        rss = self.proc.memory_info().rss / MiB
+        with self.lock:
+            self.nvml_peak = max(self.nvml_peak, nv)
+            self.rss_peak = max(self.rss_peak, rss)
+        return nv, rss
+
+    def loop(self):
+        while not self.stop:
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001
+                pass
+            time.sleep(0.05)
+
+    def snap(self, D, prefix):
+        nv, rss = self.sample()
+        with self.lock:
+            D[prefix + "_nvml_used_peak_mb"] = round(self.nvml_peak, 1)
+            D[prefix + "_host_rss_peak_mb"] = round(self.rss_peak, 1)
+        D[prefix + "_nvml_used_mb"] = round(nv, 1)
+
+
+S = Sampler()
+
+t0 = time.time()
+import torch  # noqa: E402
+import transformers  # noqa: E402
+
+R["import_torch_transformers_s"] = round(time.time() - t0, 2)
+R["torch"] = torch.__version__
+R["transformers"] = transformers.__version__
+try:
+    t0 = time.time()
+    import deepspeed  # noqa: E402
+
+    R["ds_import_s"] = round(time.time() - t0, 2)
+    R["deepspeed"] = deepspeed.__version__
+except BaseException as e:  # noqa: BLE001
+    R["status"] = "error"
+    R["error"] = "import deepspeed: " + (str(e) or repr(e))[:2000]
+    R["error_traceback"] = traceback.format_exc()[-6000:]
+    dump()
+    os._exit(0)
+R["gpu_name"] = torch.cuda.get_device_name(0)
+
+
+def mem(D, prefix):
+    torch.cuda.synchronize()
+    st = torch.cuda.memory_stats()
+    D[prefix + "_alloc_mb"] = round(torch.cuda.memory_allocated() / MiB, 1)
+    D[prefix + "_reserved_mb"] = round(torch.cuda.memory_reserved() / MiB, 1)
+    D[prefix + "_max_alloc_mb"] = round(torch.cuda.max_memory_allocated() / MiB, 1)
+    D[prefix + "_max_reserved_mb"] = round(torch.cuda.max_memory_reserved() / MiB, 1)
+    D[prefix + "_num_alloc_retries"] = st.get("num_alloc_retries", 0)
+    S.snap(D, prefix)
+    try:
+        hs = torch.cuda.host_memory_stats()
+        D[prefix + "_pinned_mb_current"] = round(hs.get("allocated_bytes.current", 0) / MiB, 1)
+        D[prefix + "_pinned_mb_peak"] = round(hs.get("allocated_bytes.peak", 0) / MiB, 1)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+for k, v in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                 MASTER_PORT=os.environ.get("MASTER_PORT", "29500")).items():
+    os.environ.setdefault(k, v)
+
+R["phase"] = "init_distributed"
+deepspeed.init_distributed()
+torch.cuda.set_device(0)
+subs = case.get("subs") or [dict(case, sub_id=case["id"])]
+STATE = {"engine": None, "key": None, "cfg": None, "is_t5": False, "is_mlm": False}
+
+
+def engine_key(s):
+    return json.dumps([s["model_config"], s["ds_config"], bool(s["grad_checkpointing"]),
+                       s.get("optimizer_override")], sort_keys=True)
+
+
+def teardown():
+    eng = STATE["engine"]
+    STATE["engine"] = None
+    STATE["key"] = None
+    if eng is not None:
+        try:
+            if hasattr(eng, "destroy"):
+                eng.destroy()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            opt = getattr(eng, "optimizer", None)
+            if opt is not None and hasattr(opt, "destroy"):
+                opt.destroy()
+        except Exception:  # noqa: BLE001
+            pass
+    del eng
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+def build(s, D):
+    R["phase"] = "build_model"
+    torch.manual_seed(0)
+    cfgd = dict(s["model_config"])
+    model_type = cfgd.pop("model_type")
+    cfg = transformers.AutoConfig.for_model(model_type, **cfgd)
+    cfg.use_cache = False
+    is_t5 = bool(getattr(cfg, "is_encoder_decoder", False))
+    if is_t5 and getattr(cfg, "decoder_start_token_id", None) is None:
+        cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0
+    is_mlm = model_type == "bert"
+    mem(D, "before_build")
+    t0 = time.time()
+    with torch.device("cuda"):
+        if is_t5:
+            model = transformers.AutoModelForSeq2SeqLM.from_config(cfg)
+        elif is_mlm:
+            model = transformers.AutoModelForMaskedLM.from_config(cfg)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(cfg)
+    if sorted({str(p.dtype) for p in model.parameters()}) != ["torch.float32"]:
+        model = model.float()
+    model.train()
+    if s["grad_checkpointing"]:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    torch.cuda.synchronize()
+    D["build_model_s"] = round(time.time() - t0, 2)
+    D["model_class"] = type(model).__name__
+    D["n_params"] = sum(p.numel() for p in model.parameters())
+    D["n_param_tensors"] = sum(1 for _ in model.parameters())
+    D["n_modules"] = sum(1 for _ in model.modules())
+    D["n_modules_with_direct_params"] = sum(1 for m in model.modules() if any(True for _ in m.parameters(recurse=False)))
+    D["n_param_tensors_ge_1e5"] = sum(1 for p in model.parameters() if p.numel() >= 100000)
+    D["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
+    D["is_gradient_checkpointing"] = bool(getattr(model, "is_gradient_checkpointing", False))
+    mem(D, "after_build")
+    R["phase"] = "deepspeed_initialize"
+    ds_config = json.loads(json.dumps(s["ds_config"]))
+    if s.get("optimizer_override") == "torch_adam":
+        ds_config.setdefault("optimizer", {}).setdefault("params", {})["torch_adam"] = True
+    S.reset()
+    t0 = time.time()
+    engine, optimizer, _, _ = deepspeed.initialize(
+        model=model, model_parameters=[p for p in model.parameters() if p.requires_grad], config=ds_config)
+    torch.cuda.synchronize()
+    D["ds_init_s"] = round(time.time() - t0, 2)
+    opt = engine.optimizer
+    D["optimizer_wrapper"] = type(opt).__name__
+    inner = getattr(opt, "optimizer", None)
+    D["optimizer_inner"] = type(inner).__name__ if inner is not None else None
+    mem(D, "after_init")
+    D["after_init_nonpytorch_gpu_mb"] = round(D["after_init_nvml_used_mb"] - D["after_init_reserved_mb"], 1)
+    del model, optimizer
+    STATE.update(engine=engine, key=engine_key(s), cfg=cfg, is_t5=is_t5, is_mlm=is_mlm)
+
+
+def run_sub(s, D):
+    if STATE["key"] != engine_key(s):
+        teardown()
+        D["engine_built"] = True
+        build(s, D)
+    else:
+        D["engine_built"] = False
+    engine, cfg = STATE["engine"], STATE["cfg"]
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    S.reset()
+    mb = int(s["mb"])
+    V = int(cfg.vocab_size)
+    g = torch.Generator(device="cuda")
+    g.manual_seed(1234)
+    if STATE["is_t5"]:
+        src, tgt = int(s["src_len"]), int(s["tgt_len"])
+        batch = {"input_ids": torch.randint(0, V, (mb, src), device="cuda", generator=g),
+                 "labels": torch.randint(0, V, (mb, tgt), device="cuda", generator=g)}
+        D["tokens_per_step"] = mb * (src + tgt)
+    else:
+        seq = int(s["seq_len"])
+        ids = torch.randint(0, V, (mb, seq), device="cuda", generator=g)
+        batch = {"input_ids": ids, "labels": ids}
+        D["tokens_per_step"] = mb * seq
+    ga = int(s["ds_config"].get("gradient_accumulation_steps", 1))
+    D["grad_accum"] = ga
+    mem(D, "steps_start")
+    n_steps = int(s.get("n_steps", N_STEPS))
+    times, losses, per_step = [], [], []
+    D.update(step_times_s=times, losses=losses, per_step=per_step)
+    run_max_a = run_max_r = 0.0
+    for i in range(n_steps):
+        R["phase"] = f"{s['sub_id']}:step{i + 1}"
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        ph = {"fwd_s": 0.0, "bwd_s": 0.0, "opt_s": 0.0, "fwd_peak_mb": 0.0, "bwd_peak_mb": 0.0, "opt_peak_mb": 0.0,
+              "fwd_res_mb": 0.0, "bwd_res_mb": 0.0, "opt_res_mb": 0.0}
+        for _ in range(ga):
+            for name in ("fwd", "bwd", "opt"):
+                torch.cuda.reset_peak_memory_stats()
+                ta = time.perf_counter()
+                if name == "fwd":
+                    out = engine(**batch)
+                    loss = out.loss
+                elif name == "bwd":
+                    engine.backward(loss)
+                else:
+                    engine.step()
+                torch.cuda.synchronize()
+                ph[name + "_s"] += time.perf_counter() - ta
+                ph[name + "_peak_mb"] = max(ph[name + "_peak_mb"], torch.cuda.max_memory_allocated() / MiB)
+                ph[name + "_res_mb"] = max(ph[name + "_res_mb"], torch.cuda.max_memory_reserved() / MiB)
+        times.append(round(time.perf_counter() - t0, 4))
+        losses.append(float(loss.detach().float().item()))
+        del out, loss
+        ph = {k: round(v, 4 if k.endswith("_s") else 1) for k, v in ph.items()}
+        ph["end_alloc_mb"] = round(torch.cuda.memory_allocated() / MiB, 1)
+        per_step.append(ph)
+        run_max_a = max(run_max_a, ph["fwd_peak_mb"], ph["bwd_peak_mb"], ph["opt_peak_mb"])
+        run_max_r = max(run_max_r, ph["fwd_res_mb"], ph["bwd_res_mb"], ph["opt_res_mb"])
+        D["steps_done"] = i + 1
+        D["steps_max_alloc_mb"] = round(run_max_a, 1)
+        D["steps_max_reserved_mb"] = round(run_max_r, 1)
+        dump()
+    mem(D, "steps_end")
+    tail = sorted(times[2:]) if len(times) > 2 else sorted(times)
+    n = len(tail)
+    med = tail[n // 2] if n % 2 else 0.5 * (tail[n // 2 - 1] + tail[n // 2])
+    D["median_step_s"] = round(med, 4)
+    D["median_over_steps"] = f"3..{len(times)}"
+    for name in ("fwd", "bwd", "opt"):
+        v = sorted(p[name + "_s"] for p in per_step[2:]) or [0.0]
+        D["median_" + name + "_s"] = v[len(v) // 2]
+    D["step1_max_alloc_mb"] = max(per_step[0][k] for k in ("fwd_peak_mb", "bwd_peak_mb", "opt_peak_mb"))
+    if len(per_step) > 1:
+        D["step2on_max_alloc_mb"] = max(p[k] for p in per_step[1:] for k in ("fwd_peak_mb", "bwd_peak_mb", "opt_peak_mb"))
+    D["tokens_per_s"] = round(D["tokens_per_step"] * ga / max(med, 1e-9), 1)
+    del batch
+
+
+oom_seen = False
+for s in subs:
+    if case.get("optimizer_override") and s.get("offload_optimizer", "none") == "none":
+        s["optimizer_override"] = case["optimizer_override"]
+    D = {"sub_id": s["sub_id"], "mb": s["mb"], "stage": s.get("stage"), "grad_checkpointing": s["grad_checkpointing"],
+         "offload_optimizer": s.get("offload_optimizer"), "offload_param": s.get("offload_param"),
+         "seq_len": s.get("seq_len"), "src_len": s.get("src_len"), "tgt_len": s.get("tgt_len"),
+         "ds_config": s["ds_config"], "model_config": s["model_config"], "pred": s.get("pred"),
+         "variant": s.get("variant"), "status": "started"}
+    R["subs"].append(D)
+    if oom_seen:
+        D["status"] = "not_run_after_oom"
+        continue
+    t_sub = time.time()
+    try:
+        run_sub(s, D)
+        D["status"] = "ok"
+    except torch.cuda.OutOfMemoryError as e:
+        D["status"] = "oom"
+        D["error"] = (str(e) or repr(e))[:2000]
+        D["error_phase"] = R["phase"]
+        D["error_traceback"] = traceback.format_exc()[-2500:]
+        try:
+            D["oom_max_alloc_mb"] = round(torch.cuda.max_memory_allocated() / MiB, 1)
+            D["oom_max_reserved_mb"] = round(torch.cuda.max_memory_reserved() / MiB, 1)
+            D["oom_alloc_mb"] = round(torch.cuda.memory_allocated() / MiB, 1)
+        except Exception:  # noqa: BLE001
+            pass
+        oom_seen = True
+    except Exception as e:  # noqa: BLE001
+        txt = traceback.format_exc()
+        D["status"] = "oom" if ("out of memory" in txt.lower()) else "error"
+        D["error"] = (str(e) or repr(e))[:2000]
+        D["error_phase"] = R["phase"]
+        D["error_traceback"] = txt[-5000:]
+        if D["status"] == "oom":
+            oom_seen = True
+        else:
+            try:
+                teardown()
+            except Exception:  # noqa: BLE001
+                pass
+    D["sub_wall_s"] = round(time.time() - t_sub, 2)
+    dump()
+
+sts = [d["status"] for d in R["subs"]]
+R["status"] = "ok" if all(x == "ok" for x in sts) else ("oom" if "oom" in sts else ("error" if "error" in sts else "partial"))
+R["oom"] = "oom" in sts
+if R["status"] == "error":
+    R["error"] = "; ".join(f"{d['sub_id']}: {str(d.get('error'))[:300]}" for d in R["subs"] if d["status"] == "error")
+    R["error_traceback"] = "\n".join(d.get("error_traceback", "") for d in R["subs"] if d["status"] == "error")[-6000:]
+R["phase"] = "done"
+R["case_wall_s"] = round(time.time() - T_PROC0, 2)
+S.stop = True
+dump()
+sys.stdout.flush()
+sys.stderr.flush()
+os._exit(0)

@@ -1,0 +1,42 @@
+#!/bin/bash
+# GPU-machine side of one device call: plain-PyTorch family probes, then DeepSpeed case groups.
+#   bash .dsbench/go.sh PROBE_S TOTAL_S CASES.jsonl [CASES2.jsonl ...]
+# PROBE_S: seconds for the probes (0 = none); TOTAL_S: the whole call's budget from now.
+# Writes to $OUT: machine.json, probes.jsonl, probe.log, cases.jsonl (one group record per line),
+# logs.tgz, runner_summary.json, torch_ext.tgz (the just-in-time built DeepSpeed ops, for the next call).
+set -u
+HERE=$(cd "$(dirname "$0")" && pwd)
+T0=$(date +%s)
+PROBE_S=$1; TOTAL=$2; shift 2
+export PYTHONPATH=$HERE/site${PYTHONPATH:+:$PYTHONPATH}
+export TORCH_EXTENSIONS_DIR=/tmp/torch_ext PYTHONUNBUFFERED=1
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+mkdir -p "$OUT" /tmp/dsbench_state /tmp/torch_ext
+if [ -f "$HERE/torch_ext.tgz" ]; then
+  tar -xzf "$HERE/torch_ext.tgz" -C /tmp && find /tmp/torch_ext -type f -exec touch {} + && echo "restored torch_ext: $(ls /tmp/torch_ext/*/ 2>/dev/null | tr '\n' ' ')"
+fi
+python3 - > "$OUT/machine.json" <<'PYEOF'
+import json, os, platform, subprocess, torch, psutil, transformers
+p = torch.cuda.get_device_properties(0)
+try:
+    drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"],
+                         capture_output=True, text=True).stdout.strip()
+except Exception as e:
+    drv = repr(e)
+print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
+  "cudnn": torch.backends.cudnn.version(), "transformers": transformers.__version__, "gpu": p.name,
+  "gpu_total_mb": round(p.total_memory / 2**20, 1), "nvidia_smi": drv, "cpus": os.cpu_count(),
+  "host_mem_total_mb": round(psutil.virtual_memory().total / 2**20, 1), "kernel": platform.release()}))
+PYEOF
+cat "$OUT/machine.json"
+if [ "$PROBE_S" -gt 0 ]; then
+  timeout $((PROBE_S + 20)) python3 "$HERE/family_activation_probe.py" "$HERE/probe-configs.json" "$OUT/probes.jsonl" \
+    --deadline "$PROBE_S" > "$OUT/probe.log" 2>&1
+  echo "probes rc=$? ($(grep -c '"status": "ok"' "$OUT/probes.jsonl" 2>/dev/null) ok)"; tail -4 "$OUT/probe.log"
+fi
+cat "$@" > /tmp/dsbench_state/cases_all.jsonl
+LEFT=$((TOTAL - ($(date +%s) - T0) - 25))
+echo "runner deadline ${LEFT}s"
+python3 "$HERE/runner.py" --cases /tmp/dsbench_state/cases_all.jsonl --out "$OUT" --deadline "$LEFT"
+tar -czf "$OUT/torch_ext.tgz" -C /tmp torch_ext 2>/dev/null
+echo "torch_ext.tgz $(du -h "$OUT/torch_ext.tgz" | cut -f1); total $(( $(date +%s) - T0 ))s"

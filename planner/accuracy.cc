@@ -59,7 +59,14 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
         r.seq_len = j.at("seq_len").get<int64_t>();
       }
       r.gradient_checkpointing = j.value("grad_checkpointing", false);
-      r.optimizer_wrapper = j.value("optimizer_wrapper", "");
+      if (j.contains("optimizer_wrapper") && j["optimizer_wrapper"].is_string()) {
+        r.optimizer_wrapper = j["optimizer_wrapper"].get<std::string>();
+      }
+      if (r.model_config.contains("model_type") && r.model_config["model_type"].is_string()) {
+        r.family = r.model_config["model_type"].get<std::string>();
+      }
+      r.oom = j.value("status", std::string("ok")) == "oom";
+      r.memory_valid = j.value("memory_valid", true);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", path, lineno, e.what()));
@@ -101,6 +108,9 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.run = run;
     row.wrapper = OptimizerWrapperName(p.facts.wrapper);
     row.fits = p.fits;
+    row.verdict_right = run.oom ? !p.fits : p.fits;
+    row.has_memory = !run.oom && run.memory_valid && run.peak_alloc_mib > 0;
+    row.has_time = !run.oom && run.step_s > 0;
     row.peak_alloc_mib = p.gpu_peak_allocated_bytes / kMiB;
     row.peak_reserved_mib = p.gpu_peak_reserved_bytes / kMiB;
     row.step_s = p.step_time_s;
@@ -108,20 +118,29 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.pinned_mib = p.host_pinned_bytes_per_node / kMiB;
     row.peak_at = p.gpu_peak_task;
     auto err = [](double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0.0; };
-    row.alloc_error = err(row.peak_alloc_mib, run.peak_alloc_mib);
-    row.reserved_error = err(row.peak_reserved_mib, run.peak_reserved_mib);
-    row.step_error = err(row.step_s, run.step_s);
+    if (row.has_memory) {
+      row.alloc_error = err(row.peak_alloc_mib, run.peak_alloc_mib);
+      row.reserved_error = err(row.peak_reserved_mib, run.peak_reserved_mib);
+    }
+    if (row.has_time) row.step_error = err(row.step_s, run.step_s);
     s.rows.push_back(std::move(row));
   }
-  const double n = static_cast<double>(s.rows.size());
   for (const AccuracyRow& r : s.rows) {
-    s.alloc_mean_abs += std::abs(r.alloc_error) / n;
-    s.reserved_mean_abs += std::abs(r.reserved_error) / n;
-    s.step_mean_abs += std::abs(r.step_error) / n;
-    s.alloc_max_abs = std::max(s.alloc_max_abs, std::abs(r.alloc_error));
-    s.reserved_max_abs = std::max(s.reserved_max_abs, std::abs(r.reserved_error));
-    s.step_max_abs = std::max(s.step_max_abs, std::abs(r.step_error));
-    if (r.fits) ++s.verdicts_right;
+    if (r.has_memory) ++s.memory_rows;
+    if (r.has_time) ++s.time_rows;
+    if (r.verdict_right) ++s.verdicts_right;
+  }
+  for (const AccuracyRow& r : s.rows) {
+    if (r.has_memory) {
+      s.alloc_mean_abs += std::abs(r.alloc_error) / s.memory_rows;
+      s.reserved_mean_abs += std::abs(r.reserved_error) / s.memory_rows;
+      s.alloc_max_abs = std::max(s.alloc_max_abs, std::abs(r.alloc_error));
+      s.reserved_max_abs = std::max(s.reserved_max_abs, std::abs(r.reserved_error));
+    }
+    if (r.has_time) {
+      s.step_mean_abs += std::abs(r.step_error) / s.time_rows;
+      s.step_max_abs = std::max(s.step_max_abs, std::abs(r.step_error));
+    }
   }
   return s;
 }
@@ -134,22 +153,38 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     << calibration_path << " --markdown docs/accuracy.md`; do not edit by hand.\n\n";
   o << fmt::format("Hardware profile: `{}` ({}).\n\n", profile.name, profile.SourceSummary());
   o << fmt::format(
-      "{} runs. Peak allocated memory: mean |error| {:.1f}%, max {:.1f}% (targets: mean < 3%, "
-      "every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time: mean {:.1f}%, "
-      "max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{}.\n\n",
-      s.rows.size(), 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs, 100 * s.reserved_mean_abs,
-      100 * s.reserved_max_abs, 100 * s.step_mean_abs, 100 * s.step_max_abs, s.verdicts_right,
-      s.rows.size());
+      "{} runs. Peak allocated memory ({} runs): mean |error| {:.1f}%, max {:.1f}% (targets: mean "
+      "< 3%, every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time ({} runs): mean "
+      "{:.1f}%, max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{}.\n\n",
+      s.rows.size(), s.memory_rows, 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs,
+      100 * s.reserved_mean_abs, 100 * s.reserved_max_abs, s.time_rows, 100 * s.step_mean_abs,
+      100 * s.step_max_abs, s.verdicts_right, s.rows.size());
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
        "err) | step s (m / p / err) | peak at |\n";
   o << "|---|---|---|---|---|---|\n";
   for (const AccuracyRow& r : s.rows) {
-    o << fmt::format(
-        "| {} | {} | {:.0f} / {:.0f} / {:+.1f}% | {:.0f} / {:.0f} / {:+.1f}% | {:.3f} / {:.3f} / "
-        "{:+.1f}% | {} |\n",
-        r.run.id, r.wrapper, r.run.peak_alloc_mib, r.peak_alloc_mib, 100 * r.alloc_error,
-        r.run.peak_reserved_mib, r.peak_reserved_mib, 100 * r.reserved_error, r.run.step_s,
-        r.step_s, 100 * r.step_error, r.peak_at);
+    std::string mem, step;
+    if (r.run.oom) {
+      mem = fmt::format("out of memory / {:.0f} / {}", r.peak_alloc_mib,
+                        r.fits ? "said to fit: WRONG" : "said not to fit");
+      step = "-";
+    } else if (!r.has_memory) {
+      mem = fmt::format("(not usable) / {:.0f} / -", r.peak_alloc_mib);
+    } else {
+      mem = fmt::format("{:.0f} / {:.0f} / {:+.1f}%", r.run.peak_alloc_mib, r.peak_alloc_mib,
+                        100 * r.alloc_error);
+    }
+    const std::string res =
+        r.has_memory ? fmt::format("{:.0f} / {:.0f} / {:+.1f}%", r.run.peak_reserved_mib,
+                                   r.peak_reserved_mib, 100 * r.reserved_error)
+                     : fmt::format("- / {:.0f} / -", r.peak_reserved_mib);
+    if (r.has_time) {
+      step = fmt::format("{:.3f} / {:.3f} / {:+.1f}%", r.run.step_s, r.step_s, 100 * r.step_error);
+    } else if (step.empty()) {
+      step = fmt::format("- / {:.3f} / -", r.step_s);
+    }
+    o << fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.run.id, r.wrapper, mem, res, step,
+                     r.peak_at);
   }
   return o.str();
 }

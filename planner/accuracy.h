@@ -28,6 +28,11 @@ struct CalibrationRun {
   int64_t target_len = 0;     // T5: decoder length
   bool gradient_checkpointing = false;
   std::string optimizer_wrapper;  // what DeepSpeed chose
+  std::string family;             // model_config's model_type
+  bool oom = false;               // the run ran out of GPU memory (status "oom")
+  /// False when the run's memory is not usable (it shared a process with an earlier engine
+  /// that left memory behind); its step time still is.
+  bool memory_valid = true;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;
@@ -43,7 +48,10 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path);
 struct AccuracyRow {
   CalibrationRun run;
   std::string wrapper;             // the wrapper dsplan modeled
-  bool fits = false;               // dsplan's verdict (every calibration run ran, so true is right)
+  bool fits = false;               // dsplan's verdict
+  bool verdict_right = false;      // fits for a run that ran, does not fit for one that ran out
+  bool has_memory = false;         // measured memory to compare with
+  bool has_time = false;           // measured step time to compare with
   double peak_alloc_mib = 0;
   double peak_reserved_mib = 0;
   double step_s = 0;
@@ -61,6 +69,7 @@ struct AccuracySummary {
   double reserved_mean_abs = 0, reserved_max_abs = 0;
   double step_mean_abs = 0, step_max_abs = 0;
   int verdicts_right = 0;
+  int memory_rows = 0, time_rows = 0;  // rows each mean is over
 };
 
 /// Simulates every run with |profile|.

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""Flattens the DeepSpeed validation groups of docs/validation/deepspeed/results-call*.jsonl into
+run records that `dsplan accuracy --calibration FILE` reads (the format of
+../shared/calibration/README.md: one run per line).
+
+usage: deepspeed_records.py DIR > DIR/records-h200.jsonl
+
+Which runs are kept, and how:
+  * The cases of a group ran one after another in one process. After a stage-0/1/2 engine the
+    process frees its memory (the next case's steps start at most 65 MiB higher); after a
+    stage-3 engine it does not (docs/validation/deepspeed/README.md, "Caveats"). So a case
+    after a stage-3 case of its group keeps only its step time (memory_valid false); the others
+    keep memory too.
+  * ok runs: peak allocated and reserved over the steps, median step time of steps 3..n.
+  * oom runs: kept as a verdict (dsplan must say "does not fit") when their memory is valid.
+Nothing is fitted or adjusted.
+"""
+import glob
+import json
+import os
+import sys
+
+
+def main():
+    d = sys.argv[1]
+    for f in sorted(glob.glob(os.path.join(d, "results-call*.jsonl"))):
+        call = os.path.basename(f).split("-")[-1].split(".")[0]
+        for line in open(f):
+            if not line.strip():
+                continue
+            g = json.loads(line)
+            after_stage3 = False
+            for s in g.get("subs", []):
+                status = s.get("status")
+                valid = not after_stage3
+                if s.get("stage") == 3:
+                    after_stage3 = True
+                if status not in ("ok", "oom") or (status == "oom" and not valid):
+                    continue
+                cfg = dict(s["model_config"])
+                r = {
+                    "id": s["sub_id"],
+                    "model": g.get("model") or s["sub_id"],
+                    "source": f"docs/validation/deepspeed/results-{call}.jsonl",
+                    "model_config": cfg,
+                    "attn_implementation": s.get("attn_implementation") or "sdpa",
+                    "ds_config": s["ds_config"],
+                    "mb": s["mb"],
+                    "seq_len": s.get("seq_len"),
+                    "src_len": s.get("src_len"),
+                    "tgt_len": s.get("tgt_len"),
+                    "grad_checkpointing": bool(s.get("grad_checkpointing")),
+                    "optimizer_wrapper": s.get("optimizer_wrapper"),
+                    "status": status,
+                    "memory_valid": valid,
+                }
+                if status == "ok":
+                    if valid:
+                        r["steps_max_alloc_mb_corrected"] = s["steps_max_alloc_mb"]
+                        r["steps_max_reserved_mb_corrected"] = s["steps_max_reserved_mb"]
+                    r["median_step_s_3to8"] = s.get("median_step_s")
+                    r["step_times_s"] = s.get("step_times_s")
+                print(json.dumps(r))
+
+
+if __name__ == "__main__":
+    main()

@@ -156,7 +156,7 @@ std::string RecommendationTable(const std::vector<ScoredPlan>& plans, int top, b
         std::to_string(p.train_batch()),
         p.gradient_checkpointing ? "on" : "off",
         p.zero.stage > 0 ? fmt::format("{:.0e}", static_cast<double>(p.zero.reduce_bucket_size)) : "-",
-        Bytes(d.gpu_total_bytes),
+        Bytes(d.gpu_total_bytes + d.gpu_nccl_bytes),
         LargestParts(d),
         Bytes(d.gpu_spare_bytes),
         Bytes(d.host_peak_bytes_per_node),
@@ -589,7 +589,8 @@ int RunPlanCommand() {
     fmt::print("{}, micro-batch {} x {} (global batch {}): {:.0f} tokens/s, peak {} ({} spare){}\n",
                PlanSummary(best->plan), best->plan.micro_batch, best->plan.grad_accum,
                best->plan.train_batch(), best->prediction.tokens_per_s,
-               Bytes(best->prediction.gpu_total_bytes), Bytes(best->prediction.gpu_spare_bytes),
+               Bytes(best->prediction.gpu_total_bytes + best->prediction.gpu_nccl_bytes),
+               Bytes(best->prediction.gpu_spare_bytes),
                emitted.empty() ? "" : ", wrote " + emitted);
     return 0;
   }

@@ -62,7 +62,7 @@ std::string QuietLine(const Prediction& p) {
                   : p.verdict == MemoryVerdict::kAtRisk ? "at risk"
                                                         : "does not fit";
   return fmt::format("{}: peak {} per GPU ({} spare), step {:.3f} s, {:.0f} tokens/s", v,
-                     FormatBytes(static_cast<double>(p.gpu_total_bytes)),
+                     FormatBytes(static_cast<double>(p.gpu_total_bytes + p.gpu_nccl_bytes)),
                      FormatBytes(static_cast<double>(p.gpu_spare_bytes)), p.step_time_s,
                      p.tokens_per_s);
 }
@@ -208,7 +208,7 @@ int RunCheckCommand() {
   fmt::print("verdict: {}\n", VerdictText(pred));
   fmt::print("memory: peak {} per GPU (reserved {}, allocated {}, context {}{}) of {}; error band "
              "+{:.0f}% of reserved ({}); headroom {} (--headroom)\n",
-             FormatBytes(static_cast<double>(pred.gpu_total_bytes)),
+             FormatBytes(static_cast<double>(pred.gpu_total_bytes + pred.gpu_nccl_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_peak_reserved_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_peak_allocated_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_context_bytes)),

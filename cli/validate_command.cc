@@ -100,6 +100,12 @@ Status CheckFlags(const ValidateFlags& f) {
     return Status::InvalidArgument(
         fmt::format("--cpu-threads must be 0 (automatic) or positive (got {})", f.cpu_threads));
   }
+  if (!f.calibrate.empty() && !f.sim.hardware.empty() && SamePath(f.calibrate, f.sim.hardware)) {
+    return Status::InvalidArgument(fmt::format(
+        "--calibrate {} is the --hardware profile this run reads; dsplan never overwrites its "
+        "inputs: write the calibrated profile to another file",
+        f.calibrate));
+  }
   if (!f.calibrate.empty()) {
     // Fail before the run, not after it, and create nothing: the folder must exist and be
     // writable (and the file, when it exists).

@@ -194,6 +194,9 @@ check "... saying why" grep -q "No space left" "$tmp/err"
 bad "--emit into a missing folder" "does not exist" --model gpt2 --gpus 2 --emit "$tmp/no/such/dir/x.json"
 run simulate --model gpt2 --gpus 1 --ds-config cfg.json --trace /dev/full
 check "simulate --trace /dev/full fails" test "$rc" -ne 0
+cp "$src/profiles/h200-sxm.yaml" prof.yaml && cp prof.yaml prof.orig
+bad "validate --calibrate onto --hardware" "input" validate --model gpt2 --ds-config cfg.json --hardware prof.yaml --calibrate prof.yaml
+check "... leaves the profile unchanged" cmp -s prof.yaml prof.orig
 check "no temporary files left behind" test -z "$(ls -A | grep -E '\.tmp-' || true)"
 # validate with NVMe offload: the swap files go into a private folder that is removed.
 mkdir -p nvme

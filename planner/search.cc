@@ -89,8 +89,10 @@ int Roundness(int64_t mb) {
   return r;
 }
 
-// The plan each choice recommends, and the choices in order (see search.h: PlannerResult).
-std::vector<ScoredPlan> PickPerChoice(const std::vector<ScoredPlan>& ranked, bool batch_free) {
+}  // namespace
+
+std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranked,
+                                            bool batch_free) {
   std::map<std::string, std::vector<const ScoredPlan*>> by_choice;
   std::vector<std::string> order;
   for (const ScoredPlan& s : ranked) {
@@ -172,6 +174,8 @@ std::vector<ScoredPlan> PickPerChoice(const std::vector<ScoredPlan>& ranked, boo
   }
   return merged;
 }
+
+namespace {
 
 class Search {
  public:
@@ -637,7 +641,7 @@ Result<PlannerResult> Search::Run() {
       }
     }
   } else {
-    out.recommendations = PickPerChoice(out.ranked, !r_.global_batch.has_value());
+    out.recommendations = PickRecommendations(out.ranked, !r_.global_batch.has_value());
   }
   // The best plan leads |ranked| too (what is emitted and what check compares with).
   if (!out.recommendations.empty()) {

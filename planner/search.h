@@ -115,6 +115,12 @@ struct PlannerResult {
   double seconds = 0;
 };
 
+/// The recommendation rule for throughput and cost (PlannerResult::recommendations) applied to
+/// |ranked|: one plan per choice, choices fastest first. |batch_free|: the global batch was not
+/// pinned (kBatchTolerance applies; else kTieTolerance).
+std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranked,
+                                            bool batch_free);
+
 /// Runs the search. Errors: bad requests (no GPUs, a pin that contradicts another, a global
 /// batch not divisible by the world size). No fitting plan is a result (empty ranked) with the
 /// reasons in |rejected|.

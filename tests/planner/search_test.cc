@@ -742,3 +742,66 @@ TEST(SearchProperty, SuggestionFitsAndIsTheSmallestLargerCluster) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// A synthetic fitting plan of one choice: |stage|, checkpointing |gc|, micro-batch |mb| on 4
+// GPUs, |tps| tokens/s and |gib| GiB of peak.
+ScoredPlan Synthetic(int stage, bool gc, int64_t mb, double tps, double gib) {
+  ScoredPlan s;
+  s.plan.nodes = 1;
+  s.plan.gpus_per_node = 4;
+  s.plan.zero.stage = stage;
+  s.plan.gradient_checkpointing = gc;
+  s.plan.micro_batch = mb;
+  s.plan.grad_accum = 1;
+  s.prediction.plan = s.plan;
+  s.prediction.tokens_per_s = tps;
+  s.prediction.gpu_total_bytes = static_cast<int64_t>(gib * (1 << 30));
+  return s;
+}
+
+TEST(PickRecommendationsTest, SmallestGlobalBatchWithinTheTolerance) {
+  // Throughput creeping up with the micro-batch: 20 -> 100, 24 -> 101.5, 400 -> 103.
+  std::vector<ScoredPlan> ranked = {Synthetic(1, true, 400, 103, 120),
+                                    Synthetic(1, true, 24, 101.5, 30),
+                                    Synthetic(1, true, 20, 100, 26),
+                                    Synthetic(1, true, 8, 90, 12)};
+  auto picks = PickRecommendations(ranked, /*batch_free=*/true);
+  ASSERT_EQ(picks.size(), 1u);
+  // 20 is the smallest global batch within 3% of 103 (100 >= 99.91).
+  EXPECT_EQ(picks[0].plan.micro_batch, 20);
+  // Pinned batch: only ties (0.5%) count, so the fastest.
+  picks = PickRecommendations(ranked, /*batch_free=*/false);
+  EXPECT_EQ(picks[0].plan.micro_batch, 400);
+}
+
+TEST(PickRecommendationsTest, ARounderMicroBatchWithinOnePercentIsShown) {
+  // 27 is the smallest within 3% of 100; 32 is within 1% of 27's speed and rounder; 36 is not
+  // within 1% of 27.
+  std::vector<ScoredPlan> ranked = {Synthetic(2, false, 36, 100, 60), Synthetic(2, false, 32, 98.0, 50),
+                                    Synthetic(2, false, 27, 97.5, 45)};
+  auto picks = PickRecommendations(ranked, true);
+  ASSERT_EQ(picks.size(), 1u);
+  EXPECT_EQ(picks[0].plan.micro_batch, 32);
+  // Without a rounder neighbour within 1%, the odd micro-batch stays.
+  ranked = {Synthetic(2, false, 36, 100, 60), Synthetic(2, false, 27, 97.5, 45)};
+  EXPECT_EQ(PickRecommendations(ranked, true)[0].plan.micro_batch, 27);
+}
+
+TEST(PickRecommendationsTest, TiesGoToLessMemoryAndIdenticalStagesFold) {
+  // Stage 0 and stage 3 within 0.5% of each other: the smaller one first. Stages 1 and 2 the
+  // same plan in all but the stage: one row naming both.
+  std::vector<ScoredPlan> ranked = {Synthetic(0, false, 16, 100.0, 90), Synthetic(3, false, 16, 99.8, 60),
+                                    Synthetic(1, false, 16, 95.0, 70), Synthetic(2, false, 16, 95.0, 70)};
+  auto picks = PickRecommendations(ranked, true);
+  ASSERT_EQ(picks.size(), 3u);
+  EXPECT_EQ(picks[0].plan.zero.stage, 3);
+  EXPECT_EQ(picks[1].plan.zero.stage, 0);
+  EXPECT_EQ(picks[2].plan.zero.stage, 1);
+  EXPECT_EQ(picks[2].same_as_stages, std::vector<int>{2});
+}
+
+}  // namespace
+}  // namespace dsplan

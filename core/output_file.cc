@@ -48,7 +48,10 @@ bool SamePath(const std::string& a, const std::string& b) {
 Status CheckOutputPath(const std::string& path, const OutputPolicy& policy) {
   const std::string flag = policy.flag.empty() ? "output" : policy.flag;
   if (path.empty()) return Status::InvalidArgument(fmt::format("{}: empty file name", flag));
+  std::error_code in_ec;
   for (const std::string& in : policy.inputs) {
+    // Inputs were read, so they exist; a name that is no file (a catalog model name) is none.
+    if (in.empty() || !fs::exists(in, in_ec)) continue;
     if (SamePath(path, in)) {
       return Status::InvalidArgument(fmt::format(
           "{} {}: that is an input of this command; dsplan never overwrites its inputs: "

@@ -304,7 +304,10 @@ int RunAccuracyCommand() {
                       {"step_error", r.step_error},
                       {"peak_at", r.peak_at}});
     }
-    nlohmann::json out = {{"hardware", profile->name},
+    nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
+                          {"schema_version", 1},
+                          {"dsplan_version", DSPLAN_VERSION},
+                          {"hardware", profile->name},
                           {"rows", rows},
                           {"alloc_mean_abs_error", summary->alloc_mean_abs},
                           {"alloc_max_abs_error", summary->alloc_max_abs},

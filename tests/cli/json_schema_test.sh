@@ -38,7 +38,10 @@ check "check JSON is versioned" json "j['schema'] == 'dsplan/check' and j['schem
 conforms "models" models.schema.json models --json
 conforms "model" model.schema.json model gpt2 --json
 conforms "estimate" estimate.schema.json estimate --model gpt2 --gpus 2 --json
+check "estimate JSON is versioned" json "j['schema'] == 'dsplan/estimate' and j['schema_version'] == 1"
+conforms "estimate --params" estimate.schema.json estimate --params 7000000000 --gpus 8 --json
 conforms "accuracy" accuracy.schema.json accuracy --json
+check "accuracy JSON is versioned" json "j['schema'] == 'dsplan/accuracy' and j['schema_version'] == 1"
 # Every published schema is exercised (prediction.schema.json through the others' $ref).
 for f in "$schemas"/*.schema.json; do
   b=$(basename "$f")

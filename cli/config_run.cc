@@ -4,6 +4,7 @@
 
 #include "cli/common.h"
 #include "core/model_catalog.h"
+#include "planner/check.h"
 
 namespace dsplan {
 
@@ -34,6 +35,10 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--grad-accum", f.grad_accum, "gradient_accumulation_steps, for \"auto\"");
   cmd->add_option("--global-batch", f.global_batch, "train_batch_size, for \"auto\"");
   cmd->add_option("--precision", f.precision, "bf16, fp16 or fp32, for \"auto\" precision");
+  cmd->add_option("--headroom", f.headroom,
+                  "GPU memory a plan must leave free beyond its predicted peak, the peak's error "
+                  "band, the CUDA context and NCCL: a size (4GiB) or a percentage of the GPU "
+                  "(default 3%)");
 }
 
 Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
@@ -71,7 +76,16 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold, stack);
   SimulateOptions so;
   so.keep_graph = keep_graph;
+  if (!f.headroom.empty()) {
+    DSPLAN_ASSIGN_OR_RETURN(so.headroom, ParseHeadroom(f.headroom));
+  }
   DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
+  // What DeepSpeed itself refuses at start-up does not fit, whatever the memory says.
+  if (const std::string e = NvmeParamBufferError(*run.workload, plan); !e.empty()) {
+    run.prediction.fits = false;
+    run.prediction.verdict = MemoryVerdict::kDoesNotFit;
+    run.prediction.reason = "DeepSpeed rejects it at start-up: " + e;
+  }
   run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
                                  run.parsed.warnings.end());
   return run;

@@ -33,10 +33,13 @@ struct SimulateFlags {
   bool json = false;
   bool quiet = false;
   std::string trace;
+  bool force = false;  // --force: replace an existing --trace / --json-out file
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> grad_accum;
   std::optional<int64_t> global_batch;
   std::string precision;
+  /// --headroom: GPU memory kept free beyond the band, context and NCCL ("" = the default).
+  std::string headroom;
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.

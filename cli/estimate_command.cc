@@ -205,6 +205,9 @@ int RunEstimateCommand() {
 
   if (f.json) {
     nlohmann::json out;
+    out["schema"] = "dsplan/estimate";  // docs/schema/estimate.schema.json
+    out["schema_version"] = 1;
+    out["dsplan_version"] = DSPLAN_VERSION;
     if (!f.model.empty()) out["model"] = f.model;
     out["params"] = params;
     out["largest_layer_params"] = largest;

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "core/output_file.h"
+#include "simulator/cost_model.h"
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/units.h"
@@ -40,12 +42,18 @@ struct PlanFlags {
   std::optional<int64_t> reduce_bucket_size;
   std::string host_memory, nvme;
   std::string nvme_path = "/local_nvme";
-  double max_gpu_memory_fraction = 1.0;
+  std::optional<double> max_gpu_memory_fraction;
+  std::string headroom;
   std::string objective = "throughput";
   double price_per_gpu_hour = 0;
   int top = 5;
   bool explain = false;
   std::string emit = "ds_config.json";
+  CLI::Option* emit_opt = nullptr;
+  std::string hostfile = "hostfile";
+  CLI::Option* hostfile_opt = nullptr;
+  std::string script = "train.py";
+  bool force = false;
   bool no_emit = false;
   bool hf_auto = false;
   std::vector<std::string> hosts;
@@ -85,23 +93,107 @@ std::string LargestParts(const Prediction& p) {
                      FormatBytes(static_cast<double>(p.gpu_breakdown_at_peak[b])));
 }
 
-void PrintRow(int rank, const ScoredPlan& s) {
-  const Plan& p = s.plan;
-  const Prediction& d = s.prediction;
-  fmt::print("{:>2}  {:>5}  {:<16} {:>4} x {:<4} {:<5} {:>7}  {:>9} ({})  {:>9}  {:>7.3f}  {:>9.0f}  {:>6.1f}  {:>5.1f}%  {}\n",
-             rank, p.zero.stage, OffloadCell(p), p.micro_batch, p.grad_accum,
-             p.gradient_checkpointing ? "on" : "off",
-             p.zero.stage > 0 ? fmt::format("{:.0e}", static_cast<double>(p.zero.reduce_bucket_size))
-                              : "-",
-             FormatBytes(static_cast<double>(d.gpu_total_bytes)), LargestParts(d),
-             FormatBytes(static_cast<double>(d.host_peak_bytes_per_node)), d.step_time_s,
-             d.tokens_per_s, d.tflops_per_gpu, 100 * d.mfu, d.bottleneck);
+std::string Bytes(int64_t b) { return FormatBytes(static_cast<double>(b)); }
+
+// A table whose columns are as wide as their widest cell (numbers right-aligned).
+class Table {
+ public:
+  explicit Table(std::vector<std::pair<std::string, bool>> header) : header_(std::move(header)) {}
+  void Add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
+  std::string Text() const {
+    std::vector<size_t> w(header_.size());
+    for (size_t c = 0; c < header_.size(); ++c) w[c] = header_[c].first.size();
+    for (const auto& r : rows_) {
+      for (size_t c = 0; c < r.size() && c < w.size(); ++c) w[c] = std::max(w[c], r[c].size());
+    }
+    auto line = [&](const std::vector<std::string>& cells) {
+      std::string out;
+      for (size_t c = 0; c < header_.size(); ++c) {
+        const std::string& v = c < cells.size() ? cells[c] : std::string();
+        const bool right = header_[c].second;
+        const bool last = c + 1 == header_.size();
+        out += right ? fmt::format("{:>{}}", v, w[c])
+                     : (last ? v : fmt::format("{:<{}}", v, w[c]));
+        if (!last) out += "  ";
+      }
+      return out + "\n";
+    };
+    std::vector<std::string> names;
+    for (const auto& h : header_) names.push_back(h.first);
+    std::string out = line(names);
+    for (const auto& r : rows_) out += line(r);
+    return out;
+  }
+
+ private:
+  std::vector<std::pair<std::string, bool>> header_;
+  std::vector<std::vector<std::string>> rows_;
+};
+
+std::string RecommendationTable(const std::vector<ScoredPlan>& plans, int top, bool cost,
+                                double price) {
+  std::vector<std::pair<std::string, bool>> h = {
+      {"#", true},          {"stage", true},      {"offload", false},   {"micro x accum", true},
+      {"global", true},     {"ckpt", false},      {"bucket", true},     {"peak GPU", true},
+      {"largest parts", false}, {"spare", true},  {"host RAM", true},   {"step s", true},
+      {"tokens/s", true},   {"TFLOP/s", true},    {"MFU", true}};
+  if (cost) h.push_back({"GPU-h/Mtok", true});
+  if (cost && price > 0) h.push_back({"cost/Mtok", true});
+  h.push_back({"bottleneck", false});
+  Table t(h);
+  for (int i = 0; i < top; ++i) {
+    const Plan& p = plans[i].plan;
+    const Prediction& d = plans[i].prediction;
+    std::vector<std::string> r = {
+        std::to_string(i + 1),
+        [&] {
+          std::string st = std::to_string(p.zero.stage);
+          for (int o : plans[i].same_as_stages) st += "=" + std::to_string(o);
+          return st;
+        }(),
+        OffloadCell(p),
+        fmt::format("{} x {}", p.micro_batch, p.grad_accum),
+        std::to_string(p.train_batch()),
+        p.gradient_checkpointing ? "on" : "off",
+        p.zero.stage > 0 ? fmt::format("{:.0e}", static_cast<double>(p.zero.reduce_bucket_size)) : "-",
+        Bytes(d.gpu_total_bytes + d.gpu_nccl_bytes),
+        LargestParts(d),
+        Bytes(d.gpu_spare_bytes),
+        Bytes(d.host_peak_bytes_per_node),
+        fmt::format("{:.3f}", d.step_time_s),
+        fmt::format("{:.0f}", d.tokens_per_s),
+        fmt::format("{:.1f}", d.tflops_per_gpu),
+        fmt::format("{:.1f}%", 100 * d.mfu)};
+    if (cost) r.push_back(fmt::format("{:.3f}", plans[i].gpu_hours_per_million_tokens));
+    if (cost && price > 0) r.push_back(fmt::format("{:.2f}", plans[i].gpu_hours_per_million_tokens * price));
+    r.push_back(d.bottleneck);
+    t.Add(std::move(r));
+  }
+  return t.Text();
 }
 
-void PrintHeader() {
-  fmt::print("{:>2}  {:>5}  {:<16} {:>11} {:<5} {:>7}  {:<40}  {:>9}  {:>7}  {:>9}  {:>6}  {:>6}  {}\n",
-             "#", "stage", "offload", "mb x accum", "ckpt", "bucket", "peak GPU (largest parts)",
-             "host RAM", "step s", "tokens/s", "TFLOP/s", "MFU", "bottleneck");
+// Why the GPU limit is what it is, in one line per term.
+std::string HeadroomText(const Prediction& d, const Headroom& h) {
+  return fmt::format(
+      "GPU {} per GPU; a plan fits when its predicted peak reserved x (1 + band) + CUDA context "
+      "{} + NCCL {} + headroom {} fit in it\n"
+      "         band +{:.0f}% of reserved ({}); NCCL: {}; headroom: --headroom (fragmentation "
+      "spikes, library workspaces and other processes the prediction does not see)\n",
+      Bytes(d.gpu_capacity_bytes), Bytes(d.gpu_context_bytes), Bytes(d.gpu_nccl_bytes),
+      h.Describe(d.gpu_capacity_bytes), 100 * d.memory_band.upper, d.memory_band.basis,
+      d.gpu_nccl_bytes > 0 ? "estimated buffers of two communicators (not measured)"
+                           : "none on one GPU");
+}
+
+nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
+  return {{"headroom_bytes", h.Bytes(d.gpu_capacity_bytes)},
+          {"headroom", h.Describe(d.gpu_capacity_bytes)},
+          {"band_upper", d.memory_band.upper},
+          {"band_lower", d.memory_band.lower},
+          {"band_provisional", d.memory_band.provisional},
+          {"band_basis", d.memory_band.basis},
+          {"nccl_bytes", d.gpu_nccl_bytes},
+          {"context_bytes", d.gpu_context_bytes}};
 }
 
 }  // namespace
@@ -132,20 +224,108 @@ void AddPlanFlags(CLI::App& app) {
   app.add_option("--host-memory", g.host_memory, "Host RAM per node, e.g. 512GiB (default: the profile's)");
   app.add_option("--nvme", g.nvme, "NVMe space per node for ZeRO-Infinity, e.g. 28TB (default: none)");
   app.add_option("--nvme-path", g.nvme_path, "nvme_path written into the config")->capture_default_str();
+  app.add_option("--headroom", g.headroom,
+                 "GPU memory each plan leaves free beyond its predicted peak, the peak's error "
+                 "band, the CUDA context and NCCL: a size (4GiB) or a percentage of the GPU "
+                 "(default 3%)");
   app.add_option("--max-gpu-memory-fraction", g.max_gpu_memory_fraction,
-                 "Fraction of each GPU's memory a plan may use")
-      ->capture_default_str();
+                 "Same as --headroom (1-F)x100%: the fraction of each GPU a plan may use before "
+                 "the band, context and NCCL");
   app.add_option("--objective", g.objective, "throughput, memory or cost")->capture_default_str();
   app.add_option("--price-per-gpu-hour", g.price_per_gpu_hour, "For --objective cost: price of one GPU-hour");
   app.add_option("--top", g.top, "Plans to list")->capture_default_str();
   app.add_flag("--explain", g.explain, "Say why the other families were rejected, in numbers");
-  app.add_option("--emit", g.emit, "Write the best plan's ds_config.json here")->capture_default_str();
+  g.emit_opt = app.add_option("--emit", g.emit,
+                              "Write the best plan's ds_config.json here (default: ds_config.json "
+                              "in text mode, next to an existing one; no file with --json or "
+                              "--quiet unless given)");
+  g.hostfile_opt = app.add_option("--hostfile", g.hostfile,
+                                  "Several nodes: write the DeepSpeed hostfile here (default: "
+                                  "hostfile, written with the config)");
+  app.add_option("--script", g.script, "The training script the launch commands name")
+      ->capture_default_str();
+  app.add_flag("--force", g.force, "Replace existing output files");
   app.add_flag("--no-emit", g.no_emit, "Do not write a ds_config.json");
   app.add_flag("--hf-auto", g.hf_auto, "Write the HF Trainer form (\"auto\" where the Trainer fills values)");
   app.add_option("--host", g.hosts, "Host names for the hostfile (one per node)");
   app.add_flag("--json", g.json, "Machine-readable output");
   app.add_flag("--quiet", g.quiet, "Only the best plan, one line");
 }
+
+namespace {
+
+// The files a plan run writes: where, and whether the name was the user's.
+struct OutputPlan {
+  std::string config;     // "" = none
+  std::string hostfile;   // "" = none
+  std::vector<std::string> notes;  // "ds_config.json exists: wrote ds_config-1.json next to it"
+};
+
+// Decides the output paths before the search (so a refusal costs nothing): never an input,
+// never an existing file without --force; default names move aside to a free name.
+Result<OutputPlan> PlanOutputs(const std::vector<std::string>& inputs, bool multi_node) {
+  OutputPlan o;
+  const bool emit_given = g.emit_opt != nullptr && g.emit_opt->count() > 0;
+  const bool hostfile_given = g.hostfile_opt != nullptr && g.hostfile_opt->count() > 0;
+  if (g.no_emit && emit_given) {
+    return Status::InvalidArgument("--emit and --no-emit contradict each other");
+  }
+  // A JSON or one-line query writes nothing unless a file is named.
+  const bool write = !g.no_emit && (emit_given || (!g.json && !g.quiet));
+  if (!write) return o;
+  OutputPolicy policy{inputs, g.force, "--emit"};
+  auto place = [&](const std::string& path, bool given, const char* flag,
+                   std::string* out) -> Status {
+    policy.flag = flag;
+    if (given || g.force) {
+      DSPLAN_RETURN_IF_ERROR(CheckOutputPath(path, policy));
+      *out = path;
+      return Status();
+    }
+    *out = FreeOutputPath(path, policy);
+    DSPLAN_RETURN_IF_ERROR(CheckOutputPath(*out, policy));
+    if (*out != path) {
+      o.notes.push_back(fmt::format("{} exists: wrote {} next to it (--force replaces it)", path,
+                                    *out));
+    }
+    return Status();
+  };
+  DSPLAN_RETURN_IF_ERROR(place(g.emit, emit_given, "--emit", &o.config));
+  if (multi_node) {
+    DSPLAN_RETURN_IF_ERROR(place(g.hostfile, hostfile_given, "--hostfile", &o.hostfile));
+    if (SamePath(o.hostfile, o.config)) {
+      return Status::InvalidArgument(
+          fmt::format("--hostfile {} is the same file as the config; choose another name",
+                      o.hostfile));
+    }
+  }
+  return o;
+}
+
+struct Launches {
+  std::string hf_trainer, deepspeed_script, torchrun, srun;
+  std::vector<std::string> trainer_args;
+};
+
+Launches MakeLaunches(const Plan& plan, const std::string& config, const std::string& hostfile) {
+  Launches l;
+  l.trainer_args = HfTrainerArgs(plan);
+  LaunchSpec hf = LaunchSpecForPlan(plan, g.hosts);
+  hf.script = g.script;
+  hf.script_args = l.trainer_args;
+  if (!config.empty()) hf.ds_config_path = config;
+  if (!hostfile.empty()) hf.hostfile_path = hostfile;
+  l.hf_trainer = LaunchCommand(hf);
+  l.torchrun = TorchrunCommand(hf);
+  l.srun = SrunCommand(hf);
+  LaunchSpec ds = hf;
+  ds.kind = ScriptKind::kDeepSpeed;
+  ds.script_args.clear();
+  l.deepspeed_script = LaunchCommand(ds);
+  return l;
+}
+
+}  // namespace
 
 int RunPlanCommand() {
   if (g.model.empty()) {
@@ -154,8 +334,14 @@ int RunPlanCommand() {
         "config.json), e.g. dsplan --model t5-3b --gpus 4"));
   }
   if (g.gpus <= 0) {
-    return Fail(Status::InvalidArgument(fmt::format(
-        "--gpus must be a positive integer (GPUs per node), got {}", g.gpus)));
+    return Fail(Status::InvalidArgument(
+        g.gpus == 0 ? std::string("--gpus is required: the number of GPUs per node, e.g. --gpus 8")
+                    : fmt::format("--gpus must be a positive integer (GPUs per node), got {}",
+                                  g.gpus)));
+  }
+  if (g.nodes <= 0) {
+    return Fail(Status::InvalidArgument(
+        fmt::format("--nodes must be a positive integer, got {}", g.nodes)));
   }
   if (g.top < 1) return Fail(Status::InvalidArgument("--top must be a positive integer"));
   if (g.gradient_checkpointing && g.no_gradient_checkpointing) {
@@ -167,10 +353,33 @@ int RunPlanCommand() {
         "--host was given {} time(s) for {} node(s); give one host name per node",
         g.hosts.size(), g.nodes)));
   }
+  // GPU headroom: --headroom, or its old spelling --max-gpu-memory-fraction.
+  Headroom headroom;
+  if (!g.headroom.empty() && g.max_gpu_memory_fraction) {
+    return Fail(Status::InvalidArgument(
+        "--headroom and --max-gpu-memory-fraction set the same thing; give one"));
+  }
+  if (!g.headroom.empty()) {
+    auto h = ParseHeadroom(g.headroom);
+    if (!h.ok()) return Fail(h.status());
+    headroom = *h;
+  } else if (g.max_gpu_memory_fraction) {
+    const double f = *g.max_gpu_memory_fraction;
+    if (!(f > 0 && f <= 1)) {
+      return Fail(Status::InvalidArgument(
+          fmt::format("--max-gpu-memory-fraction must be in (0, 1], got {}", f)));
+    }
+    headroom.fraction = 1 - f;
+  }
   auto spec = LoadModel(g.model, DataDir());
   if (!spec.ok()) return Fail(spec.status());
   auto profile = FindHardwareProfile(g.hardware.empty() ? DefaultHardwareName() : g.hardware, DataDir());
   if (!profile.ok()) return Fail(profile.status());
+  // What this command reads, never to be written.
+  std::vector<std::string> inputs = {g.model, g.model + "/config.json"};
+  if (!g.hardware.empty()) inputs.push_back(g.hardware);
+  auto outputs = PlanOutputs(inputs, g.nodes > 1);
+  if (!outputs.ok()) return Fail(outputs.status());
   PlannerRequest r;
   r.spec = *spec;
   r.nodes = g.nodes;
@@ -219,10 +428,13 @@ int RunPlanCommand() {
     r.nvme_bytes = *b;
   }
   r.nvme_path = g.nvme_path;
-  r.max_gpu_memory_fraction = g.max_gpu_memory_fraction;
+  r.headroom = headroom;
   auto obj = ParseObjective(g.objective);
   if (!obj.ok()) return Fail(obj.status());
   r.objective = *obj;
+  if (g.price_per_gpu_hour < 0) {
+    return Fail(Status::InvalidArgument("--price-per-gpu-hour must not be negative"));
+  }
   r.price_per_gpu_hour = g.price_per_gpu_hour;
   const bool tty = isatty(fileno(stderr)) && !g.json && !g.quiet;
   if (tty) {
@@ -232,7 +444,7 @@ int RunPlanCommand() {
   if (tty) fmt::print(stderr, "\r{:20}\r", "");
   if (!result.ok()) return Fail(result.status());
   const PlannerResult& res = *result;
-  const bool any = !res.ranked.empty();
+  const bool any = !res.recommendations.empty();
   auto counted = CountParameters(*spec);
   if (!counted.ok()) return Fail(counted.status());
   const int64_t params = *counted;
@@ -244,21 +456,50 @@ int RunPlanCommand() {
     if (tty) fmt::print(stderr, "\r{:45}\r", "");
   }
   const int rc = any ? 0 : 3;
+  const bool cost = r.objective == Objective::kCost;
+  const double peak_flops = CostModel(*profile, any ? res.recommendations.front().plan.precision
+                                                    : Precision::kBf16)
+                                .PeakFlops(any ? res.recommendations.front().plan.precision
+                                               : Precision::kBf16);
+  const Precision mfu_dtype = any ? res.recommendations.front().plan.precision : Precision::kBf16;
+  const std::string mfu_text = fmt::format(
+      "MFU = model FLOPs (forward + backward, no recompute) / the dense {} peak of one {}, {:.0f} "
+      "TFLOP/s ({})",
+      PrecisionName(mfu_dtype), profile->gpu.name, peak_flops / 1e12,
+      SourceKindName(mfu_dtype == Precision::kFp32   ? profile->gpu.peak_flops_fp32.source.kind
+                     : mfu_dtype == Precision::kFp16 ? profile->gpu.peak_flops_fp16.source.kind
+                                                     : profile->gpu.peak_flops_bf16.source.kind));
 
-  // The chosen plan's config.
+  // The chosen plan's config and hostfile.
+  const ScoredPlan* best = any ? &res.recommendations.front() : nullptr;
   nlohmann::json best_cfg;
-  std::string emitted;
+  std::string emitted, hostfile_written;
   if (any) {
-    best_cfg = EmitDsConfig(res.ranked.front().plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);
-    if (!g.no_emit && !g.emit.empty()) {
-      std::ofstream out(g.emit);
-      if (!out || !(out << best_cfg.dump(2) << "\n")) {
-        return Fail(Status::IoError(fmt::format("{}: cannot write the ds_config.json", g.emit)));
+    best_cfg = EmitDsConfig(best->plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);
+    if (!outputs->config.empty()) {
+      if (Status st = WriteOutputFile(outputs->config, best_cfg.dump(2) + "\n"); !st.ok()) {
+        return Fail(st);
       }
-      emitted = g.emit;
+      emitted = outputs->config;
+    }
+    if (!outputs->hostfile.empty()) {
+      LaunchSpec ls = LaunchSpecForPlan(best->plan, g.hosts);
+      if (Status st = WriteOutputFile(outputs->hostfile, HostfileText(ls)); !st.ok()) {
+        return Fail(st);
+      }
+      hostfile_written = outputs->hostfile;
     }
   }
+  const std::string config_name = emitted.empty() ? g.emit : emitted;
+  const std::string hostfile_name = hostfile_written.empty() ? g.hostfile : hostfile_written;
   const int top = std::min<int>(g.top, static_cast<int>(res.recommendations.size()));
+  const std::string batch_text =
+      r.global_batch
+          ? fmt::format("global batch {} (pinned)", *r.global_batch)
+          : fmt::format("global batch not pinned (--global-batch N pins it): each row is the "
+                        "smallest global batch within {:.0f}% of its choice's fastest, then the "
+                        "least memory",
+                        100 * kBatchTolerance);
 
   if (g.json) {
     nlohmann::json recs = nlohmann::json::array();
@@ -270,6 +511,8 @@ int RunPlanCommand() {
       nlohmann::json j = PredictionToJson(s.prediction, *w);
       j["rank"] = i + 1;
       j["summary"] = PlanSummary(s.plan);
+      j["global_batch"] = s.plan.train_batch();
+      j["same_as_stages"] = s.same_as_stages;
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;
       j["ds_config"] = EmitDsConfig(s.plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);
@@ -280,6 +523,7 @@ int RunPlanCommand() {
       pareto.push_back({{"summary", PlanSummary(s.plan)},
                         {"micro_batch", s.plan.micro_batch},
                         {"grad_accum", s.plan.grad_accum},
+                        {"global_batch", s.plan.train_batch()},
                         {"tokens_per_s", s.prediction.tokens_per_s},
                         {"peak_total_bytes", s.prediction.gpu_total_bytes}});
     }
@@ -287,24 +531,41 @@ int RunPlanCommand() {
     for (const RejectedFamily& f : res.rejected) {
       rejected.push_back({{"family", f.family}, {"reason", f.reason}, {"best_tokens_per_s", f.best_tokens_per_s}});
     }
-    nlohmann::json out = {{"model", {{"name", spec->name}, {"seq_len", r.seq_len}, {"target_len", r.target_len}}},
+    nlohmann::json out = {{"schema", "dsplan/plan"},
+                          {"schema_version", 1},
+                          {"dsplan_version", DSPLAN_VERSION},
+                          {"model", {{"name", spec->name}, {"seq_len", r.seq_len}, {"target_len", r.target_len}}},
                           {"cluster", {{"nodes", g.nodes}, {"gpus_per_node", g.gpus}}},
                           {"hardware", {{"profile", profile->name}, {"sources", profile->SourceSummary()}}},
                           {"objective", ObjectiveName(r.objective)},
+                          {"batch", {{"global_batch_pinned", r.global_batch.has_value()},
+                                     {"tolerance", res.batch_tolerance},
+                                     {"explanation", batch_text}}},
+                          {"mfu_reference", {{"dtype", PrecisionName(mfu_dtype)},
+                                             {"peak_flops", peak_flops},
+                                             {"explanation", mfu_text}}},
                           {"recommendations", recs},
                           {"pareto", pareto},
                           {"rejected", rejected},
                           {"ranked_count", res.ranked.size()},
                           {"emitted", emitted},
+                          {"hostfile_written", hostfile_written},
+                          {"notes", outputs->notes},
                           {"fits", any},
                           {"search", {{"plans_considered", res.plans_considered},
                                       {"plans_simulated", res.plans_simulated},
                                       {"seconds", res.seconds}}}};
     if (any) {
-      LaunchSpec ls = LaunchSpecForPlan(res.ranked.front().plan, g.hosts);
-      if (!emitted.empty()) ls.ds_config_path = emitted;
-      out["launch"] = LaunchCommand(ls);
-      if (g.nodes > 1) out["hostfile"] = HostfileText(ls);
+      out["memory"] = HeadroomJson(best->prediction, headroom);
+      const Launches l = MakeLaunches(best->plan, config_name, hostfile_name);
+      out["launch"] = {{"hf_trainer", l.hf_trainer},
+                       {"deepspeed_script", l.deepspeed_script},
+                       {"torchrun", l.torchrun},
+                       {"trainer_args", l.trainer_args}};
+      if (g.nodes > 1) {
+        out["launch"]["srun"] = l.srun;
+        out["hostfile"] = HostfileText(LaunchSpecForPlan(best->plan, g.hosts));
+      }
     }
     if (!any) {
       out["suggestion"] = nullptr;
@@ -325,26 +586,41 @@ int RunPlanCommand() {
                  suggestion ? "; it would with " + suggestion->what : "");
       return rc;
     }
-    const ScoredPlan& b = res.ranked.front();
-    fmt::print("{}, micro-batch {} x {}: {:.0f} tokens/s, peak {}{}\n", PlanSummary(b.plan),
-               b.plan.micro_batch, b.plan.grad_accum, b.prediction.tokens_per_s,
-               FormatBytes(static_cast<double>(b.prediction.gpu_total_bytes)),
+    fmt::print("{}, micro-batch {} x {} (global batch {}): {:.0f} tokens/s, peak {} ({} spare){}\n",
+               PlanSummary(best->plan), best->plan.micro_batch, best->plan.grad_accum,
+               best->plan.train_batch(), best->prediction.tokens_per_s,
+               Bytes(best->prediction.gpu_total_bytes + best->prediction.gpu_nccl_bytes),
+               Bytes(best->prediction.gpu_spare_bytes),
                emitted.empty() ? "" : ", wrote " + emitted);
     return 0;
   }
   fmt::print("dsplan {}: {} ({} parameters) on {} node(s) x {} GPU(s)\n", DSPLAN_VERSION,
              spec->name, FormatCount(static_cast<double>(params)), g.nodes, g.gpus);
   fmt::print("hardware {} ({})\n", profile->name, profile->SourceSummary());
-  fmt::print("limits   GPU {} x {:.0f}%, host RAM {} per node{}, NVMe {}\n",
-             FormatBytes(profile->gpu.memory_bytes.value), 100 * g.max_gpu_memory_fraction,
+  if (any) {
+    fmt::print("memory   {}", HeadroomText(best->prediction, headroom));
+  } else {
+    fmt::print("memory   GPU {} per GPU, headroom {}\n",
+               FormatBytes(profile->gpu.memory_bytes.value),
+               headroom.Describe(static_cast<int64_t>(profile->gpu.memory_bytes.value)));
+  }
+  fmt::print("limits   host RAM {} per node{}, NVMe {}\n",
              FormatBytes(r.host_memory_bytes > 0 ? static_cast<double>(r.host_memory_bytes)
                                                  : profile->host.ram_bytes.value),
              r.host_memory_bytes > 0 ? "" : " (the profile's; --host-memory to change)",
              r.nvme_bytes > 0 ? FormatBytes(static_cast<double>(r.nvme_bytes)) + " per node"
                               : "none (--nvme SIZE to allow ZeRO-Infinity)");
-  fmt::print("sequence {}{}, objective {}; {} plans considered, {} simulated in {:.2f} s\n\n",
+  fmt::print("batch    {}\n", batch_text);
+  fmt::print("MFU      {}\n", mfu_text);
+  fmt::print("sequence {}{}, objective {}{}; {} plans considered, {} simulated in {:.2f} s\n\n",
              r.seq_len, r.target_len ? fmt::format(" + target {}", r.target_len) : "",
-             ObjectiveName(r.objective), res.plans_considered, res.plans_simulated, res.seconds);
+             ObjectiveName(r.objective),
+             cost ? (g.price_per_gpu_hour > 0
+                         ? fmt::format(" (GPU-hours and cost per million tokens at {:g} per GPU-hour)",
+                                       g.price_per_gpu_hour)
+                         : std::string(" (GPU-hours per million tokens; --price-per-gpu-hour for money)"))
+                  : std::string(),
+             res.plans_considered, res.plans_simulated, res.seconds);
   if (!any) {
     fmt::print("No plan fits. Why, per choice:\n");
     for (const RejectedFamily& f : res.rejected) fmt::print("  {}: {}\n", f.family, f.reason);
@@ -361,13 +637,14 @@ int RunPlanCommand() {
     }
     return rc;
   }
-  PrintHeader();
-  for (int i = 0; i < top; ++i) PrintRow(i + 1, res.recommendations[i]);
+  fmt::print("{}", RecommendationTable(res.recommendations, top, cost, g.price_per_gpu_hour));
+  fmt::print("(peak GPU = predicted reserved + context + NCCL; spare = what that leaves of the "
+             "GPU, before the band and headroom; stage \"1=2\": stage 2 gives the same plan)\n");
   fmt::print("\nPareto front (throughput vs peak GPU memory; points at least 10% apart in memory):\n");
   for (const ScoredPlan& s : res.pareto) {
-    fmt::print("  {:>9.0f} tokens/s  {:>9}  {}, micro-batch {} x {}\n", s.prediction.tokens_per_s,
-               FormatBytes(static_cast<double>(s.prediction.gpu_total_bytes)), PlanSummary(s.plan),
-               s.plan.micro_batch, s.plan.grad_accum);
+    fmt::print("  {:>9.0f} tokens/s  {:>9}  {}, micro-batch {} x {} (global {})\n",
+               s.prediction.tokens_per_s, Bytes(s.prediction.gpu_total_bytes),
+               PlanSummary(s.plan), s.plan.micro_batch, s.plan.grad_accum, s.plan.train_batch());
   }
   if (g.explain) {
     fmt::print("\nWhy not more (per choice: the limit of its best variant, fastest first):\n");
@@ -379,22 +656,52 @@ int RunPlanCommand() {
       }
     }
   }
-  const ScoredPlan& best = res.ranked.front();
-  fmt::print("\nbest: {}, micro-batch {} x accumulation {}\n", PlanSummary(best.plan),
-             best.plan.micro_batch, best.plan.grad_accum);
-  for (const std::string& w : best.prediction.warnings) fmt::print("warning: {}\n", w);
-  if (!emitted.empty()) fmt::print("wrote {}{}\n", emitted, g.hf_auto ? " (HF Trainer form)" : "");
-  LaunchSpec ls = LaunchSpecForPlan(best.plan, g.hosts);
-  if (!emitted.empty()) ls.ds_config_path = emitted;
-  fmt::print("launch: {}\n", LaunchCommand(ls));
-  if (g.hf_auto) {
-    std::string args;
-    for (const std::string& a : HfTrainerArgs(best.plan)) args += " " + a;
-    fmt::print("Trainer arguments:{}\n", args);
+  fmt::print("\nbest: {}, micro-batch {} x accumulation {} x {} GPU(s) = global batch {}\n",
+             PlanSummary(best->plan), best->plan.micro_batch, best->plan.grad_accum,
+             best->plan.world_size(), best->plan.train_batch());
+  for (const std::string& w : best->prediction.warnings) fmt::print("warning: {}\n", w);
+  for (const std::string& n : outputs->notes) fmt::print("note: {}\n", n);
+  if (!emitted.empty()) {
+    fmt::print("wrote {}{}\n", emitted, g.hf_auto ? " (HF Trainer form)" : "");
+  } else {
+    fmt::print("no config written{}\n", g.no_emit ? " (--no-emit)" : "");
+  }
+  if (!hostfile_written.empty()) {
+    fmt::print("wrote {}{}\n", hostfile_written,
+               UsesPlaceholderHosts(LaunchSpecForPlan(best->plan, g.hosts))
+                   ? " (PLACEHOLDER host names node1..: replace them, or pass --host per node)"
+                   : "");
   }
   if (g.nodes > 1) {
-    fmt::print("hostfile ({}):\n{}", ls.hostfile_path, HostfileText(ls));
+    fmt::print("hostfile {}:\n{}",
+               hostfile_written.empty() ? std::string("(not written)") : hostfile_written,
+               HostfileText(LaunchSpecForPlan(best->plan, g.hosts)));
   }
+  const Launches l = MakeLaunches(best->plan, config_name, hostfile_name);
+  fmt::print("\nlaunch, HF Trainer script (these Trainer arguments must match the config):\n  {}\n",
+             l.hf_trainer);
+  fmt::print("launch, plain DeepSpeed script (deepspeed.add_config_arguments):\n  {}\n",
+             l.deepspeed_script);
+  if (best->plan.gradient_checkpointing) {
+    fmt::print("  the plan needs activation checkpointing: call model.gradient_checkpointing_enable() "
+               "before deepspeed.initialize (the HF line passes --gradient_checkpointing)\n");
+  }
+  fmt::print("the same under torchrun{}:\n  {}\n", g.nodes > 1 ? " (run on every node)" : "",
+             l.torchrun);
+  if (g.nodes > 1) fmt::print("under Slurm (inside an allocation of {} nodes):\n  {}\n", g.nodes,
+                              [&] {
+                                std::string s = l.srun;
+                                for (size_t p = s.find('\n'); p != std::string::npos;
+                                     p = s.find('\n', p + 4)) {
+                                  s.replace(p, 1, "\n  ");
+                                }
+                                return s;
+                              }());
+  fmt::print("optimizer AdamW at the HF Trainer's default lr {:g}, warmed up linearly over {} "
+             "steps (WarmupLR): to change it, edit optimizer.params.lr and "
+             "scheduler.params.warmup_max_lr together, and --learning_rate with them\n",
+             best->plan.optimizer_params.lr.value_or(0),
+             best->plan.scheduler_params.warmup_num_steps.value_or(0));
   return 0;
 }
 

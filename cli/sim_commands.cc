@@ -2,6 +2,7 @@
 
 #include "cli/common.h"
 #include "cli/config_run.h"
+#include "core/output_file.h"
 
 #include <cstdio>
 #include <fstream>
@@ -48,6 +49,7 @@ CLI::App* AddSimulateCommand(CLI::App& app) {
   AddClusterAndWorkloadFlags(cmd, g_sim);
   AddDsConfigFlags(cmd, g_sim);
   cmd->add_option("--trace", g_sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
+  cmd->add_flag("--force", g_sim.force, "Replace an existing --trace file");
   cmd->add_option("--stack", g_stack,
                   "Whose software runs the step: pytorch-deepspeed (what users run) or "
                   "dsplan-runtime (what dsplan validate executes and compares with)")
@@ -56,9 +58,32 @@ CLI::App* AddSimulateCommand(CLI::App& app) {
 }
 
 std::string QuietLine(const Prediction& p) {
-  return fmt::format("{}: peak {} per GPU, step {:.3f} s, {:.0f} tokens/s",
-                     p.fits ? "fits" : "does not fit", FormatBytes(static_cast<double>(p.gpu_total_bytes)),
-                     p.step_time_s, p.tokens_per_s);
+  const char* v = p.verdict == MemoryVerdict::kFits     ? "fits"
+                  : p.verdict == MemoryVerdict::kAtRisk ? "at risk"
+                                                        : "does not fit";
+  return fmt::format("{}: peak {} per GPU ({} spare), step {:.3f} s, {:.0f} tokens/s", v,
+                     FormatBytes(static_cast<double>(p.gpu_total_bytes + p.gpu_nccl_bytes)),
+                     FormatBytes(static_cast<double>(p.gpu_spare_bytes)), p.step_time_s,
+                     p.tokens_per_s);
+}
+
+// What each "auto" key of the config became, and where from.
+nlohmann::json AutoValuesJson(const ParsedDsConfig& parsed) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const AutoValue& v : parsed.auto_values) {
+    a.push_back({{"key", v.key}, {"value", v.value}, {"source", v.source},
+                 {"from_default", v.from_default}});
+  }
+  return a;
+}
+
+std::string AutoValuesText(const ParsedDsConfig& parsed) {
+  std::string out;
+  for (const AutoValue& v : parsed.auto_values) {
+    out += fmt::format("  {} = {}  ({}{})\n", v.key, v.value, v.source,
+                       v.from_default ? "; a default, not a flag" : "");
+  }
+  return out;
 }
 
 int RunSimulateCommand() {
@@ -76,13 +101,19 @@ int RunSimulateCommand() {
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;
   if (!f.trace.empty()) {
-    std::ofstream out(f.trace);
-    if (!out || !(out << ChromeTrace(pred, w).dump())) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.trace)));
+    const OutputPolicy policy{{f.ds_config, f.model, f.model + "/config.json", f.hardware},
+                              f.force, "--trace"};
+    if (Status s = WriteOutputFile(f.trace, ChromeTrace(pred, w).dump(), policy); !s.ok()) {
+      return Fail(s);
     }
   }
   if (f.json) {
-    fmt::print("{}\n", PredictionToJson(pred, w).dump(2));
+    nlohmann::json j = PredictionToJson(pred, w);
+    j["schema"] = "dsplan/simulate";
+    j["schema_version"] = 1;
+    j["dsplan_version"] = DSPLAN_VERSION;
+    j["auto_values"] = AutoValuesJson(run->parsed);
+    fmt::print("{}\n", j.dump(2));
   } else if (f.quiet) {
     fmt::print("{}\n", QuietLine(pred));
   } else {
@@ -124,6 +155,11 @@ int RunCheckCommand() {
   r.attention = plan.attention;
   r.global_batch = plan.train_batch();
   r.precision = plan.precision;
+  if (!f.headroom.empty()) {
+    auto h = ParseHeadroom(f.headroom);
+    if (!h.ok()) return Fail(h.status());
+    r.headroom = *h;
+  }
   if (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
       plan.zero.offload_param.device == OffloadDevice::kNvme) {
     r.nvme_bytes = std::max<int64_t>(pred.nvme_bytes_per_node, 1);
@@ -143,7 +179,11 @@ int RunCheckCommand() {
   }
   if (f.json) {
     nlohmann::json j = PredictionToJson(pred, *run->workload);
+    j["schema"] = "dsplan/check";
+    j["schema_version"] = 1;
+    j["dsplan_version"] = DSPLAN_VERSION;
     j["warnings"] = warnings;
+    j["auto_values"] = AutoValuesJson(run->parsed);
     if (alt) {
       j["alternative"] = {{"summary", PlanSummary(alt->plan)},
                           {"micro_batch", alt->plan.micro_batch},
@@ -161,13 +201,28 @@ int RunCheckCommand() {
   fmt::print("{}: {}\n", f.ds_config, PlanSummary(plan));
   fmt::print("  micro-batch {} x accumulation {} x {} GPU(s) = global batch {}\n", plan.micro_batch,
              plan.grad_accum, plan.world_size(), plan.train_batch());
-  fmt::print("verdict: {}\n", pred.fits ? "fits" : "does NOT fit: " + pred.reason);
-  fmt::print("predicted: peak {} per GPU (allocated {}), host {} per node, step {:.3f} s, {:.0f} "
-             "tokens/s, MFU {:.1f}% ({})\n",
-             FormatBytes(static_cast<double>(pred.gpu_total_bytes)),
+  if (!run->parsed.auto_values.empty()) {
+    fmt::print("\"auto\" values, as the HF Trainer would fill them:\n{}",
+               AutoValuesText(run->parsed));
+  }
+  fmt::print("verdict: {}\n", VerdictText(pred));
+  fmt::print("memory: peak {} per GPU (reserved {}, allocated {}, context {}{}) of {}; error band "
+             "+{:.0f}% of reserved ({}); headroom {} (--headroom)\n",
+             FormatBytes(static_cast<double>(pred.gpu_total_bytes + pred.gpu_nccl_bytes)),
+             FormatBytes(static_cast<double>(pred.gpu_peak_reserved_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_peak_allocated_bytes)),
+             FormatBytes(static_cast<double>(pred.gpu_context_bytes)),
+             pred.gpu_nccl_bytes > 0
+                 ? ", NCCL " + FormatBytes(static_cast<double>(pred.gpu_nccl_bytes)) + " estimated"
+                 : std::string(),
+             FormatBytes(static_cast<double>(pred.gpu_capacity_bytes)),
+             100 * pred.memory_band.upper, pred.memory_band.basis,
+             FormatBytes(static_cast<double>(pred.gpu_headroom_bytes)));
+  fmt::print("predicted: host {} per node, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% of the "
+             "dense {} peak {:.0f} TFLOP/s ({})\n",
              FormatBytes(static_cast<double>(pred.host_peak_bytes_per_node)), pred.step_time_s,
-             pred.tokens_per_s, 100 * pred.mfu, pred.profile_name);
+             pred.tokens_per_s, 100 * pred.mfu, PrecisionName(plan.precision),
+             pred.mfu_peak_flops / 1e12, pred.profile_name);
   for (const std::string& w : warnings) fmt::print("warning: {}\n", w);
   if (!alt) {
     fmt::print("dsplan finds no plan that fits this model and cluster at global batch {}\n",
@@ -227,10 +282,10 @@ int RunAccuracyCommand() {
     if (b != std::string::npos && e != std::string::npos && e > b) {
       md += "\n" + prev.substr(b, e + end.size() - b) + "\n";
     }
-    std::ofstream out(g_accuracy.markdown);
-    if (!out || !(out << md)) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the report", g_accuracy.markdown)));
-    }
+    // Rewrites its own report in place (it keeps a section of the old file): the calibration
+    // file it reads is never a target.
+    const OutputPolicy policy{{path}, true, "--markdown"};
+    if (Status s = WriteOutputFile(g_accuracy.markdown, md, policy); !s.ok()) return Fail(s);
   }
   if (g_accuracy.json) {
     nlohmann::json rows = nlohmann::json::array();
@@ -249,7 +304,10 @@ int RunAccuracyCommand() {
                       {"step_error", r.step_error},
                       {"peak_at", r.peak_at}});
     }
-    nlohmann::json out = {{"hardware", profile->name},
+    nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
+                          {"schema_version", 1},
+                          {"dsplan_version", DSPLAN_VERSION},
+                          {"hardware", profile->name},
                           {"rows", rows},
                           {"alloc_mean_abs_error", summary->alloc_mean_abs},
                           {"alloc_max_abs_error", summary->alloc_max_abs},

@@ -14,6 +14,7 @@
 
 #include "cli/common.h"
 #include "cli/config_run.h"
+#include "core/output_file.h"
 #include "core/units.h"
 #include "planner/search.h"
 #include "runtime/comm.h"
@@ -48,6 +49,38 @@ struct ValidateFlags {
   CLI::Option* steps_option = nullptr;
 } g_val;
 
+// A private folder for the NVMe swap files of one validation, under the folder the user or the
+// plan named, removed with everything in it when the run ends (the executors create files and
+// DeepSpeed-style subfolders there). Inactive when the plan has no NVMe offload or the folder
+// cannot be made (the executor then reports the folder itself).
+class SwapScratch {
+ public:
+  SwapScratch(const Plan& plan, const std::string& flag_path) {
+    const bool nvme = plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+                      plan.zero.offload_param.device == OffloadDevice::kNvme;
+    if (!nvme) return;
+    const std::string base = !flag_path.empty() ? flag_path
+                             : !plan.zero.offload_optimizer.nvme_path.empty()
+                                 ? plan.zero.offload_optimizer.nvme_path
+                                 : plan.zero.offload_param.nvme_path;
+    if (base.empty()) return;
+    std::string tmpl = base + "/dsplan-validate-XXXXXX";
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~SwapScratch() {
+    if (path_.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  SwapScratch(const SwapScratch&) = delete;
+  SwapScratch& operator=(const SwapScratch&) = delete;
+  /// The folder to pass to the executor: the scratch folder, else |fallback|.
+  std::string Or(const std::string& fallback) const { return path_.empty() ? fallback : path_; }
+
+ private:
+  std::string path_;
+};
+
 Status CheckFlags(const ValidateFlags& f) {
   if (f.steps < 1 || f.steps > 1000) {
     return Status::InvalidArgument(
@@ -66,6 +99,12 @@ Status CheckFlags(const ValidateFlags& f) {
   if (f.cpu_threads < 0) {
     return Status::InvalidArgument(
         fmt::format("--cpu-threads must be 0 (automatic) or positive (got {})", f.cpu_threads));
+  }
+  if (!f.calibrate.empty() && !f.sim.hardware.empty() && SamePath(f.calibrate, f.sim.hardware)) {
+    return Status::InvalidArgument(fmt::format(
+        "--calibrate {} is the --hardware profile this run reads; dsplan never overwrites its "
+        "inputs: write the calibrated profile to another file",
+        f.calibrate));
   }
   if (!f.calibrate.empty()) {
     // Fail before the run, not after it, and create nothing: the folder must exist and be
@@ -178,7 +217,8 @@ int RunHostValidation(const ValidateFlags& f, const Ranks& ranks) {
   const Plan& plan = run->parsed.plan;
   HostRunOptions o;
   o.steps = f.steps;
-  o.nvme_dir = f.nvme_path;
+  const SwapScratch scratch(plan, f.nvme_path);
+  o.nvme_dir = scratch.Or(f.nvme_path);
   o.comm = ranks.comm;
   auto v = ValidateOnHost(*run->workload, plan, run->prediction.graph, o);
   if (!v.ok()) return ranks.Fail(v.status());  // agreed by ValidateOnHost
@@ -226,10 +266,13 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
       CostModel(*run.profile, plan.precision, SoftwareStack::kDsplanRuntime).Layers(w);
   const ValidationReport report = CompareExecution(pred, w, layer_costs, exec, th);
 
+  const std::vector<std::string> inputs = {f.sim.ds_config, f.sim.model,
+                                           f.sim.model + "/config.json", f.sim.hardware};
   if (!f.sim.trace.empty() && !exec.out_of_memory) {
-    std::ofstream out(f.sim.trace);
-    if (!out || !(out << ValidationTrace(pred, w, exec).dump())) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.sim.trace)));
+    const OutputPolicy policy{inputs, f.sim.force, "--trace"};
+    if (Status s = WriteOutputFile(f.sim.trace, ValidationTrace(pred, w, exec).dump(), policy);
+        !s.ok()) {
+      return Fail(s);
     }
   }
   if (!f.calibrate.empty()) {
@@ -267,9 +310,9 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
     j["deepspeed_predicted_step_s"] = ds_run.prediction.step_time_s;
   }
   if (!f.json_out.empty()) {
-    std::ofstream out(f.json_out);
-    if (!out || !(out << j.dump(2) << "\n")) {
-      return Fail(Status::IoError(fmt::format("--json-out {}: cannot write the report", f.json_out)));
+    const OutputPolicy policy{inputs, f.sim.force, "--json-out"};
+    if (Status s = WriteOutputFile(f.json_out, j.dump(2) + "\n", policy); !s.ok()) {
+      return Fail(s);
     }
   }
   if (f.sim.json) {
@@ -312,7 +355,8 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   ExecuteOptions eo;
   eo.steps = f.steps;
   eo.warmup_steps = f.warmup;
-  eo.nvme_path = f.nvme_path;
+  const SwapScratch scratch(plan, f.nvme_path);
+  eo.nvme_path = scratch.Or(f.nvme_path);
   eo.profile_ops = !f.no_op_profile;
   eo.comm = ranks.comm;
   eo.local_rank = ranks.local_rank;
@@ -366,6 +410,7 @@ CLI::App* AddValidateCommand(CLI::App& app) {
                   "predicted)");
   cmd->add_option("--nvme-path", g_val.nvme_path,
                   "Folder for NVMe swap files (default: the ds_config's nvme_path)");
+  cmd->add_flag("--force", g_val.sim.force, "Replace existing --trace / --json-out files");
   cmd->add_option("--json-out", g_val.json_out,
                   "Also write the JSON report to this file (the text report still prints)");
   cmd->add_flag("--no-op-profile", g_val.no_op_profile,

@@ -5,6 +5,8 @@
 // the dotted key path and the line. yaml-cpp exceptions never leave this file.
 #include "core/hardware_profile.h"
 
+#include "core/output_file.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -835,28 +837,10 @@ Status WriteHardwareProfile(const HardwareProfile& profile, const std::string& p
   } catch (const YAML::Exception& e) {
     return Status::Internal(fmt::format("cannot emit hardware profile: {}", e.what()));
   }
-  // Write beside the target, then rename, so a failed write never leaves half a profile.
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      return Status::IoError(fmt::format("cannot write hardware profile '{}': {}", path,
-                                         std::strerror(errno)));
-    }
-    out << "# dsplan hardware profile (format: docs/profile-format.md)\n" << text;
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      return Status::IoError(fmt::format("cannot write hardware profile '{}' (disk full?)", path));
-    }
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    return Status::IoError(fmt::format("cannot write hardware profile '{}': {}", path,
-                                       ec.message()));
-  }
+  // Beside the target, then renamed (core/output_file.h): a failed write leaves nothing half
+  // written, and is reported.
+  Status w = WriteOutputFile(path, "# dsplan hardware profile (format: docs/profile-format.md)\n" + text);
+  if (!w.ok()) return Status::IoError(fmt::format("hardware profile: {}", w.message()));
   return Status();
 }
 

@@ -1,6 +1,7 @@
 #include "core/model_catalog.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 
@@ -176,6 +177,24 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path, const std::string& 
   if (name_or_path.empty()) {
     return Status::InvalidArgument("--model is empty; give a catalog name (see `dsplan models`) "
                                    "or a path to a HuggingFace config.json");
+  }
+  std::error_code exists_ec;
+  if (!fs::exists(name_or_path, exists_ec) && name_or_path.find('/') != std::string::npos &&
+      name_or_path.front() != '/' && name_or_path.front() != '.') {
+    // A HuggingFace hub id ("Qwen/Qwen2-7B") that is not a local path: the catalog entry with
+    // that hf_id (case-insensitive, as the hub resolves ids).
+    auto lower = [](std::string s) {
+      for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      return s;
+    };
+    auto entries = ListCatalog(data_dir);
+    if (entries.ok()) {
+      for (const CatalogEntry& e : *entries) {
+        if (!e.hf_id.empty() && lower(e.hf_id) == lower(name_or_path)) {
+          return LoadModel(e.name, data_dir);
+        }
+      }
+    }
   }
   if (LooksLikePath(name_or_path)) {
     DSPLAN_ASSIGN_OR_RETURN(auto cfg, HfConfig::Load(name_or_path));

@@ -34,8 +34,14 @@ Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
   if (s == "auto") return AttentionImpl::kAuto;
   if (s == "eager") return AttentionImpl::kEager;
   if (s == "sdpa") return AttentionImpl::kSdpa;
-  return Status::InvalidArgument(
-      fmt::format("attention implementation '{}' is not known; use eager, sdpa or auto", s));
+  // transformers' attn_implementation="flash_attention_2": a fused flash kernel that saves the
+  // same tensors for backward as SDPA's flash backend (q, k, v, output, log-sum-exp), so it is
+  // modeled as sdpa (docs/activations.md).
+  if (s == "flash_attention_2") return AttentionImpl::kSdpa;
+  return Status::InvalidArgument(fmt::format(
+      "attention implementation '{}' is not known; use eager, sdpa, flash_attention_2 "
+      "(modeled as sdpa's flash kernel) or auto",
+      s));
 }
 
 int64_t PrecisionBytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }

@@ -140,6 +140,17 @@ struct OptimizerHyperparams {
   bool operator==(const OptimizerHyperparams&) const = default;
 };
 
+/// scheduler.params of DeepSpeed's warm-up schedulers. None = not in the config or "auto".
+struct SchedulerParams {
+  std::optional<double> warmup_min_lr;
+  std::optional<double> warmup_max_lr;
+  std::optional<int64_t> warmup_num_steps;
+  std::optional<int64_t> total_num_steps;
+  std::string warmup_type;  // "log" or "linear"; empty = not given
+
+  bool operator==(const SchedulerParams&) const = default;
+};
+
 struct Plan {
   // --- cluster (not in ds_config.json) ---
   int nodes = 1;
@@ -172,6 +183,7 @@ struct Plan {
   bool zero_force_ds_cpu_optimizer = true;
   /// scheduler.type; empty = no scheduler block. No effect on memory or time.
   std::string scheduler;
+  SchedulerParams scheduler_params;
   double gradient_clipping = 0.0;
   Fp16LossScale fp16;
 

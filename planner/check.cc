@@ -1,10 +1,45 @@
 #include "planner/check.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/units.h"
 
 namespace dsplan {
+
+int64_t LargestParamPartitionNumel(const Workload& w, const Plan& plan) {
+  int64_t largest = 0;
+  for (const TensorSpec& t : w.tensors) {
+    if (t.category == TensorCategory::kParameter) largest = std::max(largest, t.numel);
+  }
+  const int64_t n = std::max(1, plan.dp_size());
+  return (largest + n - 1) / n;
+}
+
+std::string NvmeParamBufferError(const Workload& w, const Plan& plan) {
+  const OffloadParamConfig& op = plan.zero.offload_param;
+  if (plan.zero.stage != 3 || op.device != OffloadDevice::kNvme) return "";
+  const int64_t part = LargestParamPartitionNumel(w, plan);
+  const int64_t elem = PrecisionBytes(plan.precision);
+  constexpr int64_t kMinAioBytes = int64_t{1} << 20;  // swap_tensor/utils.py MIN_AIO_BYTES
+  if (part * elem < kMinAioBytes) return "";
+  if (part < op.buffer_size) return "";
+  return fmt::format(
+      "offload_param.buffer_size {:.3g} elements is not larger than the largest parameter "
+      "partition ({} elements: the largest tensor over {} rank(s)); DeepSpeed stops at start-up "
+      "(partitioned_param_swapper.py get_buffer: \"More elements ... than buffer size\", "
+      "DeepSpeed issue 3506); set buffer_size to at least {}",
+      static_cast<double>(op.buffer_size), part, plan.dp_size(), part + 1);
+}
+
+int64_t NvmeParamBufferSize(const Workload& w, const Plan& plan) {
+  constexpr int64_t kDefault = 100'000'000;
+  const int64_t part = LargestParamPartitionNumel(w, plan);
+  if (part < kDefault) return kDefault;
+  // A round number above the partition: the next multiple of 1e7.
+  return (part / 10'000'000 + 1) * 10'000'000;
+}
 
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
                                    const HardwareProfile& profile) {

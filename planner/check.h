@@ -9,8 +9,24 @@
 #include "core/hardware_profile.h"
 #include "core/plan.h"
 #include "simulator/simulate.h"
+#include "simulator/workload.h"
 
 namespace dsplan {
+
+/// The largest parameter's partition on one rank, in elements: ceil(numel / dp) of the model's
+/// largest parameter tensor (DeepSpeed pads each parameter to a multiple of the partition count,
+/// partition_parameters.py _aligned_size).
+int64_t LargestParamPartitionNumel(const Workload& w, const Plan& plan);
+
+/// DeepSpeed 0.14.5 rejects at start-up (AsyncPartitionedParameterSwapper.get_buffer:
+/// `assert numel < self.elements_per_buffer`) an offload_param NVMe config whose buffer_size is
+/// not larger than a parameter partition it swaps; partitions under 1 MiB (MIN_AIO_BYTES) stay
+/// in memory and are exempt. Returns the message, or "" when the config is accepted.
+std::string NvmeParamBufferError(const Workload& w, const Plan& plan);
+
+/// The smallest buffer_size at or above DeepSpeed's default (1e8) that NvmeParamBufferError
+/// accepts for |plan| on |w|.
+int64_t NvmeParamBufferSize(const Workload& w, const Plan& plan);
 
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.

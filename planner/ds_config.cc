@@ -330,6 +330,7 @@ class Parser {
     }
 
     WarnUnknownTopLevel();
+    ReadDsplanBlock();
     DSPLAN_RETURN_IF_ERROR(ParsePrecision());
     DSPLAN_RETURN_IF_ERROR(ParseZero());
     DSPLAN_RETURN_IF_ERROR(ParseBatch());
@@ -344,16 +345,45 @@ class Parser {
 
  private:
   void Warn(std::string w) { out_.warnings.push_back(std::move(w)); }
-  void Resolved(const std::string& key) { out_.resolved_from_auto.push_back(key); }
+  void Resolved(const std::string& key, std::string value = "", std::string source = "",
+                bool from_default = false) {
+    out_.resolved_from_auto.push_back(key);
+    out_.auto_values.push_back({key, std::move(value), std::move(source), from_default});
+  }
   bool Has(const char* key) const { return cfg_.contains(key); }
   const json& At(const char* key) const { return cfg_.at(key); }
 
   void WarnUnknownTopLevel() {
     for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
+      if (it.key() == "dsplan") continue;  // dsplan's own notes (ReadDsplanBlock)
       if (!KnownTopLevelKeys().count(it.key())) {
         Warn(fmt::format("DeepSpeed ignores top-level key '{}'{}", it.key(),
                          Suggestion(it.key(), std::vector<std::string>(KnownTopLevelKeys().begin(),
                                                                        KnownTopLevelKeys().end()))));
+      }
+    }
+  }
+
+  // The "dsplan" block EmitDsConfig writes (DeepSpeed ignores unknown top-level keys): what the
+  // plan needs from the training script that a ds_config cannot say. gradient_checkpointing:
+  // true means the script calls model.gradient_checkpointing_enable(); read back so that a
+  // check of an emitted file judges the plan that was emitted.
+  void ReadDsplanBlock() {
+    if (!Has("dsplan")) return;
+    const json& b = At("dsplan");
+    if (!b.is_object()) {
+      Warn("top-level key 'dsplan' is not an object; ignored");
+      return;
+    }
+    if (b.contains("gradient_checkpointing")) {
+      const json& v = b.at("gradient_checkpointing");
+      if (!v.is_boolean()) {
+        Warn("dsplan.gradient_checkpointing is not true/false; ignored");
+      } else if (v.get<bool>() && !out_.plan.gradient_checkpointing) {
+        out_.plan.gradient_checkpointing = true;
+        Warn("dsplan.gradient_checkpointing is true: judged with activation checkpointing on "
+             "(the training script must call model.gradient_checkpointing_enable(), or pass "
+             "--gradient_checkpointing to the HF Trainer)");
       }
     }
   }
@@ -367,14 +397,18 @@ class Parser {
     if (!block.contains("enabled")) return false;
     const json& v = block.at("enabled");
     if (IsAuto(v)) {
-      Resolved(name + ".enabled");
       if (!ctx_.precision) {
+        Resolved(name + ".enabled", "false",
+                 fmt::format("the HF Trainer's default (--{} off)",
+                             which == Precision::kBf16 ? "bf16" : "fp16"),
+                 true);
         Warn(fmt::format(
             "{}.enabled is \"auto\" and no precision was given: the HF Trainer's default "
             "(--{} off) applies; pass --precision bf16|fp16|fp32",
             name, which == Precision::kBf16 ? "bf16" : "fp16"));
         return false;
       }
+      Resolved(name + ".enabled", *ctx_.precision == which ? "true" : "false", "--precision");
       return *ctx_.precision == which;
     }
     return ToBool(v, name + ".enabled");
@@ -549,7 +583,11 @@ class Parser {
         } else {
           z.stage3_param_persistence_threshold = 10 * h;
         }
-        Resolved("zero_optimization." + k);
+        const int64_t v = k == "reduce_bucket_size" ? z.reduce_bucket_size
+                          : k == "stage3_prefetch_bucket_size" ? z.stage3_prefetch_bucket_size
+                                                               : z.stage3_param_persistence_threshold;
+        Resolved("zero_optimization." + k, std::to_string(v),
+                 fmt::format("the model's hidden_size {}", h));
       } else if (hf_fills) {
         Warn(fmt::format("zero_optimization.{} is \"auto\" but the model's hidden size is not "
                          "known; DeepSpeed's default is used (the HF Trainer would use the "
@@ -925,41 +963,54 @@ class Parser {
                                  "--grad-accum"));
     DSPLAN_RETURN_IF_ERROR(check("train_batch_size", train, ctx_.global_batch, "--global-batch"));
 
+    // "auto" batch keys take the Trainer's arguments from the flags, else the Trainer's
+    // defaults (per_device_train_batch_size 8, gradient_accumulation_steps 1), like every
+    // other "auto" key; each is listed with where its value came from.
+    constexpr int64_t kTrainerMicroBatch = 8;  // TrainingArguments.per_device_train_batch_size
+    constexpr int64_t kTrainerGradAccum = 1;   // TrainingArguments.gradient_accumulation_steps
     if (micro_auto) {
+      std::string src = "--micro-batch";
+      bool dflt = false;
       if (ctx_.micro_batch) {
         micro = ctx_.micro_batch;
-      } else if (ctx_.global_batch && (gas || ctx_.grad_accum)) {
-        micro = *ctx_.global_batch / ws / gas.value_or(ctx_.grad_accum.value_or(1));
+      } else if (ctx_.global_batch) {
+        micro = *ctx_.global_batch / ws / gas.value_or(ctx_.grad_accum.value_or(kTrainerGradAccum));
+        src = "--global-batch / (accumulation x GPUs)";
       } else {
-        return Status::InvalidArgument(
-            "train_micro_batch_size_per_gpu is \"auto\" (filled by the HF Trainer from "
-            "per_device_train_batch_size); pass --micro-batch N");
+        micro = kTrainerMicroBatch;
+        src = "the HF Trainer's default per_device_train_batch_size (pass --micro-batch N)";
+        dflt = true;
       }
-      Resolved("train_micro_batch_size_per_gpu");
+      Resolved("train_micro_batch_size_per_gpu", std::to_string(*micro), src, dflt);
     }
     if (gas_auto) {
+      std::string src = "--grad-accum";
+      bool dflt = false;
       if (ctx_.grad_accum) {
         gas = ctx_.grad_accum;
       } else if (ctx_.global_batch && micro) {
         gas = *ctx_.global_batch / ws / *micro;
+        src = "--global-batch / (micro-batch x GPUs)";
       } else {
-        return Status::InvalidArgument(
-            "gradient_accumulation_steps is \"auto\" (filled by the HF Trainer); pass "
-            "--grad-accum N or --global-batch N");
+        gas = kTrainerGradAccum;
+        src = "the HF Trainer's default gradient_accumulation_steps (pass --grad-accum N)";
+        dflt = true;
       }
-      Resolved("gradient_accumulation_steps");
+      Resolved("gradient_accumulation_steps", std::to_string(*gas), src, dflt);
     }
     if (train_auto) {
+      std::string src = "micro-batch x accumulation x GPUs";
       if (micro && gas) {
         train = *micro * *gas * ws;
       } else if (ctx_.global_batch) {
         train = ctx_.global_batch;
+        src = "--global-batch";
       } else {
-        return Status::InvalidArgument(
-            "train_batch_size is \"auto\" (the HF Trainer sets world size x micro-batch x "
-            "accumulation); pass --micro-batch N (and --grad-accum N) or --global-batch N");
+        micro = micro.value_or(kTrainerMicroBatch);
+        gas = gas.value_or(kTrainerGradAccum);
+        train = *micro * *gas * ws;
       }
-      Resolved("train_batch_size");
+      Resolved("train_batch_size", std::to_string(*train), src);
     }
     // Flags fill keys the config leaves out only through "auto"; DeepSpeed itself derives the rest.
     if (!train && !micro && !gas && (ctx_.micro_batch || ctx_.global_batch)) {
@@ -1119,7 +1170,12 @@ class Parser {
       }
       if (IsAuto(v)) {
         if (k == "lr" || k == "betas" || k == "eps" || k == "weight_decay") {
-          Resolved(key);  // the Trainer fills it; no effect on memory or time
+          // The Trainer fills it; no effect on memory or time.
+          Resolved(key, "the Trainer's --" + std::string(k == "lr" ? "learning_rate"
+                                                         : k == "betas" ? "adam_beta1/adam_beta2"
+                                                         : k == "eps" ? "adam_epsilon"
+                                                                      : "weight_decay"),
+                   "the HF Trainer's arguments at start-up (no effect on memory or time)");
         } else {
           return Status::InvalidArgument(fmt::format(
               "{} is \"auto\" but the HF Trainer fills only lr, betas, eps and weight_decay; give "
@@ -1182,6 +1238,27 @@ class Parser {
                        "up in torch.optim.lr_scheduler",
                        out_.plan.scheduler, Suggestion(out_.plan.scheduler, kDs)));
     }
+    // The warm-up parameters (no effect on memory or time; kept so an emitted file reads back
+    // to the same plan). "auto" and other types stay unset.
+    if (s.contains("params") && s.at("params").is_object()) {
+      const json& ps = s.at("params");
+      SchedulerParams& sp = out_.plan.scheduler_params;
+      auto num = [&](const char* k) -> std::optional<double> {
+        if (ps.contains(k) && ps.at(k).is_number()) return ps.at(k).get<double>();
+        return std::nullopt;
+      };
+      auto integer = [&](const char* k) -> std::optional<int64_t> {
+        if (ps.contains(k) && ps.at(k).is_number_integer()) return ps.at(k).get<int64_t>();
+        return std::nullopt;
+      };
+      sp.warmup_min_lr = num("warmup_min_lr");
+      sp.warmup_max_lr = num("warmup_max_lr");
+      sp.warmup_num_steps = integer("warmup_num_steps");
+      sp.total_num_steps = integer("total_num_steps");
+      if (ps.contains("warmup_type") && ps.at("warmup_type").is_string()) {
+        sp.warmup_type = ps.at("warmup_type").get<std::string>();
+      }
+    }
     return Status();
   }
 
@@ -1192,7 +1269,9 @@ class Parser {
       const json& v = At("gradient_clipping");
       if (IsAuto(v)) {
         p.gradient_clipping = ctx_.gradient_clipping.value_or(1.0);
-        Resolved("gradient_clipping");
+        Resolved("gradient_clipping", fmt::format("{}", p.gradient_clipping),
+                 ctx_.gradient_clipping ? "max_grad_norm" : "the HF Trainer's default max_grad_norm",
+                 !ctx_.gradient_clipping);
       } else {
         DSPLAN_ASSIGN_OR_RETURN(p.gradient_clipping, ToDouble(v, "gradient_clipping"));
         if (ctx_.gradient_clipping && *ctx_.gradient_clipping != p.gradient_clipping) {
@@ -1599,7 +1678,20 @@ json EmitDsConfig(const Plan& p, EmitStyle style) {
 
   if (p.optimizer_from_config) c["optimizer"] = OptimizerJson(p, hf);
   if (!p.scheduler.empty()) {
-    c["scheduler"] = hf ? SchedulerJson(p.scheduler) : json{{"type", p.scheduler}};
+    if (hf) {
+      c["scheduler"] = SchedulerJson(p.scheduler);
+    } else {
+      json s = {{"type", p.scheduler}};
+      const SchedulerParams& sp = p.scheduler_params;
+      json ps = json::object();
+      if (sp.warmup_min_lr) ps["warmup_min_lr"] = *sp.warmup_min_lr;
+      if (sp.warmup_max_lr) ps["warmup_max_lr"] = *sp.warmup_max_lr;
+      if (sp.warmup_num_steps) ps["warmup_num_steps"] = *sp.warmup_num_steps;
+      if (sp.total_num_steps) ps["total_num_steps"] = *sp.total_num_steps;
+      if (!sp.warmup_type.empty()) ps["warmup_type"] = sp.warmup_type;
+      if (!ps.empty()) s["params"] = ps;
+      c["scheduler"] = s;
+    }
   }
   if (p.zero_allow_untested_optimizer) c["zero_allow_untested_optimizer"] = true;
   if (!p.zero_force_ds_cpu_optimizer) c["zero_force_ds_cpu_optimizer"] = false;
@@ -1682,6 +1774,13 @@ json EmitDsConfig(const Plan& p, EmitStyle style) {
   }
   c["steps_per_print"] = 100;
   c["wall_clock_breakdown"] = false;
+  if (p.gradient_checkpointing) {
+    // DeepSpeed ignores this key; dsplan check reads it back (ReadDsplanBlock).
+    c["dsplan"] = {{"gradient_checkpointing", true},
+                   {"note", "the plan needs activation checkpointing: call "
+                            "model.gradient_checkpointing_enable() in the training script, or "
+                            "pass --gradient_checkpointing to the HF Trainer"}};
+  }
   return c;
 }
 

@@ -53,6 +53,14 @@ struct DsConfigContext {
   AttentionImpl attention = AttentionImpl::kAuto;
 };
 
+/// One "auto" value and what it became.
+struct AutoValue {
+  std::string key;      // dotted, e.g. "gradient_accumulation_steps"
+  std::string value;    // as resolved, e.g. "1", "true", "5e-05 (the Trainer's)"
+  std::string source;   // "--grad-accum", "--global-batch", "model hidden_size", ...
+  bool from_default = false;  // the HF Trainer's default (no flag given)
+};
+
 struct ParsedDsConfig {
   Plan plan;
   /// One line each: keys DeepSpeed ignores, keys with no effect in this configuration,
@@ -61,6 +69,8 @@ struct ParsedDsConfig {
   /// Dotted keys whose "auto" was replaced, e.g. "train_micro_batch_size_per_gpu",
   /// "zero_optimization.reduce_bucket_size", in the order they were resolved.
   std::vector<std::string> resolved_from_auto;
+  /// The same keys with their values and where each came from.
+  std::vector<AutoValue> auto_values;
 };
 
 /// Parses |cfg| (a ds_config.json object) into a Plan plus warnings, then runs ValidatePlan.

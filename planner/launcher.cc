@@ -40,6 +40,18 @@ bool IsSpace(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+// " train.py ARGS --deepspeed FILE" (HF) or " train.py ARGS --deepspeed --deepspeed_config FILE".
+std::string ScriptPart(const LaunchSpec& spec) {
+  std::string cmd = " " + ShellQuote(spec.script);
+  for (const std::string& a : spec.script_args) cmd += " " + ShellQuote(a);
+  if (spec.kind == ScriptKind::kDeepSpeed) {
+    cmd += " --deepspeed --deepspeed_config " + ShellQuote(spec.ds_config_path);
+  } else {
+    cmd += " --deepspeed " + ShellQuote(spec.ds_config_path);
+  }
+  return cmd;
+}
+
 }  // namespace
 
 LaunchSpec LaunchSpecForPlan(const Plan& plan, std::vector<std::string> hosts) {
@@ -61,10 +73,26 @@ std::string LaunchCommand(const LaunchSpec& spec) {
     cmd += fmt::format(" --num_nodes {}", spec.nodes);
   }
   cmd += fmt::format(" --num_gpus {}", spec.gpus_per_node);
-  cmd += " " + ShellQuote(spec.script);
-  for (const std::string& a : spec.script_args) cmd += " " + ShellQuote(a);
-  cmd += " --deepspeed " + ShellQuote(spec.ds_config_path);
-  return cmd;
+  return cmd + ScriptPart(spec);
+}
+
+std::string TorchrunCommand(const LaunchSpec& spec) {
+  std::string cmd = "torchrun";
+  if (spec.nodes > 1) {
+    cmd += fmt::format(" --nnodes {} --nproc_per_node {}", spec.nodes, spec.gpus_per_node);
+    cmd += " --rdzv_backend c10d --rdzv_endpoint \"$MASTER_ADDR:29500\"";
+  } else {
+    cmd += fmt::format(" --nproc_per_node {}", spec.gpus_per_node);
+  }
+  return cmd + ScriptPart(spec);
+}
+
+std::string SrunCommand(const LaunchSpec& spec) {
+  if (spec.nodes <= 1) return "";
+  return fmt::format(
+      "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
+      "srun --nodes {} --ntasks-per-node 1 {}",
+      spec.nodes, TorchrunCommand(spec));
 }
 
 std::string HostfileText(const LaunchSpec& spec) {
@@ -92,6 +120,22 @@ std::vector<std::string> HfTrainerArgs(const Plan& plan) {
   if (plan.precision == Precision::kFp16) a.push_back("--fp16");
   a.push_back("--max_grad_norm");
   a.push_back(fmt::format("{}", plan.gradient_clipping));
+  // Explicit optimizer and scheduler values must equal the Trainer's (trainer_config_process
+  // fill_match; a mismatch raises at deepspeed_init).
+  const OptimizerHyperparams& hp = plan.optimizer_params;
+  auto num = [&](const char* flag, double v) {
+    a.push_back(flag);
+    a.push_back(fmt::format("{}", v));
+  };
+  if (hp.lr) num("--learning_rate", *hp.lr);
+  if (hp.beta1) num("--adam_beta1", *hp.beta1);
+  if (hp.beta2) num("--adam_beta2", *hp.beta2);
+  if (hp.eps) num("--adam_epsilon", *hp.eps);
+  if (hp.weight_decay) num("--weight_decay", *hp.weight_decay);
+  if (plan.scheduler_params.warmup_num_steps) {
+    a.push_back("--warmup_steps");
+    a.push_back(std::to_string(*plan.scheduler_params.warmup_num_steps));
+  }
   if (plan.gradient_checkpointing) a.push_back("--gradient_checkpointing");
   return a;
 }

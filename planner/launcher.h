@@ -22,7 +22,18 @@ struct HostSlots {
   bool operator==(const HostSlots&) const = default;
 };
 
+/// How the training script takes its DeepSpeed config.
+enum class ScriptKind {
+  /// The HF Trainer (TrainingArguments): `--deepspeed FILE` plus the Trainer arguments that
+  /// must agree with the file (HfTrainerArgs).
+  kHfTrainer,
+  /// A plain DeepSpeed script using deepspeed.add_config_arguments(parser):
+  /// `--deepspeed --deepspeed_config FILE`.
+  kDeepSpeed,
+};
+
 struct LaunchSpec {
+  ScriptKind kind = ScriptKind::kHfTrainer;
   int nodes = 1;
   int gpus_per_node = 1;
   /// Host names, one per node. Empty: the hostfile uses placeholders node1..nodeK and says so.
@@ -38,9 +49,19 @@ struct LaunchSpec {
 LaunchSpec LaunchSpecForPlan(const Plan& plan, std::vector<std::string> hosts = {});
 
 /// `deepspeed --num_gpus G train.py --deepspeed ds_config.json` on one node;
-/// `deepspeed --hostfile hostfile --num_nodes K --num_gpus G train.py ...` on several.
+/// `deepspeed --hostfile hostfile --num_nodes K --num_gpus G train.py ...` on several. With
+/// ScriptKind::kDeepSpeed the config is passed as `--deepspeed --deepspeed_config FILE`.
 /// Arguments containing shell metacharacters are single-quoted.
 std::string LaunchCommand(const LaunchSpec& spec);
+
+/// The same job under torchrun: `torchrun --nproc_per_node G train.py ...` on one node; on
+/// several, `torchrun --nnodes K --nproc_per_node G --rdzv_backend c10d --rdzv_endpoint
+/// $MASTER_ADDR:29500 ...`, run once on every node.
+std::string TorchrunCommand(const LaunchSpec& spec);
+
+/// Under Slurm (several nodes): one torchrun per node through srun, the first node of the
+/// allocation as the rendezvous host. Two lines (MASTER_ADDR, then srun). Empty for one node.
+std::string SrunCommand(const LaunchSpec& spec);
 
 /// The hostfile text: one `host slots=G` line per node. With placeholder names the text starts
 /// with comment lines saying to replace them (DeepSpeed ignores `#` lines). Empty for one node.
@@ -49,8 +70,12 @@ std::string HostfileText(const LaunchSpec& spec);
 /// True when |spec| has no real host names (the hostfile holds placeholders).
 bool UsesPlaceholderHosts(const LaunchSpec& spec);
 
-/// The HF Trainer arguments that make an "auto" config resolve to |plan|:
-/// --per_device_train_batch_size, --gradient_accumulation_steps, --bf16/--fp16, --max_grad_norm.
+/// The HF Trainer arguments under which |plan|'s config (explicit or "auto") is accepted and
+/// resolves to |plan|: --per_device_train_batch_size, --gradient_accumulation_steps,
+/// --bf16/--fp16, --max_grad_norm, the optimizer's --learning_rate, --adam_beta1/2,
+/// --adam_epsilon, --weight_decay and the scheduler's --warmup_steps when the plan sets them
+/// (the Trainer raises when an explicit config value disagrees with its argument), and
+/// --gradient_checkpointing.
 std::vector<std::string> HfTrainerArgs(const Plan& plan);
 
 /// DeepSpeed's _parse_hostfile: lines stripped; blank and `#` lines skipped; each other line must

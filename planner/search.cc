@@ -1,6 +1,8 @@
 #include "planner/search.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <atomic>
 #include <limits>
 #include <chrono>
@@ -12,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
+#include "planner/check.h"
 #include "simulator/workload.h"
 
 namespace dsplan {
@@ -56,6 +59,8 @@ std::string PlanSummary(const Plan& p) {
 namespace {
 
 constexpr int64_t kPersistenceThreshold = 100'000;  // DeepSpeed's default
+constexpr double kDefaultLearningRate = 5e-5;       // TrainingArguments.learning_rate default
+constexpr int64_t kDefaultWarmupSteps = 100;
 constexpr int64_t kMaxMicroBatch = 4096;
 
 struct Family {
@@ -74,6 +79,103 @@ struct WorkloadEntry {
   SimulationContext ctx3;     // stage 3 (persistence threshold)
   Status status;
 };
+
+// How "rounded" a micro-batch is: small ones all count as round; above 8, multiples of 8 beat
+// multiples of 4 beat multiples of 2 beat odd numbers.
+int Roundness(int64_t mb) {
+  if (mb <= 8) return 3;
+  int r = 0;
+  while (r < 3 && mb % (int64_t{2} << r) == 0) ++r;
+  return r;
+}
+
+}  // namespace
+
+std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranked,
+                                            bool batch_free) {
+  std::map<std::string, std::vector<const ScoredPlan*>> by_choice;
+  std::vector<std::string> order;
+  for (const ScoredPlan& s : ranked) {
+    auto [it, inserted] = by_choice.try_emplace(ChoiceSummary(s.plan));
+    if (inserted) order.push_back(it->first);
+    it->second.push_back(&s);
+  }
+  std::vector<ScoredPlan> picks;
+  for (const std::string& key : order) {
+    const std::vector<const ScoredPlan*>& plans = by_choice[key];
+    double best = 0;
+    for (const ScoredPlan* p : plans) best = std::max(best, p->prediction.tokens_per_s);
+    const double tol = batch_free ? kBatchTolerance : kTieTolerance;
+    std::vector<const ScoredPlan*> near;
+    for (const ScoredPlan* p : plans) {
+      if (p->prediction.tokens_per_s >= (1 - tol) * best) near.push_back(p);
+    }
+    // The smallest global batch, then the least memory, then the fastest.
+    std::stable_sort(near.begin(), near.end(), [](const ScoredPlan* a, const ScoredPlan* b) {
+      if (a->plan.train_batch() != b->plan.train_batch()) {
+        return a->plan.train_batch() < b->plan.train_batch();
+      }
+      if (a->prediction.gpu_total_bytes != b->prediction.gpu_total_bytes) {
+        return a->prediction.gpu_total_bytes < b->prediction.gpu_total_bytes;
+      }
+      return a->prediction.tokens_per_s > b->prediction.tokens_per_s;
+    });
+    const ScoredPlan* pick = near.front();
+    // A rounder micro-batch whose speed is within kRoundTolerance of that one's is shown
+    // instead (the roundest, then the smallest global batch).
+    const double t0 = near.front()->prediction.tokens_per_s;
+    for (const ScoredPlan* p : near) {
+      const double t = p->prediction.tokens_per_s;
+      if (std::abs(t - t0) > kRoundTolerance * t0) continue;
+      if (Roundness(p->plan.micro_batch) > Roundness(pick->plan.micro_batch)) pick = p;
+    }
+    picks.push_back(*pick);
+  }
+  // Fastest first; choices within kTieTolerance of each other by less memory.
+  std::stable_sort(picks.begin(), picks.end(), [](const ScoredPlan& a, const ScoredPlan& b) {
+    return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
+  });
+  for (size_t i = 0; i < picks.size();) {
+    size_t j = i + 1;
+    while (j < picks.size() && picks[j].prediction.tokens_per_s >=
+                                   (1 - kTieTolerance) * picks[i].prediction.tokens_per_s) {
+      ++j;
+    }
+    std::stable_sort(picks.begin() + static_cast<std::ptrdiff_t>(i),
+                     picks.begin() + static_cast<std::ptrdiff_t>(j),
+                     [](const ScoredPlan& a, const ScoredPlan& b) {
+                       return a.prediction.gpu_total_bytes < b.prediction.gpu_total_bytes;
+                     });
+    i = j;
+  }
+  // Choices whose picks are the same plan in all but the stage (stage 1 and 2 often are: same
+  // speed, same peak) are one row: the lower stage, naming the others.
+  std::vector<ScoredPlan> merged;
+  for (ScoredPlan& s : picks) {
+    bool folded = false;
+    for (ScoredPlan& m : merged) {
+      const Plan& a = m.plan;
+      const Plan& b = s.plan;
+      const bool same = a.micro_batch == b.micro_batch && a.grad_accum == b.grad_accum &&
+                        a.gradient_checkpointing == b.gradient_checkpointing &&
+                        a.zero.offload_optimizer.device == b.zero.offload_optimizer.device &&
+                        a.zero.offload_param.device == b.zero.offload_param.device &&
+                        std::abs(m.prediction.tokens_per_s - s.prediction.tokens_per_s) <=
+                            1e-3 * m.prediction.tokens_per_s &&
+                        std::llabs(m.prediction.gpu_total_bytes - s.prediction.gpu_total_bytes) <=
+                            m.prediction.gpu_total_bytes / 1000;
+      if (same) {
+        m.same_as_stages.push_back(b.zero.stage);
+        folded = true;
+        break;
+      }
+    }
+    if (!folded) merged.push_back(std::move(s));
+  }
+  return merged;
+}
+
+namespace {
 
 class Search {
  public:
@@ -98,6 +200,7 @@ class Search {
   std::map<std::pair<int64_t, bool>, std::shared_ptr<WorkloadEntry>> cache_;
   std::atomic<int64_t> simulated_{0};
   std::atomic<int64_t> considered_{0};
+  int64_t nvme_param_buffer_size_ = 100'000'000;
 };
 
 Status Search::Validate() {
@@ -114,6 +217,19 @@ Status Search::Validate() {
           "--global-batch {} must be a positive multiple of the {} GPUs (micro-batch x "
           "accumulation x GPUs)",
           *r_.global_batch, world_));
+    }
+    const int64_t per_gpu = *r_.global_batch / world_;
+    if (r_.micro_batch && *r_.micro_batch > 0 && per_gpu % *r_.micro_batch != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} is not divisible by --micro-batch {} x {} GPUs = {}: the global "
+          "batch must be micro-batch x accumulation x GPUs",
+          *r_.global_batch, *r_.micro_batch, world_, *r_.micro_batch * world_));
+    }
+    if (r_.grad_accum && *r_.grad_accum > 0 && per_gpu % *r_.grad_accum != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} is not divisible by --grad-accum {} x {} GPUs = {}: the global "
+          "batch must be micro-batch x accumulation x GPUs",
+          *r_.global_batch, *r_.grad_accum, world_, *r_.grad_accum * world_));
     }
     if (r_.micro_batch && r_.grad_accum &&
         *r_.micro_batch * *r_.grad_accum * world_ != *r_.global_batch) {
@@ -150,9 +266,9 @@ Status Search::Validate() {
     return Status::InvalidArgument(
         "NVMe offload was asked for but no NVMe space was given; pass --nvme SIZE (per node)");
   }
-  if (r_.max_gpu_memory_fraction <= 0 || r_.max_gpu_memory_fraction > 1) {
+  if (r_.headroom.bytes < 0 && !(r_.headroom.fraction >= 0 && r_.headroom.fraction < 1)) {
     return Status::InvalidArgument(fmt::format(
-        "--max-gpu-memory-fraction must be in (0, 1], got {}", r_.max_gpu_memory_fraction));
+        "--headroom must be a percentage in [0, 100), got {}%", 100 * r_.headroom.fraction));
   }
   if (r_.precision) {
     precision_ = *r_.precision;
@@ -174,6 +290,19 @@ std::vector<Family> Search::Families() const {
   base.precision = precision_;
   base.optimizer = OptimizerType::kAdamW;
   base.gradient_clipping = 1.0;
+  // A complete training config: the HF Trainer's default AdamW hyperparameters (so the
+  // Trainer's arguments match the file) and a linear warm-up to that learning rate.
+  base.optimizer_params.lr = kDefaultLearningRate;
+  base.optimizer_params.beta1 = 0.9;
+  base.optimizer_params.beta2 = 0.999;
+  base.optimizer_params.eps = 1e-8;
+  base.optimizer_params.weight_decay = 0.0;
+  base.scheduler = "WarmupLR";
+  base.scheduler_params.warmup_min_lr = 0.0;
+  base.scheduler_params.warmup_max_lr = kDefaultLearningRate;
+  base.scheduler_params.warmup_num_steps = kDefaultWarmupSteps;
+  base.scheduler_params.warmup_type = "linear";
+
   base.seq_len = r_.seq_len;
   base.target_len = r_.target_len;
   base.attention = r_.attention;
@@ -212,6 +341,8 @@ std::vector<Family> Search::Families() const {
             Family f;
             f.plan = base;
             f.plan.zero.stage = stage;
+            // The HF Trainer saves no weights from a ZeRO-3 run without this.
+            f.plan.zero.gather_16bit_weights_on_model_save = stage == 3;
             f.plan.gradient_checkpointing = gc;
             f.plan.zero.reduce_bucket_size = b;
             f.plan.zero.overlap_comm = ov;
@@ -224,7 +355,11 @@ std::vector<Family> Search::Families() const {
               // Sub-groups small enough that the pinned swap pool stays modest.
               f.plan.zero.sub_group_size = 100'000'000;
             }
-            if (o.par == OffloadDevice::kNvme) f.plan.zero.offload_param.nvme_path = r_.nvme_path;
+            if (o.par == OffloadDevice::kNvme) {
+              f.plan.zero.offload_param.nvme_path = r_.nvme_path;
+              // DeepSpeed refuses a swap buffer not larger than a parameter partition.
+              f.plan.zero.offload_param.buffer_size = nvme_param_buffer_size_;
+            }
             out.push_back(std::move(f));
           }
         }
@@ -302,7 +437,7 @@ std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for
   s.plan.grad_accum = gas;
   const SimulationContext& ctx = f.plan.zero.stage == 3 ? entry->ctx3 : entry->ctx;
   SimulateOptions o;
-  o.memory_fraction = r_.max_gpu_memory_fraction;
+  o.headroom = r_.headroom;
   o.host_memory_bytes = r_.host_memory_bytes;
   // NVMe: only the space the user declared counts.
   o.nvme_bytes = r_.nvme_bytes;
@@ -405,6 +540,17 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
 Result<PlannerResult> Search::Run() {
   const auto t0 = std::chrono::steady_clock::now();
   DSPLAN_RETURN_IF_ERROR(Validate());
+  {
+    // Build the micro-batch-1 workload first (threads would race to build it) and size the
+    // NVMe parameter swap buffers from its largest parameter.
+    auto e = Entry(1, false);
+    if (!e->status.ok()) return Status::InvalidArgument(e->status.message());
+    Plan p;
+    p.nodes = r_.nodes;
+    p.gpus_per_node = r_.gpus_per_node;
+    p.precision = precision_;
+    nvme_param_buffer_size_ = NvmeParamBufferSize(e->workload, p);
+  }
   const std::vector<Family> families = Families();
   if (families.empty()) {
     return Status::InvalidArgument(
@@ -446,8 +592,6 @@ Result<PlannerResult> Search::Run() {
     worker();
     for (std::thread& t : pool) t.join();
   };
-  // Build the micro-batch-1 workloads first so threads do not race to build the same one.
-  Entry(1, false);
   run_phase(true);
   run_phase(false);
   for (const std::string& e : errors) {
@@ -488,13 +632,25 @@ Result<PlannerResult> Search::Run() {
       out.pareto.push_back(*s);
     }
   }
-  // One recommendation per (stage, offload, checkpointing) choice: its best variant.
-  std::map<std::string, size_t> seen;
-  for (const ScoredPlan& s : out.ranked) {
-    if (seen.emplace(ChoiceSummary(s.plan), out.recommendations.size()).second) {
-      out.recommendations.push_back(s);
+  // One recommendation per (stage, offload, checkpointing) choice.
+  if (r_.objective == Objective::kMemory) {
+    std::map<std::string, size_t> seen;
+    for (const ScoredPlan& s : out.ranked) {
+      if (seen.emplace(ChoiceSummary(s.plan), out.recommendations.size()).second) {
+        out.recommendations.push_back(s);
+      }
     }
+  } else {
+    out.recommendations = PickRecommendations(out.ranked, !r_.global_batch.has_value());
   }
+  // The best plan leads |ranked| too (what is emitted and what check compares with).
+  if (!out.recommendations.empty()) {
+    auto it = std::find_if(out.ranked.begin(), out.ranked.end(), [&](const ScoredPlan& s) {
+      return s.plan == out.recommendations.front().plan;
+    });
+    if (it != out.ranked.end()) std::rotate(out.ranked.begin(), it, it + 1);
+  }
+  out.batch_tolerance = r_.global_batch ? 0.0 : kBatchTolerance;
   // Rejections per choice: keep the best variant's limit, or one reason when nothing fitted.
   std::map<std::string, RejectedFamily> by_choice;
   for (size_t i = 0; i < families.size(); ++i) {

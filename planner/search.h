@@ -56,8 +56,9 @@ struct PlannerRequest {
   int64_t host_memory_bytes = 0;
   int64_t nvme_bytes = 0;
   std::string nvme_path = "/local_nvme";
-  /// Fraction of each GPU's memory the plan may use.
-  double max_gpu_memory_fraction = 1.0;
+  /// GPU memory each plan leaves free beyond its predicted peak, the peak's error band, the CUDA
+  /// context and NCCL (--headroom; SimulateOptions::headroom).
+  Headroom headroom;
   Objective objective = Objective::kThroughput;
   double price_per_gpu_hour = 0;  // for kCost; 0 = GPU-hours only
   int threads = 2;
@@ -69,6 +70,9 @@ struct ScoredPlan {
   Plan plan;
   Prediction prediction;          // without the graph
   double gpu_hours_per_million_tokens = 0;
+  /// Recommendations only: other ZeRO stages whose pick is this plan in all but the stage (same
+  /// batch, speed and peak within 0.1%), folded into this row.
+  std::vector<int> same_as_stages;
 };
 
 struct RejectedFamily {
@@ -77,11 +81,29 @@ struct RejectedFamily {
   double best_tokens_per_s = 0;   // 0 when nothing fitted
 };
 
+/// Without --global-batch, each choice recommends the smallest global batch whose throughput is
+/// within this fraction of the choice's fastest plan (throughput barely grows with the batch
+/// once the GPU is busy, and a small global batch is what training recipes assume).
+constexpr double kBatchTolerance = 0.03;
+/// Plans within this fraction of each other's throughput count as equally fast: the one with
+/// less GPU memory goes first (stage 1 before an identical stage 2).
+constexpr double kTieTolerance = 0.005;
+/// A rounder micro-batch (a multiple of 8, 4, 2) within this fraction of the picked plan's
+/// throughput is shown instead of it.
+constexpr double kRoundTolerance = 0.01;
+
 struct PlannerResult {
-  std::vector<ScoredPlan> ranked;       // every fitting plan simulated, best first
-  /// The best plan of each distinct (stage, offload, checkpointing) choice, best first: what
-  /// the recommendation table shows (bucket and overlap variants are folded into their best).
+  /// Every fitting plan simulated, in the objective's order, except that the recommended best
+  /// plan (recommendations.front()) comes first.
+  std::vector<ScoredPlan> ranked;
+  /// One plan per distinct (stage, offload, checkpointing) choice (bucket and overlap variants
+  /// folded in): for throughput and cost, the smallest global batch within kBatchTolerance of
+  /// the choice's fastest (kTieTolerance when the global batch is pinned), then the least
+  /// memory, then a rounder micro-batch within kRoundTolerance; fastest choice first, ties by
+  /// memory. For memory: the least memory.
   std::vector<ScoredPlan> recommendations;
+  /// kBatchTolerance when the global batch was free, else 0.
+  double batch_tolerance = 0;
   /// Throughput vs peak memory, fastest first; a point is kept when it needs at least 10% less
   /// memory than the previous one.
   std::vector<ScoredPlan> pareto;
@@ -92,6 +114,12 @@ struct PlannerResult {
   int64_t plans_simulated = 0;
   double seconds = 0;
 };
+
+/// The recommendation rule for throughput and cost (PlannerResult::recommendations) applied to
+/// |ranked|: one plan per choice, choices fastest first. |batch_free|: the global batch was not
+/// pinned (kBatchTolerance applies; else kTieTolerance).
+std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranked,
+                                            bool batch_free);
 
 /// Runs the search. Errors: bad requests (no GPUs, a pin that contradicts another, a global
 /// batch not divisible by the world size). No fitting plan is a result (empty ranked) with the

@@ -11,7 +11,7 @@ say() { [ "$quiet" -eq 1 ] || echo "setup: $*"; }
 # mpirun (docs/runtime-host.md); its tests run under mpirun -np 2 and 4.
 packages=(cmake ninja-build g++ git python3 libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
           libcli11-dev libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev
-          openmpi-bin libopenmpi-dev)
+          openmpi-bin libopenmpi-dev python3-jsonschema)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

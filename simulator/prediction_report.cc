@@ -25,10 +25,31 @@ std::string OffloadText(const Plan& p) {
 
 }  // namespace
 
+std::string VerdictText(const Prediction& p) {
+  switch (p.verdict) {
+    case MemoryVerdict::kFits:
+      return p.gpu_capacity_bytes > 0
+                 ? fmt::format("fits, with {} to spare ({} beyond the error band and headroom)",
+                               FormatBytes(static_cast<double>(p.gpu_spare_bytes)),
+                               FormatBytes(static_cast<double>(p.gpu_capacity_bytes -
+                                                               p.gpu_upper_total_bytes -
+                                                               p.gpu_headroom_bytes)))
+                 : "fits";
+    case MemoryVerdict::kAtRisk:
+      return fmt::format("fits with {} to spare: at risk ({})",
+                         FormatBytes(static_cast<double>(p.gpu_spare_bytes)),
+                         p.reason.rfind("at risk: ", 0) == 0 ? p.reason.substr(9) : p.reason);
+    case MemoryVerdict::kDoesNotFit:
+      return "does NOT fit: " + p.reason;
+  }
+  return "?";
+}
+
 nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
   const Plan& plan = p.plan;
   nlohmann::json j;
   j["fits"] = p.fits;
+  j["verdict"] = MemoryVerdictName(p.verdict);
   j["reason"] = p.reason;
   j["warnings"] = p.warnings;
   j["model"] = {{"name", w.spec.name},
@@ -57,6 +78,15 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
               {"peak_reserved_bytes", p.gpu_peak_reserved_bytes},
               {"context_bytes", p.gpu_context_bytes},
               {"peak_total_bytes", p.gpu_total_bytes},
+              {"nccl_bytes", p.gpu_nccl_bytes},
+              {"upper_total_bytes", p.gpu_upper_total_bytes},
+              {"headroom_bytes", p.gpu_headroom_bytes},
+              {"spare_bytes", p.gpu_spare_bytes},
+              {"memory_band",
+               {{"upper", p.memory_band.upper},
+                {"lower", p.memory_band.lower},
+                {"provisional", p.memory_band.provisional},
+                {"basis", p.memory_band.basis}}},
               {"peak_at", p.gpu_peak_task},
               {"breakdown_at_peak", Breakdown(p.gpu_breakdown_at_peak)}};
   j["host"] = {{"peak_bytes_per_node", p.host_peak_bytes_per_node},
@@ -69,6 +99,8 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                {"tokens_per_s", p.tokens_per_s},
                {"tflops_per_gpu", p.tflops_per_gpu},
                {"mfu", p.mfu},
+               {"mfu_peak_flops", p.mfu_peak_flops},
+               {"mfu_dtype", PrecisionName(plan.precision)},
                {"breakdown_s",
                 {{"forward", b.forward_s},
                  {"backward", b.backward_s},
@@ -102,7 +134,7 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       plan.nodes, plan.gpus_per_node, plan.micro_batch, plan.grad_accum, plan.train_batch(),
       plan.gradient_checkpointing ? "on" : "off", OffloadText(plan));
   o += fmt::format("hardware   {} ({})\n\n", p.profile_name, p.profile_sources);
-  o += fmt::format("verdict    {}\n", p.fits ? "fits" : "does NOT fit: " + p.reason);
+  o += fmt::format("verdict    {}\n", VerdictText(p));
   for (const std::string& wmsg : p.warnings) o += fmt::format("warning    {}\n", wmsg);
   o += "\nGPU memory per rank\n";
   o += fmt::format("  peak allocated  {:>10}   (torch.cuda.max_memory_allocated), at {}\n",
@@ -113,6 +145,17 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
                    FormatBytes(static_cast<double>(p.gpu_context_bytes)),
                    FormatBytes(static_cast<double>(p.gpu_total_bytes)),
                    FormatBytes(static_cast<double>(p.gpu_capacity_bytes)));
+  if (p.gpu_nccl_bytes > 0) {
+    o += fmt::format("  + NCCL          {:>10}   (estimate: buffers outside PyTorch's allocator)\n",
+                     FormatBytes(static_cast<double>(p.gpu_nccl_bytes)));
+  }
+  o += fmt::format("  error band      +{:.0f}% / -{:.0f}% of reserved ({}): up to {}\n",
+                   100 * p.memory_band.upper, 100 * p.memory_band.lower, p.memory_band.basis,
+                   FormatBytes(static_cast<double>(p.gpu_upper_total_bytes)));
+  o += fmt::format("  headroom        {:>10}   kept free (--headroom); spare before band and "
+                   "headroom {}\n",
+                   FormatBytes(static_cast<double>(p.gpu_headroom_bytes)),
+                   FormatBytes(static_cast<double>(p.gpu_spare_bytes)));
   o += "  at the peak:\n";
   for (int c = 0; c < kNumMemCategories; ++c) {
     const int64_t b = p.gpu_breakdown_at_peak[c];
@@ -130,8 +173,9 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
   const StepBreakdown& b = p.breakdown;
   o += fmt::format(
       "\nstep       {:.3f} s: {:.1f} samples/s, {:.0f} tokens/s, {:.1f} TFLOP/s per GPU, MFU "
-      "{:.1f}%\n",
-      p.step_time_s, p.samples_per_s, p.tokens_per_s, p.tflops_per_gpu, 100 * p.mfu);
+      "{:.1f}% (of the dense {} peak, {:.0f} TFLOP/s)\n",
+      p.step_time_s, p.samples_per_s, p.tokens_per_s, p.tflops_per_gpu, 100 * p.mfu,
+      PrecisionName(plan.precision), p.mfu_peak_flops / 1e12);
   o += fmt::format(
       "critical path: forward {:.3f} s, backward {:.3f} s, recompute {:.3f} s, optimizer {:.3f} "
       "s, exposed communication {:.3f} s, offload copies {:.3f} s, NVMe {:.3f} s, gradient "

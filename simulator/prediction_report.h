@@ -12,6 +12,9 @@
 namespace dsplan {
 
 nlohmann::json PredictionToJson(const Prediction& p, const Workload& w);
+/// "fits, with 9.1 GiB to spare (...)", "fits with 1.2 GiB to spare: at risk (...)",
+/// "does NOT fit: ...".
+std::string VerdictText(const Prediction& p);
 std::string PredictionText(const Prediction& p, const Workload& w);
 /// REQUIRES: |p| was simulated with keep_graph.
 nlohmann::json ChromeTrace(const Prediction& p, const Workload& w);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/hardware_profile.h"
+#include "core/model_spec.h"
 #include "core/plan.h"
 #include "core/status.h"
 #include "simulator/cost_model.h"
@@ -36,14 +37,51 @@ SimulationContext MakeSimulationContext(
     const Workload& w, const HardwareProfile& profile, Precision precision,
     int64_t persistence_threshold, SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed);
 
+/// How far a measured GPU memory peak may lie from dsplan's prediction of it, as fractions of
+/// the predicted peak reserved memory (torch.cuda.max_memory_reserved). The one place these
+/// numbers live; docs/planner.md "Memory headroom" gives their sources.
+struct MemoryBand {
+  double upper = 0;          // measured may be up to (1 + upper) x predicted
+  double lower = 0;          // ... or down to (1 - lower) x predicted
+  bool provisional = true;   // not yet drawn from the validation record for this task class
+  std::string basis;         // one line: where the numbers come from
+};
+
+/// The band for a prediction of |spec| trained with |plan|. PROVISIONAL: families whose real
+/// DeepSpeed runs are in the calibration set (gpt2, t5: 18 H200 runs, docs/accuracy.md) were
+/// predicted within ~1 % allocated and ~4 % reserved; for other families real runs on one H200
+/// (llama-2-7b, opt-2.7b, pythia-1.4b, qwen2-1.5b, bloom-3b) measured peak allocated 4-17 % and
+/// reserved 2-22 % above the prediction. To be replaced by bands per task class from the
+/// validation record.
+MemoryBand PeakMemoryBand(const ModelSpec& spec, const Plan& plan);
+
+/// Device memory NCCL allocates outside PyTorch's caching allocator when the plan has more than
+/// one rank (0 for one rank). An estimate, not a measurement: docs/planner.md.
+int64_t NcclWorkspaceBytes(const Plan& plan);
+
+/// GPU memory a plan must leave free beyond its predicted peak, its error band, the CUDA context
+/// and NCCL: other processes, fragmentation spikes and library workspaces the allocator model
+/// does not see. `--headroom` on the command line: a size ("4GiB") or a percentage of the
+/// device ("5%"). The only such knob (it replaces the old margin and memory fraction).
+struct Headroom {
+  static constexpr double kDefaultFraction = 0.03;
+  double fraction = kDefaultFraction;  // of the device memory, when bytes < 0
+  int64_t bytes = -1;                  // >= 0: an absolute size
+  int64_t Bytes(int64_t capacity) const;
+  /// "3% (4.2 GiB)" / "4 GiB".
+  std::string Describe(int64_t capacity) const;
+};
+/// Parses "5%", "2.5%", "4GiB", "4096MiB", "0". Errors name --headroom and what is valid.
+Result<Headroom> ParseHeadroom(const std::string& text);
+
 struct SimulateOptions {
   bool keep_graph = false;          // keep the graph, schedule and curve (for traces, reports)
   bool model_allocator = true;      // predict max_memory_reserved with the allocator model
-  /// Fraction of device memory kept free when judging fit (fragmentation spikes, other
-  /// processes).
-  double safety_margin = 0.02;
-  /// Fraction of each GPU's memory the plan may use (the planner's --max-gpu-memory-fraction).
-  double memory_fraction = 1.0;
+  /// What must stay free on each GPU beyond band, context and NCCL (--headroom).
+  Headroom headroom;
+  /// Apply PeakMemoryBand's upper bound when judging fit (off only for replays of measured
+  /// runs, whose verdict is compared with what happened).
+  bool apply_band = true;
   /// Host RAM and NVMe space per node to judge against; 0 = the profile's (NVMe: no limit when
   /// the profile has none).
   int64_t host_memory_bytes = 0;
@@ -61,8 +99,15 @@ struct StepBreakdown {
   double other_s = 0;          // gradient copies and casts on the critical path
 };
 
+/// fits: upper-band total + headroom <= capacity. at risk: the predicted total fits the device
+/// but not with the band and headroom. does not fit: the predicted total exceeds the device (or
+/// the allocator finds no block), or host RAM / NVMe is short.
+enum class MemoryVerdict { kFits, kAtRisk, kDoesNotFit };
+const char* MemoryVerdictName(MemoryVerdict v);  // "fits", "at_risk", "does_not_fit"
+
 struct Prediction {
-  bool fits = true;
+  bool fits = true;              // verdict == kFits
+  MemoryVerdict verdict = MemoryVerdict::kFits;
   std::string reason;            // why it does not fit ("" when it fits)
   std::vector<std::string> warnings;
   StepFacts facts;
@@ -77,6 +122,12 @@ struct Prediction {
   int64_t gpu_peak_reserved_bytes = 0;   // torch.cuda.max_memory_reserved
   int64_t gpu_context_bytes = 0;         // outside the allocator
   int64_t gpu_total_bytes = 0;           // reserved + context: what nvidia-smi shows
+  int64_t gpu_nccl_bytes = 0;            // NcclWorkspaceBytes (world > 1)
+  MemoryBand memory_band;                // PeakMemoryBand
+  int64_t gpu_upper_total_bytes = 0;     // reserved x (1 + band.upper) + context + NCCL
+  int64_t gpu_headroom_bytes = 0;        // Headroom::Bytes(capacity)
+  /// capacity - (reserved + context + NCCL): what the nominal prediction leaves free.
+  int64_t gpu_spare_bytes = 0;
   CategoryBytes gpu_breakdown_at_peak{}; // incl. context and allocator overhead
   std::string gpu_peak_task;             // the task at the peak
   // Host and NVMe, per node.
@@ -91,6 +142,9 @@ struct Prediction {
   double tokens_per_s = 0;
   double tflops_per_gpu = 0;
   double mfu = 0;
+  /// The peak MFU is measured against: the profile's dense peak for the plan's dtype (fp32
+  /// plans against the fp32 peak, bf16/fp16 against the 16-bit tensor-core peak).
+  double mfu_peak_flops = 0;
   StepBreakdown breakdown;
   std::array<double, kNumResources> busy_s{};
   std::string bottleneck;

@@ -56,8 +56,8 @@ check "each recommendation has ds_config, step and gpu" \
   json "all(isinstance(r['ds_config'], dict) and 'tokens_per_s' in r['step'] and 'peak_total_bytes' in r['gpu'] for r in j['recommendations'])"
 check "every recommendation fits under 98% of the GPU" \
   json "all(r['fits'] is True and r['gpu']['peak_total_bytes'] <= 0.98 * r['gpu']['capacity_bytes'] for r in j['recommendations'])"
-check "recommendations are best first" \
-  json "all(a['step']['tokens_per_s'] >= b['step']['tokens_per_s'] for a, b in zip(j['recommendations'], j['recommendations'][1:]))"
+check "recommendations are best first (plans within 0.5% count as a tie, broken by memory)" \
+  json "all(a['step']['tokens_per_s'] >= 0.995 * b['step']['tokens_per_s'] for a, b in zip(j['recommendations'], j['recommendations'][1:]))"
 check "each recommendation's ds_config matches its plan" \
   json "all(r['ds_config']['train_micro_batch_size_per_gpu'] == r['plan']['micro_batch'] and r['ds_config']['gradient_accumulation_steps'] == r['plan']['grad_accum'] and r['ds_config']['zero_optimization']['stage'] == r['plan']['stage'] for r in j['recommendations'])"
 check "rejected is a list of family + reason" \
@@ -65,7 +65,7 @@ check "rejected is a list of family + reason" \
 check "search has plans_considered, plans_simulated, seconds" \
   json "j['search']['plans_considered'] > 0 and j['search']['plans_simulated'] > 0 and j['search']['seconds'] > 0"
 check "a single node has no hostfile" json "'hostfile' not in j"
-check "launch command uses 2 GPUs" json "'deepspeed' in j['launch'] and '--num_gpus 2' in j['launch']"
+check "launch command uses 2 GPUs" json "j['launch']['hf_trainer'].startswith('deepspeed --num_gpus 2 ')"
 
 # --- --hf-auto: the Trainer form ---
 run --model gpt2 --gpus 2 --hf-auto --emit "$tmp/hf.json"
@@ -147,8 +147,8 @@ check "check: alternative with a positive speedup" \
   json "j['alternative'] is not None and j['alternative']['speedup'] > 0"
 check "check: speedup = alternative tokens/s over the config's" \
   json "abs(j['alternative']['speedup'] - j['alternative']['tokens_per_s'] / j['step']['tokens_per_s']) <= 1e-9 * j['alternative']['speedup']"
-check "check: the alternative is at least as fast (dsplan searches the config's own plan too)" \
-  json "j['alternative']['speedup'] >= 1 - 1e-9"
+check "check: the alternative is about as fast or faster (dsplan searches the config's own plan too; ties within 0.5% go to less memory, rounder micro-batches within 1%)" \
+  json "j['alternative']['speedup'] >= 0.985"
 check "check: the alternative keeps the global batch (4 x 1 x 2 = 8)" \
   json "j['alternative']['micro_batch'] * j['alternative']['grad_accum'] * 2 == 8 and j['alternative']['ds_config']['train_batch_size'] == 8"
 check "check: warns about the 5e8 bucket on 124 M parameters" \

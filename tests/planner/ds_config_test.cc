@@ -195,21 +195,36 @@ TEST(HfAutoConfigTest, ReduceBucketAutoIsHSquaredAtStage2ButStage3KeysAreNotFill
       << Warnings(*r);
 }
 
-TEST(HfAutoConfigTest, UnresolvedMicroBatchAutoIsAnErrorNamingTheFlag) {
-  auto r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), Cluster(1, 4));
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("train_micro_batch_size_per_gpu is \"auto\""),
-            std::string::npos)
-      << r.status().message();
-  EXPECT_NE(r.status().message().find("--micro-batch"), std::string::npos);
+const AutoValue* FindAuto(const ParsedDsConfig& r, const std::string& key) {
+  for (const AutoValue& a : r.auto_values) {
+    if (a.key == key) return &a;
+  }
+  return nullptr;
 }
 
-TEST(HfAutoConfigTest, UnresolvedAccumulationAutoIsAnErrorNamingTheFlags) {
+// "auto" batch keys without flags take the HF Trainer's defaults (per_device_train_batch_size
+// 8, gradient_accumulation_steps 1), as precision and clipping do, and say so.
+TEST(HfAutoConfigTest, UnresolvedMicroBatchAutoIsTheTrainersDefault) {
+  auto r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), Cluster(1, 4));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->plan.micro_batch, 8);
+  const AutoValue* a = FindAuto(*r, "train_micro_batch_size_per_gpu");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->value, "8");
+  EXPECT_TRUE(a->from_default);
+  EXPECT_NE(a->source.find("--micro-batch"), std::string::npos) << a->source;
+}
+
+TEST(HfAutoConfigTest, UnresolvedAccumulationAutoIsTheTrainersDefault) {
   json cfg = Base();
   cfg["gradient_accumulation_steps"] = "auto";
-  const std::string msg = ErrorOf(cfg);
-  EXPECT_NE(msg.find("gradient_accumulation_steps is \"auto\""), std::string::npos) << msg;
-  EXPECT_NE(msg.find("--grad-accum"), std::string::npos) << msg;
+  auto r = ParseDsConfig(cfg, Cluster(1, 1));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->plan.grad_accum, 1);
+  const AutoValue* a = FindAuto(*r, "gradient_accumulation_steps");
+  ASSERT_NE(a, nullptr);
+  EXPECT_TRUE(a->from_default);
+  EXPECT_NE(a->source.find("--grad-accum"), std::string::npos) << a->source;
 }
 
 TEST(HfAutoConfigTest, GlobalBatchDerivesAccumulation) {

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Every command's --json against its published schema (docs/schema/*.schema.json), with
+# python3-jsonschema (scripts/setup.sh installs it). A key renamed or dropped without updating
+# the schema, or a schema that no longer matches, fails here.
+# Usage: json_schema_test.sh PATH/TO/dsplan SOURCE_DIR
+set -u
+bin=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+src=$2
+export DSPLAN_DATA_DIR=$src
+fx=$src/tests/fixtures/ds_configs
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/lib.sh"
+cd "$tmp" || exit 1
+schemas=$src/docs/schema
+valid() { python3 "$src/tests/cli/validate_json.py" "$schemas" "$1" "$tmp/out"; }
+used=()
+conforms() {  # conforms NAME SCHEMA ARGS...
+  local name=$1 schema=$2
+  shift 2
+  run "$@"
+  used+=("$schema")
+  check "$name: valid JSON" python3 -c "import json; json.load(open('$tmp/out'))"
+  check "$name matches $schema" valid "$schema"
+}
+
+check "python3-jsonschema is installed" python3 -c "import jsonschema"
+conforms "plan" plan.schema.json --model gpt2 --gpus 2 --json
+check "plan JSON is versioned" json "j['schema'] == 'dsplan/plan' and j['schema_version'] == 1"
+conforms "plan, several nodes" plan.schema.json --model gpt2 --gpus 2 --nodes 2 --json
+conforms "plan, nothing fits" plan.schema.json --model llama-2-70b --gpus 1 --no-offload --stage 0 --json
+conforms "plan --objective cost" plan.schema.json --model gpt2 --gpus 2 --objective cost --price-per-gpu-hour 2 --json
+conforms "simulate" simulate.schema.json simulate --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
+check "simulate JSON is versioned" json "j['schema'] == 'dsplan/simulate' and j['schema_version'] == 1"
+conforms "simulate, HF auto config" simulate.schema.json simulate --model gpt2-xl --gpus 4 --ds-config "$fx/hf_zero2_auto.json" --json
+conforms "check" check.schema.json check --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s3_mb4.json" --json
+check "check JSON is versioned" json "j['schema'] == 'dsplan/check' and j['schema_version'] == 1"
+conforms "models" models.schema.json models --json
+conforms "model" model.schema.json model gpt2 --json
+conforms "estimate" estimate.schema.json estimate --model gpt2 --gpus 2 --json
+check "estimate JSON is versioned" json "j['schema'] == 'dsplan/estimate' and j['schema_version'] == 1"
+conforms "estimate --params" estimate.schema.json estimate --params 7000000000 --gpus 8 --json
+conforms "accuracy" accuracy.schema.json accuracy --json
+check "accuracy JSON is versioned" json "j['schema'] == 'dsplan/accuracy' and j['schema_version'] == 1"
+# Every published schema is exercised (prediction.schema.json through the others' $ref).
+for f in "$schemas"/*.schema.json; do
+  b=$(basename "$f")
+  [ "$b" = prediction.schema.json ] && continue
+  check "$b is checked by this test" bash -c "printf '%s\n' ${used[*]} | grep -qx '$b'"
+done
+
+finish

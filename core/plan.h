@@ -203,6 +203,11 @@ struct Plan {
 /// Checks the combinations DeepSpeed itself rejects (offload_param below stage 3, ratio < 1
 /// below stage 3, NVMe without a path, non-positive sizes, ...). Messages name the ds_config key
 /// and say what is valid.
+/// The largest gradient_accumulation_steps a plan may have: the simulator's cost does not grow
+/// with it (docs/simulator.md "Gradient accumulation"); past a billion micro-steps per optimizer
+/// step no training run is meant.
+inline constexpr int64_t kMaxGradAccum = 1'000'000'000;
+
 Status ValidatePlan(const Plan& plan);
 
 }  // namespace dsplan

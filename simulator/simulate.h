@@ -37,7 +37,10 @@ SimulationContext MakeSimulationContext(
     int64_t persistence_threshold, SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed);
 
 struct SimulateOptions {
-  bool keep_graph = false;          // keep the graph, schedule and curve (for traces, reports)
+  /// Keep the graph, schedule and curve (for traces, reports, executors). The kept graph is
+  /// the unrolled one (StepGraphForm::kUnrolled: at most kMaxUnrolledMicroSteps micro-steps),
+  /// and so is what the prediction is computed from.
+  bool keep_graph = false;
   bool model_allocator = true;      // predict max_memory_reserved with the allocator model
   /// Fraction of device memory kept free when judging fit (fragmentation spikes, other
   /// processes).

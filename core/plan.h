@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "core/checked_math.h"
 #include "core/status.h"
 
 namespace dsplan {
@@ -187,7 +188,12 @@ struct Plan {
   int world_size() const { return nodes * gpus_per_node; }
   /// ZeRO's partition count N: the data-parallel group size (no TP/PP yet).
   int dp_size() const { return world_size(); }
-  int64_t train_batch() const { return micro_batch * grad_accum * dp_size(); }
+  /// micro-batch x gradient_accumulation_steps x data-parallel ranks; INT64_MAX where that
+  /// overflows (ValidatePlan refuses such a plan).
+  int64_t train_batch() const {
+    return CheckedProduct({micro_batch, grad_accum, int64_t{dp_size()}})
+        .value_or(std::numeric_limits<int64_t>::max());
+  }
 
   /// DeepSpeed's get_data_types(): the gradient accumulation dtype.
   Precision GradAccumDtype() const;

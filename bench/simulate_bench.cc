@@ -144,6 +144,44 @@ void BM_SimulateNoAllocatorModel(benchmark::State& state, Case c) {
   state.SetItemsProcessed(state.iterations());
 }
 
+// Gradient accumulation (docs/simulator.md "Gradient accumulation"): one Simulate() of
+// gpt2-xl on 8 GPUs, micro-batch 4, at GAS = state.range(0). The compact step graph holds four
+// micro-steps whatever GAS is, so the time must stay flat from GAS 1 to 4096 (before it, the
+// graph held every micro-step: 34 s to plan at GAS 256).
+void BM_SimulateGradAccum(benchmark::State& state, Case c, bool offload) {
+  std::string err;
+  c.gpus = 8;
+  auto s = Prepare(c, &err);
+  if (!s) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  s->plan.grad_accum = state.range(0);
+  if (offload) s->plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  const SimulationContext ctx =
+      MakeSimulationContext(s->workload, s->profile, s->plan.precision, Threshold(s->plan));
+  for (auto _ : state) {
+    auto pred = Simulate(ctx, s->plan);
+    if (!pred.ok()) {
+      state.SkipWithError(pred.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(pred->step_time_s);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+
+constexpr Case kGpt2XlStage1 = {"gpt2-xl", 8, 1, OffloadDevice::kNone, OffloadDevice::kNone, 4,
+                                1024};
+constexpr Case kGpt2XlStage3 = {"gpt2-xl", 8, 3, OffloadDevice::kNone, OffloadDevice::kNone, 4,
+                                1024};
+BENCHMARK_CAPTURE(BM_SimulateGradAccum, gpt2_xl_8gpu_s1, kGpt2XlStage1, false)
+    ->Arg(1)->Arg(16)->Arg(256)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulateGradAccum, gpt2_xl_8gpu_s2_offload_cpu, kGpt2XlStage2, true)
+    ->Arg(1)->Arg(16)->Arg(256)->Arg(4096)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulateGradAccum, gpt2_xl_8gpu_s3, kGpt2XlStage3, false)
+    ->Arg(1)->Arg(16)->Arg(256)->Arg(4096)->Unit(benchmark::kMicrosecond);
+
 BENCHMARK_CAPTURE(BM_SimulateNoAllocatorModel, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateReuseContext, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)

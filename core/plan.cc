@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/checked_math.h"
+
 namespace dsplan {
 
 const char* PrecisionName(Precision p) {
@@ -123,9 +125,16 @@ Status ValidatePlan(const Plan& p) {
     return Status::InvalidArgument(fmt::format(
         "train_micro_batch_size_per_gpu must be a positive integer, got {}", p.micro_batch));
   }
-  if (p.grad_accum < 1) {
+  if (p.grad_accum < 1 || p.grad_accum > kMaxGradAccum) {
     return Status::InvalidArgument(fmt::format(
-        "gradient_accumulation_steps must be a positive integer, got {}", p.grad_accum));
+        "gradient_accumulation_steps must be an integer from 1 to {}, got {}", kMaxGradAccum,
+        p.grad_accum));
+  }
+  if (!CheckedProduct({p.micro_batch, p.grad_accum, int64_t{p.nodes}, int64_t{p.gpus_per_node}})) {
+    return Status::InvalidArgument(fmt::format(
+        "train_batch_size (micro-batch {} x gradient_accumulation_steps {} x {} GPUs) is too "
+        "large to count",
+        p.micro_batch, p.grad_accum, int64_t{p.nodes} * p.gpus_per_node));
   }
   if (p.zero.stage < 0 || p.zero.stage > 3) {
     return Status::InvalidArgument(fmt::format(

@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "core/checked_math.h"
 #include "core/status.h"
 
 namespace dsplan {
@@ -199,7 +200,12 @@ struct Plan {
   int world_size() const { return nodes * gpus_per_node; }
   /// ZeRO's partition count N: the data-parallel group size (no TP/PP yet).
   int dp_size() const { return world_size(); }
-  int64_t train_batch() const { return micro_batch * grad_accum * dp_size(); }
+  /// micro-batch x gradient_accumulation_steps x data-parallel ranks; INT64_MAX where that
+  /// overflows (ValidatePlan refuses such a plan).
+  int64_t train_batch() const {
+    return CheckedProduct({micro_batch, grad_accum, int64_t{dp_size()}})
+        .value_or(std::numeric_limits<int64_t>::max());
+  }
 
   /// DeepSpeed's get_data_types(): the gradient accumulation dtype.
   Precision GradAccumDtype() const;
@@ -215,6 +221,11 @@ struct Plan {
 /// Checks the combinations DeepSpeed itself rejects (offload_param below stage 3, ratio < 1
 /// below stage 3, NVMe without a path, non-positive sizes, ...). Messages name the ds_config key
 /// and say what is valid.
+/// The largest gradient_accumulation_steps a plan may have: the simulator's cost does not grow
+/// with it (docs/simulator.md "Gradient accumulation"); past a billion micro-steps per optimizer
+/// step no training run is meant.
+inline constexpr int64_t kMaxGradAccum = 1'000'000'000;
+
 Status ValidatePlan(const Plan& plan);
 
 }  // namespace dsplan

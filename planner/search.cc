@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/checked_math.h"
 #include "core/units.h"
 #include "planner/check.h"
 #include "simulator/workload.h"
@@ -232,7 +233,7 @@ Status Search::Validate() {
           *r_.global_batch, *r_.grad_accum, world_, *r_.grad_accum * world_));
     }
     if (r_.micro_batch && r_.grad_accum &&
-        *r_.micro_batch * *r_.grad_accum * world_ != *r_.global_batch) {
+        CheckedProduct({*r_.micro_batch, *r_.grad_accum, int64_t{world_}}) != *r_.global_batch) {
       return Status::InvalidArgument(fmt::format(
           "--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *r_.global_batch,
           *r_.micro_batch, *r_.grad_accum, world_));
@@ -241,8 +242,9 @@ Status Search::Validate() {
   if (r_.micro_batch && *r_.micro_batch < 1) {
     return Status::InvalidArgument("--micro-batch must be a positive integer");
   }
-  if (r_.grad_accum && *r_.grad_accum < 1) {
-    return Status::InvalidArgument("--grad-accum must be a positive integer");
+  if (r_.grad_accum && (*r_.grad_accum < 1 || *r_.grad_accum > kMaxGradAccum)) {
+    return Status::InvalidArgument(fmt::format(
+        "--grad-accum must be an integer from 1 to {}, got {}", kMaxGradAccum, *r_.grad_accum));
   }
   if (r_.stage && (*r_.stage < 0 || *r_.stage > 3)) {
     return Status::InvalidArgument(fmt::format("--stage must be 0, 1, 2 or 3, got {}", *r_.stage));

@@ -16,22 +16,57 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   // capacity on the allocator's retry (recording the overflow), so neither call returns an
   // error or -1.
   (void)replay.AllocateInitial(graph);
+  auto apply = [&](TaskId id) {
+    const MemEffect* begin = graph.effects_begin(id);
+    const MemEffect* end = graph.effects_end(id);
+    for (int phase = 0; phase < 2; ++phase) {
+      for (const MemEffect* e = begin; e != end; ++e) {
+        if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
+        (void)replay.Apply(*e);
+      }
+    }
+  };
+  auto key = [&] {
+    std::vector<int64_t> k = replay.StateKey();
+    source.AppendStateKey(&k);
+    return k;
+  };
+  const RepeatedBlock& rep = graph.repeat;
+  const bool compact = rep.active() && graph.CheckRepeat().ok();
   int64_t peak_reserved = 0;
   for (int it = 0; it < iterations; ++it) {
     if (it == iterations - 1) {
       peak_reserved = a.peak_reserved();
       a.ResetPeaks();
     }
-    for (TaskId id = 0; id < graph.size(); ++id) {
-      const MemEffect* begin = graph.effects_begin(id);
-      const MemEffect* end = graph.effects_end(id);
-      for (int phase = 0; phase < 2; ++phase) {
-        for (const MemEffect* e = begin; e != end; ++e) {
-          if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
-          (void)replay.Apply(*e);
-        }
-      }
+    if (!compact) {
+      for (TaskId id = 0; id < graph.size(); ++id) apply(id);
+      continue;
     }
+    for (TaskId id = 0; id < rep.begin; ++id) apply(id);
+    // The repeated block, copy after copy until the allocator comes back to a state it was in
+    // after an earlier copy: from there the copies cycle, every state and peak repeating, so
+    // only the copies that bring the cycle to where the last copy leaves it are replayed.
+    std::vector<std::vector<int64_t>> seen = {key()};  // seen[k]: after k copies
+    for (int64_t done = 0; done < rep.count;) {
+      for (TaskId id = rep.begin; id < rep.end; ++id) apply(id);
+      ++done;
+      ++r.copies_replayed;
+      if (done == rep.count) break;
+      std::vector<int64_t> now = key();
+      auto hit = std::find(seen.begin(), seen.end(), now);
+      if (hit != seen.end()) {
+        const int64_t period = done - (hit - seen.begin());
+        const int64_t left = (rep.count - done) % period;
+        for (int64_t k = 0; k < left; ++k) {
+          for (TaskId id = rep.begin; id < rep.end; ++id) apply(id);
+        }
+        r.copies_replayed += left;
+        break;
+      }
+      seen.push_back(std::move(now));
+    }
+    for (TaskId id = rep.end; id < graph.size(); ++id) apply(id);
   }
   r.peak_allocated = a.peak_allocated();
   r.peak_reserved = std::max(peak_reserved, a.peak_reserved());

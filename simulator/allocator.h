@@ -28,6 +28,9 @@ struct AllocatorResult {
   /// A request could not be placed within the capacity even after releasing every cached
   /// segment with nothing allocated in it (what PyTorch does before raising OutOfMemoryError).
   bool out_of_memory = false;
+  /// Copies of a compact graph's repeated block replayed, over all iterations (the rest were
+  /// skipped as repeats of a cycle).
+  int64_t copies_replayed = 0;
 };
 
 /// Replays the GPU effects of |graph| |iterations| times (the first warms the cache, as
@@ -35,6 +38,11 @@ struct AllocatorResult {
 /// category. |capacity| > 0: the bytes the allocator may reserve (device memory less the CUDA
 /// context); when a new segment would exceed it, empty cached segments are released first, and
 /// if it still would, out_of_memory is set and the replay goes on past the capacity.
+/// A compact graph (StepGraph::repeat) is replayed as the graph it stands for: its repeated
+/// block copy after copy until the allocator and the replay return to a state they were in
+/// after an earlier copy (EffectReplayer::StateKey); the copies then cycle, so the remaining
+/// ones are skipped but for the cycle's remainder. Every copy frees what it allocates, so the
+/// state cycles after a few copies.
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
                                          int64_t capacity = 0);
 

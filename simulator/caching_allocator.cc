@@ -172,6 +172,51 @@ void CachingAllocator::ResetPeaks() {
   peak_reserved_ = reserved_;
 }
 
+void CachingAllocator::AppendStateKey(std::vector<int64_t>* key,
+                                      std::vector<int>* number) const {
+  std::vector<int> seg_number(segments_.size(), -1);
+  int segs = 0;
+  key->insert(key->end(), {limit_, allocated_, reserved_});
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    if (segments_[i].head < 0) continue;
+    seg_number[i] = segs++;
+  }
+  number->assign(blocks_.size(), -1);
+  int live = 0;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    const Block& b = blocks_[i];
+    if (b.segment < 0 || seg_number[b.segment] < 0) continue;
+    (*number)[i] = live++;
+  }
+  for (size_t i = 0; i < segments_.size(); ++i) {
+    if (seg_number[i] < 0) continue;
+    const Segment& sg = segments_[i];
+    key->insert(key->end(), {-1, sg.bytes, sg.keep ? 1 : 0, (*number)[sg.head]});
+  }
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if ((*number)[i] < 0) continue;
+    const Block& b = blocks_[i];
+    key->insert(key->end(), {-2, seg_number[b.segment], b.offset, b.size, b.free ? 1 : 0,
+                             b.small ? 1 : 0, b.prev < 0 ? -1 : (*number)[b.prev],
+                             b.next < 0 ? -1 : (*number)[b.next]});
+  }
+}
+
+std::vector<int64_t> EffectReplayer::StateKey() const {
+  std::vector<int64_t> key;
+  std::vector<int> number;
+  a_->AppendStateKey(&key, &number);
+  auto num = [&number](int block) -> int64_t {
+    return block < 0 || block >= static_cast<int>(number.size()) ? -1 : number[block];
+  };
+  for (int b : initial_) key.push_back(num(b));
+  for (const auto& cat : live_) {
+    key.push_back(-3);
+    for (const auto& [bytes, block] : cat) key.insert(key.end(), {bytes, num(block)});
+  }
+  return key;
+}
+
 Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph) {
   initial_.assign(kNumMemCategories, -1);
   const CategoryBytes& init = graph.initial[static_cast<int>(MemSpace::kGpu)];

@@ -61,6 +61,10 @@ class CountingSegmentSource : public SegmentSource {
   void Release(void* ptr, int64_t bytes) override { reserved_ -= bytes; }
   int64_t reserved() const { return reserved_; }
   bool overflowed() const { return overflowed_; }
+  /// Appends what later calls depend on (see CachingAllocator::AppendStateKey).
+  void AppendStateKey(std::vector<int64_t>* key) const {
+    key->insert(key->end(), {capacity_, reserved_, refused_ ? 1 : 0, overflowed_ ? 1 : 0});
+  }
 
  private:
   int64_t capacity_;
@@ -113,6 +117,11 @@ class CachingAllocator {
   int segments() const;
   /// Peaks restart from the current values (torch.cuda.reset_peak_memory_stats).
   void ResetPeaks();
+  /// Appends a description of the state to |key|: two allocators with equal keys answer every
+  /// later sequence of calls the same way, block for block (blocks and segments are numbered
+  /// in id order, since only their order decides ties). |number| receives each block id's
+  /// number in the key (-1: not a live block). Peaks are not part of it.
+  void AppendStateKey(std::vector<int64_t>* key, std::vector<int>* number) const;
   const std::string& oom_message() const { return oom_message_; }
 
  private:
@@ -170,6 +179,10 @@ class EffectReplayer {
   /// The block ids of the initial state, by category (-1 where none or freed), as allocated
   /// (AllocateInitial's; later frees of initial bytes do not change this list).
   const std::vector<int>& initial_blocks() const { return first_initial_; }
+  /// The state of the allocator and of the replay as a key: equal keys replay every later
+  /// effect the same way (a compact graph's repeated block is replayed until its copies come
+  /// back to a state seen before).
+  std::vector<int64_t> StateKey() const;
 
  private:
   CachingAllocator* a_;

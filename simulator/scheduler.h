@@ -22,19 +22,31 @@
 namespace dsplan {
 
 struct Schedule {
-  std::vector<double> start_s, end_s;   // per task
+  /// Per task; for a compact graph's repeated block (StepGraph::repeat), its last copy's.
+  std::vector<double> start_s, end_s;
   double makespan_s = 0;
-  std::array<double, kNumResources> busy_s{};  // summed task time per resource
-  std::vector<TaskId> critical_path;    // first to last
+  std::array<double, kNumResources> busy_s{};  // summed task time per resource, every copy
+  /// First to last. Empty for a compact graph whose block repeats: the path runs through
+  /// every copy; critical_s has its time by kind.
+  std::vector<TaskId> critical_path;
+  /// Seconds on the critical path by task kind (they sum to the makespan).
+  std::array<double, kNumTaskKinds> critical_s{};
 };
 
 /// REQUIRES: durations.size() == graph.size().
+/// A compact graph is scheduled as the graph it stands for (Unroll), without writing it out:
+/// the prefix, the last two copies of the block and the tail are scheduled task by task; the
+/// copies before them are one max-plus linear map of the times the block reads from before it
+/// (resources' free times, the previous copy's tasks), raised to its power by squaring, so the
+/// cost grows with log(copies). Times agree with the unrolled schedule to rounding; the
+/// critical path's split by kind may differ where two paths are exactly as long.
 Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
                        bool critical_path = true);
 
 struct MemoryPeak {
   int64_t bytes = 0;
   TaskId task = -1;        // the task during which the peak was reached (-1: initial state)
+  int64_t copy = 0;        // which copy of a repeated block |task| is in (compact graphs)
   bool at_end = false;     // reached by the task's end effects
   CategoryBytes breakdown{};
 };
@@ -51,6 +63,11 @@ struct MemoryTimeline {
   std::vector<Point> gpu_curve;
 };
 
+/// A compact graph's repeated block is walked once when it frees what it allocates (every copy
+/// then repeats the first one's timeline, so no later copy sets a new peak); otherwise its
+/// first and last copies are walked, the copies between adding the block's net bytes each
+/// (a peak inside the block grows linearly with the copy, so it is highest in one of the two).
+/// gpu_curve holds the walked copies only.
 MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve = false);
 
 }  // namespace dsplan

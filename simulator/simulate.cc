@@ -140,8 +140,13 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     return Status::Internal(
         "Simulate: the context was built for another stage3_param_persistence_threshold");
   }
-  DSPLAN_ASSIGN_OR_RETURN(BuiltStep built,
-                          BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw)));
+  // The compact graph (every micro-step between the second and the last simulated once, its
+  // time and memory composed for all: step_builder.h, docs/simulator.md "Gradient
+  // accumulation"); a kept graph is written out, since traces and executors walk every task.
+  DSPLAN_ASSIGN_OR_RETURN(
+      BuiltStep built,
+      BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
+                     options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
@@ -184,7 +189,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.gpu_breakdown_at_peak[static_cast<int>(MemCategory::kContext)] += p.gpu_context_bytes;
   p.gpu_breakdown_at_peak[static_cast<int>(MemCategory::kAllocatorOverhead)] +=
       p.gpu_peak_reserved_bytes - p.gpu_peak_allocated_bytes;
-  p.gpu_peak_task = gpu.task >= 0 ? TaskName(g, w, gpu.task) : "model states at rest";
+  p.gpu_peak_task = gpu.task >= 0 ? TaskName(g, w, gpu.task, gpu.copy) : "model states at rest";
 
   // --- host and NVMe, per node ---
   const int per_node = plan.gpus_per_node;
@@ -269,22 +274,26 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
 
   // --- time ---
   p.step_time_s = sched.makespan_s;
-  const double samples = static_cast<double>(plan.micro_batch * plan.grad_accum * plan.dp_size());
-  const double tokens = static_cast<double>(w.tokens) * plan.grad_accum * plan.dp_size();
+  // In floating point: a product with grad_accum may exceed int64 (ValidatePlan bounds it).
+  const double samples = static_cast<double>(plan.micro_batch) *
+                         static_cast<double>(plan.grad_accum) * plan.dp_size();
+  const double tokens = static_cast<double>(w.tokens) * static_cast<double>(plan.grad_accum) *
+                        plan.dp_size();
   if (p.step_time_s > 0) {
     p.samples_per_s = samples / p.step_time_s;
     p.tokens_per_s = tokens / p.step_time_s;
-    const double hw_flops = w.flops_per_step * plan.grad_accum;  // incl. recompute, per GPU
-    const double model_flops = (w.fwd_flops + w.bwd_flops) * plan.grad_accum;
+    const double ga = static_cast<double>(plan.grad_accum);
+    const double hw_flops = w.flops_per_step * ga;  // incl. recompute, per GPU
+    const double model_flops = (w.fwd_flops + w.bwd_flops) * ga;
     p.tflops_per_gpu = hw_flops / p.step_time_s / 1e12;
     const double peak = cost.PeakFlops(plan.precision);
     p.mfu_peak_flops = peak;
     p.mfu = peak > 0 ? model_flops / p.step_time_s / peak : 0;
   }
   p.busy_s = sched.busy_s;
-  for (TaskId id : sched.critical_path) {
-    const double d = durations[id];
-    switch (g.task(id).kind) {
+  for (int k = 0; k < kNumTaskKinds; ++k) {
+    const double d = sched.critical_s[k];
+    switch (static_cast<TaskKind>(k)) {
       case TaskKind::kForward: p.breakdown.forward_s += d; break;
       case TaskKind::kBackward: p.breakdown.backward_s += d; break;
       case TaskKind::kRecompute: p.breakdown.recompute_s += d; break;

@@ -75,7 +75,10 @@ struct Headroom {
 Result<Headroom> ParseHeadroom(const std::string& text);
 
 struct SimulateOptions {
-  bool keep_graph = false;          // keep the graph, schedule and curve (for traces, reports)
+  /// Keep the graph, schedule and curve (for traces, reports, executors). The kept graph is
+  /// the unrolled one (StepGraphForm::kUnrolled: at most kMaxUnrolledMicroSteps micro-steps),
+  /// and so is what the prediction is computed from.
+  bool keep_graph = false;
   bool model_allocator = true;      // predict max_memory_reserved with the allocator model
   /// What must stay free on each GPU beyond band, context and NCCL (--headroom).
   Headroom headroom;

@@ -1,6 +1,7 @@
 #include "simulator/step_builder.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -111,8 +112,9 @@ MemEffect FreeNow(int64_t bytes, MemCategory c) { return Free(bytes, c, false); 
 class Builder {
  public:
   Builder(const Workload& w, const std::vector<LayerParams>& lp, const Plan& p, BuiltStep& out,
-          int64_t workspace_bytes)
-      : w_(w), lp_(lp), p_(p), g_(out.graph), f_(out.facts), workspace_(workspace_bytes) {}
+          int64_t workspace_bytes, StepGraphForm form)
+      : w_(w), lp_(lp), p_(p), g_(out.graph), f_(out.facts), workspace_(workspace_bytes),
+        form_(form) {}
 
   Status Build();
 
@@ -188,6 +190,7 @@ class Builder {
   StepGraph& g_;
   StepFacts& f_;
   int64_t workspace_;
+  StepGraphForm form_;
 
   int N_ = 1;
   int64_t P_ = 0;            // trainable elements
@@ -220,7 +223,8 @@ class Builder {
   int64_t bucket_first_ = 0;  // flat-buffer range [first, end) of the bucket's gradients
   int64_t bucket_end_ = 0;
   std::vector<TaskId> bucket_producers_;
-  int bucket_index_ = 0;
+  int bucket_index_ = 0;     // within the micro-step
+  int64_t buckets_built_ = 0;  // over the built micro-steps
   bool partition_buffer_live_ = false;  // stage 1/2 grads_in_partition allocated this step
   int partition_buffer_micro_ = 0;        // the micro-step that allocated it
   bool second_partition_buffer_ = false;  // stage 2: this micro-step's new grads_in_partition
@@ -228,7 +232,9 @@ class Builder {
   int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
-  std::vector<TaskId> d2h_tasks_;
+  // The last fp32 gradient copy to the host: the CPU optimizer waits for it (the copies run
+  // in order on the D2H engine, so the last one ends last).
+  TaskId last_d2h_ = -1;
 };
 
 Status Builder::Build() {
@@ -300,14 +306,58 @@ Status Builder::Build() {
   gather_task_.assign(w_.layers.size(), -1);
   retained_.assign(w_.layers.size(), 0);
   g_.Clear();
-  g_.Reserve(w_.layers.size() * 4 * gas_ + 64);
+  // Gradient accumulation (docs/simulator.md "Gradient accumulation"): micro-steps 1 to GAS - 2
+  // are the same micro-step, each starting from the memory the one before left (every one
+  // allocates what it frees) and depending on the one before in the same way. The compact
+  // graph builds micro-steps 0, 1 and 2 and the last, and marks micro-step 2 as repeated
+  // GAS - 3 times (StepGraph::repeat): it stands for the unrolled graph task for task, so the
+  // simulation's cost does not grow with GAS. With GAS <= 4 both forms are the same graph.
+  const bool compact = form_ == StepGraphForm::kCompact && gas_ > 4;
+  const int64_t built = compact ? 4 : gas_;
+  if (built > kMaxUnrolledMicroSteps) {
+    return Status::InvalidArgument(fmt::format(
+        "a trace or an executed step holds every micro-step, at most {}; "
+        "gradient_accumulation_steps is {}",
+        kMaxUnrolledMicroSteps, gas_));
+  }
+  g_.Reserve(w_.layers.size() * 4 * static_cast<size_t>(built) + 64);
   Initial();
+  TaskId block_begin = 0, block_end = 0;
+  int64_t block_buckets = 0;
   for (int micro = 0; micro < gas_; ++micro) {
+    if (compact && micro == 3) micro = gas_ - 1;  // micro-steps 3 .. GAS - 2: copies of 2
+    const int64_t buckets_before = buckets_built_;
+    if (compact && micro == 2) block_begin = g_.size();
     Forward(micro);
     Backward(micro);
+    if (compact && micro == 2) {
+      block_end = g_.size();
+      block_buckets = buckets_built_ - buckets_before;
+    }
+  }
+  if (compact) {
+    g_.repeat = {block_begin, block_end, gas_ - 3};
+    DSPLAN_RETURN_IF_ERROR(g_.CheckRepeat());
+    // Every copy must start from the memory the one before started from, or the peak would
+    // depend on which copy it is in.
+    std::array<CategoryBytes, kNumMemSpaces> net{};
+    for (TaskId id = block_begin; id < block_end; ++id) {
+      for (const MemEffect* e = g_.effects_begin(id); e != g_.effects_end(id); ++e) {
+        net[static_cast<int>(e->space)][static_cast<int>(e->category)] += e->bytes;
+      }
+    }
+    for (const CategoryBytes& space : net) {
+      for (int64_t b : space) {
+        if (b != 0) {
+          return Status::Internal(
+              "BuildStepGraph: the repeated micro-step does not free what it allocates");
+        }
+      }
+    }
   }
   OptimizerStep();
-  f_.buckets_per_micro_step = gas_ > 0 ? bucket_index_ / gas_ : 0;
+  const int64_t buckets = buckets_built_ + (compact ? (gas_ - 4) * block_buckets : 0);
+  f_.buckets_per_micro_step = gas_ > 0 ? buckets / gas_ : 0;
   return Status();
 }
 
@@ -469,6 +519,7 @@ TaskId Builder::Gather(int micro, int l) {
 
 void Builder::Forward(int micro) {
   const int L = static_cast<int>(w_.layers.size());
+  bucket_index_ = 0;
   for (int l = 0; l < L; ++l) {
     const Layer& layer = w_.layers[l];
     TaskId gather = -1;
@@ -486,6 +537,13 @@ void Builder::Forward(int micro) {
     t.micro_step = micro;
     t.kernels = HookOps(l);
     std::vector<MemEffect> fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
+    // The caller keeps each micro-step's output object until the next forward returns
+    // (`out = engine(batch)` rebinds it then), so the previous micro-step's logits are freed
+    // at the end of this forward, after its own are allocated. Micro-step 0 holds none: the
+    // step's last output is dropped after the step (OptimizerStep).
+    if (l == L - 1 && micro > 0 && output_bytes_ > 0) {
+      fx.push_back(Free(output_bytes_, MemCategory::kActivations, true));
+    }
     const bool release = Stage3() && gathered_[l] && !retained_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
     last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
@@ -647,6 +705,7 @@ void Builder::FlushBucket(int micro) {
   r.resource = CommStream();
   r.micro_step = micro;
   r.index = bucket_index_++;
+  ++buckets_built_;
   r.ranks = N_;
   r.inter_node = inter_node_;
   r.bytes = static_cast<double>(comm_e_ * bucket_elems_);
@@ -752,7 +811,7 @@ void Builder::FlushBucket(int micro) {
     const TaskId d2h = g_.Add(d, {before},
                               {Alloc(4 * owned, MemCategory::kTemporaries),
                                Free(4 * owned, MemCategory::kTemporaries, true)});
-    d2h_tasks_.push_back(d2h);
+    last_d2h_ = d2h;
     if (boundary) {
       // The host waits for each parameter's copy before it goes on (stage 1/2: the overflow
       // check's `if tensor:`; stage 3: the blocking fp32_grad_tensor.copy_), so nothing after
@@ -823,7 +882,7 @@ void Builder::OptimizerStep() {
   // temporary (sqrt of exp_avg_sq) of the parameter size.
   const double adam_bytes = p_.torch_adam ? 80.0 : 28.0;
   const int64_t adam_temp = p_.torch_adam ? 4 : 0;
-  const int64_t held = output_bytes_;  // the logits, dropped after the step
+  const int64_t held = output_bytes_;  // the last micro-step's logits, dropped after the step
   Task t;
   t.kind = TaskKind::kGpuOptimizer;
   std::vector<MemEffect> fx;
@@ -905,7 +964,7 @@ void Builder::OptimizerStep() {
         c.bytes = 8.0 * part_;
         c.kernels = 0;
         g_.Add(c, {norms, last_reduce_}, {});
-        for (TaskId d : d2h_tasks_) g_.AddDep(d);
+        g_.AddDep(last_d2h_);
         const TaskId cpu = g_.size() - 1;
         Task h;
         h.kind = TaskKind::kCopyH2D;
@@ -988,7 +1047,7 @@ void Builder::OptimizerStep() {
         c.bytes = (8.0 + 4.0 + e_) * n;
         c.kernels = 0;
         g_.Add(c, {prev, read, last_reduce_}, {});
-        for (TaskId d : d2h_tasks_) g_.AddDep(d);
+        g_.AddDep(last_d2h_);
         const TaskId cpu = g_.size() - 1;
         if (nvme) {
           Task wr;
@@ -1037,14 +1096,14 @@ void Builder::OptimizerStep() {
     Task d;
     d.kind = TaskKind::kGradCopy;
     d.kernels = 0;
-    last_compute_ = g_.Add(d, {last_compute_}, {Free(held * gas_, MemCategory::kActivations, false)});
+    last_compute_ = g_.Add(d, {last_compute_}, {Free(held, MemCategory::kActivations, false)});
   }
 }
 
 }  // namespace
 
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
-                                 const Plan& plan, int64_t workspace_bytes) {
+                                 const Plan& plan, int64_t workspace_bytes, StepGraphForm form) {
   DSPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
   if (params.size() != w.layers.size()) {
     return Status::Internal("BuildStepGraph: layer parameter facts do not match the workload");
@@ -1055,7 +1114,7 @@ Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParam
         w.options.micro_batch, plan.micro_batch));
   }
   BuiltStep out;
-  Builder b(w, params, plan, out, workspace_bytes);
+  Builder b(w, params, plan, out, workspace_bytes, form);
   DSPLAN_RETURN_IF_ERROR(b.Build());
   return out;
 }

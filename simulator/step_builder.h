@@ -65,6 +65,17 @@ struct StepFacts {
   bool overlap_comm = false;
 };
 
+/// How a graph stands for the step's GAS micro-steps.
+enum class StepGraphForm {
+  /// At most four micro-steps: the first two, one repeated GAS - 3 times (StepGraph::repeat)
+  /// and the last; the simulator's form, whose cost does not grow with GAS.
+  kCompact,
+  /// Every micro-step written out (executors that run each task, traces); at most
+  /// kMaxUnrolledMicroSteps.
+  kUnrolled,
+};
+inline constexpr int64_t kMaxUnrolledMicroSteps = 1024;
+
 struct BuiltStep {
   StepGraph graph;
   StepFacts facts;
@@ -75,8 +86,10 @@ struct BuiltStep {
 /// stage3_param_persistence_threshold when stage 3). Errors: a plan the graph cannot express.
 /// |workspace_bytes|: library workspaces PyTorch allocates through its caching allocator and
 /// never frees (cuBLAS: one per thread and stream), present at every instant.
+/// |form|: compact (the default) or unrolled (errors past kMaxUnrolledMicroSteps).
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
-                                 const Plan& plan, int64_t workspace_bytes = 0);
+                                 const Plan& plan, int64_t workspace_bytes = 0,
+                                 StepGraphForm form = StepGraphForm::kCompact);
 
 }  // namespace dsplan
 

@@ -1,6 +1,9 @@
 #include "simulator/step_graph.h"
 
 #include <cassert>
+#include <limits>
+
+#include "core/checked_math.h"
 
 #include <fmt/format.h>
 
@@ -149,9 +152,69 @@ void StepGraph::Clear() {
   deps_.clear();
   effects_.clear();
   initial = {};
+  repeat = {};
 }
 
-std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id) {
+int64_t StepGraph::unrolled_size() const {
+  if (!repeat.active()) return size();
+  const auto extra = CheckedMul(repeat.count - 1, repeat.size());
+  const auto total = extra ? CheckedAdd(*extra, size()) : std::nullopt;
+  return total.value_or(std::numeric_limits<int64_t>::max());
+}
+
+Status StepGraph::CheckRepeat() const {
+  if (!repeat.active()) return Status();
+  const TaskId n = repeat.size();
+  if (repeat.begin - n < 0 || repeat.end > size()) {
+    return Status::Internal("StepGraph: the repeated block is not inside the graph");
+  }
+  for (TaskId i = 0; i < n; ++i) {
+    const Task& a = tasks_[repeat.begin - n + i];
+    const Task& b = tasks_[repeat.begin + i];
+    if (a.kind != b.kind || a.resource != b.resource || a.layer != b.layer) {
+      return Status::Internal(
+          "StepGraph: the repeated block differs from the micro-step before it");
+    }
+  }
+  return Status();
+}
+
+Result<StepGraph> Unroll(const StepGraph& graph, int64_t max_tasks) {
+  const int64_t total = graph.unrolled_size();
+  if (total > max_tasks) {
+    return Status::InvalidArgument(fmt::format(
+        "the unrolled step graph would hold {} tasks, more than the {} allowed", total,
+        max_tasks));
+  }
+  if (!graph.repeat.active()) return graph;
+  DSPLAN_RETURN_IF_ERROR(graph.CheckRepeat());
+  const RepeatedBlock& r = graph.repeat;
+  const TaskId n = r.size();
+  const TaskId near = r.begin - n;  // dependencies from here on follow the copies
+  StepGraph out;
+  out.initial = graph.initial;
+  out.Reserve(static_cast<size_t>(total));
+  auto copy_task = [&](TaskId id, int64_t shift, int64_t micro_shift) {
+    Task t = graph.task(id);
+    if (t.micro_step >= 0) t.micro_step = static_cast<int32_t>(t.micro_step + micro_shift);
+    out.Add(t, {}, {});
+    for (const TaskId* d = graph.deps_begin(id); d != graph.deps_end(id); ++d) {
+      out.AddDep(*d >= near ? static_cast<TaskId>(*d + shift) : *d);
+    }
+    for (const MemEffect* e = graph.effects_begin(id); e != graph.effects_end(id); ++e) {
+      out.AddEffect(*e);
+    }
+  };
+  for (TaskId id = 0; id < r.begin; ++id) copy_task(id, 0, 0);
+  for (int64_t k = 0; k < r.count; ++k) {
+    for (TaskId id = r.begin; id < r.end; ++id) copy_task(id, k * n, k);
+  }
+  for (TaskId id = r.end; id < graph.size(); ++id) copy_task(id, (r.count - 1) * n, 0);
+  return out;
+}
+
+std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id,
+                     int64_t copy) {
   const Task& t = graph.task(id);
   std::string what;
   switch (t.kind) {
@@ -175,7 +238,9 @@ std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id
   } else if (t.kind != TaskKind::kForward && t.kind != TaskKind::kBackward) {
     where = fmt::format(" #{}", t.index);
   }
-  if (t.micro_step >= 0) return fmt::format("{}{} (micro-step {})", what, where, t.micro_step);
+  if (t.micro_step >= 0) {
+    return fmt::format("{}{} (micro-step {})", what, where, t.micro_step + copy);
+  }
   return fmt::format("{}{} (step)", what, where);
 }
 

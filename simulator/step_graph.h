@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/collectives.h"
+#include "core/status.h"
 
 namespace dsplan {
 
@@ -111,11 +112,35 @@ struct Task {
 /// Per-space byte counts by category.
 using CategoryBytes = std::array<int64_t, kNumMemCategories>;
 
+/// A compact graph's repeated micro-step (BuildStepGraph, docs/simulator.md "Gradient
+/// accumulation"): tasks [begin, end) stand for |count| consecutive copies of one micro-step.
+/// The n = end - begin tasks before the block, [begin - n, begin), are the micro-step before
+/// it, of the same structure. The graph it stands for (Unroll) has copy k (0 <= k < count) at
+/// ids begin + k * n; in copy k, a dependency on a task at or after begin - n points k * n
+/// further (the previous copy instead of the micro-step before the block), one before it stays;
+/// the tasks after the block move by (count - 1) * n, and so do their dependencies at or after
+/// begin - n (the last two copies). Copy k's micro_step is the block's plus k.
+struct RepeatedBlock {
+  TaskId begin = 0, end = 0;
+  int64_t count = 1;
+  TaskId size() const { return end - begin; }
+  bool active() const { return count > 1 && end > begin; }
+};
+
 class StepGraph {
  public:
   /// Memory that exists before the step starts (model states, persistent buffers), by space and
   /// category. The timeline starts from it.
   std::array<CategoryBytes, kNumMemSpaces> initial{};
+
+  /// The repeated micro-step of a compact graph (inactive: every task runs once).
+  RepeatedBlock repeat;
+  /// Tasks of the graph this one stands for (size() when no block repeats); saturates at
+  /// INT64_MAX.
+  int64_t unrolled_size() const;
+  /// OK when |repeat| is inactive or well formed: inside the graph, preceded by n tasks of the
+  /// same kinds and resources.
+  Status CheckRepeat() const;
 
   /// Appends |task| with |deps| (all < the new id) and |effects|; returns its id.
   TaskId Add(Task task, std::initializer_list<TaskId> deps,
@@ -142,8 +167,15 @@ class StepGraph {
   std::vector<MemEffect> effects_;
 };
 
+/// The graph |graph| stands for, with every copy of its repeated block written out (itself
+/// when no block repeats). Errors: more than |max_tasks| tasks.
+Result<StepGraph> Unroll(const StepGraph& graph, int64_t max_tasks);
+
 /// "bwd encoder.block.3 (micro-step 0)", "reduce-scatter bucket 2 (micro-step 1)", ...
-std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id);
+/// |copy|: which copy of the repeated block (compact graphs; the micro-step shown is the task's
+/// plus |copy|).
+std::string TaskName(const StepGraph& graph, const Workload& workload, TaskId id,
+                     int64_t copy = 0);
 
 }  // namespace dsplan
 

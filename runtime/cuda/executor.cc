@@ -1317,6 +1317,12 @@ Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload,
     return Status::InvalidArgument(fmt::format("steps must be >= 1 and warmup_steps >= 0 (got {} "
                                                "and {})", options.steps, options.warmup_steps));
   }
+  // The executor runs every task once: a compact graph (its repeated micro-step stored once)
+  // must be written out first (StepGraphForm::kUnrolled, bounded by kMaxUnrolledMicroSteps).
+  if (graph.repeat.active()) {
+    return Status::Internal(
+        "ExecuteOnGpu: the step graph is compact; build it unrolled (StepGraphForm::kUnrolled)");
+  }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   static Nccl nccl;  // loaded once per process

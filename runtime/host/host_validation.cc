@@ -27,7 +27,7 @@ Status CompareWithReference(const Workload& w, const Plan& plan, const StepGraph
   ref.zero = ZeroConfig{};
   ref.nodes = 1;
   ref.gpus_per_node = 1;
-  ref.micro_batch = plan.micro_batch * plan.grad_accum * plan.world_size();
+  ref.micro_batch = plan.train_batch();  // checked (ValidatePlan bounds it)
   ref.grad_accum = 1;
   v.reference_plan = ref;
   WorkloadOptions ro = w.options;

@@ -1,0 +1,104 @@
+// SPDX-License-Identifier: Apache-2.0
+// dsplan-gui: explore the plans, memory and timeline of DeepSpeed configurations.
+//
+//   dsplan-gui [--model NAME] [--gpus N] [--nodes N] [--screenshots DIR]
+//
+// --model/--gpus/--nodes fill the inputs and plan at once. --screenshots DIR plans (t5-3b on
+// 4 GPUs unless given), selects the best plan, saves one PNG per page into DIR at 1280x800 and
+// exits (scripts/screenshots.sh runs it offscreen).
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QDir>
+#include <QPlainTextEdit>
+#include <QTabWidget>
+#include <QTimer>
+
+#include <cstdio>
+
+#include "inputspanel.h"
+#include "mainwindow.h"
+#include "pages.h"
+#include "planner/ds_config.h"
+#include "timelinewidget.h"
+
+using dsplan::gui::MainWindow;
+
+namespace {
+
+// Waits (processing events) until |done| or |ms| pass; false on timeout.
+template <typename Pred>
+bool waitFor(Pred done, int ms) {
+  QElapsedTimer t;
+  t.start();
+  while (!done()) {
+    if (t.elapsed() > ms) return false;
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+  }
+  return true;
+}
+
+int screenshots(MainWindow& w, const QString& dir) {
+  if (!QDir().mkpath(dir)) {
+    std::fprintf(stderr, "dsplan-gui: %s: cannot create the folder\n", qPrintable(dir));
+    return 2;
+  }
+  bool detail = false, whatIf = false, check = false, failed = false;
+  QObject::connect(w.service(), &dsplan::gui::PlanService::detailReady, [&] { detail = true; });
+  QObject::connect(w.service(), &dsplan::gui::PlanService::whatIfReady, [&] { whatIf = true; });
+  QObject::connect(w.service(), &dsplan::gui::PlanService::checkReady, [&] { check = true; });
+  QObject::connect(w.service(), &dsplan::gui::PlanService::checkFailed, [&] { check = true; });
+  QObject::connect(w.service(), &dsplan::gui::PlanService::planFailed, [&] { failed = true; });
+  w.plan();
+  if (!waitFor([&] { return failed || (detail && whatIf); }, 120000) || failed) {
+    std::fprintf(stderr, "dsplan-gui: planning failed: %s\n", qPrintable(w.errorText()));
+    return 1;
+  }
+  // Check page: the best plan's config with twice its micro-batch, as a user might paste it.
+  dsplan::Plan p = w.selectedPlan()->plan;
+  p.micro_batch *= 2;
+  w.checkPage()->editor()->setPlainText(
+      QString::fromStdString(dsplan::EmitDsConfig(p, dsplan::EmitStyle::kExplicit).dump(2)));
+  emit w.checkPage()->checkRequested(w.checkPage()->editor()->toPlainText(),
+                                     QStringLiteral("ds_config.json (pasted)"));
+  waitFor([&] { return check; }, 60000);
+  const char* names[] = {"plans", "memory", "timeline", "whatif", "tradeoff", "check"};
+  for (int i = 0; i < w.tabs()->count() && i < 6; ++i) {
+    w.tabs()->setCurrentIndex(i);
+    waitFor([] { return false; }, 300);
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(names[i]));
+    if (!w.grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName(QStringLiteral("dsplan-gui"));
+  QCommandLineParser parser;
+  parser.setApplicationDescription(QStringLiteral("Explore DeepSpeed plans, memory and timelines"));
+  parser.addHelpOption();
+  QCommandLineOption model(QStringLiteral("model"), QStringLiteral("Model to plan at start"),
+                           QStringLiteral("name"));
+  QCommandLineOption gpus(QStringLiteral("gpus"), QStringLiteral("GPUs per node"), QStringLiteral("n"));
+  QCommandLineOption nodes(QStringLiteral("nodes"), QStringLiteral("Nodes"), QStringLiteral("n"));
+  QCommandLineOption shots(QStringLiteral("screenshots"),
+                           QStringLiteral("Save one PNG per page into DIR and exit"),
+                           QStringLiteral("dir"));
+  parser.addOptions({model, gpus, nodes, shots});
+  parser.process(app);
+  MainWindow w;
+  const bool autoPlan = parser.isSet(model) || parser.isSet(shots);
+  w.inputs()->setModelText(parser.isSet(model) ? parser.value(model) : QStringLiteral("t5-3b"));
+  w.inputs()->setCluster(parser.isSet(nodes) ? parser.value(nodes).toInt() : 1,
+                         parser.isSet(gpus) ? parser.value(gpus).toInt() : 4);
+  w.show();
+  if (parser.isSet(shots)) return screenshots(w, parser.value(shots));
+  if (autoPlan) QTimer::singleShot(0, &w, &MainWindow::plan);
+  return app.exec();
+}

@@ -87,7 +87,8 @@ InputsPanel::InputsPanel(const PlanService& service, QWidget* parent) : QWidget(
   m_globalBatch->setToolTip(tr("Samples per optimizer step: micro-batch × accumulation × GPUs"));
   form->addRow(tr("Global batch"), m_globalBatch);
   m_precision = new QComboBox;
-  m_precision->addItem(tr("auto (bf16 if the GPU has it)"), QString());
+  m_precision->addItem(tr("auto"), QString());
+  m_precision->setToolTip(tr("auto: bf16 where the GPU has it, else fp16"));
   m_precision->addItem(QStringLiteral("bf16"), QStringLiteral("bf16"));
   m_precision->addItem(QStringLiteral("fp16"), QStringLiteral("fp16"));
   m_precision->addItem(QStringLiteral("fp32"), QStringLiteral("fp32"));

@@ -53,14 +53,23 @@ int screenshots(MainWindow& w, const QString& dir) {
     std::fprintf(stderr, "dsplan-gui: planning failed: %s\n", qPrintable(w.errorText()));
     return 1;
   }
-  // Check page: the best plan's config with twice its micro-batch, as a user might paste it.
+  // Check page: a hand-made variant of the best plan, as a user might paste it: stage 2 with
+  // pageable optimizer offload, overlap_comm off and twice the micro-batch.
   dsplan::Plan p = w.selectedPlan()->plan;
   p.micro_batch *= 2;
+  p.zero.stage = 2;
+  p.zero.offload_optimizer.device = dsplan::OffloadDevice::kCpu;
+  p.zero.offload_optimizer.pin_memory = false;
+  p.zero.overlap_comm = false;
   w.checkPage()->editor()->setPlainText(
       QString::fromStdString(dsplan::EmitDsConfig(p, dsplan::EmitStyle::kExplicit).dump(2)));
   emit w.checkPage()->checkRequested(w.checkPage()->editor()->toPlainText(),
                                      QStringLiteral("ds_config.json (pasted)"));
   waitFor([&] { return check; }, 60000);
+  // Timeline: the start of the backward pass, where names fit and the collectives overlap.
+  dsplan::gui::TimelineWidget* gantt = w.timelinePage()->gantt();
+  const double step = gantt->rangeEnd();
+  gantt->setRange(0.345 * step, 0.375 * step);
   const char* names[] = {"plans", "memory", "timeline", "whatif", "tradeoff", "check"};
   for (int i = 0; i < w.tabs()->count() && i < 6; ++i) {
     w.tabs()->setCurrentIndex(i);

@@ -31,7 +31,7 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   scroll->setWidget(m_inputs);
   scroll->setWidgetResizable(true);
   scroll->setMinimumWidth(300);
-  scroll->setMaximumWidth(380);
+  scroll->setMaximumWidth(340);
 
   m_tabs = new QTabWidget;
   m_plans = new PlansPage;

@@ -145,8 +145,9 @@ MemoryPage::MemoryPage(QWidget* parent) : QWidget(parent) {
   m_title = new QLabel(tr("Select a plan."));
   m_title->setWordWrap(true);
   m_table = makeTable(m_model, MemoryBreakdownModel::SortRole);
-  m_table->setMinimumWidth(300);
-  m_table->setMaximumWidth(380);
+  m_table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_table->setMinimumWidth(390);
+  m_table->setMaximumWidth(420);
   auto* chart = new QChart;
   chart->setTitle(tr("GPU memory over the step"));
   chart->legend()->setAlignment(Qt::AlignBottom);
@@ -179,6 +180,7 @@ void MemoryPage::setDetail(const StepDetail& d) {
                                    : tr("<span style='color:#c00'>does not fit: %1</span>")
                                          .arg(QString::fromStdString(p.reason).toHtmlEscaped())));
   m_table->resizeColumnsToContents();
+  m_table->setColumnWidth(MemoryBreakdownModel::kCategory, 215);
   QChart* chart = m_chart->chart();
   chart->removeAllSeries();
   for (QAbstractAxis* a : chart->axes()) {
@@ -189,9 +191,9 @@ void MemoryPage::setDetail(const StepDetail& d) {
   std::stable_sort(samples.begin(), samples.end(),
                    [](const MemorySample& a, const MemorySample& b) { return a.time_s < b.time_s; });
   auto* alloc = new QLineSeries;
-  alloc->setName(tr("allocated (tensors)"));
+  alloc->setName(tr("allocated"));
   auto* reserved = new QLineSeries;
-  reserved->setName(tr("reserved (caching allocator)"));
+  reserved->setName(tr("reserved"));
   double tmax = 0, ymax = 0;
   for (const MemorySample& s : samples) {
     alloc->append(s.time_s * 1e3, s.allocated_bytes / kGiB);
@@ -201,13 +203,13 @@ void MemoryPage::setDetail(const StepDetail& d) {
   }
   tmax = std::max(tmax, p.step_time_s * 1e3);
   auto* usable = new QLineSeries;
-  usable->setName(tr("usable less CUDA context"));
+  usable->setName(tr("usable − context"));
   const double usableAlloc = (d.usable_gpu_bytes - static_cast<double>(p.gpu_context_bytes)) / kGiB;
   usable->append(0, usableAlloc);
   usable->append(tmax, usableAlloc);
   usable->setPen(QPen(QColor(200, 0, 0), 1.5, Qt::DashLine));
   auto* peak = new QScatterSeries;
-  peak->setName(tr("peak allocated"));
+  peak->setName(tr("peak"));
   peak->setMarkerSize(11);
   peak->setColor(QColor(200, 0, 0));
   peak->append(d.peak_time_s * 1e3, p.gpu_peak_allocated_bytes / kGiB);
@@ -225,6 +227,8 @@ void MemoryPage::setDetail(const StepDetail& d) {
   y->setTitleText(tr("GiB per GPU"));
   y->setRange(0, std::max(ymax, usableAlloc) * 1.08);
   y->setLabelFormat(QStringLiteral("%.0f"));
+  x->applyNiceNumbers();
+  y->applyNiceNumbers();
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   for (QAbstractSeries* s : chart->series()) {
@@ -275,7 +279,9 @@ void TimelinePage::setDetail(const StepDetail& d) {
   const StepBreakdown& b = p.breakdown;
   m_title->setText(
       tr("<b>%1</b>: step %2, %3 tasks; bottleneck <b>%4</b>. Critical path: forward %5, backward "
-         "%6, recompute %7, optimizer %8, exposed communication %9, offload %10, NVMe %11.")
+         "%6, recompute %7, optimizer %8, exposed communication %9, offload %10, NVMe %11.<br>"
+         "<span style='color:#666'>Wheel: zoom · drag: pan · double-click: whole step · hover a "
+         "task for its name, duration and bytes.</span>")
           .arg(QString::fromStdString(PlanSummary(p.plan)), formatSeconds(p.step_time_s))
           .arg(d.tasks.size())
           .arg(QString::fromStdString(p.bottleneck), formatSeconds(b.forward_s),
@@ -488,12 +494,14 @@ void TradeoffPage::setReport(const PlanReport& r) {
   y->setTitleText(tr("tokens/s (cluster)"));
   y->setRange(0, std::max(ymax, 1.0) * 1.1);
   y->setLabelFormat(QStringLiteral("%.0f"));
+  x->applyNiceNumbers();
+  y->applyNiceNumbers();
   chart->addAxis(x, Qt::AlignBottom);
   chart->addAxis(y, Qt::AlignLeft);
   auto* usable = new QLineSeries;
   usable->setName(tr("usable GPU memory"));
   usable->append(r.usable_gpu_bytes / kGiB, 0);
-  usable->append(r.usable_gpu_bytes / kGiB, std::max(ymax, 1.0) * 1.1);
+  usable->append(r.usable_gpu_bytes / kGiB, y->max());
   usable->setPen(QPen(QColor(200, 0, 0), 1.5, Qt::DashLine));
   chart->addSeries(usable);
   for (QAbstractSeries* s : chart->series()) {

@@ -154,8 +154,6 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const QString label = formatSeconds(std::abs(t) < step * 1e-6 ? 0.0 : t);
     p.drawText(QRectF(x - 50, 4, 100, kAxisHeight - 8), Qt::AlignCenter, label);
   }
-  p.drawText(QRectF(4, 4, kLabelWidth - 8, kAxisHeight - 8), Qt::AlignRight | Qt::AlignVCenter,
-             tr("time in step"));
   if (m_tasks.empty()) {
     p.drawText(plot, Qt::AlignCenter, tr("no plan selected"));
     return;
@@ -177,10 +175,17 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
       p.setPen(c.darker(130));
       p.drawRect(box);
     }
-    const QString name = QString::fromStdString(k.name);
-    if (box.width() > fm.horizontalAdvance(name) + 6) {
+    const QRectF shown = box.intersected(plot);
+    if (shown.width() > 28) {
+      // The name without its micro-step suffix when the whole does not fit, elided if needed.
+      QString name = QString::fromStdString(k.name);
+      if (fm.horizontalAdvance(name) + 6 > shown.width()) {
+        const int cut = name.indexOf(QStringLiteral(" (micro-step"));
+        if (cut > 0) name.truncate(cut);
+      }
+      name = fm.elidedText(name, Qt::ElideRight, static_cast<int>(shown.width() - 6));
       p.setPen(c.lightness() > 150 ? Qt::black : Qt::white);
-      p.drawText(box.adjusted(3, 0, -3, 0), Qt::AlignLeft | Qt::AlignVCenter, name);
+      p.drawText(shown.adjusted(3, 0, -3, 0), Qt::AlignLeft | Qt::AlignVCenter, name);
     }
   }
   p.setClipping(false);
@@ -199,9 +204,6 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawText(QRectF(lx + 16, ly, fm.horizontalAdvance(n) + 4, 18), Qt::AlignLeft | Qt::AlignVCenter, n);
     lx += 16 + fm.horizontalAdvance(n) + 16;
   }
-  const QString hint = tr("wheel: zoom · drag: pan · double-click: whole step");
-  p.setPen(palette().color(QPalette::PlaceholderText));
-  p.drawText(QRectF(lx, ly, plot.right() - lx, 18), Qt::AlignRight | Qt::AlignVCenter, hint);
 }
 
 void TimelineWidget::wheelEvent(QWheelEvent* e) {

@@ -11,6 +11,7 @@ namespace dsplan::gui {
 QString formatBytes(double bytes) { return QString::fromStdString(FormatBytes(bytes)); }
 
 QString formatSeconds(double s) {
+  if (s == 0) return QStringLiteral("0");
   if (s >= 1.0) return QStringLiteral("%1 s").arg(s, 0, 'f', 3);
   if (s >= 1e-3) return QStringLiteral("%1 ms").arg(s * 1e3, 0, 'f', s >= 0.1 ? 0 : 2);
   return QStringLiteral("%1 µs").arg(s * 1e6, 0, 'f', 1);

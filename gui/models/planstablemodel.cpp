@@ -49,8 +49,8 @@ QVariant PlansTableModel::headerData(int section, Qt::Orientation orientation, i
   if (orientation != Qt::Horizontal || section < 0 || section >= kColumnCount) return {};
   if (role == Qt::DisplayRole) {
     static const char* kNames[kColumnCount] = {
-        "#", "Stage", "Offload", "Micro × accum = global", "Ckpt", "Bucket", "Peak GPU",
-        "Headroom", "Host RAM/node", "Step", "Tokens/s", "MFU", "Bottleneck", "Limit / reason"};
+        "#", "Stage", "Offload", "Ckpt", "Batch", "Tokens/s", "Step", "MFU", "Peak GPU",
+        "Headroom", "Host RAM", "Bucket", "Bottleneck", "Limit / reason"};
     return QString::fromUtf8(kNames[section]);
   }
   if (role == Qt::ToolTipRole) {
@@ -58,15 +58,15 @@ QVariant PlansTableModel::headerData(int section, Qt::Orientation orientation, i
         "Rank by the objective",
         "ZeRO stage",
         "offload_optimizer / offload_param device",
-        "train_micro_batch_size_per_gpu × gradient_accumulation_steps × GPUs = train_batch_size",
         "Activation (gradient) checkpointing",
-        "reduce_bucket_size (elements)",
+        "micro-batch per GPU × gradient accumulation steps = global batch (train_batch_size)",
+        "Training tokens per second over the cluster",
+        "Predicted time of one optimizer step",
+        "Model FLOPs utilisation",
         "Predicted peak per GPU: reserved + CUDA context (what nvidia-smi shows)",
         "Usable GPU memory (capacity less the 2 % margin) minus the peak",
         "Host RAM per node: offload buffers + 2.1 GiB per process",
-        "Predicted time of one optimizer step",
-        "Training tokens per second over the cluster",
-        "Model FLOPs utilisation",
+        "reduce_bucket_size (elements)",
         "The largest part of the critical path",
         "Why nothing larger fits (fitting rows), or why nothing fits (greyed rows)"};
     return QString::fromUtf8(kTips[section]);

@@ -15,8 +15,8 @@ class PlansTableModel : public QAbstractTableModel {
   Q_OBJECT
  public:
   enum Column {
-    kRank, kStage, kOffload, kBatch, kCheckpointing, kBucket, kPeak, kHeadroom, kHostRam,
-    kStepTime, kTokensPerSecond, kMfu, kBottleneck, kNote, kColumnCount
+    kRank, kStage, kOffload, kCheckpointing, kBatch, kTokensPerSecond, kStepTime, kMfu, kPeak,
+    kHeadroom, kHostRam, kBucket, kBottleneck, kNote, kColumnCount
   };
   enum Role {
     SortRole = Qt::UserRole + 1,  // raw number (bytes, seconds, tokens/s) or text

@@ -156,6 +156,8 @@ PlanInputs InputsPanel::inputs() const {
 
 void InputsPanel::setModelText(const QString& text) { m_model->setCurrentText(text); }
 
+void InputsPanel::setProfileText(const QString& text) { m_profile->setCurrentText(text); }
+
 void InputsPanel::setCluster(int nodes, int gpusPerNode) {
   m_nodes->setValue(nodes);
   m_gpus->setValue(gpusPerNode);

@@ -22,6 +22,7 @@ class InputsPanel : public QWidget {
   InputsPanel(const PlanService& service, QWidget* parent = nullptr);
   PlanInputs inputs() const;
   void setModelText(const QString& text);
+  void setProfileText(const QString& text);
   void setCluster(int nodes, int gpusPerNode);
   void setBusy(bool busy);
 

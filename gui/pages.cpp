@@ -105,7 +105,7 @@ void PlansPage::setReport(const PlanReport& r) {
                            ? tr("<b style='color:#c00'>No plan fits.</b> The greyed rows say why.")
                            : tr("%1 choices fit; best first.").arg(r.recommendations.size());
   m_summary->setText(
-      tr("<b>%1</b> (%2 parameters) on %3 × %4 GPUs, %5 (%6); sequence %7%8. %9 "
+      tr("<b>%1</b> (%2 B parameters) on %3 × %4 GPUs, %5 (%6); sequence %7%8. %9 "
          "%10 plans considered, %11 simulated in %12 s.")
           .arg(QString::fromStdString(r.model_name))
           .arg(r.params / 1e9, 0, 'f', 2)
@@ -117,8 +117,7 @@ void PlansPage::setReport(const PlanReport& r) {
           .arg(fits)
           .arg(r.plans_considered)
           .arg(r.plans_simulated)
-          .arg(r.seconds, 0, 'f', 2)
-          .replace(QStringLiteral(" parameters)"), QStringLiteral(" B parameters)")));
+          .arg(r.seconds, 0, 'f', 2));
   m_view->resizeColumnsToContents();
   m_view->horizontalHeader()->resizeSection(PlansTableModel::kOffload,
                                             std::min(m_view->columnWidth(PlansTableModel::kOffload), 170));

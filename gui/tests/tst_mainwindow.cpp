@@ -31,6 +31,7 @@ class TestMainWindow : public QObject {
   void badModelNameShowsInWindow();
   void brokenConfigJsonNamesFileAndKey();
   void exportWritesTheCliConfig();
+  void unreadableProfileNamesFile();
 };
 
 namespace {
@@ -160,6 +161,29 @@ void TestMainWindow::exportWritesTheCliConfig() {
   // A folder that does not exist: the failure is reported, naming the path.
   const QString bad = dir.filePath(QStringLiteral("missing/ds_config.json"));
   QVERIFY(w.writeConfig(bad, false).contains(bad));
+}
+
+void TestMainWindow::unreadableProfileNamesFile() {
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("broken.yaml"));
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("name: broken\ngpu: [this is not a mapping\n");
+  }
+  MainWindow w;
+  QSignalSpy failed(w.service(), &PlanService::planFailed);
+  w.inputs()->setModelText(QStringLiteral("t5-3b"));
+  w.inputs()->setProfileText(path);
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, kTimeoutMs);
+  QVERIFY2(w.errorText().contains(path), qPrintable(w.errorText()));
+  // The window still plans afterwards.
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  w.inputs()->setProfileText(QStringLiteral("h200-sxm"));
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, kTimeoutMs);
+  QVERIFY(w.errorText().isEmpty());
 }
 
 QTEST_MAIN(TestMainWindow)

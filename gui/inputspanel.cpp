@@ -158,6 +158,8 @@ void InputsPanel::setModelText(const QString& text) { m_model->setCurrentText(te
 
 void InputsPanel::setProfileText(const QString& text) { m_profile->setCurrentText(text); }
 
+void InputsPanel::setSeqLen(qint64 tokens) { m_seqLen->setValue(static_cast<int>(tokens)); }
+
 void InputsPanel::setCluster(int nodes, int gpusPerNode) {
   m_nodes->setValue(nodes);
   m_gpus->setValue(gpusPerNode);

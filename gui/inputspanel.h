@@ -23,6 +23,7 @@ class InputsPanel : public QWidget {
   PlanInputs inputs() const;
   void setModelText(const QString& text);
   void setProfileText(const QString& text);
+  void setSeqLen(qint64 tokens);  // 0: the default
   void setCluster(int nodes, int gpusPerNode);
   void setBusy(bool busy);
 

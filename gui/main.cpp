@@ -11,12 +11,14 @@
 #include <QDir>
 #include <QPlainTextEdit>
 #include <QTabWidget>
+#include <QTableView>
 #include <QTimer>
 
 #include <cstdio>
 
 #include "inputspanel.h"
 #include "mainwindow.h"
+#include "models/planstablemodel.h"
 #include "pages.h"
 #include "planner/ds_config.h"
 #include "timelinewidget.h"
@@ -81,6 +83,35 @@ int screenshots(MainWindow& w, const QString& dir) {
     }
     std::printf("wrote %s\n", qPrintable(path));
   }
+  // Plans with choices that do not fit: llama-2-7b at 4096 tokens on one GPU, the first greyed
+  // row selected so that its reason shows under the table.
+  bool ready = false;
+  detail = false;
+  QObject::connect(w.service(), &dsplan::gui::PlanService::planReady, [&] { ready = true; });
+  w.inputs()->setModelText(QStringLiteral("llama-2-7b"));
+  w.inputs()->setCluster(1, 1);
+  w.inputs()->setSeqLen(4096);
+  w.plan();
+  if (!waitFor([&] { return failed || (ready && detail); }, 120000) || failed) {
+    std::fprintf(stderr, "dsplan-gui: planning failed: %s\n", qPrintable(w.errorText()));
+    return 1;
+  }
+  w.tabs()->setCurrentIndex(0);
+  QTableView* view = w.plansPage()->view();
+  for (int r = 0; r < view->model()->rowCount(); ++r) {
+    const QModelIndex i = view->model()->index(r, 0);
+    if (!i.data(dsplan::gui::PlansTableModel::FitsRole).toBool()) {
+      view->setCurrentIndex(i);
+      break;
+    }
+  }
+  waitFor([] { return false; }, 300);
+  const QString path = QDir(dir).filePath(QStringLiteral("gui-plans-rejected.png"));
+  if (!w.grab().save(path)) {
+    std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+    return 1;
+  }
+  std::printf("wrote %s\n", qPrintable(path));
   return 0;
 }
 

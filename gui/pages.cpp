@@ -92,8 +92,16 @@ PlansPage::PlansPage(QWidget* parent) : QWidget(parent) {
   v->addWidget(m_summary);
   v->addLayout(top);
   v->addWidget(m_view, 1);
+  m_rowDetail = new QLabel;
+  m_rowDetail->setWordWrap(true);
+  m_rowDetail->setTextFormat(Qt::PlainText);
+  m_rowDetail->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  v->addWidget(m_rowDetail);
   connect(m_view->selectionModel(), &QItemSelectionModel::currentRowChanged, this,
           [this](const QModelIndex& current) {
+            // The row's whole story (plan, where its peak is, its limit or why nothing fits),
+            // which the table's last column holds but the window may be too narrow to show.
+            m_rowDetail->setText(current.siblingAtColumn(0).data(Qt::ToolTipRole).toString());
             const int idx = current.siblingAtColumn(0).data(PlansTableModel::PlanIndexRole).toInt();
             if (current.isValid() && idx >= 0) emit planSelected(idx);
           });

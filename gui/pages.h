@@ -47,6 +47,7 @@ class PlansPage : public QWidget {
   PlansFilterProxy* m_proxy;
   QTableView* m_view;
   QLabel* m_summary;
+  QLabel* m_rowDetail;
   QLineEdit* m_filter;
   QCheckBox* m_showRejected;
 };

@@ -27,6 +27,29 @@ void PlansTableModel::setReport(const PlanReport& report) {
     if (m_report.rejected[j].best_tokens_per_s > 0) continue;
     Row r;
     r.rejected = j;
+    const QString family = QString::fromStdString(m_report.rejected[j].family);
+    const QStringList parts = family.split(QStringLiteral(", "));
+    bool ok = false;
+    const int stage = parts.size() == 3 && parts[0].startsWith(QStringLiteral("stage "))
+                          ? parts[0].mid(6).toInt(&ok)
+                          : -1;
+    if (ok) {
+      r.stage = stage;
+      QString off = parts[1];
+      if (off == QStringLiteral("no offload")) {
+        off = QStringLiteral("none");
+      } else {
+        off.replace(QStringLiteral("offload "), QString());
+        off.replace(QStringLiteral("optimizer->"), QStringLiteral("opt→"));
+        off.replace(QStringLiteral(" params->"), QStringLiteral(", par→"));
+        off.replace(QStringLiteral("params->"), QStringLiteral("par→"));
+      }
+      r.offload = off;
+      r.checkpointing = parts[2] == QStringLiteral("checkpointing") ? QStringLiteral("on")
+                                                                    : QStringLiteral("off");
+    } else {
+      r.offload = family;
+    }
     m_rows.push_back(r);
   }
   endResetModel();
@@ -97,10 +120,10 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
     return QVariant::fromValue<int>((number ? Qt::AlignRight : Qt::AlignLeft) | Qt::AlignVCenter);
   }
   if (role == Qt::ToolTipRole) {
-    QString tip = QString::fromStdString(PlanSummary(p));
-    tip += QStringLiteral("\npeak at %1").arg(QString::fromStdString(d.gpu_peak_task));
+    QString tip = QStringLiteral("%1, micro-batch %2 × %3").arg(QString::fromStdString(PlanSummary(p))).arg(p.micro_batch).arg(p.grad_accum);
+    tip += QStringLiteral("\npeak %1 at %2").arg(formatBytes(static_cast<double>(d.gpu_total_bytes)), QString::fromStdString(d.gpu_peak_task));
     if (row.rejected >= 0) {
-      tip += QStringLiteral("\nlimit: %1")
+      tip += QStringLiteral("\nwhy not more: %1")
                  .arg(QString::fromStdString(m_report.rejected[row.rejected].reason));
     }
     return tip;
@@ -151,12 +174,19 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
 QVariant PlansTableModel::rejectedRow(const Row& row, int column, int role) const {
   const RejectedFamily& f = m_report.rejected[row.rejected];
   if (role == Qt::ForegroundRole) return QColor(140, 140, 140);
-  if (role == Qt::ToolTipRole) return QString::fromStdString(f.family + ": " + f.reason);
+  if (role == Qt::ToolTipRole) {
+    return QString::fromStdString(f.family + ": nothing fits\n" + f.reason);
+  }
+  if (role == Qt::TextAlignmentRole && column == kStage) {
+    return QVariant::fromValue<int>(Qt::AlignRight | Qt::AlignVCenter);
+  }
   if (role == Qt::DisplayRole || role == SortRole) {
     switch (column) {
       case kRank:
         return role == SortRole ? QVariant(1000000 + row.rejected) : QVariant(QStringLiteral("–"));
-      case kOffload: return QString::fromStdString(f.family);
+      case kStage: return row.stage >= 0 ? QVariant(row.stage) : QVariant(QString());
+      case kOffload: return row.offload;
+      case kCheckpointing: return row.checkpointing;
       case kNote: return QStringLiteral("does not fit: %1").arg(QString::fromStdString(f.reason));
       default:
         // Numeric columns sort rejected rows last in ascending order.

@@ -40,6 +40,12 @@ class PlansTableModel : public QAbstractTableModel {
   struct Row {
     int plan = -1;       // recommendations index, or -1
     int rejected = -1;   // rejected index (the choice's limit, or why nothing fits)
+    // A rejected choice's parts, read back from its ChoiceSummary text ("stage 3, offload
+    // optimizer->cpu params->cpu, checkpointing"); stage -1 when the text has another form, and
+    // then |offload| holds the whole text.
+    int stage = -1;
+    QString offload;
+    QString checkpointing;
   };
   QVariant fitRow(const Row& row, int column, int role) const;
   QVariant rejectedRow(const Row& row, int column, int role) const;

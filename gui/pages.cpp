@@ -608,6 +608,22 @@ void CheckPage::setResult(const CheckResult& c) {
           .arg(p.tokens_per_s, 0, 'f', 0)
           .arg(100 * p.mfu, 0, 'f', 1)
           .arg(QString::fromStdString(p.bottleneck)));
+  QString alt;
+  if (!c.alternative) {
+    alt = tr("dsplan finds no plan that fits this model and cluster at global batch %1.")
+              .arg(p.plan.train_batch());
+  } else {
+    const ScoredPlan& a = *c.alternative;
+    alt = tr("dsplan would pick: %1, micro-batch %2 × %3, %4 tokens/s, peak %5%6.")
+              .arg(QString::fromStdString(PlanSummary(a.plan)))
+              .arg(a.plan.micro_batch)
+              .arg(a.plan.grad_accum)
+              .arg(a.prediction.tokens_per_s, 0, 'f', 0)
+              .arg(formatBytes(static_cast<double>(a.prediction.gpu_total_bytes)),
+                   c.speedup > 0 ? tr(" (%1× this config's speed)").arg(c.speedup, 0, 'f', 2)
+                                 : QString());
+  }
+  m_verdict->setText(m_verdict->text() + QStringLiteral("<br><br>") + alt.toHtmlEscaped());
   m_warnings->clear();
   if (c.warnings.isEmpty()) m_warnings->addItem(tr("none"));
   m_warnings->addItems(c.warnings);

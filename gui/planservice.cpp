@@ -2,6 +2,8 @@
 #include "planservice.h"
 
 #include <QFutureWatcher>
+
+#include <algorithm>
 #include <QPointer>
 #include <QtConcurrent/QtConcurrentRun>
 
@@ -307,6 +309,37 @@ void PlanService::requestCheck(const QString& text, const QString& sourceName) {
     for (const std::string& w : parsed->warnings) c.warnings << q(w);
     for (const std::string& w : d->prediction.warnings) c.warnings << q(w);
     for (const std::string& w : CheckPlan(parsed->plan, d->prediction, *profile)) c.warnings << q(w);
+    // What dsplan would pick for the same model, cluster, lengths and global batch (the search
+    // `dsplan check` runs).
+    const Plan& plan = parsed->plan;
+    const Prediction& pred = d->prediction;
+    PlannerRequest r;
+    r.spec = *spec;
+    r.nodes = plan.nodes;
+    r.gpus_per_node = plan.gpus_per_node;
+    r.profile = profile.get();
+    r.seq_len = plan.seq_len;
+    r.target_len = plan.target_len;
+    r.attention = plan.attention;
+    r.global_batch = plan.train_batch();
+    r.precision = plan.precision;
+    if (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+        plan.zero.offload_param.device == OffloadDevice::kNvme) {
+      r.nvme_bytes = std::max<int64_t>(pred.nvme_bytes_per_node, 1);
+      r.nvme_path = plan.zero.offload_optimizer.nvme_path.empty()
+                        ? plan.zero.offload_param.nvme_path
+                        : plan.zero.offload_optimizer.nvme_path;
+    }
+    auto better = RunPlanner(r);
+    if (better.ok() && !better->ranked.empty()) {
+      c.alternative = better->ranked.front();
+      c.speedup = pred.fits && pred.tokens_per_s > 0
+                      ? c.alternative->prediction.tokens_per_s / pred.tokens_per_s
+                      : 0;
+    } else if (!better.ok()) {
+      c.warnings << QStringLiteral("the search for a better plan failed: %1")
+                        .arg(q(better.status().message()));
+    }
     c.detail = std::move(*d);
     out.value = std::move(c);
     return out;

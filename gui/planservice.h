@@ -51,6 +51,9 @@ struct CheckResult {
   QString source;
   std::optional<StepDetail> detail;
   QStringList warnings;               // the reader's warnings and CheckPlan's findings
+  /// What dsplan would pick at the same global batch (as `dsplan check`), when anything fits.
+  std::optional<ScoredPlan> alternative;
+  double speedup = 0;                 // alternative / checked tokens/s; 0 when the config does not fit
 };
 
 class PlanService : public QObject {
@@ -108,3 +111,6 @@ class PlanService : public QObject {
 };
 
 }  // namespace dsplan::gui
+
+Q_DECLARE_METATYPE(dsplan::gui::CheckResult)
+Q_DECLARE_METATYPE(dsplan::gui::WhatIfResult)

@@ -32,6 +32,8 @@ class TestMainWindow : public QObject {
   void brokenConfigJsonNamesFileAndKey();
   void exportWritesTheCliConfig();
   void unreadableProfileNamesFile();
+  void newerRequestSupersedesOlder();
+  void checkPastedConfig();
 };
 
 namespace {
@@ -184,6 +186,65 @@ void TestMainWindow::unreadableProfileNamesFile() {
   w.plan();
   QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, kTimeoutMs);
   QVERIFY(w.errorText().isEmpty());
+}
+
+void TestMainWindow::newerRequestSupersedesOlder() {
+  MainWindow w;
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  planT5(w);                                   // superseded before it can finish
+  w.inputs()->setModelText(QStringLiteral("gpt2"));
+  w.inputs()->setCluster(1, 2);
+  w.plan();
+  // Wait until every job (both searches and the detail of the surviving one) is done.
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() >= 1 && !w.service()->busy(), kTimeoutMs);
+  QTest::qWait(50);
+  QCOMPARE(ready.count(), 1);
+  QCOMPARE(w.plansPage()->model()->report().model_name, std::string("gpt2"));
+  QCOMPARE(w.plansPage()->model()->report().gpus_per_node, 2);
+}
+
+void TestMainWindow::checkPastedConfig() {
+  MainWindow w;
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  QSignalSpy checked(w.service(), &PlanService::checkReady);
+  QSignalSpy checkFailed(w.service(), &PlanService::checkFailed);
+  planT5(w);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && w.selectedPlan().has_value(), kTimeoutMs);
+  // The best plan at twice its micro-batch, with pageable optimizer offload at stage 2.
+  Plan p = w.selectedPlan()->plan;
+  p.micro_batch *= 2;
+  p.zero.stage = 2;
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_optimizer.pin_memory = false;
+  emit w.checkPage()->checkRequested(QString::fromStdString(EmitDsConfig(p, EmitStyle::kExplicit).dump(2)),
+                                     QStringLiteral("pasted"));
+  QTRY_VERIFY_WITH_TIMEOUT(checked.count() == 1, kTimeoutMs);
+  const CheckResult c = checked.at(0).at(0).value<CheckResult>();
+  QVERIFY(c.detail.has_value());
+  QCOMPARE(c.detail->prediction.plan.micro_batch, p.micro_batch);
+  QCOMPARE(c.detail->prediction.plan.zero.stage, 2);
+  // The same verdict as the simulator's for that plan.
+  auto profile = FindHardwareProfile(w.service()->defaultProfile().toStdString(), DataDir());
+  QVERIFY(profile.ok());
+  auto spec = LoadModel("t5-3b", DataDir());
+  QVERIFY(spec.ok());
+  auto sim = SimulateStepDetail(*spec, *profile, c.detail->prediction.plan);
+  QVERIFY(sim.ok());
+  QCOMPARE(c.detail->prediction.fits, sim->prediction.fits);
+  QCOMPARE(c.detail->prediction.gpu_total_bytes, sim->prediction.gpu_total_bytes);
+  // The pageable-offload finding, and an alternative at the same global batch.
+  bool pinned = false;
+  for (const QString& warning : c.warnings) pinned = pinned || warning.contains(QStringLiteral("pin_memory"));
+  QVERIFY2(pinned, qPrintable(c.warnings.join(QLatin1Char('\n'))));
+  QVERIFY(c.alternative.has_value());
+  QCOMPARE(c.alternative->plan.train_batch(), p.train_batch());
+  // A broken config: the reader's error, naming the source, in the page; no crash.
+  emit w.checkPage()->checkRequested(QStringLiteral("{\"zero_optimization\": {\"stage\": 7}}"),
+                                     QStringLiteral("broken.json"));
+  QTRY_VERIFY_WITH_TIMEOUT(checkFailed.count() == 1, kTimeoutMs);
+  const QString err = checkFailed.at(0).at(0).toString();
+  QVERIFY2(err.contains(QStringLiteral("stage")), qPrintable(err));
+  QVERIFY2(err.contains(QStringLiteral("broken.json")), qPrintable(err));
 }
 
 QTEST_MAIN(TestMainWindow)

@@ -124,7 +124,7 @@ void MemoryBar::paintEvent(QPaintEvent*) {
     p.drawLine(QPointF(mx, bar.top() - 4), QPointF(mx, bar.bottom() + 4));
     p.setPen(color);
     const double w = fm.horizontalAdvance(text) + 4;
-    const double tx = std::clamp(mx - w, 0.0, width() - w);
+    const double tx = std::max(0.0, std::min(mx - w, width() - w));
     p.drawText(QRectF(tx, below ? bar.bottom() + 4 : 2, w, 18), Qt::AlignRight | Qt::AlignVCenter, text);
   };
   marker(m_capacity, QColor(60, 60, 60), tr("capacity %1").arg(formatBytes(m_capacity)), false);

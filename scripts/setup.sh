@@ -8,10 +8,12 @@ quiet=0
 say() { [ "$quiet" -eq 1 ] || echo "setup: $*"; }
 
 # Build tools and header/library packages (Debian 12 names). OpenMPI: ranks as processes under
-# mpirun (docs/runtime-host.md); its tests run under mpirun -np 2 and 4.
+# mpirun (docs/runtime-host.md); its tests run under mpirun -np 2 and 4. Qt 6 Widgets, Charts
+# and Svg: dsplan-gui (docs/gui.md); its tests run offscreen.
 packages=(cmake ninja-build g++ git python3 libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
           libcli11-dev libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev
-          openmpi-bin libopenmpi-dev python3-jsonschema)
+          openmpi-bin libopenmpi-dev python3-jsonschema qt6-base-dev libqt6charts6-dev
+          libqt6svg6-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,4 +42,4 @@ if ! cmake --build build -- --quiet >build/build.log 2>&1; then
   echo "setup: build failed (log above, also in build/build.log)"
   exit 1
 fi
-say "built build/dsplan"
+say "built build/dsplan$( [ -x build/dsplan-gui ] && echo " and build/dsplan-gui" )"

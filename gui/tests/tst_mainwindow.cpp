@@ -1,0 +1,251 @@
+// SPDX-License-Identifier: Apache-2.0
+// Drives the main window offscreen: plans t5-3b on 4 H200s, selects the best plan, checks the
+// memory bar against the simulator's own prediction, moves the what-if micro-batch slider past
+// the fitting limit, and feeds bad inputs that must show up in the window.
+#include <QLabel>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QSlider>
+#include <QTableView>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "inputspanel.h"
+#include "mainwindow.h"
+#include "memorybar.h"
+#include "models/planstablemodel.h"
+#include "pages.h"
+#include "planner/ds_config.h"
+#include "planner/report.h"
+
+using namespace dsplan;
+using namespace dsplan::gui;
+
+class TestMainWindow : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void bestPlanBreakdownAndWhatIf();
+  void badModelNameShowsInWindow();
+  void brokenConfigJsonNamesFileAndKey();
+  void exportWritesTheCliConfig();
+  void unreadableProfileNamesFile();
+  void newerRequestSupersedesOlder();
+  void checkPastedConfig();
+};
+
+namespace {
+constexpr int kTimeoutMs = 120000;
+
+void planT5(MainWindow& w) {
+  w.inputs()->setModelText(QStringLiteral("t5-3b"));
+  w.inputs()->setCluster(1, 4);
+  w.plan();
+}
+}  // namespace
+
+void TestMainWindow::bestPlanBreakdownAndWhatIf() {
+  MainWindow w;
+  w.show();
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  QSignalSpy detail(w.service(), &PlanService::detailReady);
+  QSignalSpy whatIf(w.service(), &PlanService::whatIfReady);
+  planT5(w);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, kTimeoutMs);
+  QTRY_VERIFY_WITH_TIMEOUT(detail.count() >= 1, kTimeoutMs);
+  QVERIFY(w.errorText().isEmpty());
+
+  // The best plan is selected: the first recommendation, shown in the table's current row.
+  const PlanReport& report = w.plansPage()->model()->report();
+  QCOMPARE(report.model_name, std::string("t5-3b"));
+  QCOMPARE(report.gpus_per_node, 4);
+  QVERIFY(!report.recommendations.empty());
+  QVERIFY(w.selectedPlan().has_value());
+  QCOMPARE(w.selectedPlan()->plan, report.recommendations.front().plan);
+  QCOMPARE(w.plansPage()->view()->currentIndex().siblingAtColumn(0).data(PlansTableModel::PlanIndexRole).toInt(), 0);
+
+  // The bar's total equals the simulator's predicted peak for that plan, simulated here
+  // independently of the window.
+  auto profile = FindHardwareProfile(w.service()->defaultProfile().toStdString(), DataDir());
+  QVERIFY2(profile.ok(), profile.status().message().c_str());
+  auto spec = LoadModel("t5-3b", DataDir());
+  QVERIFY2(spec.ok(), spec.status().message().c_str());
+  auto sim = SimulateStepDetail(*spec, *profile, w.selectedPlan()->plan);
+  QVERIFY2(sim.ok(), sim.status().message().c_str());
+  QCOMPARE(w.memoryPage()->bar()->totalBytes(), sim->prediction.gpu_total_bytes);
+  QCOMPARE(sim->prediction.gpu_total_bytes, report.recommendations.front().prediction.gpu_total_bytes);
+  QVERIFY(sim->prediction.fits);
+
+  // What-if: the base plan fits; step the micro-batch up until the verdict flips.
+  QTRY_VERIFY_WITH_TIMEOUT(w.whatIfPage()->fits().has_value(), kTimeoutMs);
+  QVERIFY(*w.whatIfPage()->fits());
+  QVERIFY(w.whatIfPage()->verdict()->text().contains(QStringLiteral("Fits")));
+  QSlider* slider = w.whatIfPage()->microBatchSlider();
+  int flippedAt = 0;
+  for (int mb = slider->value() + 1; mb <= slider->maximum(); ++mb) {
+    const int before = whatIf.count();
+    slider->setValue(mb);
+    QTRY_VERIFY_WITH_TIMEOUT(whatIf.count() > before && !w.service()->busy(), kTimeoutMs);
+    QVERIFY(w.whatIfPage()->fits().has_value());
+    if (!*w.whatIfPage()->fits()) {
+      flippedAt = mb;
+      break;
+    }
+  }
+  QVERIFY2(flippedAt > 0, "the micro-batch slider never crossed the fitting limit");
+  QVERIFY(w.whatIfPage()->verdict()->text().contains(QStringLiteral("Does not fit")));
+  // The simulator agrees: one below fits, this one does not.
+  Plan p = w.selectedPlan()->plan;
+  p.micro_batch = flippedAt;
+  auto over = SimulateStepDetail(*spec, *profile, p);
+  QVERIFY(over.ok());
+  QVERIFY(!over->prediction.fits);
+  p.micro_batch = flippedAt - 1;
+  auto under = SimulateStepDetail(*spec, *profile, p);
+  QVERIFY(under.ok());
+  QVERIFY(under->prediction.fits);
+}
+
+void TestMainWindow::badModelNameShowsInWindow() {
+  MainWindow w;
+  w.show();
+  QSignalSpy failed(w.service(), &PlanService::planFailed);
+  w.inputs()->setModelText(QStringLiteral("t5-3bb"));
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, kTimeoutMs);
+  QVERIFY2(w.errorText().contains(QStringLiteral("t5-3bb")), qPrintable(w.errorText()));
+  QVERIFY2(w.errorText().contains(QStringLiteral("t5-3b")), qPrintable(w.errorText()));  // suggestion
+}
+
+void TestMainWindow::brokenConfigJsonNamesFileAndKey() {
+  QTemporaryDir dir;
+  QVERIFY(dir.isValid());
+  const QString path = dir.filePath(QStringLiteral("config.json"));
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(R"({"model_type": "gpt2", "n_embd": "wide", "n_layer": 2, "n_head": 2, "vocab_size": 100})");
+  }
+  MainWindow w;
+  w.show();
+  QSignalSpy failed(w.service(), &PlanService::planFailed);
+  w.inputs()->setModelText(path);
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, kTimeoutMs);
+  QVERIFY2(w.errorText().contains(path), qPrintable(w.errorText()));
+  QVERIFY2(w.errorText().contains(QStringLiteral("n_embd")), qPrintable(w.errorText()));
+
+  // Malformed JSON: the file and the position.
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    f.write("{\"model_type\": \"gpt2\",\n  \"n_embd\": }");
+  }
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 2, kTimeoutMs);
+  QVERIFY2(w.errorText().contains(path), qPrintable(w.errorText()));
+}
+
+void TestMainWindow::exportWritesTheCliConfig() {
+  MainWindow w;
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  planT5(w);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && w.selectedPlan().has_value(), kTimeoutMs);
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("ds_config.json"));
+  QCOMPARE(w.writeConfig(path, false), QString());
+  QFile f(path);
+  QVERIFY(f.open(QIODevice::ReadOnly));
+  const std::string expected = EmitDsConfig(w.selectedPlan()->plan, EmitStyle::kExplicit).dump(2) + "\n";
+  QCOMPARE(f.readAll().toStdString(), expected);
+  // A folder that does not exist: the failure is reported, naming the path.
+  const QString bad = dir.filePath(QStringLiteral("missing/ds_config.json"));
+  QVERIFY(w.writeConfig(bad, false).contains(bad));
+}
+
+void TestMainWindow::unreadableProfileNamesFile() {
+  QTemporaryDir dir;
+  const QString path = dir.filePath(QStringLiteral("broken.yaml"));
+  {
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("name: broken\ngpu: [this is not a mapping\n");
+  }
+  MainWindow w;
+  QSignalSpy failed(w.service(), &PlanService::planFailed);
+  w.inputs()->setModelText(QStringLiteral("t5-3b"));
+  w.inputs()->setProfileText(path);
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, kTimeoutMs);
+  QVERIFY2(w.errorText().contains(path), qPrintable(w.errorText()));
+  // The window still plans afterwards.
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  w.inputs()->setProfileText(QStringLiteral("h200-sxm"));
+  w.plan();
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1, kTimeoutMs);
+  QVERIFY(w.errorText().isEmpty());
+}
+
+void TestMainWindow::newerRequestSupersedesOlder() {
+  MainWindow w;
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  planT5(w);                                   // superseded before it can finish
+  w.inputs()->setModelText(QStringLiteral("gpt2"));
+  w.inputs()->setCluster(1, 2);
+  w.plan();
+  // Wait until every job (both searches and the detail of the surviving one) is done.
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() >= 1 && !w.service()->busy(), kTimeoutMs);
+  QTest::qWait(50);
+  QCOMPARE(ready.count(), 1);
+  QCOMPARE(w.plansPage()->model()->report().model_name, std::string("gpt2"));
+  QCOMPARE(w.plansPage()->model()->report().gpus_per_node, 2);
+}
+
+void TestMainWindow::checkPastedConfig() {
+  MainWindow w;
+  QSignalSpy ready(w.service(), &PlanService::planReady);
+  QSignalSpy checked(w.service(), &PlanService::checkReady);
+  QSignalSpy checkFailed(w.service(), &PlanService::checkFailed);
+  planT5(w);
+  QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && w.selectedPlan().has_value(), kTimeoutMs);
+  // The best plan at twice its micro-batch, with pageable optimizer offload at stage 2.
+  Plan p = w.selectedPlan()->plan;
+  p.micro_batch *= 2;
+  p.zero.stage = 2;
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_optimizer.pin_memory = false;
+  emit w.checkPage()->checkRequested(QString::fromStdString(EmitDsConfig(p, EmitStyle::kExplicit).dump(2)),
+                                     QStringLiteral("pasted"));
+  QTRY_VERIFY_WITH_TIMEOUT(checked.count() == 1, kTimeoutMs);
+  const CheckResult c = checked.at(0).at(0).value<CheckResult>();
+  QVERIFY(c.detail.has_value());
+  QCOMPARE(c.detail->prediction.plan.micro_batch, p.micro_batch);
+  QCOMPARE(c.detail->prediction.plan.zero.stage, 2);
+  // The same verdict as the simulator's for that plan.
+  auto profile = FindHardwareProfile(w.service()->defaultProfile().toStdString(), DataDir());
+  QVERIFY(profile.ok());
+  auto spec = LoadModel("t5-3b", DataDir());
+  QVERIFY(spec.ok());
+  auto sim = SimulateStepDetail(*spec, *profile, c.detail->prediction.plan);
+  QVERIFY(sim.ok());
+  QCOMPARE(c.detail->prediction.fits, sim->prediction.fits);
+  QCOMPARE(c.detail->prediction.gpu_total_bytes, sim->prediction.gpu_total_bytes);
+  // The pageable-offload finding, and an alternative at the same global batch.
+  bool pinned = false;
+  for (const QString& warning : c.warnings) pinned = pinned || warning.contains(QStringLiteral("pin_memory"));
+  QVERIFY2(pinned, qPrintable(c.warnings.join(QLatin1Char('\n'))));
+  QVERIFY(c.alternative.has_value());
+  QCOMPARE(c.alternative->plan.train_batch(), p.train_batch());
+  // A broken config: the reader's error, naming the source, in the page; no crash.
+  emit w.checkPage()->checkRequested(QStringLiteral("{\"zero_optimization\": {\"stage\": 7}}"),
+                                     QStringLiteral("broken.json"));
+  QTRY_VERIFY_WITH_TIMEOUT(checkFailed.count() == 1, kTimeoutMs);
+  const QString err = checkFailed.at(0).at(0).toString();
+  QVERIFY2(err.contains(QStringLiteral("stage")), qPrintable(err));
+  QVERIFY2(err.contains(QStringLiteral("broken.json")), qPrintable(err));
+}
+
+QTEST_MAIN(TestMainWindow)
+#include "tst_mainwindow.moc"

@@ -133,7 +133,8 @@ void PlanService::requestPlan(const PlanInputs& in) {
     r.no_offload = in.noOffload;
     r.host_memory_bytes = in.hostMemoryBytes;
     r.nvme_bytes = in.nvmeBytes;
-    r.max_gpu_memory_fraction = in.maxGpuMemoryFraction;
+    // --max-gpu-memory-fraction F is --headroom (1 - F), as on the command line.
+    if (in.maxGpuMemoryFraction < 1.0) r.headroom.fraction = 1.0 - in.maxGpuMemoryFraction;
     auto obj = ParseObjective(in.objective.toStdString());
     if (!obj.ok()) {
       out.error = q(obj.status().message());
@@ -180,7 +181,7 @@ namespace {
 
 SimulateOptions OptionsFor(const PlannerRequest& r) {
   SimulateOptions o;
-  o.memory_fraction = r.max_gpu_memory_fraction;
+  o.headroom = r.headroom;
   o.host_memory_bytes = r.host_memory_bytes;
   o.nvme_bytes = r.nvme_bytes;
   return o;

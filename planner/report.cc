@@ -24,8 +24,10 @@ Result<PlanReport> BuildPlanReport(const PlannerRequest& request) {
   r.profile_name = request.profile->name;
   r.profile_sources = request.profile->SourceSummary();
   r.gpu_capacity_bytes = static_cast<int64_t>(request.profile->gpu.memory_bytes.value);
-  r.usable_gpu_bytes = static_cast<double>(r.gpu_capacity_bytes) *
-                       request.max_gpu_memory_fraction * (1.0 - SimulateOptions{}.safety_margin);
+  // What a plan may use before its error band, context and NCCL: the device less the headroom
+  // (SimulateOptions::headroom, docs/planner.md "Memory headroom").
+  r.usable_gpu_bytes = static_cast<double>(r.gpu_capacity_bytes -
+                                           request.headroom.Bytes(r.gpu_capacity_bytes));
   r.recommendations = std::move(res.recommendations);
   r.ranked = std::move(res.ranked);
   r.pareto = std::move(res.pareto);
@@ -87,8 +89,8 @@ Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfi
     tt.flops = t.flops;
     d.tasks.push_back(std::move(tt));
   }
-  d.usable_gpu_bytes = static_cast<double>(p.gpu_capacity_bytes) * o.memory_fraction *
-                       (1.0 - o.safety_margin);
+  d.usable_gpu_bytes =
+      static_cast<double>(p.gpu_capacity_bytes - o.headroom.Bytes(p.gpu_capacity_bytes));
   const int64_t capacity =
       std::max<int64_t>(1, static_cast<int64_t>(d.usable_gpu_bytes) - p.gpu_context_bytes);
   const std::vector<int64_t> reserved =

@@ -34,8 +34,8 @@ struct PlanReport {
   std::string profile_name;
   std::string profile_sources;        // HardwareProfile::SourceSummary()
   int64_t gpu_capacity_bytes = 0;     // the profile's device memory
-  /// What a plan may use: capacity x max_gpu_memory_fraction x (1 - the simulator's safety
-  /// margin), the line the planner judges fit against.
+  /// The device less the headroom: what a plan's reserved peak x (1 + band) + context + NCCL
+  /// may use (docs/planner.md "Memory headroom").
   double usable_gpu_bytes = 0;
   std::vector<ScoredPlan> recommendations;  // best per choice, best first
   std::vector<ScoredPlan> ranked;           // every fitting plan simulated, best first

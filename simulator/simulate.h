@@ -47,12 +47,9 @@ struct MemoryBand {
   std::string basis;         // one line: where the numbers come from
 };
 
-/// The band for a prediction of |spec| trained with |plan|. PROVISIONAL: families whose real
-/// DeepSpeed runs are in the calibration set (gpt2, t5: 18 H200 runs, docs/accuracy.md) were
-/// predicted within ~1 % allocated and ~4 % reserved; for other families real runs on one H200
-/// (llama-2-7b, opt-2.7b, pythia-1.4b, qwen2-1.5b, bloom-3b) measured peak allocated 4-17 % and
-/// reserved 2-22 % above the prediction. To be replaced by bands per task class from the
-/// validation record.
+/// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
+/// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a
+/// provisional +12 %.
 MemoryBand PeakMemoryBand(const ModelSpec& spec, const Plan& plan);
 
 /// Device memory NCCL allocates outside PyTorch's caching allocator when the plan has more than

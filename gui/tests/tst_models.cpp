@@ -45,13 +45,13 @@ void TestModels::initTestCase() {
   r.gpus_per_node = 4;
   r.profile = &m_profile;
   DefaultLengths(m_spec, &r.seq_len, &r.target_len);
-  r.max_gpu_memory_fraction = 0.2;
+  r.headroom.fraction = 0.8;  // use a fifth of the GPU
   auto report = BuildPlanReport(r);
   QVERIFY2(report.ok(), report.status().message().c_str());
   m_report = *report;
   QVERIFY(!m_report.recommendations.empty());
   SimulateOptions o;
-  o.memory_fraction = 0.2;
+  o.headroom.fraction = 0.8;
   auto d = SimulateStepDetail(m_spec, m_profile, m_report.recommendations.front().plan, o);
   QVERIFY2(d.ok(), d.status().message().c_str());
   m_detail = *d;

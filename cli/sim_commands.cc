@@ -1,6 +1,7 @@
 #include "cli/sim_commands.h"
 
 #include "cli/common.h"
+#include "core/text.h"
 #include "cli/config_run.h"
 
 #include <cstdio>
@@ -65,9 +66,9 @@ int RunSimulateCommand() {
   const SimulateFlags& f = g_sim;
   if (g_stack != "pytorch-deepspeed" && g_stack != "dsplan-runtime") {
     return Fail(Status::InvalidArgument(fmt::format(
-        "--stack '{}': valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
+        "--stack {}: valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
         "dsplan-runtime (dsplan validate's executor)",
-        g_stack)));
+        Quote(g_stack))));
   }
   auto run = SimulateConfig(f, !f.trace.empty(),
                             g_stack == "dsplan-runtime" ? SoftwareStack::kDsplanRuntime
@@ -76,13 +77,13 @@ int RunSimulateCommand() {
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;
   if (!f.trace.empty()) {
-    std::ofstream out(f.trace);
-    if (!out || !(out << ChromeTrace(pred, w).dump())) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the trace", f.trace)));
+    if (Status s = WriteTextFile(f.trace, JsonText(ChromeTrace(pred, w), -1), "the trace");
+        !s.ok()) {
+      return Fail(s);
     }
   }
   if (f.json) {
-    fmt::print("{}\n", PredictionToJson(pred, w).dump(2));
+    fmt::print("{}\n", JsonText(PredictionToJson(pred, w)));
   } else if (f.quiet) {
     fmt::print("{}\n", QuietLine(pred));
   } else {
@@ -155,7 +156,7 @@ int RunCheckCommand() {
     } else {
       j["alternative"] = nullptr;
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
     return 0;
   }
   fmt::print("{}: {}\n", f.ds_config, PlanSummary(plan));
@@ -219,17 +220,18 @@ int RunAccuracyCommand() {
   if (!g_accuracy.markdown.empty()) {
     // Keep the runtime-validation section that tools/device/summarize_validation.py maintains
     // in the same file (measured on a GPU; this command cannot regenerate it).
-    std::ifstream old(g_accuracy.markdown);
-    const std::string prev((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+    // A missing file has no section to keep; a folder or device is refused here, before writing.
+    Result<std::string> old = ReadInputFile(g_accuracy.markdown, "--markdown file");
+    if (!old.ok() && old.status().code() != Status::Code::kNotFound) return Fail(old.status());
+    const std::string prev = old.ok() ? *old : std::string();
     const std::string begin = "<!-- runtime-validation: begin";
     const std::string end = "<!-- runtime-validation: end -->";
     const size_t b = prev.find(begin), e = prev.find(end);
     if (b != std::string::npos && e != std::string::npos && e > b) {
       md += "\n" + prev.substr(b, e + end.size() - b) + "\n";
     }
-    std::ofstream out(g_accuracy.markdown);
-    if (!out || !(out << md)) {
-      return Fail(Status::IoError(fmt::format("{}: cannot write the report", g_accuracy.markdown)));
+    if (Status s = WriteTextFile(g_accuracy.markdown, md, "the --markdown report"); !s.ok()) {
+      return Fail(s);
     }
   }
   if (g_accuracy.json) {
@@ -257,7 +259,7 @@ int RunAccuracyCommand() {
                           {"step_mean_abs_error", summary->step_mean_abs},
                           {"step_max_abs_error", summary->step_max_abs},
                           {"verdicts_right", summary->verdicts_right}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", JsonText(out));
     return 0;
   }
   fmt::print("{}", md);

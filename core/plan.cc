@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace dsplan {
 
 const char* PrecisionName(Precision p) {
@@ -18,7 +20,7 @@ Result<Precision> ParsePrecision(const std::string& s) {
   if (s == "fp16") return Precision::kFp16;
   if (s == "fp32") return Precision::kFp32;
   return Status::InvalidArgument(
-      fmt::format("precision '{}' is not known; use bf16, fp16 or fp32", s));
+      fmt::format("precision {} is not known; use bf16, fp16 or fp32", Quote(s)));
 }
 
 const char* AttentionImplName(AttentionImpl a) {
@@ -35,7 +37,8 @@ Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
   if (s == "eager") return AttentionImpl::kEager;
   if (s == "sdpa") return AttentionImpl::kSdpa;
   return Status::InvalidArgument(
-      fmt::format("attention implementation '{}' is not known; use eager, sdpa or auto", s));
+      fmt::format("attention implementation {} is not known; use eager, sdpa or auto",
+                  Quote(s)));
 }
 
 int64_t PrecisionBytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }

@@ -1,5 +1,7 @@
 #include "planner/search.h"
 
+#include "core/checked_math.h"
+
 #include <algorithm>
 #include <atomic>
 #include <limits>
@@ -107,6 +109,13 @@ Status Search::Validate() {
         "--gpus and --nodes must be positive integers (got {} GPU(s) x {} node(s))",
         r_.gpus_per_node, r_.nodes));
   }
+  // Bounded so that products with it cannot overflow and per-rank loops stay short.
+  if (r_.nodes > 65536 || r_.gpus_per_node > 65536 ||
+      int64_t{r_.nodes} * r_.gpus_per_node > 65536) {
+    return Status::InvalidArgument(fmt::format(
+        "{} node(s) x {} GPU(s) is more than the 65536 GPUs dsplan plans for", r_.nodes,
+        r_.gpus_per_node));
+  }
   world_ = r_.nodes * r_.gpus_per_node;
   if (r_.global_batch) {
     if (*r_.global_batch < 1 || *r_.global_batch % world_ != 0) {
@@ -116,7 +125,7 @@ Status Search::Validate() {
           *r_.global_batch, world_));
     }
     if (r_.micro_batch && r_.grad_accum &&
-        *r_.micro_batch * *r_.grad_accum * world_ != *r_.global_batch) {
+        CheckedProduct({*r_.micro_batch, *r_.grad_accum, int64_t{world_}}) != r_.global_batch) {
       return Status::InvalidArgument(fmt::format(
           "--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *r_.global_batch,
           *r_.micro_batch, *r_.grad_accum, world_));
@@ -150,7 +159,8 @@ Status Search::Validate() {
     return Status::InvalidArgument(
         "NVMe offload was asked for but no NVMe space was given; pass --nvme SIZE (per node)");
   }
-  if (r_.max_gpu_memory_fraction <= 0 || r_.max_gpu_memory_fraction > 1) {
+  // Written so that NaN fails too.
+  if (!(r_.max_gpu_memory_fraction > 0 && r_.max_gpu_memory_fraction <= 1)) {
     return Status::InvalidArgument(fmt::format(
         "--max-gpu-memory-fraction must be in (0, 1], got {}", r_.max_gpu_memory_fraction));
   }

@@ -1537,6 +1537,14 @@ Result<ModelLayout> PrepareRun(const Workload& w, const Plan& plan, const HostRu
         "processes; start {} processes (mpirun -np {}) or plan for {} ranks (--nodes x --gpus)",
         N, plan.nodes, plan.gpus_per_node, opts.comm->size(), N, N, opts.comm->size()));
   }
+  // Every rank holds full-size fp32 buffers (gradients, the basic optimizer's flat copy): bound
+  // them so that no allocation fails inside a rank (an exception there would strand the others
+  // in a collective).
+  if (m.numel > 250'000'000) {
+    return Status::Unsupported(fmt::format(
+        "host executor: {} parameters; it trains small models on the CPU (at most 250 million)",
+        m.numel));
+  }
   if (opts.comm != nullptr && m.numel > INT_MAX / 4) {
     return Status::Unsupported(fmt::format(
         "host executor: {} parameters are more than its MPI messages carry (2^31 bytes); it is "
@@ -1697,7 +1705,15 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
   {
     std::vector<std::thread> threads;
     for (int r = 0; r < N; ++r) {
-      threads.emplace_back([&, r] { results[r] = RunRankAndGather(*shared[r]); });
+      // No exception may leave a rank's thread (std::terminate); PrepareRun bounds the sizes so
+      // that allocations do not fail, and anything else becomes this rank's error.
+      threads.emplace_back([&, r] {
+        try {
+          results[r] = RunRankAndGather(*shared[r]);
+        } catch (const std::exception& e) {
+          results[r] = Status::Internal(fmt::format("host executor rank {}: {}", r, e.what()));
+        }
+      });
     }
     for (std::thread& t : threads) t.join();
   }

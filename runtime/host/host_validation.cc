@@ -39,30 +39,41 @@ Status CompareWithReference(const Workload& w, const Plan& plan, const StepGraph
   if (v.run.params.size() != v.reference.params.size()) {
     return Status::Internal("host validation: the two runs trained different parameter lists");
   }
+  // NaN-safe throughout: a NaN or infinite parameter or loss (training that diverged) is a
+  // difference beyond every tolerance, never one that compares away (std::max(x, NaN) is x).
   int64_t n = 0, beyond = 0;
   for (size_t t = 0; t < v.run.params.size(); ++t) {
     const std::vector<float>& a = v.run.params[t];
     const std::vector<float>& b = v.reference.params[t];
-    for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (a.size() != b.size()) {
+      return Status::Internal("host validation: the two runs trained different tensor sizes");
+    }
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (!std::isfinite(a[i]) || !std::isfinite(b[i])) ++v.non_finite;
       const double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-      v.max_abs_diff = std::max(v.max_abs_diff, d);
+      if (!(d <= v.max_abs_diff)) v.max_abs_diff = std::isnan(d) ? HUGE_VAL : d;
       const double ulp = std::ldexp(std::fabs(static_cast<double>(b[i])), -7);
-      v.excess_beyond_ulp = std::max(v.excess_beyond_ulp, d - ulp - 1e-4);
-      beyond += d > ulp + 1e-4;
+      const double excess = d - ulp - 1e-4;
+      if (!(excess <= v.excess_beyond_ulp)) v.excess_beyond_ulp = std::isnan(excess) ? HUGE_VAL : excess;
+      beyond += !(d <= ulp + 1e-4);
       ++n;
     }
+  }
+  for (const std::vector<double>* losses : {&v.run.losses, &v.reference.losses}) {
+    for (double l : *losses) v.non_finite += !std::isfinite(l);
   }
   v.fraction_beyond_ulp = n ? static_cast<double>(beyond) / n : 0;
   if (plan.precision == Precision::kFp32) {
     v.tolerance = fmt::format("max |difference| <= {:g}", kFp32Tolerance);
-    v.params_match = v.max_abs_diff <= kFp32Tolerance;
+    v.params_match = v.non_finite == 0 && v.max_abs_diff <= kFp32Tolerance;
   } else {
     const double lr = plan.optimizer_params.lr.value_or(options.default_lr);
     v.tolerance = fmt::format(
         "at most {:.0f}% of the elements beyond one bf16 ulp + 1e-4, and none by more than "
         "4 x lr = {:g}",
         100 * kBf16Fraction, 4 * lr);
-    v.params_match = v.fraction_beyond_ulp <= kBf16Fraction && v.excess_beyond_ulp <= 4 * lr;
+    v.params_match = v.non_finite == 0 && v.fraction_beyond_ulp <= kBf16Fraction &&
+                     v.excess_beyond_ulp <= 4 * lr;
   }
   // Model states at rest: the largest rank against the graph (one rank class).
   v.memory_match = true;
@@ -117,6 +128,10 @@ std::string HostValidationText(const HostValidation& v) {
   out += fmt::format("# parameters against unpartitioned training on one rank ({} elements): max "
                      "|difference| {:.3g}; {:.3f}% beyond one bf16 ulp + 1e-4\n",
                      v.run.numel, v.max_abs_diff, 100 * v.fraction_beyond_ulp);
+  if (v.non_finite > 0) {
+    out += fmt::format("# {} parameter(s) or losses are NaN or infinite: training diverged\n",
+                       v.non_finite);
+  }
   out += fmt::format("#   tolerance: {} -> {}\n", v.tolerance, v.params_match ? "match" : "DIFFER");
   out += "# model states at rest per rank (largest rank), executor vs StepGraph:\n";
   out += fmt::format("#  {:<14} {:<20} {:>14} {:>14}\n", "space", "category", "executor B",

@@ -35,6 +35,8 @@ struct HostValidation {
   /// excess over that.
   double fraction_beyond_ulp = 0;
   double excess_beyond_ulp = 0;
+  /// Parameters (either run) and losses that are NaN or infinite: any fails the comparison.
+  int64_t non_finite = 0;
   std::string tolerance;    // in words, for the report
   bool params_match = false;
   std::vector<HostMemoryRow> memory;  // model-state categories present on either side

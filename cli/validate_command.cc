@@ -230,6 +230,10 @@ int RunHostValidation(const ValidateFlags& f, const Ranks& ranks) {
                         {"losses", v->run.losses},    {"reference_losses", v->reference.losses},
                         {"max_abs_diff", v->max_abs_diff},
                         {"fraction_beyond_bf16_ulp", v->fraction_beyond_ulp},
+                        {"fraction_beyond_tolerance", v->fraction_beyond_ulp},
+                        {"params_step", v->run.params_step},
+                        {"max_loss_rel_diff", v->max_loss_rel_diff},
+                        {"non_finite", v->non_finite},
                         {"tolerance", v->tolerance}, {"params_match", v->params_match},
                         {"memory", mem},             {"memory_match", v->memory_match},
                         {"pass", v->pass}};

@@ -1111,14 +1111,14 @@ class Parser {
                                                       "SparseAdam", "Adafactor"};
       if (std::find(kTorch.begin(), kTorch.end(), type) != kTorch.end()) {
         return Status::Unsupported(fmt::format(
-            "optimizer.type {} (torch.optim) is not modelled by dsplan; supported: Adam, "
+            "optimizer.type \"{}\" (torch.optim.{}) is not modelled by dsplan; supported: Adam, "
             "AdamW, Adagrad, Lamb, SGD",
-            Quote(type)));
+            Escape(type), Escape(type)));
       }
       return Status::InvalidArgument(fmt::format(
-          "optimizer.type {} is neither a DeepSpeed optimizer nor in torch.optim{}; supported "
+          "optimizer.type \"{}\" is neither a DeepSpeed optimizer nor in torch.optim{}; supported "
           "by dsplan: Adam, AdamW, Adagrad, Lamb, SGD",
-          Quote(type), Suggestion(type, {"Adam", "AdamW", "Adagrad", "Lamb", "SGD"})));
+          Escape(type), Suggestion(type, {"Adam", "AdamW", "Adagrad", "Lamb", "SGD"})));
     }
     for (auto it = o.begin(); it != o.end(); ++it) {
       if (it.key() != "type" && it.key() != "params" && it.key() != "legacy_fusion") {

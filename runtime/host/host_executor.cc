@@ -714,6 +714,10 @@ class Rank {
   int64_t Numel(int t) const { return m_.params[t].numel; }
 
   void Setup();
+  int ParamsStep() const {
+    const int n = sh_.opts.params_after_step;
+    return n >= 1 && n <= sh_.opts.steps ? n : sh_.opts.steps;
+  }
   void FetchLayer(int l, std::vector<Buf>& w32, std::vector<Buf>& gathered,
                   std::vector<const float*>& W);
   void GradReady(int t, int micro, Buf& g32);
@@ -1489,9 +1493,11 @@ void Rank::Run() {
     acc_.SetMicroSteps(false);
     OptimizerStep();
     sh_.comm.Barrier();
+    // Every rank takes the parameters at the same step (stage 3 gathers them).
+    if (step + 1 == ParamsStep()) FinalParams();
   }
+  if (sh_.opts.steps == 0) FinalParams();
   sh_.memory = acc_.Report();
-  FinalParams();
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);
 }
@@ -1627,6 +1633,8 @@ Result<HostRun> RunRankAndGather(Shared& sh) {
   DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(sh.comm, sh.error));
   const std::vector<std::string> all = sh.comm.Gather(PackRankResult(sh), 0);
   HostRun out;
+  const int n_after = sh.opts.params_after_step;
+  out.params_step = n_after >= 1 && n_after <= sh.opts.steps ? n_after : sh.opts.steps;
   for (const ParamInfo& p : sh.m.params) out.param_names.push_back(p.name);
   out.numel = sh.m.numel;
   out.partition_numel = sh.partition_numel;

@@ -20,7 +20,7 @@ std::string ErrorOf(const std::string& text, const DsConfigContext& ctx = Cluste
   auto r = ParseDsConfigText(text, ctx, "ds.json");
   EXPECT_FALSE(r.ok()) << text.substr(0, 200);
   if (r.ok()) return "";
-  const std::string& m = r.status().message();
+  const std::string m = r.status().message();
   EXPECT_LE(m.size(), 2000u) << m.substr(0, 300);
   for (unsigned char c : m) EXPECT_TRUE(c >= 0x20 && c != 0x7f) << m.substr(0, 300);
   return m;

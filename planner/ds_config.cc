@@ -905,6 +905,12 @@ class Parser {
         return Status();
       }
       DSPLAN_ASSIGN_OR_RETURN(int64_t v, ToInt(At(k), k));
+      // DeepSpeed's _batch_assertion requires each to be > 0; refusing it here also keeps the
+      // integer divisions below defined.
+      if (v <= 0) {
+        return Status::InvalidArgument(
+            fmt::format("{} is {}; it has to be greater than 0", k, v));
+      }
       *dst = v;
       return Status();
     };
@@ -933,7 +939,12 @@ class Parser {
       if (ctx_.micro_batch) {
         micro = ctx_.micro_batch;
       } else if (ctx_.global_batch && (gas || ctx_.grad_accum)) {
-        micro = *ctx_.global_batch / ws / gas.value_or(ctx_.grad_accum.value_or(1));
+        const int64_t g = gas.value_or(ctx_.grad_accum.value_or(1));
+        if (g <= 0) {
+          return Status::InvalidArgument(fmt::format(
+              "gradient_accumulation_steps is {}; it has to be greater than 0", g));
+        }
+        micro = *ctx_.global_batch / ws / g;
       } else {
         return Status::InvalidArgument(
             "train_micro_batch_size_per_gpu is \"auto\" (filled by the HF Trainer from "
@@ -945,6 +956,10 @@ class Parser {
       if (ctx_.grad_accum) {
         gas = ctx_.grad_accum;
       } else if (ctx_.global_batch && micro) {
+        if (*micro <= 0) {
+          return Status::InvalidArgument(fmt::format(
+              "train_micro_batch_size_per_gpu is {}; it has to be greater than 0", *micro));
+        }
         gas = *ctx_.global_batch / ws / *micro;
       } else {
         return Status::InvalidArgument(

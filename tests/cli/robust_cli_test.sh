@@ -110,6 +110,42 @@ bad "betas out of range" "betas\[1\]" validate --executor host --model "$ex/gpt2
 echo '{"train_micro_batch_size_per_gpu": 4611686018427387904, "gradient_accumulation_steps": 4}' >"$tmp/batch.json"
 bad "batch product overflow" "overflows" simulate --model gpt2 --gpus 2 --ds-config "$tmp/batch.json"
 
+# --- the host executor on valid plans it used to FAIL, and on training that diverges ---
+cat >"$tmp/s0bf16.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 2, "bf16": {"enabled": true},
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.01}},
+ "zero_optimization": {"stage": 0}}
+JSON
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$tmp/s0bf16.json" \
+  --seq-len 16 --gpus 2 --steps 10 --json
+check "host: stage 0 bf16 on 2 ranks, 10 steps passes" test "$rc" -eq 0
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$ex/zero2_gas2.json" \
+  --seq-len 16 --gpus 3 --steps 3 --json
+check "host: 3 ranks (padding) pass" test "$rc" -eq 0
+check "host: 3 ranks' model states equal the graph's, padding included" json "j['memory_match']"
+cat >"$tmp/fp32.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 0.001, "weight_decay": 0.01}},
+ "zero_optimization": {"stage": 1}}
+JSON
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$tmp/fp32.json" \
+  --seq-len 16 --gpus 3 --steps 2 --json
+check "host: fp32 on 3 ranks passes" test "$rc" -eq 0
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$ex/zero2_gas2.json" \
+  --seq-len 8 --gpus 1 --steps 1000 --json
+check "host: 1000 steps on 1 rank pass" test "$rc" -eq 0
+check "host: parameters compared after step 3, losses at every step" \
+  json "j['params_step'] == 3 and len(j['losses']) == 1000"
+cat >"$tmp/diverge.json" <<'JSON'
+{"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1,
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e30}},
+ "zero_optimization": {"stage": 2, "reduce_bucket_size": 3000}}
+JSON
+run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$tmp/diverge.json" \
+  --seq-len 16 --gpus 2 --steps 3
+check "host: training that diverges to NaN FAILs (exit 4), not PASS" test "$rc" -eq 4
+check "host: the report says NaN" grep -q "NaN or infinite" "$tmp/out"
+
 # --- bounded work ---
 bad "host executor on a large model" "executor host trains on the CPU" validate --executor host \
   --model gpt2-xl --ds-config "$ex/zero2_gas2.json" --seq-len 16 --gpus 2 --steps 2

@@ -55,6 +55,19 @@ TEST(DsConfigRobustTest, BatchProductsDoNotWrap) {
               "gradient_accumulation_steps": 2})");
 }
 
+TEST(DsConfigRobustTest, NonPositiveBatchKeysAreRefusedBeforeDividing) {
+  // INT64_MIN / -1 traps; DeepSpeed asserts every batch key > 0 anyway.
+  EXPECT_TRUE(Has(ErrorOf(R"({"train_batch_size": -9223372036854775808,
+                             "train_micro_batch_size_per_gpu": -1})"),
+                  "greater than 0"));
+  DsConfigContext ctx = Cluster(1, 2);
+  ctx.global_batch = 8;
+  EXPECT_TRUE(Has(ErrorOf(R"({"train_micro_batch_size_per_gpu": "auto",
+                             "gradient_accumulation_steps": 0})",
+                          ctx),
+                  "greater than 0"));
+}
+
 TEST(DsConfigRobustTest, NestingNumbersAndBytes) {
   EXPECT_TRUE(Has(ErrorOf(std::string(100000, '[') + std::string(100000, ']')),
                   "nested deeper than"));

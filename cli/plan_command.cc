@@ -59,7 +59,7 @@ Result<OffloadDevice> ParseOffload(const std::string& s, const char* flag) {
   if (s == "none") return OffloadDevice::kNone;
   if (s == "cpu") return OffloadDevice::kCpu;
   if (s == "nvme") return OffloadDevice::kNvme;
-  return Status::InvalidArgument(fmt::format("{} '{}' is not known; use none, cpu or nvme", flag, s));
+  return Status::InvalidArgument(fmt::format("{} {} is not known; use none, cpu or nvme", flag, Quote(s)));
 }
 
 std::string OffloadCell(const Plan& p) {

@@ -1,6 +1,7 @@
 #include "planner/search.h"
 
 #include "core/checked_math.h"
+#include "core/text.h"
 
 #include <algorithm>
 #include <atomic>
@@ -32,7 +33,7 @@ Result<Objective> ParseObjective(const std::string& s) {
   if (s == "memory") return Objective::kMemory;
   if (s == "cost") return Objective::kCost;
   return Status::InvalidArgument(
-      fmt::format("--objective '{}' is not known; use throughput, memory or cost", s));
+      fmt::format("--objective {} is not known; use throughput, memory or cost", Quote(s)));
 }
 
 std::string ChoiceSummary(const Plan& p) {

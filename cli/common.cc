@@ -1,15 +1,187 @@
 #include "cli/common.h"
 
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
+#include "core/text.h"
 
 namespace dsplan {
 
 int Fail(const Status& s) {
-  fmt::print(stderr, "dsplan: error: {}\n", s.message());
+  // One line always: whatever a message carries (a value with newlines, raw bytes, a huge key)
+  // is escaped and cut here. A failing stderr cannot be reported anywhere; the exit code stays.
+  std::string line = "dsplan: error: " + OneLine(s.message()) + "\n";
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
   return FailExitCode(s);
+}
+
+namespace {
+
+// The option named |name| in |app| or any of its subcommands.
+const CLI::Option* FindOption(const CLI::App& app, const std::string& name) {
+  if (const CLI::Option* o = app.get_option_no_throw(name)) return o;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (const CLI::Option* o = FindOption(*sub, name)) return o;
+  }
+  return nullptr;
+}
+
+std::string TypeWords(const CLI::Option* o) {
+  if (o == nullptr) return "a valid value";
+  const std::string t = o->get_type_name();
+  if (t.find("UINT") != std::string::npos) return "a non-negative integer";
+  if (t.find("INT") != std::string::npos) return "an integer";
+  if (t.find("FLOAT") != std::string::npos || t.find("NUMBER") != std::string::npos) {
+    return "a number";
+  }
+  return "a valid value";
+}
+
+bool StartsWith(std::string_view s, std::string_view p) { return s.substr(0, p.size()) == p; }
+
+}  // namespace
+
+std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int argc,
+                            const char* const* argv) {
+  const std::string what = e.what();
+  const std::string help = "; run 'dsplan --help' for the options";
+  // "Could not convert: --gpus = abc"
+  if (StartsWith(what, "Could not convert: ")) {
+    const std::string rest = what.substr(19);
+    const size_t eq = rest.find(" = ");
+    const std::string name = eq == std::string::npos ? rest : rest.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : rest.substr(eq + 3);
+    const CLI::Option* o = FindOption(app, name);
+    std::string msg = fmt::format("{} needs {}, got {}", Escape(name), TypeWords(o), Quote(value));
+    if (StartsWith(value, "-") && value.size() > 1 && !std::isdigit((unsigned char)value[1])) {
+      msg += fmt::format(" (is the value of {} missing?)", Escape(name));
+    }
+    return msg + help;
+  }
+  // "--gpus: At Most 1 required but received 2", "--gpus: At least 1 required but received 0",
+  // "--gpus: 1 required INT missing"
+  for (const char* marker : {": At Most ", ": At least ", " required "}) {
+    const size_t at = what.find(marker);
+    const size_t colon = what.find(": ");
+    if (at == std::string::npos || !StartsWith(what, "-") || colon == std::string::npos) continue;
+    const std::string name = what.substr(0, colon);
+    if (std::string(marker) == ": At Most ") {
+      return fmt::format("{} was given more than once or with more than one value; give it one "
+                         "value{}",
+                         Escape(name), help);
+    }
+    const CLI::Option* o = FindOption(app, name);
+    return fmt::format("{} needs {} after it{}", Escape(name), TypeWords(o), help);
+  }
+  // "The following arguments were not expected: c b a" (CLI11 lists them last first).
+  if (what.find("not expected: ") != std::string::npos) {
+    const std::string list = what.substr(what.find("not expected: ") + 14);
+    std::vector<std::string> stray;
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t sp = list.find(' ', pos);
+      if (sp == std::string::npos) sp = list.size();
+      if (sp > pos) stray.push_back(list.substr(pos, sp - pos));
+      pos = sp + 1;
+    }
+    // Back in command-line order (an argument with spaces inside came through whole in argv).
+    std::vector<std::string> ordered;
+    for (int i = 1; i < argc && ordered.size() < 5; ++i) {
+      const std::string a = argv[i];
+      if (what.find(a) != std::string::npos && !a.empty() &&
+          std::find(ordered.begin(), ordered.end(), a) == ordered.end() &&
+          std::find(stray.begin(), stray.end(), a) != stray.end()) {
+        ordered.push_back(a);
+      }
+    }
+    if (ordered.empty()) {
+      std::reverse(stray.begin(), stray.end());
+      ordered = stray;
+    }
+    std::string shown;
+    for (size_t i = 0; i < ordered.size() && i < 5; ++i) {
+      shown += (i ? ", " : "") + Quote(ordered[i], 40);
+    }
+    if (ordered.size() > 5) shown += fmt::format(" and {} more", ordered.size() - 5);
+    return fmt::format("unexpected argument{} {}{}", ordered.size() > 1 ? "s" : "", shown, help);
+  }
+  if (StartsWith(what, "Requires at most 1 subcommands") || what.find("subcommand") !=
+                                                                std::string::npos) {
+    return "give at most one command (models, model, profile, simulate, check, estimate, "
+           "validate, accuracy)" + help;
+  }
+  std::string msg = what;
+  std::replace(msg.begin(), msg.end(), '\n', ' ');
+  return Escape(msg, 300) + help;
+}
+
+Status CheckNumberFlag(const char* flag, double v, double lo, double hi, bool lo_open) {
+  const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
+  if (ok) return Status();
+  return Status::InvalidArgument(fmt::format("{} must be a number in {}{}, {}], got {}", flag,
+                                             lo_open ? "(" : "[", lo, hi, v));
+}
+
+Status CheckIntFlag(const char* flag, int64_t v, int64_t lo, int64_t hi) {
+  if (v >= lo && v <= hi) return Status();
+  return Status::InvalidArgument(
+      fmt::format("{} must be an integer from {} to {}, got {}", flag, lo, hi, v));
+}
+
+Status CheckCluster(int64_t gpus_per_node, int64_t nodes) {
+  if (gpus_per_node < 1 || nodes < 1) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", gpus_per_node,
+        nodes));
+  }
+  if (gpus_per_node > kMaxWorldSize || nodes > kMaxWorldSize ||
+      gpus_per_node * nodes > kMaxWorldSize) {
+    return Status::InvalidArgument(fmt::format(
+        "--gpus {} x --nodes {} is more than the {} GPUs dsplan plans for", gpus_per_node, nodes,
+        kMaxWorldSize));
+  }
+  return Status();
+}
+
+Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> target_len) {
+  if (seq_len) DSPLAN_RETURN_IF_ERROR(CheckIntFlag("--seq-len", *seq_len, 1, kMaxSeqLen));
+  if (target_len) DSPLAN_RETURN_IF_ERROR(CheckIntFlag("--target-len", *target_len, 1, kMaxSeqLen));
+  return Status();
+}
+
+Status SplitGpusIntoNodes(int profile_gpus_per_node, const std::string& profile_name,
+                          bool nodes_given, int* gpus, int* nodes) {
+  const int per_node = profile_gpus_per_node;
+  if (per_node < 1 || *gpus <= per_node) return Status();
+  if (!nodes_given && *nodes == 1 && *gpus % per_node == 0) {
+    *nodes = *gpus / per_node;
+    *gpus = per_node;
+    return Status();
+  }
+  const int whole = (*gpus + per_node - 1) / per_node;
+  return Status::InvalidArgument(fmt::format(
+      "--gpus {} is GPUs per node, but a node of profile {} has {}; give --nodes {} --gpus {}, "
+      "or a profile with larger nodes",
+      *gpus, Quote(profile_name), per_node, nodes_given ? whole * *nodes : whole, per_node));
+}
+
+Status CheckHostName(const std::string& host) {
+  bool ok = !host.empty() && host.size() <= 253;
+  for (char c : host) {
+    ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_' ||
+                c == ':');
+  }
+  if (ok && host[0] == '-') ok = false;
+  if (ok) return Status();
+  return Status::InvalidArgument(fmt::format(
+      "--host {} is not a host name (letters, digits, '.', '-', '_' and ':' only)", Quote(host)));
 }
 
 int FailExitCode(const Status& s) { return s.code() == Status::Code::kInternal ? 1 : 2; }

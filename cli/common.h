@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 
+#include <CLI/CLI.hpp>
+
 #include "core/model_spec.h"
 #include "core/status.h"
 
@@ -23,6 +25,34 @@ namespace dsplan {
 int Fail(const Status& s);
 /// The exit code Fail returns for |s|, without printing (ranks other than the one that reports).
 int FailExitCode(const Status& s);
+
+/// A CLI11 parse error as dsplan's one line (without the "dsplan: error: " prefix): the flag,
+/// the value as given (quoted and cut) and what would be valid; stray arguments in the order
+/// given. |argv| is the command line, for that order.
+std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int argc,
+                            const char* const* argv);
+
+/// Flag checks shared by the commands; each returns InvalidArgument naming the flag and value.
+/// A finite number in (lo, hi] (lo_open) or [lo, hi].
+Status CheckNumberFlag(const char* flag, double v, double lo, double hi, bool lo_open);
+/// An integer in [lo, hi].
+Status CheckIntFlag(const char* flag, int64_t v, int64_t lo, int64_t hi);
+/// GPUs per node x nodes: both positive, and the product at most kMaxWorldSize.
+Status CheckCluster(int64_t gpus_per_node, int64_t nodes);
+/// The most GPUs in one job dsplan plans for (the largest published training runs use ~25,000).
+inline constexpr int64_t kMaxWorldSize = 65536;
+/// --gpus is GPUs per node. When it exceeds the profile's |profile_gpus_per_node|: without an
+/// explicit --nodes and as a whole number of nodes, it becomes that many nodes (rewriting
+/// |gpus| and |nodes|); otherwise InvalidArgument saying what to give.
+Status SplitGpusIntoNodes(int profile_gpus_per_node, const std::string& profile_name,
+                          bool nodes_given, int* gpus, int* nodes);
+/// Host names for a hostfile: letters, digits, '.', '-', '_' and ':' only, 1-253 bytes.
+Status CheckHostName(const std::string& host);
+
+/// The longest --seq-len / --target-len dsplan accepts (16 Mi tokens).
+inline constexpr int64_t kMaxSeqLen = int64_t{1} << 24;
+/// --seq-len and --target-len when given: integers from 1 to kMaxSeqLen.
+Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> target_len);
 
 /// The default hardware profile: h200-measured when profiles/ has it, else h200-sxm.
 std::string DefaultHardwareName();

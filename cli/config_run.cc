@@ -42,10 +42,12 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
 }
 
 Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
-  if (f.gpus < 1 || f.nodes < 1) {
-    return Status::InvalidArgument(fmt::format(
-        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
-        f.nodes));
+  DSPLAN_RETURN_IF_ERROR(CheckCluster(f.gpus, f.nodes));
+  DSPLAN_RETURN_IF_ERROR(CheckLengthFlags(f.seq_len, f.target_len));
+  if (f.micro_batch) DSPLAN_RETURN_IF_ERROR(CheckIntFlag("--micro-batch", *f.micro_batch, 1, 1 << 20));
+  if (f.grad_accum) DSPLAN_RETURN_IF_ERROR(CheckIntFlag("--grad-accum", *f.grad_accum, 1, 1 << 20));
+  if (f.global_batch) {
+    DSPLAN_RETURN_IF_ERROR(CheckIntFlag("--global-batch", *f.global_batch, 1, int64_t{1} << 40));
   }
   ConfigRun run;
   DSPLAN_ASSIGN_OR_RETURN(run.spec, LoadModel(f.model, DataDir()));

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/common.h"
+#include "core/text.h"
 
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
@@ -125,10 +126,18 @@ CLI::App* AddEstimateCommand(CLI::App& app) {
 
 int RunEstimateCommand() {
   const EstimateFlags& f = g_est;
-  if (f.gpus < 1 || f.nodes < 1) {
+  for (Status s : {CheckCluster(f.gpus, f.nodes), CheckLengthFlags(f.seq_len, std::nullopt),
+                   CheckIntFlag("--micro-batch", f.micro_batch, 1, 1 << 20)}) {
+    if (!s.ok()) return Fail(s);
+  }
+  // A bare count: the byte products below (16 bytes per parameter and more) must not overflow.
+  constexpr int64_t kMaxParams = 100'000'000'000'000;  // 1e14, as for a model config
+  if (f.params) {
+    if (Status s = CheckIntFlag("--params", *f.params, 1, kMaxParams); !s.ok()) return Fail(s);
+  }
+  if (f.largest_layer_params && f.params && *f.largest_layer_params > *f.params) {
     return Fail(Status::InvalidArgument(fmt::format(
-        "--gpus and --nodes must be positive integers (got --gpus {} --nodes {})", f.gpus,
-        f.nodes)));
+        "--largest-layer-params {} exceeds --params {}", *f.largest_layer_params, *f.params)));
   }
   if (f.model.empty() == !f.params.has_value()) {
     return Fail(Status::InvalidArgument(
@@ -241,7 +250,7 @@ int RunEstimateCommand() {
       jrows.push_back(std::move(j));
     }
     out["rows"] = std::move(jrows);
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", JsonText(out));
     return 0;
   }
 

@@ -1,6 +1,9 @@
 // dsplan: the command-line front end. The only place that turns a Status into an exit code:
 // 0 success, 2 bad input (unknown model, malformed file, impossible value), 1 internal error.
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <system_error>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -9,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "cli/common.h"
+#include "cli/dsplan_main.h"
 #include "cli/estimate_command.h"
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
@@ -16,6 +20,7 @@
 #include "cli/validate_command.h"
 #include "core/model_catalog.h"
 #include "core/status.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "simulator/workload.h"
 #include "simulator/workload_report.h"
@@ -62,10 +67,15 @@ struct WorkloadFlags {
         o.seq_len = spec.max_positions;
       }
     }
+    if (seq_len && (*seq_len <= 0 || *seq_len > kMaxSeqLen)) {
+      return Status::InvalidArgument(fmt::format(
+          "--seq-len must be an integer from 1 to {}, got {}", kMaxSeqLen, *seq_len));
+    }
     if (target_len) {
-      if (*target_len <= 0) {
+      if (*target_len <= 0 || *target_len > kMaxSeqLen) {
         return Status::InvalidArgument(
-            fmt::format("--target-len must be a positive integer, got {}", *target_len));
+            fmt::format("--target-len must be an integer from 1 to {}, got {}", kMaxSeqLen,
+                        *target_len));
       }
       o.target_len = *target_len;
     } else if (spec.encoder_decoder()) {
@@ -102,7 +112,7 @@ int RunModels(bool json) {
                  FormatCount(static_cast<double>(*params)), e.hf_id);
     }
   }
-  if (json) fmt::print("{}\n", out.dump(2));
+  if (json) fmt::print("{}\n", JsonText(out));
   return 0;
 }
 
@@ -115,7 +125,7 @@ int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bo
   auto w = BuildWorkload(*spec, *opts);
   if (!w.ok()) return Fail(w.status());
   if (json) {
-    fmt::print("{}\n", WorkloadToJson(*w, tensors).dump(2));
+    fmt::print("{}\n", JsonText(WorkloadToJson(*w, tensors)));
     return 0;
   }
   if (!quiet_header) fmt::print("{}", ModelSummary(*spec, w->params));
@@ -132,10 +142,8 @@ int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bo
 }
 
 }  // namespace
-}  // namespace dsplan
 
-int main(int argc, char** argv) {
-  using namespace dsplan;
+int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
   CLI::App app{"dsplan: which DeepSpeed ZeRO configuration fits on your GPUs, and which is fastest"};
   app.set_version_flag("--version", std::string("dsplan ") + DSPLAN_VERSION + " (" +
                                         DSPLAN_GIT_HASH + ")");
@@ -176,19 +184,53 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    fmt::print(stderr, "dsplan: error: {}\nRun 'dsplan --help' for the options.\n", e.what());
-    return 2;
+    const Status s = Status::InvalidArgument(CliErrorMessage(e, app, argc, argv));
+    if (options.parse_error != nullptr) {
+      *options.parse_error = s.message();
+      return FailExitCode(s);
+    }
+    return Fail(s);
   }
+  if (options.parse_only) return 0;
 
-  if (*models_cmd) return RunModels(models_json);
-  if (*profile_cmd) return RunProfileCommand();
-  if (*accuracy_cmd) return RunAccuracyCommand();
-  if (*simulate_cmd) return RunSimulateCommand();
-  if (*check_cmd) return RunCheckCommand();
-  if (*estimate_cmd) return RunEstimateCommand();
-  if (*validate_cmd) return RunValidateCommand();
-  if (*model_cmd) {
-    return RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
+  int rc = 0;
+  try {
+    if (*models_cmd) {
+      rc = RunModels(models_json);
+    } else if (*profile_cmd) {
+      rc = RunProfileCommand();
+    } else if (*accuracy_cmd) {
+      rc = RunAccuracyCommand();
+    } else if (*simulate_cmd) {
+      rc = RunSimulateCommand();
+    } else if (*check_cmd) {
+      rc = RunCheckCommand();
+    } else if (*estimate_cmd) {
+      rc = RunEstimateCommand();
+    } else if (*validate_cmd) {
+      rc = RunValidateCommand();
+    } else if (*model_cmd) {
+      rc = RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
+    } else {
+      rc = RunPlanCommand();
+    }
+  } catch (const std::system_error& e) {
+    // fmt reports a failed write to stdout (full disk, closed pipe end) as a system_error.
+    std::clearerr(stdout);
+    return Fail(Status::IoError(
+        fmt::format("writing the output failed: {}", e.code().message())));
+  } catch (const std::bad_alloc&) {
+    return Fail(Status::Internal("out of memory"));
+  } catch (const std::exception& e) {
+    return Fail(Status::Internal(fmt::format("unexpected error: {}", e.what())));
   }
-  return RunPlanCommand();
+  // Output still in stdio's buffer is written now: a full disk or closed stdout shows here.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    return Fail(Status::IoError(fmt::format("writing the output failed: {}",
+                                            err ? std::strerror(err) : "write error")));
+  }
+  return rc;
 }
+
+}  // namespace dsplan

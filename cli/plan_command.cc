@@ -15,6 +15,7 @@
 #include "simulator/cost_model.h"
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "planner/ds_config.h"
 #include "planner/launcher.h"
@@ -60,12 +61,13 @@ struct PlanFlags {
   bool json = false;
   bool quiet = false;
 } g;
+CLI::Option* g_nodes_option = nullptr;  // whether --nodes was given
 
 Result<OffloadDevice> ParseOffload(const std::string& s, const char* flag) {
   if (s == "none") return OffloadDevice::kNone;
   if (s == "cpu") return OffloadDevice::kCpu;
   if (s == "nvme") return OffloadDevice::kNvme;
-  return Status::InvalidArgument(fmt::format("{} '{}' is not known; use none, cpu or nvme", flag, s));
+  return Status::InvalidArgument(fmt::format("{} {} is not known; use none, cpu or nvme", flag, Quote(s)));
 }
 
 std::string OffloadCell(const Plan& p) {
@@ -201,7 +203,7 @@ nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
 void AddPlanFlags(CLI::App& app) {
   app.add_option("--model", g.model, "Catalog name (dsplan models) or path to a HF config.json");
   app.add_option("--gpus", g.gpus, "GPUs per node");
-  app.add_option("--nodes", g.nodes, "Nodes")->capture_default_str();
+  g_nodes_option = app.add_option("--nodes", g.nodes, "Nodes")->capture_default_str();
   app.add_option("--hardware", g.hardware,
                  "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
                  "present, else h200-sxm");
@@ -343,10 +345,53 @@ int RunPlanCommand() {
     return Fail(Status::InvalidArgument(
         fmt::format("--nodes must be a positive integer, got {}", g.nodes)));
   }
-  if (g.top < 1) return Fail(Status::InvalidArgument("--top must be a positive integer"));
+  // Flag values: each refused with its flag named rather than clamped, wrapped or ignored.
+  for (Status s : {CheckCluster(g.gpus, g.nodes), CheckIntFlag("--top", g.top, 1, 10000),
+                   CheckLengthFlags(g.seq_len, g.target_len),
+                   CheckNumberFlag("--price-per-gpu-hour", g.price_per_gpu_hour, 0, 1e6, false)}) {
+    if (!s.ok()) return Fail(s);
+  }
+  if (g.micro_batch) {
+    if (Status s = CheckIntFlag("--micro-batch", *g.micro_batch, 1, 1 << 20); !s.ok()) return Fail(s);
+  }
+  if (g.grad_accum) {
+    if (Status s = CheckIntFlag("--grad-accum", *g.grad_accum, 1, 1 << 20); !s.ok()) return Fail(s);
+  }
+  if (g.global_batch) {
+    if (Status s = CheckIntFlag("--global-batch", *g.global_batch, 1, int64_t{1} << 40); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  if (g.reduce_bucket_size) {
+    if (Status s = CheckIntFlag("--reduce-bucket-size", *g.reduce_bucket_size, 1,
+                                int64_t{1} << 40);
+        !s.ok()) {
+      return Fail(s);
+    }
+  }
+  for (const std::string& h : g.hosts) {
+    if (Status s = CheckHostName(h); !s.ok()) return Fail(s);
+  }
+  if (!IsValidUtf8(g.nvme_path) || Escape(g.nvme_path, 4096) != g.nvme_path || g.nvme_path.empty()) {
+    return Fail(Status::InvalidArgument(fmt::format(
+        "--nvme-path {} must be a non-empty path without control bytes, in UTF-8",
+        Quote(g.nvme_path))));
+  }
   if (g.gradient_checkpointing && g.no_gradient_checkpointing) {
     return Fail(Status::InvalidArgument(
         "--gradient-checkpointing and --no-gradient-checkpointing contradict each other"));
+  }
+  auto spec = LoadModel(g.model, DataDir());
+  if (!spec.ok()) return Fail(spec.status());
+  auto profile = FindHardwareProfile(g.hardware.empty() ? DefaultHardwareName() : g.hardware, DataDir());
+  if (!profile.ok()) return Fail(profile.status());
+  // --gpus is per node: more than the profile's node holds become nodes when --nodes is not
+  // given and they fill whole nodes; otherwise they are refused (never one impossible node).
+  if (Status s = SplitGpusIntoNodes(profile->gpus_per_node, profile->name,
+                                    g_nodes_option != nullptr && g_nodes_option->count() > 0,
+                                    &g.gpus, &g.nodes);
+      !s.ok()) {
+    return Fail(s);
   }
   if (!g.hosts.empty() && static_cast<int>(g.hosts.size()) != g.nodes) {
     return Fail(Status::InvalidArgument(fmt::format(
@@ -371,10 +416,6 @@ int RunPlanCommand() {
     }
     headroom.fraction = 1 - f;
   }
-  auto spec = LoadModel(g.model, DataDir());
-  if (!spec.ok()) return Fail(spec.status());
-  auto profile = FindHardwareProfile(g.hardware.empty() ? DefaultHardwareName() : g.hardware, DataDir());
-  if (!profile.ok()) return Fail(profile.status());
   // What this command reads, never to be written.
   std::vector<std::string> inputs = {g.model, g.model + "/config.json"};
   if (!g.hardware.empty()) inputs.push_back(g.hardware);
@@ -420,6 +461,10 @@ int RunPlanCommand() {
   if (!g.host_memory.empty()) {
     auto b = ParseSize(g.host_memory, "--host-memory");
     if (!b.ok()) return Fail(b.status());
+    if (*b <= 0) {
+      return Fail(Status::InvalidArgument(
+          "--host-memory must be more than 0 bytes (leave it out to use the profile's value)"));
+    }
     r.host_memory_bytes = *b;
   }
   if (!g.nvme.empty()) {
@@ -577,7 +622,7 @@ int RunPlanCommand() {
                              {"tokens_per_s", suggestion->plan.prediction.tokens_per_s}};
       }
     }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", JsonText(out));
     return rc;
   }
   if (g.quiet) {

@@ -1,4 +1,5 @@
 #include "cli/common.h"
+#include "core/text.h"
 #include "cli/profile_command.h"
 
 #include <unistd.h>
@@ -62,13 +63,13 @@ Status CheckWritable(const std::string& path) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) {
     return Status::InvalidArgument(
-        fmt::format("--out '{}': folder '{}' does not exist", path, dir.string()));
+        fmt::format("--out {}: folder {} does not exist", Quote(path), Quote(dir.string())));
   }
   if (fs::is_directory(p, ec)) {
-    return Status::InvalidArgument(fmt::format("--out '{}' is a folder; name a file", path));
+    return Status::InvalidArgument(fmt::format("--out {} is a folder; name a file", Quote(path)));
   }
   if (access(dir.c_str(), W_OK) != 0 || (fs::exists(p, ec) && access(path.c_str(), W_OK) != 0)) {
-    return Status::InvalidArgument(fmt::format("--out '{}' is not writable", path));
+    return Status::InvalidArgument(fmt::format("--out {} is not writable", Quote(path)));
   }
   return Status();
 }

@@ -1,6 +1,7 @@
 #include "cli/sim_commands.h"
 
 #include "cli/common.h"
+#include "core/text.h"
 #include "cli/config_run.h"
 #include "core/output_file.h"
 
@@ -90,9 +91,9 @@ int RunSimulateCommand() {
   const SimulateFlags& f = g_sim;
   if (g_stack != "pytorch-deepspeed" && g_stack != "dsplan-runtime") {
     return Fail(Status::InvalidArgument(fmt::format(
-        "--stack '{}': valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
+        "--stack {}: valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
         "dsplan-runtime (dsplan validate's executor)",
-        g_stack)));
+        Quote(g_stack))));
   }
   auto run = SimulateConfig(f, !f.trace.empty(),
                             g_stack == "dsplan-runtime" ? SoftwareStack::kDsplanRuntime
@@ -103,7 +104,8 @@ int RunSimulateCommand() {
   if (!f.trace.empty()) {
     const OutputPolicy policy{{f.ds_config, f.model, f.model + "/config.json", f.hardware},
                               f.force, "--trace"};
-    if (Status s = WriteOutputFile(f.trace, ChromeTrace(pred, w).dump(), policy); !s.ok()) {
+    if (Status s = WriteOutputFile(f.trace, JsonText(ChromeTrace(pred, w), -1), policy);
+        !s.ok()) {
       return Fail(s);
     }
   }
@@ -113,7 +115,7 @@ int RunSimulateCommand() {
     j["schema_version"] = 1;
     j["dsplan_version"] = DSPLAN_VERSION;
     j["auto_values"] = AutoValuesJson(run->parsed);
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
   } else if (f.quiet) {
     fmt::print("{}\n", QuietLine(pred));
   } else {
@@ -195,7 +197,7 @@ int RunCheckCommand() {
     } else {
       j["alternative"] = nullptr;
     }
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
     return 0;
   }
   fmt::print("{}: {}\n", f.ds_config, PlanSummary(plan));
@@ -274,8 +276,10 @@ int RunAccuracyCommand() {
   if (!g_accuracy.markdown.empty()) {
     // Keep the runtime-validation section that tools/device/summarize_validation.py maintains
     // in the same file (measured on a GPU; this command cannot regenerate it).
-    std::ifstream old(g_accuracy.markdown);
-    const std::string prev((std::istreambuf_iterator<char>(old)), std::istreambuf_iterator<char>());
+    // A missing file has no section to keep; a folder or device is refused here, before writing.
+    Result<std::string> old = ReadInputFile(g_accuracy.markdown, "--markdown file");
+    if (!old.ok() && old.status().code() != Status::Code::kNotFound) return Fail(old.status());
+    const std::string prev = old.ok() ? *old : std::string();
     const std::string begin = "<!-- runtime-validation: begin";
     const std::string end = "<!-- runtime-validation: end -->";
     const size_t b = prev.find(begin), e = prev.find(end);
@@ -315,7 +319,7 @@ int RunAccuracyCommand() {
                           {"step_mean_abs_error", summary->step_mean_abs},
                           {"step_max_abs_error", summary->step_max_abs},
                           {"verdicts_right", summary->verdicts_right}};
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", JsonText(out));
     return 0;
   }
   fmt::print("{}", md);

@@ -15,6 +15,7 @@
 #include "cli/common.h"
 #include "cli/config_run.h"
 #include "core/output_file.h"
+#include "core/text.h"
 #include "core/units.h"
 #include "planner/search.h"
 #include "runtime/comm.h"
@@ -32,6 +33,11 @@ namespace {
 // Exit code of a run whose measurement misses the thresholds (or that ran out of memory when
 // the prediction said it fits).
 constexpr int kExitValidationFailed = 4;
+// Bounds of --executor host (CPU training): ranks, total FLOPs (about 10 minutes of naive fp32
+// on a few cores) and bytes of model state across ranks and the reference.
+constexpr int kMaxHostRanks = 64;
+constexpr double kMaxHostFlops = 5e12;
+constexpr double kMaxHostBytes = 8.0 * (int64_t{1} << 30);
 
 struct ValidateFlags {
   SimulateFlags sim;
@@ -95,6 +101,11 @@ Status CheckFlags(const ValidateFlags& f) {
     return Status::InvalidArgument(fmt::format(
         "--time-threshold and --memory-threshold are fractions such as 0.10 (got {} and {})",
         f.time_threshold, f.memory_threshold));
+  }
+  if (f.executor == "host" && !f.nvme_path.empty() &&
+      (!IsValidUtf8(f.nvme_path) || Escape(f.nvme_path, 4096) != f.nvme_path)) {
+    return Status::InvalidArgument(fmt::format(
+        "--nvme-path {} must be a path without control bytes, in UTF-8", Quote(f.nvme_path)));
   }
   if (f.cpu_threads < 0) {
     return Status::InvalidArgument(
@@ -185,7 +196,7 @@ int RunCopyTaskValidation(const ValidateFlags& f) {
                         {"first_step_below", r->first_step_below},
                         {"learned", r->learned},        {"seconds", r->seconds},
                         {"tokens_per_s", r->tokens_per_s}, {"loss", r->loss}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
     return r->learned ? 0 : kExitValidationFailed;
   }
   fmt::print("# dsplan validate --copy-task: a GPT-2 written in CUDA (forward, backward, AdamW) "
@@ -215,6 +226,29 @@ int RunHostValidation(const ValidateFlags& f, const Ranks& ranks) {
   auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
   if (Status s = ranks.Agree(run.status()); !s.ok()) return ranks.Fail(s);
   const Plan& plan = run->parsed.plan;
+  // The host executor trains in fp32 on CPU threads, plus the unpartitioned reference: refuse
+  // what would take hours or exhaust memory rather than start it.
+  {
+    const double params = static_cast<double>(run->workload->params);
+    const double tokens = static_cast<double>(run->workload->tokens) * plan.grad_accum *
+                          plan.world_size();
+    const double flops = 2 * 6 * params * tokens * f.steps;  // the run and the reference
+    const double bytes = params * 20.0 * (plan.world_size() + 1);
+    Status s;
+    if (plan.world_size() > kMaxHostRanks) {
+      s = Status::InvalidArgument(fmt::format(
+          "--executor host runs one CPU thread or process per rank; {} ranks is more than {}",
+          plan.world_size(), kMaxHostRanks));
+    } else if (flops > kMaxHostFlops || bytes > kMaxHostBytes) {
+      s = Status::InvalidArgument(fmt::format(
+          "--executor host trains on the CPU: {} ({} parameters, {} tokens per step, {} steps) "
+          "needs about {:.1e} FLOPs and {} (limits {:.0e} FLOPs, {}); use a smaller model, "
+          "--seq-len or --steps (examples/host/gpt2-tiny.json)",
+          run->spec.name, FormatCount(params), static_cast<int64_t>(tokens), f.steps, flops,
+          FormatBytes(bytes), kMaxHostFlops, FormatBytes(kMaxHostBytes)));
+    }
+    if (Status agreed = ranks.Agree(s); !agreed.ok()) return ranks.Fail(agreed);
+  }
   HostRunOptions o;
   o.steps = f.steps;
   const SwapScratch scratch(plan, f.nvme_path);
@@ -236,10 +270,14 @@ int RunHostValidation(const ValidateFlags& f, const Ranks& ranks) {
                         {"losses", v->run.losses},    {"reference_losses", v->reference.losses},
                         {"max_abs_diff", v->max_abs_diff},
                         {"fraction_beyond_bf16_ulp", v->fraction_beyond_ulp},
+                        {"fraction_beyond_tolerance", v->fraction_beyond_ulp},
+                        {"params_step", v->run.params_step},
+                        {"max_loss_rel_diff", v->max_loss_rel_diff},
+                        {"non_finite", v->non_finite},
                         {"tolerance", v->tolerance}, {"params_match", v->params_match},
                         {"memory", mem},             {"memory_match", v->memory_match},
                         {"pass", v->pass}};
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
   } else {
     fmt::print("# dsplan validate --executor host: the plan trained for real on the CPU\n");
     fmt::print("# model     {} ({} parameters), micro-batch {} x accumulation {}, seq {}\n",
@@ -270,7 +308,8 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
                                            f.sim.model + "/config.json", f.sim.hardware};
   if (!f.sim.trace.empty() && !exec.out_of_memory) {
     const OutputPolicy policy{inputs, f.sim.force, "--trace"};
-    if (Status s = WriteOutputFile(f.sim.trace, ValidationTrace(pred, w, exec).dump(), policy);
+    if (Status s = WriteOutputFile(f.sim.trace, JsonText(ValidationTrace(pred, w, exec), -1),
+                                   policy);
         !s.ok()) {
       return Fail(s);
     }
@@ -311,12 +350,12 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
   }
   if (!f.json_out.empty()) {
     const OutputPolicy policy{inputs, f.sim.force, "--json-out"};
-    if (Status s = WriteOutputFile(f.json_out, j.dump(2) + "\n", policy); !s.ok()) {
+    if (Status s = WriteOutputFile(f.json_out, JsonText(j) + "\n", policy); !s.ok()) {
       return Fail(s);
     }
   }
   if (f.sim.json) {
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", JsonText(j));
   } else if (f.sim.quiet) {
     fmt::print("{}\n", report.verdict);
   } else {

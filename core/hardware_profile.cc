@@ -22,6 +22,7 @@
 #include <yaml-cpp/yaml.h>
 
 #include "core/model_catalog.h"
+#include "core/text.h"
 #include "core/units.h"
 
 namespace dsplan {
@@ -49,9 +50,9 @@ Result<GemmLayout> ParseGemmLayout(const std::string& s) {
     if (s == GemmLayoutName(l)) return l;
   }
   return Status::InvalidArgument(fmt::format(
-      "unknown GEMM layout '{}' (valid: nt = X W^T forward, nn = dY W input gradient, "
+      "unknown GEMM layout {} (valid: nt = X W^T forward, nn = dY W input gradient, "
       "tn = dY^T X weight gradient)",
-      s));
+      Quote(s)));
 }
 
 namespace {
@@ -96,13 +97,15 @@ class Reader {
                   std::initializer_list<const char*> allowed) const {
     if (!n.IsMap()) return Error(n, key, "expected a mapping");
     for (const auto& kv : n) {
-      const std::string k = kv.first.as<std::string>();
+      if (!kv.first.IsScalar()) return Error(kv.first, key, "a key is a list or mapping");
+      const std::string k = kv.first.Scalar();
       bool ok = false;
       for (const char* a : allowed) ok = ok || k == a;
       if (!ok) {
         std::string valid;
         for (const char* a : allowed) valid += (valid.empty() ? "" : ", ") + std::string(a);
-        return Error(kv.first, Join(key, k), fmt::format("unknown key (valid here: {})", valid));
+        return Error(kv.first, Join(key, Escape(k)),
+                     fmt::format("unknown key (valid here: {})", valid));
       }
     }
     return Status();
@@ -119,19 +122,24 @@ class Reader {
 
   Result<std::string> String(const YAML::Node& n, const std::string& key) const {
     if (!n.IsScalar()) return Error(n, key, "expected a string");
+    if (!IsValidUtf8(n.Scalar())) {
+      return Error(n, key, fmt::format("{} is not valid UTF-8", Quote(n.Scalar())));
+    }
     return n.Scalar();
   }
 
-  Result<int64_t> Int(const YAML::Node& n, const std::string& key, int64_t min) const {
+  Result<int64_t> Int(const YAML::Node& n, const std::string& key, int64_t min,
+                      int64_t max = int64_t{1} << 40) const {
     if (!n.IsScalar()) return Error(n, key, "expected an integer");
     const std::string& s = n.Scalar();
     char* end = nullptr;
     errno = 0;
     long long v = std::strtoll(s.c_str(), &end, 10);
     if (s.empty() || *end != '\0' || errno != 0) {
-      return Error(n, key, fmt::format("expected an integer, got '{}'", s));
+      return Error(n, key, fmt::format("expected an integer, got {}", Quote(s)));
     }
     if (v < min) return Error(n, key, fmt::format("must be at least {}, got {}", min, v));
+    if (v > max) return Error(n, key, fmt::format("must be at most {}, got {}", max, v));
     return static_cast<int64_t>(v);
   }
 
@@ -150,20 +158,21 @@ class Reader {
     char* end = nullptr;
     double v = std::strtod(begin, &end);
     if (end == begin || !std::isfinite(v)) {
-      return Error(n, key, fmt::format("'{}' is not a number; expected {}", text, UnitHelp(unit)));
+      return Error(n, key,
+                   fmt::format("{} is not a number; expected {}", Quote(text), UnitHelp(unit)));
     }
     std::string suffix(end);
     suffix.erase(0, suffix.find_first_not_of(' '));
-    if (v < 0) return Error(n, key, fmt::format("'{}' is negative", text));
+    if (v < 0) return Error(n, key, fmt::format("{} is negative", Quote(text)));
     if (suffix.empty()) {
       if (unit == Unit::kFraction && v > 1) {
-        return Error(n, key, fmt::format("{} is not a fraction between 0 and 1", text));
+        return Error(n, key, fmt::format("{} is not a fraction between 0 and 1", Quote(text)));
       }
       return v;
     }
     auto wrong = [&]() {
       return Error(n, key,
-                   fmt::format("'{}' has the wrong unit for this key; expected {}", text,
+                   fmt::format("{} has the wrong unit for this key; expected {}", Quote(text),
                                UnitHelp(unit)));
     };
     std::string upper;
@@ -308,9 +317,9 @@ Result<Collective> ParseCollective(const std::string& s) {
     if (s == CollectiveName(c)) return c;
   }
   return Status::InvalidArgument(fmt::format(
-      "unknown collective '{}' (valid: all_reduce, reduce_scatter, all_gather, all_to_all, "
+      "unknown collective {} (valid: all_reduce, reduce_scatter, all_gather, all_to_all, "
       "broadcast, reduce, send_recv)",
-      s));
+      Quote(s)));
 }
 
 // gpu.attention: [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]
@@ -606,7 +615,7 @@ Result<HardwareProfile> ReadProfile(const Reader& r, const YAML::Node& root) {
     DSPLAN_ASSIGN_OR_RETURN(p.base, r.String(base, "base"));
   }
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node gpn, r.Required(root, "", "gpus_per_node"));
-  DSPLAN_ASSIGN_OR_RETURN(int64_t g, r.Int(gpn, "gpus_per_node", 1));
+  DSPLAN_ASSIGN_OR_RETURN(int64_t g, r.Int(gpn, "gpus_per_node", 1, kMaxGpusPerNode));
   p.gpus_per_node = static_cast<int>(g);
   DSPLAN_ASSIGN_OR_RETURN(p.gpu, ReadGpu(r, root));
   DSPLAN_ASSIGN_OR_RETURN(p.host, ReadHost(r, root));
@@ -770,28 +779,31 @@ std::string EmitProfile(const HardwareProfile& p) {
 
 }  // namespace
 
-Result<HardwareProfile> LoadHardwareProfile(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) {
-    return Status::NotFound(fmt::format("hardware profile '{}' does not exist (or is not a file)",
-                                        path));
-  }
-  Reader r(path);
+Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std::string& source) {
+  const std::string file = Escape(source);
+  Reader r(file);
   try {
-    YAML::Node root = YAML::LoadFile(path);
+    YAML::Node root = YAML::Load(text);
     if (!root.IsMap()) {
       return Status::InvalidArgument(
-          fmt::format("{}: a hardware profile must be a YAML mapping", path));
+          fmt::format("{}: a hardware profile must be a YAML mapping", file));
     }
     DSPLAN_ASSIGN_OR_RETURN(HardwareProfile p, ReadProfile(r, root));
-    p.file = path;
+    p.file = source;
     return p;
-  } catch (const YAML::BadFile&) {
-    return Status::IoError(fmt::format("cannot read hardware profile '{}'", path));
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(fmt::format("{}: malformed YAML at line {}, column {}: {}",
-                                               path, e.mark.line + 1, e.mark.column + 1, e.msg));
+                                               file, e.mark.line + 1, e.mark.column + 1,
+                                               Escape(e.msg, 200)));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(
+        fmt::format("{}: cannot be read as YAML: {}", file, Escape(e.what(), 200)));
   }
+}
+
+Result<HardwareProfile> LoadHardwareProfile(const std::string& path) {
+  DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "hardware profile"));
+  return ParseHardwareProfile(text, path);
 }
 
 Result<std::vector<std::string>> ListHardwareProfiles(const std::string& data_dir) {
@@ -824,7 +836,7 @@ Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
     std::vector<std::string> close = SuggestNames(name_or_path, names);
     std::string hint = close.empty() ? "" : fmt::format(" (did you mean {}?)", close.front());
     return Status::NotFound(fmt::format(
-        "unknown hardware profile '{}'{}; available in {}/profiles: {}", name_or_path, hint,
+        "unknown hardware profile {}{}; available in {}/profiles: {}", Quote(name_or_path), hint,
         data_dir, list));
   }
   return LoadHardwareProfile((fs::path(data_dir) / "profiles" / (name_or_path + ".yaml")).string());

@@ -20,6 +20,9 @@
 
 namespace dsplan {
 
+/// The most GPUs one node of a profile may have (NVL72 racks are 72; this leaves room).
+inline constexpr int64_t kMaxGpusPerNode = 1024;
+
 /// kAssumption: neither a datasheet value nor a measurement but an engineering estimate (an
 /// efficiency factor, a typical host); the detail says what it rests on.
 enum class SourceKind { kDatasheet, kMeasured, kAssumption };
@@ -233,6 +236,9 @@ struct HardwareProfile {
   /// round trip).
   bool operator==(const HardwareProfile&) const = default;
 };
+
+/// Parses profile YAML text; |source| names it in errors (the file, or "<fuzz>").
+Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std::string& source);
 
 /// Reads a profile YAML. Unknown keys, missing required keys, wrong types or units are errors
 /// naming the file and key.

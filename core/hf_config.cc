@@ -2,10 +2,10 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
+
+#include "core/text.h"
 
 namespace dsplan {
 namespace fs = std::filesystem;
@@ -14,13 +14,7 @@ HfConfig::HfConfig(nlohmann::json json, std::string source)
     : json_(std::move(json)), source_(std::move(source)) {}
 
 Result<HfConfig> HfConfig::Parse(const std::string& text, const std::string& source) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    return Status::InvalidArgument(
-        fmt::format("{}: malformed JSON at byte {}: {}", source, e.byte, e.what()));
-  }
+  DSPLAN_ASSIGN_OR_RETURN(nlohmann::json j, ParseJsonText(text, source));
   if (!j.is_object()) {
     return Status::InvalidArgument(
         fmt::format("{}: a HuggingFace config.json must be a JSON object, found {}", source,
@@ -38,18 +32,14 @@ Result<HfConfig> HfConfig::Load(const std::string& path) {
       return Status::NotFound(
           fmt::format("{}: folder has no config.json (give a HuggingFace model folder or a "
                       "config.json path)",
-                      path));
+                      Quote(path)));
     }
     p = c;
   } else if (!fs::exists(p, ec)) {
-    return Status::NotFound(fmt::format("{}: no such file", path));
+    return Status::NotFound(fmt::format("{}: no such file", Quote(path)));
   }
-  std::ifstream in(p);
-  if (!in) return Status::IoError(fmt::format("{}: cannot be read", p.string()));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IoError(fmt::format("{}: read failed", p.string()));
-  return Parse(ss.str(), p.string());
+  DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(p.string(), "model config"));
+  return Parse(text, Escape(p.string()));
 }
 
 bool HfConfig::Has(const std::string& key) const {
@@ -84,7 +74,7 @@ Result<std::optional<int64_t>> HfConfig::OptInt(std::initializer_list<const char
       return std::optional<int64_t>(static_cast<int64_t>(d));
     }
   }
-  return Error(key, fmt::format("must be an integer, found {}", v->dump()));
+  return Error(key, fmt::format("must be an integer, found {}", ShowJson(*v)));
 }
 
 Result<int64_t> HfConfig::Int(std::initializer_list<const char*> keys, int64_t def) const {
@@ -97,7 +87,7 @@ Result<std::optional<double>> HfConfig::OptDouble(std::initializer_list<const ch
   const nlohmann::json* v = Find(keys, &key);
   if (!v) return std::optional<double>();
   if (v->is_number()) return std::optional<double>(v->get<double>());
-  return Error(key, fmt::format("must be a number, found {}", v->dump()));
+  return Error(key, fmt::format("must be a number, found {}", ShowJson(*v)));
 }
 
 Result<double> HfConfig::Double(std::initializer_list<const char*> keys, double def) const {
@@ -110,7 +100,7 @@ Result<bool> HfConfig::Bool(std::initializer_list<const char*> keys, bool def) c
   const nlohmann::json* v = Find(keys, &key);
   if (!v) return def;
   if (v->is_boolean()) return v->get<bool>();
-  return Error(key, fmt::format("must be true or false, found {}", v->dump()));
+  return Error(key, fmt::format("must be true or false, found {}", ShowJson(*v)));
 }
 
 Result<std::string> HfConfig::String(std::initializer_list<const char*> keys,
@@ -119,7 +109,7 @@ Result<std::string> HfConfig::String(std::initializer_list<const char*> keys,
   const nlohmann::json* v = Find(keys, &key);
   if (!v) return def;
   if (v->is_string()) return v->get<std::string>();
-  return Error(key, fmt::format("must be a string, found {}", v->dump()));
+  return Error(key, fmt::format("must be a string, found {}", ShowJson(*v)));
 }
 
 }  // namespace dsplan

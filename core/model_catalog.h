@@ -33,6 +33,8 @@ Result<std::vector<CatalogEntry>> ListCatalog(const std::string& data_dir);
 
 /// Reads one catalog file into an HfConfig (its `config:` mapping as JSON).
 Result<HfConfig> LoadCatalogConfig(const std::string& yaml_path);
+/// The same from YAML text; |source| names it in errors.
+Result<HfConfig> ParseCatalogConfig(const std::string& text, const std::string& source);
 
 /// Resolves --model: a path to a config.json or a folder holding one (anything that exists on
 /// disk, or contains '/' or ends in .json), else a catalog name. An unknown name is NotFound

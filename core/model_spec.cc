@@ -1,9 +1,12 @@
 #include "core/model_spec.h"
 
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "core/text.h"
 
 namespace dsplan {
 namespace {
@@ -52,9 +55,9 @@ Result<Activation> ParseActivation(const HfConfig& c, const char* key, const std
   }};
   for (const auto& [n, a] : kNames)
     if (name == n) return a;
-  return c.Error(key, fmt::format("names activation '{}', which dsplan does not model; supported: "
+  return c.Error(key, fmt::format("names activation {}, which dsplan does not model; supported: "
                                   "relu, gelu, gelu_new, gelu_pytorch_tanh, gelu_fast, silu, swish",
-                                  name));
+                                  Quote(name)));
 }
 
 // Reads into |spec| field by field; each family function mirrors its configuration_*.py.
@@ -63,13 +66,27 @@ class Reader {
   Reader(const HfConfig& c, ModelSpec* s) : c_(c), s_(s) {}
   Status status() const { return st_; }
 
+  // Every integer a config gives is a size or count; one beyond int32 is refused here, so that
+  // the derived sizes below (4 * hidden_size, head_dim * heads) cannot overflow before
+  // CheckSizes bounds each of them.
   int64_t Int(std::initializer_list<const char*> keys, int64_t def) {
     auto r = c_.Int(keys, def);
-    return Take(std::move(r), def);
+    return Bound(keys, Take(std::move(r), def), def);
   }
   std::optional<int64_t> OptInt(std::initializer_list<const char*> keys) {
     auto r = c_.OptInt(keys);
-    return Take(std::move(r), std::optional<int64_t>());
+    std::optional<int64_t> v = Take(std::move(r), std::optional<int64_t>());
+    if (v) v = Bound(keys, *v, 0);
+    return v;
+  }
+  // A fraction in [0, 1] (partial_rotary_factor, rotary_pct).
+  double Fraction(std::initializer_list<const char*> keys, double def) {
+    const double v = Double(keys, def);
+    if (!(v >= 0 && v <= 1)) {
+      Fail(c_.Error(*keys.begin(), fmt::format("must be between 0 and 1, found {}", v)));
+      return def;
+    }
+    return v;
   }
   double Double(std::initializer_list<const char*> keys, double def) {
     auto r = c_.Double(keys, def);
@@ -98,6 +115,22 @@ class Reader {
   }
 
  private:
+  int64_t Bound(std::initializer_list<const char*> keys, int64_t v, int64_t def) {
+    constexpr int64_t kMax = int64_t{1} << 31;
+    if (v > kMax || v < -kMax) {
+      // Name the key that is present.
+      const char* key = *keys.begin();
+      for (const char* k : keys) {
+        if (c_.Has(k)) {
+          key = k;
+          break;
+        }
+      }
+      Fail(c_.Error(key, fmt::format("is {}, far beyond any model's size (at most {})", v, kMax)));
+      return def;
+    }
+    return v;
+  }
   template <typename T>
   T Take(Result<T> r, T def) {
     if (r.ok()) return std::move(r).value();
@@ -142,9 +175,9 @@ void ReadT5(Reader& r, const HfConfig& c, ModelSpec& s) {
   if (dash != std::string::npos) {
     if (ff.substr(0, dash) != "gated" || ff.find('-', dash + 1) != std::string::npos) {
       r.Fail(c.Error("feed_forward_proj",
-                     fmt::format("'{}' is not a valid activation; use 'gated-{{ACT_FN}}' or "
+                     fmt::format("{} is not a valid activation; use 'gated-{{ACT_FN}}' or "
                                  "'{{ACT_FN}}', e.g. 'gated-gelu' or 'relu'",
-                                 ff)));
+                                 Quote(ff))));
       return;
     }
     s.gated_mlp = true;
@@ -209,7 +242,7 @@ void ReadGptNeoX(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.intermediate_size = r.Int({"intermediate_size"}, 24576);
   s.activation = r.Act("hidden_act", "gelu");
   s.max_positions = r.Int({"max_position_embeddings"}, 2048);
-  double pct = r.Double({"rotary_pct", "partial_rotary_factor"}, 0.25);
+  double pct = r.Fraction({"rotary_pct", "partial_rotary_factor"}, 0.25);
   s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
   s.hidden_dropout = r.Double({"hidden_dropout"}, 0.0);
   CheckProbability(r, c, "attention_dropout", s.attn_dropout);
@@ -309,7 +342,7 @@ void ReadLlamaLike(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDe
   s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, d.tie);
   s.attn_dropout = r.Double({"attention_dropout"}, 0.0);
   CheckProbability(r, c, "attention_dropout", s.attn_dropout);
-  double partial = r.Double({"partial_rotary_factor"}, 1.0);
+  double partial = r.Fraction({"partial_rotary_factor"}, 1.0);
   s.rotary_dim = static_cast<int64_t>(s.head_dim * partial);
   s.gated_mlp = true;
 }
@@ -416,7 +449,7 @@ void ReadPhi(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.max_positions = r.Int({"max_position_embeddings"}, 2048);
   s.norm_eps = r.Double({"layer_norm_eps"}, 1e-5);
   s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, false);
-  double partial = r.Double({"partial_rotary_factor"}, 0.5);
+  double partial = r.Fraction({"partial_rotary_factor"}, 0.5);
   s.qk_layernorm = r.Bool({"qk_layernorm"}, false);
   if (s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
   s.rotary_dim = static_cast<int64_t>(s.head_dim * partial);
@@ -448,29 +481,91 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
     const char* key;
     int64_t value;
     bool needed;
+    int64_t max;  // far above any published model, so that sizes and their products stay bounded
   };
+  constexpr int64_t kMaxWidth = int64_t{1} << 18;     // hidden, head_dim: 262,144
+  constexpr int64_t kMaxFfn = int64_t{1} << 20;       // intermediate: 1,048,576
+  constexpr int64_t kMaxVocab = int64_t{1} << 24;     // 16,777,216 tokens
+  constexpr int64_t kMaxLayers = 4096;
+  constexpr int64_t kMaxHeads = 16384;
+  constexpr int64_t kMaxPositions = int64_t{1} << 24;
+  constexpr int64_t kMaxExperts = 4096;
   const bool learned_pos = s.family == Family::kGpt2 || s.family == Family::kOpt ||
                            s.family == Family::kBert;
   const Check checks[] = {
-      {"vocab_size", s.vocab_size, true},
-      {"hidden_size", s.hidden_size, true},
-      {"num_hidden_layers", s.num_layers, true},
-      {"num_decoder_layers", s.num_decoder_layers, s.family == Family::kT5},
-      {"num_attention_heads", s.num_heads, true},
-      {"num_key_value_heads", s.num_kv_heads, true},
-      {"head_dim", s.head_dim, true},
-      {"intermediate_size", s.intermediate_size, true},
-      {"max_position_embeddings", s.max_positions, learned_pos},
-      {"num_local_experts", s.num_experts, s.family == Family::kMixtral},
-      {"num_experts_per_tok", s.experts_per_token, s.family == Family::kMixtral},
-      {"word_embed_proj_dim", s.opt_word_embed_proj_dim, s.family == Family::kOpt},
-      {"relative_attention_num_buckets", s.t5_rel_buckets, s.family == Family::kT5},
+      {"vocab_size", s.vocab_size, true, kMaxVocab},
+      {"hidden_size", s.hidden_size, true, kMaxWidth},
+      {"num_hidden_layers", s.num_layers, true, kMaxLayers},
+      {"num_decoder_layers", s.num_decoder_layers, s.family == Family::kT5, kMaxLayers},
+      {"num_attention_heads", s.num_heads, true, kMaxHeads},
+      {"num_key_value_heads", s.num_kv_heads, true, kMaxHeads},
+      {"head_dim", s.head_dim, true, kMaxWidth},
+      {"intermediate_size", s.intermediate_size, true, kMaxFfn},
+      {"max_position_embeddings", s.max_positions, learned_pos, kMaxPositions},
+      {"num_local_experts", s.num_experts, s.family == Family::kMixtral, kMaxExperts},
+      {"num_experts_per_tok", s.experts_per_token, s.family == Family::kMixtral, kMaxExperts},
+      {"word_embed_proj_dim", s.opt_word_embed_proj_dim, s.family == Family::kOpt, kMaxWidth},
+      {"relative_attention_num_buckets", s.t5_rel_buckets, s.family == Family::kT5, 65536},
   };
   for (const auto& ch : checks) {
     if (ch.needed && ch.value <= 0) {
       return c.Error(ch.key, fmt::format("must be a positive integer, found {} (for model_type "
                                          "'{}')",
                                          ch.value, s.model_type));
+    }
+  }
+  for (const auto& ch : checks) {
+    if (ch.needed && ch.value > ch.max) {
+      return c.Error(ch.key, fmt::format("is {}, beyond what dsplan models (at most {}; the "
+                                         "largest published models are far below)",
+                                         ch.value, ch.max));
+    }
+  }
+  if (s.max_positions < 0 || s.max_positions > kMaxPositions) {
+    return c.Error("max_position_embeddings",
+                   fmt::format("must be between 0 and {}, found {}", kMaxPositions,
+                               s.max_positions));
+  }
+  if (s.rotary_dim < 0 || s.rotary_dim > s.head_dim) {
+    return c.Error("rotary_dim", fmt::format("must be between 0 and the head size {}, found {}",
+                                             s.head_dim, s.rotary_dim));
+  }
+  if (s.sliding_window < 0) {
+    return c.Error("sliding_window", fmt::format("must be positive or null, found {}",
+                                                 s.sliding_window));
+  }
+  if (s.bert_type_vocab < 0 || s.bert_type_vocab > kMaxVocab) {
+    return c.Error("type_vocab_size", fmt::format("must be between 0 and {}, found {}", kMaxVocab,
+                                                  s.bert_type_vocab));
+  }
+  if (s.family == Family::kFalcon &&
+      (s.falcon_num_ln_parallel < 1 || s.falcon_num_ln_parallel > 2)) {
+    return c.Error("num_ln_in_parallel_attn",
+                   fmt::format("must be 1 or 2, found {}", s.falcon_num_ln_parallel));
+  }
+  if (!std::isfinite(s.norm_eps) || s.norm_eps < 0) {
+    return c.Error("layer_norm_eps", fmt::format("must be a finite number >= 0, found {}",
+                                                 s.norm_eps));
+  }
+  // An upper estimate of the parameter count (each size above is bounded, their product is not):
+  // beyond 1e14 (50 x the largest published models) every byte and FLOP count downstream would
+  // be meaningless, and some would overflow 64 bits.
+  {
+    const double h = static_cast<double>(s.hidden_size);
+    const double layers = static_cast<double>(s.num_layers) +
+                          (s.family == Family::kT5 ? static_cast<double>(s.num_decoder_layers) : 0);
+    const double experts = std::max<double>(1, static_cast<double>(s.num_experts));
+    const double attn = 2.0 * h * static_cast<double>(s.num_heads + s.num_kv_heads) *
+                        static_cast<double>(s.head_dim);
+    const double mlp = 3.0 * h * static_cast<double>(s.intermediate_size) * experts;
+    const double embed = 2.0 * static_cast<double>(s.vocab_size) *
+                         std::max(h, static_cast<double>(s.opt_word_embed_proj_dim));
+    const double estimate = layers * (2 * attn + mlp + 8 * h) + embed +
+                            static_cast<double>(s.max_positions) * h;
+    if (estimate > 1e14) {
+      return c.Error("hidden_size", fmt::format("and the other sizes make about {:.2g} parameters; "
+                                                "dsplan models at most 1e14",
+                                                estimate));
     }
   }
   if (s.num_heads % s.num_kv_heads != 0) {
@@ -522,8 +617,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
   for (const auto& i : kFamilies)
     if (model_type == i.model_type) info = &i;
   if (!info) {
-    return Status::Unsupported(fmt::format("{}: model_type '{}' is not supported; supported: {}",
-                                           config.source(), model_type, SupportedModelTypes()));
+    return Status::Unsupported(fmt::format("{}: model_type {} is not supported; supported: {}",
+                                           config.source(), Quote(model_type),
+                                           SupportedModelTypes()));
   }
   s.model_type = model_type;
   s.family = info->family;

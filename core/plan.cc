@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/checked_math.h"
+#include "core/text.h"
 
 namespace dsplan {
 
@@ -20,7 +21,7 @@ Result<Precision> ParsePrecision(const std::string& s) {
   if (s == "fp16") return Precision::kFp16;
   if (s == "fp32") return Precision::kFp32;
   return Status::InvalidArgument(
-      fmt::format("precision '{}' is not known; use bf16, fp16 or fp32", s));
+      fmt::format("precision {} is not known; use bf16, fp16 or fp32", Quote(s)));
 }
 
 const char* AttentionImplName(AttentionImpl a) {
@@ -41,9 +42,9 @@ Result<AttentionImpl> ParseAttentionImpl(const std::string& s) {
   // modeled as sdpa (docs/activations.md).
   if (s == "flash_attention_2") return AttentionImpl::kSdpa;
   return Status::InvalidArgument(fmt::format(
-      "attention implementation '{}' is not known; use eager, sdpa, flash_attention_2 "
+      "attention implementation {} is not known; use eager, sdpa, flash_attention_2 "
       "(modeled as sdpa's flash kernel) or auto",
-      s));
+      Quote(s)));
 }
 
 int64_t PrecisionBytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }

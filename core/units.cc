@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
+
 namespace dsplan {
 namespace {
 
@@ -51,9 +53,9 @@ std::string FormatCount(double count) {
 Result<int64_t> ParseSize(const std::string& text, const std::string& what) {
   auto bad = [&](const std::string& why) {
     return Status::InvalidArgument(fmt::format(
-        "{} '{}' is not a size ({}); write bytes or a number with a unit, e.g. 512GiB, 1.5TB, "
+        "{} {} is not a size ({}); write bytes or a number with a unit, e.g. 512GiB, 1.5TB, "
         "80GB, 4096",
-        what, text, why));
+        what, Quote(text), why));
   };
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
@@ -76,7 +78,7 @@ Result<int64_t> ParseSize(const std::string& text, const std::string& what) {
   else if (u == "MB") mult = 1e6;
   else if (u == "GB") mult = 1e9;
   else if (u == "TB") mult = 1e12;
-  else return bad(fmt::format("unknown unit '{}'", unit));
+  else return bad(fmt::format("unknown unit {}", Quote(unit)));
   if (!std::isfinite(v) || v < 0) return bad("must be a non-negative number");
   double bytes = v * mult;
   if (bytes > 9.0e18) return bad("too large");

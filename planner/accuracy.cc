@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "core/hf_config.h"
+#include "core/text.h"
 #include "core/model_spec.h"
 #include "planner/ds_config.h"
 #include "simulator/simulate.h"
@@ -25,21 +26,19 @@ double Num(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    return Status::NotFound(fmt::format("{}: cannot open the calibration file", path));
-  }
+  DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "calibration file"));
+  std::istringstream in(text);
   std::vector<CalibrationRun> runs;
   std::string line;
   int lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::exception& e) {
-      return Status::InvalidArgument(fmt::format("{}:{}: not JSON: {}", path, lineno, e.what()));
+    DSPLAN_ASSIGN_OR_RETURN(nlohmann::json j,
+                            ParseJsonText(line, fmt::format("{} line {}", Escape(path), lineno)));
+    if (!j.is_object()) {
+      return Status::InvalidArgument(
+          fmt::format("{}:{}: each line must be a JSON object", Escape(path), lineno));
     }
     if (j.contains("record_type")) continue;
     CalibrationRun r;
@@ -69,7 +68,8 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       r.memory_valid = j.value("memory_valid", true);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
-          fmt::format("{}:{}: missing or malformed field: {}", path, lineno, e.what()));
+          fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
+                      Escape(e.what(), 200)));
     }
     r.after_init_alloc_mib = Num(j, "after_init_alloc_mb_corrected");
     r.peak_alloc_mib = Num(j, "steps_max_alloc_mb_corrected");

@@ -11,6 +11,9 @@
 
 #include <fmt/format.h>
 
+#include "core/checked_math.h"
+#include "core/text.h"
+
 namespace dsplan {
 namespace {
 
@@ -19,9 +22,8 @@ using json = nlohmann::json;
 // ---------------------------------------------------------------------------------------------
 // Value helpers. Every error names the dotted key and the value.
 
-std::string Show(const json& v) {
-  return v.dump(-1, ' ', false, json::error_handler_t::replace);
-}
+// A value quoted into a message: compact, cut, escaped (core/text.h).
+std::string Show(const json& v) { return ShowJson(v); }
 
 bool IsAuto(const json& v) { return v.is_string() && v.get_ref<const std::string&>() == "auto"; }
 
@@ -55,6 +57,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 
 /// " (did you mean 'x'?)" when a valid name is close to |key|, else "".
 std::string Suggestion(const std::string& key, const std::vector<std::string>& valid) {
+  // Keys are short; a long one is no typo (and the edit distance is quadratic in its length).
+  if (key.size() > 256) return "";
   std::string best;
   size_t best_d = std::numeric_limits<size_t>::max();
   for (const std::string& v : valid) {
@@ -290,9 +294,9 @@ Result<std::map<std::string, json>> CheckPydanticKeys(const json& obj, const std
       std::vector<std::string> names;
       for (const FieldName& f : fields) names.push_back(f.name);
       return Status::InvalidArgument(fmt::format(
-          "{}: unknown key '{}'{}; DeepSpeed rejects unknown keys here (pydantic extra=forbid). "
+          "{}: unknown key {}{}; DeepSpeed rejects unknown keys here (pydantic extra=forbid). "
           "Valid keys: {}",
-          section, key, Suggestion(key, valid), Join(names)));
+          section, Quote(key), Suggestion(key, valid), Join(names)));
     }
     if (out.count(match->name)) {
       return Status::InvalidArgument(fmt::format(
@@ -357,7 +361,7 @@ class Parser {
     for (auto it = cfg_.begin(); it != cfg_.end(); ++it) {
       if (it.key() == "dsplan") continue;  // dsplan's own notes (ReadDsplanBlock)
       if (!KnownTopLevelKeys().count(it.key())) {
-        Warn(fmt::format("DeepSpeed ignores top-level key '{}'{}", it.key(),
+        Warn(fmt::format("DeepSpeed ignores top-level key {}{}", Quote(it.key()),
                          Suggestion(it.key(), std::vector<std::string>(KnownTopLevelKeys().begin(),
                                                                        KnownTopLevelKeys().end()))));
       }
@@ -939,6 +943,12 @@ class Parser {
         return Status();
       }
       DSPLAN_ASSIGN_OR_RETURN(int64_t v, ToInt(At(k), k));
+      // DeepSpeed's _batch_assertion requires each to be > 0; refusing it here also keeps the
+      // integer divisions below defined.
+      if (v <= 0) {
+        return Status::InvalidArgument(
+            fmt::format("{} is {}; it has to be greater than 0", k, v));
+      }
       *dst = v;
       return Status();
     };
@@ -974,7 +984,12 @@ class Parser {
       if (ctx_.micro_batch) {
         micro = ctx_.micro_batch;
       } else if (ctx_.global_batch) {
-        micro = *ctx_.global_batch / ws / gas.value_or(ctx_.grad_accum.value_or(kTrainerGradAccum));
+        const int64_t g = gas.value_or(ctx_.grad_accum.value_or(kTrainerGradAccum));
+        if (g <= 0) {
+          return Status::InvalidArgument(fmt::format(
+              "gradient_accumulation_steps is {}; it has to be greater than 0", g));
+        }
+        micro = *ctx_.global_batch / ws / g;
         src = "--global-batch / (accumulation x GPUs)";
       } else {
         micro = kTrainerMicroBatch;
@@ -989,6 +1004,10 @@ class Parser {
       if (ctx_.grad_accum) {
         gas = ctx_.grad_accum;
       } else if (ctx_.global_batch && micro) {
+        if (*micro <= 0) {
+          return Status::InvalidArgument(fmt::format(
+              "train_micro_batch_size_per_gpu is {}; it has to be greater than 0", *micro));
+        }
         gas = *ctx_.global_batch / ws / *micro;
         src = "--global-batch / (micro-batch x GPUs)";
       } else {
@@ -1001,7 +1020,13 @@ class Parser {
     if (train_auto) {
       std::string src = "micro-batch x accumulation x GPUs";
       if (micro && gas) {
-        train = *micro * *gas * ws;
+        train = CheckedProduct({*micro, *gas, static_cast<int64_t>(ws)});
+        if (!train) {
+          return Status::InvalidArgument(fmt::format(
+              "train_batch_size \"auto\": micro-batch {} x accumulation {} x world size {} "
+              "overflows a 64-bit count",
+              *micro, *gas, ws));
+        }
       } else if (ctx_.global_batch) {
         train = ctx_.global_batch;
         src = "--global-batch";
@@ -1021,6 +1046,16 @@ class Parser {
            "would need them in the config or from the HF Trainer)");
     }
 
+    // Products of batch sizes are checked: a wrapped product would be a negative batch.
+    auto batch_product = [&](int64_t m, int64_t g) -> std::optional<int64_t> {
+      return CheckedProduct({m, g, static_cast<int64_t>(ws)});
+    };
+    auto overflow = [&]() {
+      return Status::InvalidArgument(fmt::format(
+          "train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x world size {} "
+          "overflows a 64-bit count; use realistic batch sizes",
+          micro.value_or(0), gas.value_or(1), ws));
+    };
     // _set_batch_related_parameters, integer division as in DeepSpeed.
     auto div = [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; };
     if (train && micro && gas) {
@@ -1030,12 +1065,14 @@ class Parser {
     } else if (train && gas) {
       micro = div(div(*train, ws), *gas);
     } else if (micro && gas) {
-      train = *micro * *gas * ws;
+      train = batch_product(*micro, *gas);
+      if (!train) return overflow();
     } else if (train) {
       gas = 1;
       micro = div(*train, ws);
     } else if (micro) {
-      train = *micro * ws;
+      train = batch_product(*micro, 1);
+      if (!train) return overflow();
       gas = 1;
     } else {
       return Status::InvalidArgument(
@@ -1062,11 +1099,13 @@ class Parser {
           "{}); it has to be greater than 0",
           *gas, *train, *micro, ws));
     }
-    if (*train != *micro * *gas * ws) {
+    const std::optional<int64_t> product = batch_product(*micro, *gas);
+    if (!product) return overflow();
+    if (*train != *product) {
       return Status::InvalidArgument(fmt::format(
           "train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps "
           "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys",
-          *train, *micro, *gas, ws, *micro * *gas * ws));
+          *train, *micro, *gas, ws, *product));
     }
     p.micro_batch = *micro;
     p.grad_accum = *gas;
@@ -1140,12 +1179,12 @@ class Parser {
         return Status::Unsupported(fmt::format(
             "optimizer.type \"{}\" (torch.optim.{}) is not modelled by dsplan; supported: Adam, "
             "AdamW, Adagrad, Lamb, SGD",
-            type, type));
+            Escape(type), Escape(type)));
       }
       return Status::InvalidArgument(fmt::format(
           "optimizer.type \"{}\" is neither a DeepSpeed optimizer nor in torch.optim{}; supported "
           "by dsplan: Adam, AdamW, Adagrad, Lamb, SGD",
-          type, Suggestion(type, {"Adam", "AdamW", "Adagrad", "Lamb", "SGD"})));
+          Escape(type), Suggestion(type, {"Adam", "AdamW", "Adagrad", "Lamb", "SGD"})));
     }
     for (auto it = o.begin(); it != o.end(); ++it) {
       if (it.key() != "type" && it.key() != "params" && it.key() != "legacy_fusion") {
@@ -1184,12 +1223,22 @@ class Parser {
         }
         continue;
       }
+      // torch.optim raises on a negative lr, eps or weight_decay ("Invalid learning rate").
+      auto non_negative = [&](std::optional<double>* dst) -> Status {
+        DSPLAN_ASSIGN_OR_RETURN(double d, ToDouble(v, key));
+        if (!(d >= 0) || !std::isfinite(d)) {
+          return Status::InvalidArgument(
+              fmt::format("{} must be a finite number >= 0, got {}", key, Show(v)));
+        }
+        *dst = d;
+        return Status();
+      };
       if (k == "lr") {
-        DSPLAN_ASSIGN_OR_RETURN(hp.lr, ToDouble(v, key));
+        DSPLAN_RETURN_IF_ERROR(non_negative(&hp.lr));
       } else if (k == "eps") {
-        DSPLAN_ASSIGN_OR_RETURN(hp.eps, ToDouble(v, key));
+        DSPLAN_RETURN_IF_ERROR(non_negative(&hp.eps));
       } else if (k == "weight_decay") {
-        DSPLAN_ASSIGN_OR_RETURN(hp.weight_decay, ToDouble(v, key));
+        DSPLAN_RETURN_IF_ERROR(non_negative(&hp.weight_decay));
       } else if (k == "momentum") {
         DSPLAN_ASSIGN_OR_RETURN(hp.momentum, ToDouble(v, key));
       } else if (k == "betas") {
@@ -1199,6 +1248,16 @@ class Parser {
         }
         hp.beta1 = v[0].get<double>();
         hp.beta2 = v[1].get<double>();
+        // torch.optim.Adam: "Invalid beta parameter at index i" unless 0 <= beta < 1.
+        for (int i = 0; i < 2; ++i) {
+          const double b = i == 0 ? *hp.beta1 : *hp.beta2;
+          if (!(b >= 0 && b < 1)) {
+            return Status::InvalidArgument(fmt::format(
+                "optimizer.params.betas[{}] is {}; each beta must be in [0, 1) (torch raises "
+                "\"Invalid beta parameter\")",
+                i, Show(v[i])));
+          }
+        }
       } else if (k == "torch_adam") {
         DSPLAN_ASSIGN_OR_RETURN(p.torch_adam, ToBool(v, key));
       } else if (k == "adam_w_mode") {
@@ -1234,9 +1293,9 @@ class Parser {
     static const std::vector<std::string> kDs = {"WarmupLR", "WarmupDecayLR", "WarmupCosineLR",
                                                  "OneCycle", "LRRangeTest"};
     if (std::find(kDs.begin(), kDs.end(), out_.plan.scheduler) == kDs.end()) {
-      Warn(fmt::format("scheduler.type \"{}\" is not a DeepSpeed scheduler{}; DeepSpeed looks it "
+      Warn(fmt::format("scheduler.type {} is not a DeepSpeed scheduler{}; DeepSpeed looks it "
                        "up in torch.optim.lr_scheduler",
-                       out_.plan.scheduler, Suggestion(out_.plan.scheduler, kDs)));
+                       Quote(out_.plan.scheduler), Suggestion(out_.plan.scheduler, kDs)));
     }
     // The warm-up parameters (no effect on memory or time; kept so an emitted file reads back
     // to the same plan). "auto" and other types stay unset.
@@ -1512,54 +1571,21 @@ Result<ParsedDsConfig> ParseDsConfigText(const std::string& text, const DsConfig
   // DeepSpeed loads with object_pairs_hook=dict_raise_error_on_duplicate_keys.
   std::vector<std::set<std::string>> keys_at_depth;
   std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    switch (event) {
-      case json::parse_event_t::object_start:
-        keys_at_depth.emplace_back();
-        break;
-      case json::parse_event_t::object_end:
-        if (!keys_at_depth.empty()) keys_at_depth.pop_back();
-        break;
-      case json::parse_event_t::key:
-        if (!keys_at_depth.empty() && parsed.is_string()) {
-          if (!keys_at_depth.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
-            duplicate = parsed.get<std::string>();
-          }
-        }
-        break;
-      default:
-        break;
-    }
-    return true;
+  JsonParseOptions po;
+  po.on_object_start = [&] { keys_at_depth.emplace_back(); };
+  po.on_object_end = [&] {
+    if (!keys_at_depth.empty()) keys_at_depth.pop_back();
   };
-  json cfg;
-  try {
-    cfg = json::parse(text, cb);
-  } catch (const json::parse_error& e) {
-    // e.byte is the 1-based offset of the error; turn it into line:column.
-    size_t line = 1, col = 1;
-    const size_t end = std::min<size_t>(e.byte > 0 ? e.byte - 1 : 0, text.size());
-    for (size_t i = 0; i < end; ++i) {
-      if (text[i] == '\n') {
-        ++line;
-        col = 1;
-      } else {
-        ++col;
-      }
+  po.on_key = [&](int, const std::string& key) {
+    if (!keys_at_depth.empty() && !keys_at_depth.back().insert(key).second && duplicate.empty()) {
+      duplicate = key;
     }
-    std::string what = e.what();
-    // nlohmann: "[json.exception.parse_error.101] parse error at line 3, column 5: <detail>".
-    const size_t colon = what.find(": ");
-    const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
-    return Status::InvalidArgument(
-        fmt::format("{}:{}:{}: malformed JSON: {}", source_name, line, col, detail));
-  } catch (const std::exception& e) {
-    return Status::InvalidArgument(fmt::format("{}: malformed JSON: {}", source_name, e.what()));
-  }
+  };
+  DSPLAN_ASSIGN_OR_RETURN(json cfg, ParseJsonText(text, source_name, po));
   if (!duplicate.empty()) {
     return Status::InvalidArgument(fmt::format(
-        "{}: key '{}' appears twice in one object; DeepSpeed rejects duplicate keys", source_name,
-        duplicate));
+        "{}: key {} appears twice in one object; DeepSpeed rejects duplicate keys", source_name,
+        Quote(duplicate)));
   }
   auto r = ParseDsConfig(cfg, ctx);
   if (!r.ok()) return r.status().WithPrefix(source_name);
@@ -1567,14 +1593,8 @@ Result<ParsedDsConfig> ParseDsConfigText(const std::string& text, const DsConfig
 }
 
 Result<ParsedDsConfig> ParseDsConfigFile(const std::string& path, const DsConfigContext& ctx) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return Status::NotFound(fmt::format("cannot open DeepSpeed config '{}'", path));
-  }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IoError(fmt::format("reading '{}' failed", path));
-  return ParseDsConfigText(ss.str(), ctx, path);
+  DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "DeepSpeed config"));
+  return ParseDsConfigText(text, ctx, Escape(path));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 #include "planner/search.h"
 
+#include "core/checked_math.h"
+#include "core/text.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -34,7 +37,7 @@ Result<Objective> ParseObjective(const std::string& s) {
   if (s == "memory") return Objective::kMemory;
   if (s == "cost") return Objective::kCost;
   return Status::InvalidArgument(
-      fmt::format("--objective '{}' is not known; use throughput, memory or cost", s));
+      fmt::format("--objective {} is not known; use throughput, memory or cost", Quote(s)));
 }
 
 std::string ChoiceSummary(const Plan& p) {
@@ -210,6 +213,13 @@ Status Search::Validate() {
     return Status::InvalidArgument(fmt::format(
         "--gpus and --nodes must be positive integers (got {} GPU(s) x {} node(s))",
         r_.gpus_per_node, r_.nodes));
+  }
+  // Bounded so that products with it cannot overflow and per-rank loops stay short.
+  if (r_.nodes > 65536 || r_.gpus_per_node > 65536 ||
+      int64_t{r_.nodes} * r_.gpus_per_node > 65536) {
+    return Status::InvalidArgument(fmt::format(
+        "{} node(s) x {} GPU(s) is more than the 65536 GPUs dsplan plans for", r_.nodes,
+        r_.gpus_per_node));
   }
   world_ = r_.nodes * r_.gpus_per_node;
   if (r_.global_batch) {

@@ -194,7 +194,8 @@ class Builder {
 
   int N_ = 1;
   int64_t P_ = 0;            // trainable elements
-  int64_t part_ = 0;         // partition elements per rank
+  int64_t part_ = 0;         // partition elements per rank (with DeepSpeed's padding)
+  int64_t flat_ = 0;         // the 16-bit flat buffer's elements (P_ plus padding)
   // ZeRO 1/2 grads_in_partition (and the CPU-offload accumulated_grads_in_cpu) elements: the
   // whole tensors overlapping the partition, for the rank where that is largest. Ranks differ
   // only in these edge tensors; the graph stands for all ranks, so it takes the worst one,
@@ -255,6 +256,19 @@ Status Builder::Build() {
     param_tensors_ += l.tensors;
   }
   f_.wrapper = p_.Wrapper();
+  // Padding as DeepSpeed allocates it: the BF16_Optimizer and stage 1/2 flat buffer is aligned to
+  // 2 x N elements (nccl_start_alignment_factor x dp size) and each rank owns 1/N of it; a stage 3
+  // partition is ceil(numel / N) per tensor. The host executor allocates the same.
+  flat_ = P_;
+  if (Stage3()) {
+    part_ = 0;
+    for (const LayerParams& l : lp_) {
+      for (int64_t n : l.tensor_numels) part_ += CeilDiv(n, N_);
+    }
+  } else if (Zero12() || f_.wrapper == OptimizerWrapper::kBf16Optimizer) {
+    flat_ = CeilDiv(P_, 2 * int64_t{N_}) * 2 * N_;
+    part_ = flat_ / N_;
+  }
   f_.params = P_;
   f_.partition_numel = part_;
   if (Zero12()) {
@@ -372,9 +386,9 @@ void Builder::Initial() {
       // bf16 flat params, fp32 master partition, the full fp32 gradient buffer, optimizer
       // states; and the previous step's bf16 grads, which clear_lp_grads frees only at the
       // start of the next backward.
-      Init(MemSpace::kGpu, MemCategory::kParams16, e_ * P_);
+      Init(MemSpace::kGpu, MemCategory::kParams16, e_ * flat_);
       Init(MemSpace::kGpu, MemCategory::kMaster, 4 * part_);
-      Init(MemSpace::kGpu, MemCategory::kGradients, acc_ * P_ + e_ * P_);
+      Init(MemSpace::kGpu, MemCategory::kGradients, acc_ * flat_ + e_ * P_);
       Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * part_);
       break;
     case OptimizerWrapper::kFp16Optimizer:
@@ -387,7 +401,7 @@ void Builder::Initial() {
       Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * e_ / 4 * P_);
       break;
     case OptimizerWrapper::kZero12: {
-      Init(MemSpace::kGpu, MemCategory::kParams16, e_ * P_);
+      Init(MemSpace::kGpu, MemCategory::kParams16, e_ * flat_);
       if (!p_.OffloadsOptimizer()) {
         Init(MemSpace::kGpu, MemCategory::kMaster, 4 * part_);
         Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * part_);

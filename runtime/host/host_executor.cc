@@ -714,6 +714,10 @@ class Rank {
   int64_t Numel(int t) const { return m_.params[t].numel; }
 
   void Setup();
+  int ParamsStep() const {
+    const int n = sh_.opts.params_after_step;
+    return n >= 1 && n <= sh_.opts.steps ? n : sh_.opts.steps;
+  }
   void FetchLayer(int l, std::vector<Buf>& w32, std::vector<Buf>& gathered,
                   std::vector<const float*>& W);
   void GradReady(int t, int micro, Buf& g32);
@@ -1489,9 +1493,11 @@ void Rank::Run() {
     acc_.SetMicroSteps(false);
     OptimizerStep();
     sh_.comm.Barrier();
+    // Every rank takes the parameters at the same step (stage 3 gathers them).
+    if (step + 1 == ParamsStep()) FinalParams();
   }
+  if (sh_.opts.steps == 0) FinalParams();
   sh_.memory = acc_.Report();
-  FinalParams();
   for (int fd : fds_)
     if (fd >= 0) ::close(fd);
 }
@@ -1536,6 +1542,14 @@ Result<ModelLayout> PrepareRun(const Workload& w, const Plan& plan, const HostRu
         "host executor: the plan has {} ranks ({} node(s) x {} GPU(s)) but the MPI job has {} "
         "processes; start {} processes (mpirun -np {}) or plan for {} ranks (--nodes x --gpus)",
         N, plan.nodes, plan.gpus_per_node, opts.comm->size(), N, N, opts.comm->size()));
+  }
+  // Every rank holds full-size fp32 buffers (gradients, the basic optimizer's flat copy): bound
+  // them so that no allocation fails inside a rank (an exception there would strand the others
+  // in a collective).
+  if (m.numel > 250'000'000) {
+    return Status::Unsupported(fmt::format(
+        "host executor: {} parameters; it trains small models on the CPU (at most 250 million)",
+        m.numel));
   }
   if (opts.comm != nullptr && m.numel > INT_MAX / 4) {
     return Status::Unsupported(fmt::format(
@@ -1619,6 +1633,8 @@ Result<HostRun> RunRankAndGather(Shared& sh) {
   DSPLAN_RETURN_IF_ERROR(AgreeOnStatus(sh.comm, sh.error));
   const std::vector<std::string> all = sh.comm.Gather(PackRankResult(sh), 0);
   HostRun out;
+  const int n_after = sh.opts.params_after_step;
+  out.params_step = n_after >= 1 && n_after <= sh.opts.steps ? n_after : sh.opts.steps;
   for (const ParamInfo& p : sh.m.params) out.param_names.push_back(p.name);
   out.numel = sh.m.numel;
   out.partition_numel = sh.partition_numel;
@@ -1697,7 +1713,15 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
   {
     std::vector<std::thread> threads;
     for (int r = 0; r < N; ++r) {
-      threads.emplace_back([&, r] { results[r] = RunRankAndGather(*shared[r]); });
+      // No exception may leave a rank's thread (std::terminate); PrepareRun bounds the sizes so
+      // that allocations do not fail, and anything else becomes this rank's error.
+      threads.emplace_back([&, r] {
+        try {
+          results[r] = RunRankAndGather(*shared[r]);
+        } catch (const std::exception& e) {
+          results[r] = Status::Internal(fmt::format("host executor rank {}: {}", r, e.what()));
+        }
+      });
     }
     for (std::thread& t : threads) t.join();
   }

@@ -48,6 +48,8 @@ struct HostRunOptions {
   /// rank comm->rank() of comm->size() (an MpiSession's Comm); REQUIRES the same options and
   /// plan on every rank. Not owned.
   Comm* comm = nullptr;
+  /// The step after which HostRun::params are taken (1-based); 0 or beyond |steps| = the last.
+  int params_after_step = 0;
 };
 
 /// Bytes per memory space and category (indexed by MemSpace, then MemCategory).
@@ -68,10 +70,11 @@ struct HostRankMemory {
 /// Rank 0's result holds the whole run; under HostRunOptions::comm the other ranks' results hold
 /// only the layout facts (numel and below) and param_names.
 struct HostRun {
-  /// Final parameters in fp32 (for a bf16 plan: the 16-bit model parameters decoded), full
-  /// tensors as rank 0 sees them after the last step, in the Workload's tensor-table order.
+  /// Parameters in fp32 (for a bf16 plan: the 16-bit model parameters decoded), full tensors as
+  /// rank 0 sees them after step params_step, in the Workload's tensor-table order.
   std::vector<std::string> param_names;
   std::vector<std::vector<float>> params;
+  int params_step = 0;  // the step after which |params| were taken (1-based)
   /// Mean loss per step over all ranks and micro-steps (equal to the global batch's mean loss).
   std::vector<double> losses;
   std::vector<HostRankMemory> rank_memory;  // one per rank

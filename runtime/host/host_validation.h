@@ -30,11 +30,16 @@ struct HostValidation {
   HostRun run;
   HostRun reference;
   Plan reference_plan;      // stage 0, one rank, micro-batch x accumulation x world in one batch
-  double max_abs_diff = 0;  // over all parameter elements
-  /// bf16: the fraction of elements beyond one bf16 ulp + 1e-4 of the reference, and the largest
-  /// excess over that.
+  double max_abs_diff = 0;  // over all parameter elements (after HostRun::params_step)
+  /// The fraction of elements beyond their tolerance (fp32: 1e-5; bf16: one bf16 ulp + 1e-4 of
+  /// the reference), and the largest excess over it.
   double fraction_beyond_ulp = 0;
   double excess_beyond_ulp = 0;
+  /// The largest difference of a step's mean loss from the reference's, relative to the
+  /// reference's first-step loss.
+  double max_loss_rel_diff = 0;
+  /// Parameters (either run) and losses that are NaN or infinite: any fails the comparison.
+  int64_t non_finite = 0;
   std::string tolerance;    // in words, for the report
   bool params_match = false;
   std::vector<HostMemoryRow> memory;  // model-state categories present on either side

@@ -55,7 +55,7 @@ check "unknown model suggests" grep -q "did you mean llama-2-7b" "$tmp/err"
 echo '{"model_type": "gpt2", "n_embd": 64,' >"$tmp/bad.json"
 run model "$tmp/bad.json"
 check "malformed config exits 2" test "$rc" -eq 2
-check "malformed config names the file" grep -q "bad.json: malformed JSON" "$tmp/err"
+check "malformed config names the file" grep -qE "bad.json:[0-9]+:[0-9]+: malformed JSON" "$tmp/err"
 echo '{"model_type": "rwkv"}' >"$tmp/rwkv.json"
 run model "$tmp/rwkv.json"
 check "unsupported model_type exits 2" test "$rc" -eq 2

@@ -108,7 +108,8 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.run = run;
     row.wrapper = OptimizerWrapperName(p.facts.wrapper);
     row.fits = p.fits;
-    row.verdict_right = run.oom ? !p.fits : p.fits;
+    row.verdict = MemoryVerdictName(p.verdict);
+    row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;
     row.has_memory = !run.oom && run.memory_valid && run.peak_alloc_mib > 0;
     row.has_time = !run.oom && run.step_s > 0;
     row.peak_alloc_mib = p.gpu_peak_allocated_bytes / kMiB;
@@ -129,6 +130,12 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     if (r.has_memory) ++s.memory_rows;
     if (r.has_time) ++s.time_rows;
     if (r.verdict_right) ++s.verdicts_right;
+    if (r.run.oom) {
+      ++s.oom_runs;
+      if (!r.fits) ++s.oom_rejected;
+    } else if (r.verdict == "at_risk") {
+      ++s.ran_at_risk;
+    }
   }
   for (const AccuracyRow& r : s.rows) {
     if (r.has_memory) {
@@ -155,18 +162,21 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   o << fmt::format(
       "{} runs. Peak allocated memory ({} runs): mean |error| {:.1f}%, max {:.1f}% (targets: mean "
       "< 3%, every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time ({} runs): mean "
-      "{:.1f}%, max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{}.\n\n",
+      "{:.1f}%, max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{} (with the memory "
+      "band and the default headroom: runs that ran out of memory said not to fit {}/{}; runs "
+      "that ran said to fit, or at risk for {} of them).\n\n",
       s.rows.size(), s.memory_rows, 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs,
       100 * s.reserved_mean_abs, 100 * s.reserved_max_abs, s.time_rows, 100 * s.step_mean_abs,
-      100 * s.step_max_abs, s.verdicts_right, s.rows.size());
+      100 * s.step_max_abs, s.verdicts_right, s.rows.size(), s.oom_rejected, s.oom_runs,
+      s.ran_at_risk);
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
-       "err) | step s (m / p / err) | peak at |\n";
-  o << "|---|---|---|---|---|---|\n";
+       "err) | step s (m / p / err) | verdict | peak at |\n";
+  o << "|---|---|---|---|---|---|---|\n";
   for (const AccuracyRow& r : s.rows) {
     std::string mem, step;
     if (r.run.oom) {
       mem = fmt::format("out of memory / {:.0f} / {}", r.peak_alloc_mib,
-                        r.fits ? "said to fit: WRONG" : "said not to fit");
+                        r.fits ? "said to fit: WRONG" : "said " + r.verdict);
       step = "-";
     } else if (!r.has_memory) {
       mem = fmt::format("(not usable) / {:.0f} / -", r.peak_alloc_mib);
@@ -183,7 +193,8 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }
-    o << fmt::format("| {} | {} | {} | {} | {} | {} |\n", r.run.id, r.wrapper, mem, res, step,
+    o << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.run.id, r.wrapper, mem, res, step,
+                     r.verdict,
                      r.peak_at);
   }
   return o.str();

@@ -49,7 +49,10 @@ struct AccuracyRow {
   CalibrationRun run;
   std::string wrapper;             // the wrapper dsplan modeled
   bool fits = false;               // dsplan's verdict
-  bool verdict_right = false;      // fits for a run that ran, does not fit for one that ran out
+  /// A run that ran was not said not to fit (fits, or at risk: the band and headroom); a run
+  /// that ran out of memory was not said to fit.
+  bool verdict_right = false;
+  std::string verdict;             // MemoryVerdictName: fits, at_risk, does_not_fit
   bool has_memory = false;         // measured memory to compare with
   bool has_time = false;           // measured step time to compare with
   double peak_alloc_mib = 0;
@@ -69,6 +72,8 @@ struct AccuracySummary {
   double reserved_mean_abs = 0, reserved_max_abs = 0;
   double step_mean_abs = 0, step_max_abs = 0;
   int verdicts_right = 0;
+  int oom_runs = 0, oom_rejected = 0;  // runs that ran out of memory; of them, not said to fit
+  int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)
   int memory_rows = 0, time_rows = 0;  // rows each mean is over
 };
 

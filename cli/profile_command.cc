@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/hardware_profile.h"
+#include "core/output_file.h"
 #include "core/model_catalog.h"
 #include "core/status.h"
 #include "runtime/profiler/device_probe.h"
@@ -35,6 +36,7 @@ struct ProfileFlags {
   std::string only;
   std::string models;
   bool quick = false;
+  bool force = false;  // replace an existing --out file
   bool tiny = false;  // test-only sizes (hidden flag): seconds, not minutes
 };
 
@@ -57,7 +59,9 @@ std::string BaseFor(const std::string& gpu) {
 }
 
 // Checks before measuring that |path| can be written, so minutes of measuring are not lost.
-Status CheckWritable(const std::string& path) {
+Status CheckWritable(const std::string& path, const ProfileFlags& f) {
+  // Never the --base profile it reads; an existing file only with --force.
+  if (Status s = CheckOutputPath(path, OutputPolicy{{f.base}, f.force, "--out"}); !s.ok()) return s;
   fs::path p(path);
   fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
@@ -140,6 +144,7 @@ CLI::App* AddProfileCommand(CLI::App& app) {
       "profile", "Measure this machine (GEMM, HBM, PCIe, NCCL, CPU Adam, NVMe) and write a "
                  "hardware profile");
   cmd->add_option("--out,-o", f.out, "Profile YAML to write")->capture_default_str();
+  cmd->add_flag("--force", f.force, "Replace the --out file if it exists");
   cmd->add_option("--base", f.base,
                   "Datasheet profile (name in profiles/ or a path) for what is not measured; "
                   "default: the one matching the GPU, else h200-sxm");
@@ -163,7 +168,7 @@ int RunProfileCommand() {
   const ProfileFlags& f = Flags();
   auto sections = ParseSections(f.only);
   if (!sections.ok()) return Fail(sections.status());
-  Status writable = CheckWritable(f.out);
+  Status writable = CheckWritable(f.out, f);
   if (!writable.ok()) return Fail(writable);
 
   std::unique_ptr<DeviceProbe> gpu = MakeGpuProbe();

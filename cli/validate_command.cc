@@ -118,6 +118,12 @@ Status CheckFlags(const ValidateFlags& f) {
         f.calibrate));
   }
   if (!f.calibrate.empty()) {
+    // An existing file only with --force (core/output_file.h).
+    if (Status s = CheckOutputPath(f.calibrate, OutputPolicy{{f.sim.hardware}, f.sim.force,
+                                                              "--calibrate"});
+        !s.ok()) {
+      return s;
+    }
     // Fail before the run, not after it, and create nothing: the folder must exist and be
     // writable (and the file, when it exists).
     const std::filesystem::path path(f.calibrate);

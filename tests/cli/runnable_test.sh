@@ -200,6 +200,12 @@ check "simulate --trace /dev/full fails" test "$rc" -ne 0
 cp "$src/profiles/h200-sxm.yaml" prof.yaml && cp prof.yaml prof.orig
 bad "validate --calibrate onto --hardware" "input" validate --model gpt2 --ds-config cfg.json --hardware prof.yaml --calibrate prof.yaml
 check "... leaves the profile unchanged" cmp -s prof.yaml prof.orig
+bad "validate --calibrate onto an existing file" "--force" validate --model gpt2 --ds-config cfg.json --calibrate prof.yaml
+check "... leaves it unchanged" cmp -s prof.yaml prof.orig
+bad "profile --out onto an existing file" "--force" profile --out prof.yaml --quick
+check "... leaves it unchanged" cmp -s prof.yaml prof.orig
+bad "profile --out onto its --base" "input" profile --out prof.yaml --base prof.yaml --force
+check "... leaves it unchanged" cmp -s prof.yaml prof.orig
 check "no temporary files left behind" test -z "$(ls -A | grep -E '\.tmp-' || true)"
 # validate with NVMe offload: the swap files go into a private folder that is removed.
 mkdir -p nvme

@@ -125,7 +125,11 @@ int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bo
   auto w = BuildWorkload(*spec, *opts);
   if (!w.ok()) return Fail(w.status());
   if (json) {
-    fmt::print("{}\n", JsonText(WorkloadToJson(*w, tensors)));
+    nlohmann::json j = WorkloadToJson(*w, tensors);
+    j["schema"] = "dsplan/model";
+    j["schema_version"] = 1;
+    j["dsplan_version"] = DSPLAN_VERSION;
+    fmt::print("{}\n", JsonText(j));
     return 0;
   }
   if (!quiet_header) fmt::print("{}", ModelSummary(*spec, w->params));

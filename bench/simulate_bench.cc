@@ -80,17 +80,12 @@ int64_t Threshold(const Plan& p) {
   return p.zero.stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
 }
 
-void BM_SimulateReuseContext(benchmark::State& state, Case c) {
-  std::string err;
-  auto s = Prepare(c, &err);
-  if (!s) {
-    state.SkipWithError(err.c_str());
-    return;
-  }
-  const SimulationContext ctx =
-      MakeSimulationContext(s->workload, s->profile, s->plan.precision, Threshold(s->plan));
+// Times Simulate of |plan| with a context made once, as the planner reuses it.
+void SimulateLoop(benchmark::State& state, const Workload& w, const HardwareProfile& profile,
+                  const Plan& plan) {
+  const SimulationContext ctx = MakeSimulationContext(w, profile, plan.precision, Threshold(plan));
   for (auto _ : state) {
-    auto pred = Simulate(ctx, s->plan);
+    auto pred = Simulate(ctx, plan);
     if (!pred.ok()) {
       state.SkipWithError(pred.status().ToString().c_str());
       return;
@@ -98,6 +93,17 @@ void BM_SimulateReuseContext(benchmark::State& state, Case c) {
     benchmark::DoNotOptimize(pred->step_time_s);
   }
   state.SetItemsProcessed(state.iterations());
+}
+
+
+void BM_SimulateReuseContext(benchmark::State& state, Case c) {
+  std::string err;
+  auto s = Prepare(c, &err);
+  if (!s) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  SimulateLoop(state, s->workload, s->profile, s->plan);
 }
 
 void BM_SimulateWithContext(benchmark::State& state, Case c) {
@@ -158,17 +164,7 @@ void BM_SimulateGradAccum(benchmark::State& state, Case c, bool offload) {
   }
   s->plan.grad_accum = state.range(0);
   if (offload) s->plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
-  const SimulationContext ctx =
-      MakeSimulationContext(s->workload, s->profile, s->plan.precision, Threshold(s->plan));
-  for (auto _ : state) {
-    auto pred = Simulate(ctx, s->plan);
-    if (!pred.ok()) {
-      state.SkipWithError(pred.status().ToString().c_str());
-      return;
-    }
-    benchmark::DoNotOptimize(pred->step_time_s);
-  }
-  state.SetItemsProcessed(state.iterations());
+  SimulateLoop(state, s->workload, s->profile, s->plan);
 }
 
 constexpr Case kGpt2XlStage1 = {"gpt2-xl", 8, 1, OffloadDevice::kNone, OffloadDevice::kNone, 4,

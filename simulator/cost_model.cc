@@ -58,6 +58,16 @@ double CopyCurveSeconds(const CopyCurve& c, double bytes) {
 
 }  // namespace
 
+int GemmAlignmentClass(int64_t dim, int64_t elem_bytes) {
+  // The largest of 16, 8, 4 and 2 bytes that the dimension's row stride is a multiple of (1 if
+  // none).
+  const int64_t bytes = dim * std::max<int64_t>(1, elem_bytes);
+  for (int c : {16, 8, 4, 2}) {
+    if (bytes % c == 0) return c;
+  }
+  return 1;
+}
+
 const char* SoftwareStackName(SoftwareStack s) {
   switch (s) {
     case SoftwareStack::kPyTorchDeepSpeed: return "pytorch-deepspeed";
@@ -120,21 +130,35 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
   // other dimensions are the layer's (out, in) or (in, out). Take the measured layer shape
   // nearest in log space, then interpolate log FLOP/s in log tokens along its series (clamped
   // at the series' ends).
+  //
+  // cuBLAS chooses its kernels by the operands' alignment as well as their size: a layer
+  // dimension that is not a multiple of 16 bytes (GPT-2's vocabulary of 50257) rules out the
+  // vectorized tensor-core kernels and runs several times slower (docs/simulator.md, "GEMM
+  // alignment"). So a shape is compared only with measured shapes of the same alignment class
+  // in both layer dimensions, when the table has any.
   const bool tn = layout == GemmLayout::kTN;
   const double tokens = tn ? k : m, a = tn ? m : n, b = tn ? n : k;
+  const int64_t elem_bytes = PrecisionBytes(precision_);
+  const int align_a = GemmAlignmentClass(static_cast<int64_t>(a), elem_bytes);
+  const int align_b = GemmAlignmentClass(static_cast<int64_t>(b), elem_bytes);
   double best = std::numeric_limits<double>::infinity();
   int64_t best_a = 0, best_b = 0;
+  bool best_aligned_alike = false;
   for (const GemmPoint& pt : g.gemm) {
     if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
       continue;
     }
     const int64_t pa = tn ? pt.m : pt.n, pb = tn ? pt.n : pt.k;
+    const bool alike = GemmAlignmentClass(pa, elem_bytes) == align_a &&
+                       GemmAlignmentClass(pb, elem_bytes) == align_b;
+    if (best_aligned_alike && !alike) continue;
     const double d = std::abs(std::log(a / static_cast<double>(pa))) +
                      std::abs(std::log(b / static_cast<double>(pb)));
-    if (d < best) {
+    if ((alike && !best_aligned_alike) || d < best) {
       best = d;
       best_a = pa;
       best_b = pb;
+      best_aligned_alike = alike;
     }
   }
   // Tables without this layout (profiles written before layouts were measured): the nearest

@@ -59,6 +59,11 @@ const char* SoftwareStackName(SoftwareStack s);
 double FusedAttentionRate(const std::vector<AttentionPoint>& table, Precision dtype,
                           int64_t head_dim, bool causal, double seq, double rows, bool backward);
 
+/// The alignment cuBLAS sees for a matrix whose rows are |dim| elements of |elem_bytes|: the
+/// largest of 16, 8, 4, 2 and 1 bytes that divides the row stride. GEMMs of different classes
+/// run different kernels, so measured rates transfer only within a class.
+int GemmAlignmentClass(int64_t dim, int64_t elem_bytes);
+
 class CostModel {
  public:
   /// |profile| must outlive the CostModel.

@@ -96,9 +96,10 @@ def op_kind_costs():
         return med(f) / N_CHAIN, med(b) / N_CHAIN
 
     x2 = torch.randn(4, 16, W, device=DEV, dtype=DT)
-    lin = [nn.Linear(W, W).to(DEV, DT) for _ in range(N_CHAIN)]
+    lin = [nn.Linear(W, W) for _ in range(N_CHAIN)]
     for m in lin:
-        nn.init.orthogonal_(m.weight)
+        nn.init.orthogonal_(m.weight)  # in fp32 on the host (QR has no bf16 kernel); keeps the chain bounded
+        m.to(DEV, DT)
     kinds["gemm"] = chain(lambda i: lin[i], x2)
     norms = [nn.LayerNorm(W).to(DEV, DT) for _ in range(N_CHAIN)]
     kinds["norm"] = chain(lambda i: norms[i], x2)
@@ -141,10 +142,32 @@ def kernel_rates():
         "softmax": (lambda a: torch.softmax(a.view(-1, 4096), -1), 2 * n * e, 3 * n * e),
         "cast_fp32": (lambda a: a.float(), n * e + n * 4, n * 4 + n * e),
     }
+    # fp32 work of eager modules (RMSNorm's upcast math, the loss) and dtype conversions
+    x32 = torch.randn(n, device=DEV, dtype=torch.float32)
+    y32 = torch.randn(n, device=DEV, dtype=torch.float32)
+    V = 50304
+    logits = torch.randn(n // V, V, device=DEV, dtype=torch.float32)
+    nl = logits.numel()
+    kinds.update({
+        "elementwise_fp32": (lambda a: a * y32, 12 * n, 12 * n, x32),
+        "reduce_fp32_lastdim": (lambda a: a.view(-1, 2048).mean(-1, keepdim=True), 4 * n, 4 * n, x32),
+        "cast_fp32_to_bf16": (lambda a: a.to(torch.bfloat16), 6 * n, 6 * n, x32),
+        "log_softmax_vocab": (lambda a: torch.log_softmax(a, -1), 8 * nl, 12 * nl, logits),
+        "rmsnorm_fp32_module": (lambda a: rms(a.view(-1, 2048)), None, None, x),
+    })
+    w_rms = torch.ones(2048, device=DEV, dtype=DT)
+
+    def rms(h):  # transformers' LlamaRMSNorm forward, as eager tensor ops
+        h32 = h.to(torch.float32)
+        var = h32.pow(2).mean(-1, keepdim=True)
+        return w_rms * (h32 * torch.rsqrt(var + 1e-6)).to(h.dtype)
+
     out = {}
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for k, (fn, fb, bb) in kinds.items():
-        a = x.detach().clone().requires_grad_(True)
+    for k, spec in kinds.items():
+        fn, fb, bb = spec[:3]
+        src = spec[3] if len(spec) > 3 else x
+        a = src.detach().clone().requires_grad_(True)
         f, b = [], []
         for i in range(8):
             start.record()
@@ -163,7 +186,9 @@ def kernel_rates():
             if i >= 2:
                 f.append(tf)
                 b.append(tb)
-        out[k] = {"fwd_bytes_per_s": fb / med(f), "bwd_bytes_per_s": bb / med(b)}
+        out[k] = ({"fwd_s": med(f), "bwd_s": med(b), "elements": a.numel()} if fb is None else
+                  {"fwd_bytes_per_s": fb / med(f), "bwd_bytes_per_s": bb / med(b), "elements": a.numel()})
+        del a
     # the reference: a plain device-to-device copy (bytes read + written)
     z = torch.empty_like(x)
     c = []
@@ -205,6 +230,8 @@ def shrink(cfg, layers, dec_layers=None):
             c[kv] = 1 if c[kv] == 1 else (heads if c[kv] >= orig_h else 2)
     if "head_dim" in c:
         c["head_dim"] = 16
+    if c.get("rotary_dim"):  # GPT-J: rotary over a part of each head
+        c["rotary_dim"] = 8
     if "d_kv" in c:
         c["d_kv"] = 16
     setk(["intermediate_size", "n_inner", "d_ff", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim"], 128)
@@ -252,7 +279,7 @@ def batch_for(model, is_s2s):
     return {"input_ids": ids, "labels": ids}
 
 
-def fwd_bwd_times(model, batch, reps=9, warm=3):
+def fwd_bwd_times(model, batch, reps=15, warm=4):
     f, b = [], []
     for i in range(warm + reps):
         sync()
@@ -282,7 +309,7 @@ def family_costs(cfg):
         counts = {}
         for ckpt in (False, True):
             t = {}
-            for L in (2, 4):
+            for L in (2, 6):
                 if which == "enc":
                     c = shrink(cfg, L, 2)
                 elif which == "dec":
@@ -298,12 +325,12 @@ def family_costs(cfg):
                 del m
                 gc.collect()
             tag = "ckpt_" if ckpt else ""
-            res[tag + "block_fwd_s"] = (t[4][0] - t[2][0]) / 2
-            res[tag + "block_bwd_s"] = (t[4][1] - t[2][1]) / 2
+            res[tag + "block_fwd_s"] = (t[6][0] - t[2][0]) / 4
+            res[tag + "block_bwd_s"] = (t[6][1] - t[2][1]) / 4
             res[tag + "rest_fwd_s"] = t[2][0] - 2 * res[tag + "block_fwd_s"]
             res[tag + "rest_bwd_s"] = t[2][1] - 2 * res[tag + "block_bwd_s"]
-        res["modules_per_block"] = (counts[4][0] - counts[2][0]) / 2
-        res["params_per_block"] = (counts[4][1] - counts[2][1]) / 2
+        res["modules_per_block"] = (counts[6][0] - counts[2][0]) / 4
+        res["params_per_block"] = (counts[6][1] - counts[2][1]) / 4
         res["modules_rest"] = counts[2][0] - 2 * res["modules_per_block"]
         res["params_rest"] = counts[2][1] - 2 * res["params_per_block"]
         for k, v in res.items():
@@ -323,7 +350,7 @@ def ds_config(stage, threshold):
     return c
 
 
-def engine_times(model, cfg, make_loss, reps=8, warm=3):
+def engine_times(model, cfg, make_loss, reps=12, warm=3):
     import deepspeed
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     f, b, s = [], [], []
@@ -406,7 +433,7 @@ def lstsq(rows):
 def zero3_synthetic():
     grid = []
     for kind in ("leaf", "leaf_bias", "pair"):
-        for n in (32, 96):
+        for n in (32, 128):
             row = {"kind": kind, "n": n}
             row["modules"], row["params"] = stack_counts(kind, n)
             for stage in (2, 3):
@@ -474,6 +501,8 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
+    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,zero3_families",
+                    help="comma-separated sections to measure")
     args = ap.parse_args()
     have_ds = False
     if not args.no_deepspeed:
@@ -511,8 +540,11 @@ def main():
         torch.cuda.empty_cache()
         save()
 
-    section("op_kinds", op_kind_costs)
-    section("kernels", kernel_rates)
+    only = set(args.only.split(","))
+    if "op_kinds" in only:
+        section("op_kinds", op_kind_costs)
+    if "kernels" in only:
+        section("kernels", kernel_rates)
     cfgs = {}
     for name in [m for m in args.models.split(",") if m]:
         try:
@@ -520,16 +552,17 @@ def main():
         except Exception as e:  # noqa: BLE001
             doc["errors"]["catalog:" + name] = repr(e)
     doc["families"] = {}
-    for name, cfg in cfgs.items():
+    for name, cfg in (cfgs.items() if "families" in only else []):
         section("_family", lambda: dict(family_costs(cfg), measured_with=name), "family:" + name)
         if "_family" in doc:
             doc["families"][cfg["model_type"]] = doc.pop("_family")
     if have_ds:
-        section("zero3", zero3_synthetic)
+        if "zero3" in only:
+            section("zero3", zero3_synthetic)
         doc["zero3_families"] = {}
         z3 = cfgs if args.zero3_models is None else {
             n: load_catalog(args.catalog, n) for n in args.zero3_models.split(",") if n}
-        for name, cfg in z3.items():
+        for name, cfg in (z3.items() if "zero3_families" in only else []):
             section("_z3", lambda: dict(zero3_family(cfg), measured_with=name), "zero3_family:" + name)
             if "_z3" in doc:
                 doc["zero3_families"][cfg["model_type"]] = doc.pop("_z3")

@@ -36,6 +36,7 @@ struct AccuracyFlags {
   std::string calibration;
   std::string markdown;
   bool json = false;
+  bool unseen_families = false;
 } g_accuracy;
 
 SimulateFlags g_sim;
@@ -256,6 +257,9 @@ CLI::App* AddAccuracyCommand(CLI::App& app) {
                   "Calibration JSONL (default: tests/fixtures/calibration/deepspeed-h200.jsonl)");
   cmd->add_option("--markdown", g_accuracy.markdown, "Also write the report as Markdown here");
   cmd->add_flag("--json", g_accuracy.json, "Machine-readable output");
+  cmd->add_flag("--unseen-families", g_accuracy.unseen_families,
+                "Predict each run as for a model family whose blocks were never measured "
+                "(leave-one-family-out: per-op host costs instead of the family's measured block time)");
   return cmd;
 }
 
@@ -267,12 +271,24 @@ int RunAccuracyCommand() {
   if (!profile.ok()) return Fail(profile.status());
   auto runs = LoadCalibration(path);
   if (!runs.ok()) return Fail(runs.status());
-  auto summary = EvaluateCalibration(*runs, *profile);
+  auto summary = EvaluateCalibration(*runs, *profile, g_accuracy.unseen_families);
   if (!summary.ok()) return Fail(summary.status());
   const std::string shown = g_accuracy.calibration.empty()
                                 ? "tests/fixtures/calibration/deepspeed-h200.jsonl"
                                 : g_accuracy.calibration;
   std::string md = AccuracyMarkdown(*summary, *profile, shown);
+  if (!g_accuracy.markdown.empty()) {
+    const std::string def = "--markdown docs/accuracy.md`";
+    if (size_t at = md.find(def); at != std::string::npos) {
+      md.replace(at, def.size(), "--markdown " + g_accuracy.markdown + "`");
+    }
+  }
+  if (g_accuracy.unseen_families) {
+    const std::string tag = "`dsplan accuracy ";
+    if (size_t at = md.find(tag); at != std::string::npos) {
+      md.insert(at + tag.size(), "--unseen-families ");
+    }
+  }
   if (!g_accuracy.markdown.empty()) {
     // Keep the runtime-validation section that tools/device/summarize_validation.py maintains
     // in the same file (measured on a GPU; this command cannot regenerate it).

@@ -85,7 +85,8 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
 }
 
 Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
-                                            const HardwareProfile& profile) {
+                                            const HardwareProfile& profile,
+                                            bool unseen_families) {
   AccuracySummary s;
   for (const CalibrationRun& run : runs) {
     const std::string where = "calibration run " + run.id;
@@ -102,7 +103,10 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, wo));
     const int64_t threshold =
         plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-    SimulationContext sc = MakeSimulationContext(w, profile, plan.precision, threshold);
+    SimulationContext sc =
+        unseen_families
+            ? MakeUnseenFamilySimulationContext(w, profile, plan.precision, threshold)
+            : MakeSimulationContext(w, profile, plan.precision, threshold);
     DSPLAN_ASSIGN_OR_RETURN(Prediction p, Simulate(sc, plan));
     AccuracyRow row;
     row.run = run;

@@ -78,8 +78,11 @@ struct AccuracySummary {
 };
 
 /// Simulates every run with |profile|.
+/// |unseen_families|: predict every run as for a model family whose blocks the software-stack
+/// measurement never saw (leave-one-family-out; simulator/stack_costs.h).
 Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
-                                            const HardwareProfile& profile);
+                                            const HardwareProfile& profile,
+                                            bool unseen_families = false);
 
 /// The report as Markdown (docs/accuracy.md), naming the profile, its sources and the command.
 std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,

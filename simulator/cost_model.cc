@@ -7,20 +7,10 @@
 #include <utility>
 
 #include "core/fused_attention.h"
+#include "simulator/stack_costs.h"
 
 namespace dsplan {
 namespace {
-
-// Two properties of the software stack (PyTorch eager + transformers + DeepSpeed on the host
-// CPU), not of the GPU, so `dsplan profile` cannot measure them with dsplan's own kernels. They
-// are FITTED to the step times of ../shared/calibration (PyTorch 2.11, DeepSpeed 0.14.5, 16-core
-// Xeon host of an H200) by a grid search over the 18 runs (docs/simulator.md, "Time"):
-//  * host time per traced op: t5-large runs are host-bound (0.20 s at micro-batch 4 and 8 alike);
-//  * PyTorch's elementwise kernels reach this fraction of the profile's streaming rate (the
-//    profiler's kernel is a tuned 16-byte-vector fp32 stream; PyTorch's bf16 kernels with
-//    casts, strides and several inputs stay well below it).
-constexpr double kFrameworkOpSeconds = 38e-6;
-constexpr double kFrameworkElementwiseEfficiency = 0.45;
 
 // The one interpolation of the measured curves: y at |x| on the piecewise curve through |pts|
 // (ascending in x(p)), linear in log x, and in log y too when |log_y|; clamped to the end
@@ -180,12 +170,17 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
 
 double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, double k,
                                      double batch) const {
+  return BatchedGemmSeconds(layout, m, n, k, batch, precision_);
+}
+
+double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, double k,
+                                     double batch, Precision p) const {
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   // The measured batched product of this layout nearest in log space (per product; the
   // measured batches fill the GPU as a step's batch x heads does).
   double best = std::numeric_limits<double>::infinity(), rate = 0;
   for (const GemmPoint& pt : profile_->gpu.gemm) {
-    if (pt.dtype != precision_ || pt.layout != layout || pt.batch <= 1 || pt.flops_per_s <= 0) {
+    if (pt.dtype != p || pt.layout != layout || pt.batch <= 1 || pt.flops_per_s <= 0) {
       continue;
     }
     const double d = std::abs(std::log(m / pt.m)) + std::abs(std::log(n / pt.n)) +
@@ -195,8 +190,8 @@ double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, doub
       rate = pt.flops_per_s;
     }
   }
-  if (rate <= 0) return GemmSeconds(precision_, m, n, k, batch);
-  const double elem = static_cast<double>(PrecisionBytes(precision_));
+  if (rate <= 0) return GemmSeconds(p, m, n, k, batch);
+  const double elem = static_cast<double>(PrecisionBytes(p));
   return std::max(2.0 * m * n * k * batch / rate,
                   RooflineSeconds(elem * batch * (m * k + k * n + m * n)));
 }
@@ -222,13 +217,36 @@ double CostModel::StreamSeconds(double bytes, int launches) const {
 double CostModel::MemoryBoundSeconds(double bytes) const {
   // dsplan's runtime: one streaming kernel, at the measured per-launch curve.
   if (stack_ == SoftwareStack::kDsplanRuntime) return StreamLaunchSeconds(bytes);
+  // PyTorch's (and DeepSpeed's fused) streaming kernels, at their measured rate.
+  return bytes / EagerRate(KernelClass::kStream, false);
+}
+
+double CostModel::EagerRate(KernelClass c, bool backward) const {
+  // The measured rate of PyTorch's kernels of this class on the machine of the stack
+  // measurement, scaled by this profile's streaming rate over that machine's.
+  const StackCosts& s = MeasuredStackCosts();
   const GpuProfile& g = profile_->gpu;
-  const double framework =
-      stack_ == SoftwareStack::kPyTorchDeepSpeed ? kFrameworkElementwiseEfficiency : 1.0;
-  const double eff =
-      framework * (g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8);
+  const double eff = g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8;
   const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
-  return bytes / (bw * eff);
+  const double scale = bw * eff / s.reference_stream_bytes_per_s;
+  const int i = static_cast<int>(c);
+  return (backward ? s.bwd_bytes_per_s[i] : s.fwd_bytes_per_s[i]) * scale;
+}
+
+double CostModel::EagerSeconds(const Op& op, bool backward) const {
+  if (stack_ == SoftwareStack::kDsplanRuntime) {
+    return MemoryBoundSeconds(backward ? op.bwd_bytes : op.fwd_bytes);
+  }
+  if (op.eager.empty()) {
+    return (backward ? op.bwd_bytes : op.fwd_bytes) /
+           EagerRate(DefaultKernelClass(op.kind), backward);
+  }
+  double t = 0;
+  const auto& bytes = backward ? op.eager.bwd : op.eager.fwd;
+  for (int c = 0; c < kKernelClassCount; ++c) {
+    if (bytes[c] > 0) t += bytes[c] / EagerRate(static_cast<KernelClass>(c), backward);
+  }
+  return t;
 }
 
 double CostModel::OpForwardSeconds(const Op& op) const {
@@ -236,7 +254,8 @@ double CostModel::OpForwardSeconds(const Op& op) const {
     case OpKind::kGemm:
       return LinearGemmSeconds(GemmLayout::kNT, op.m * std::max<int64_t>(1, op.batch), op.n, op.k);
     case OpKind::kBatchedGemm:
-      return BatchedGemmSeconds(GemmLayout::kNN, op.m, op.n, op.k, op.batch);
+      return BatchedGemmSeconds(GemmLayout::kNN, op.m, op.n, op.k, op.batch,
+                                op.fp32 ? Precision::kFp32 : precision_);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, false);
       const GpuProfile& g = profile_->gpu;
@@ -245,7 +264,7 @@ double CostModel::OpForwardSeconds(const Op& op) const {
       return std::max(flops / (PeakFlops(precision_) * eff), MemoryBoundSeconds(op.fwd_bytes));
     }
     default:
-      return MemoryBoundSeconds(op.fwd_bytes);
+      return EagerSeconds(op, false);
   }
 }
 
@@ -257,8 +276,10 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
              LinearGemmSeconds(GemmLayout::kTN, op.n, op.k, op.m);
     case OpKind::kBatchedGemm:
       // C = A B: dA = dC B^T (nt: m, k, n) and dB = A^T dC (tn: k, n, m).
-      return BatchedGemmSeconds(GemmLayout::kNT, op.m, op.k, op.n, op.batch) +
-             BatchedGemmSeconds(GemmLayout::kTN, op.k, op.n, op.m, op.batch);
+      return BatchedGemmSeconds(GemmLayout::kNT, op.m, op.k, op.n, op.batch,
+                                op.fp32 ? Precision::kFp32 : precision_) +
+             BatchedGemmSeconds(GemmLayout::kTN, op.k, op.n, op.m, op.batch,
+                                op.fp32 ? Precision::kFp32 : precision_);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, true);
       const GpuProfile& g = profile_->gpu;
@@ -269,7 +290,7 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
                       MemoryBoundSeconds(op.bwd_bytes));
     }
     default:
-      return MemoryBoundSeconds(op.bwd_bytes);
+      return EagerSeconds(op, true);
   }
 }
 
@@ -354,25 +375,53 @@ double CostModel::RuntimeAttentionSeconds(const Op& op, bool backward) const {
 }
 
 double CostModel::DispatchSeconds() const {
-  // Host time per traced op of PyTorch eager training (Python, transformers' module code,
-  // the dispatcher, autograd, the launch): kFrameworkOpSeconds, never below the measured bare
-  // kernel launch. dsplan's runtime issues each kernel from C++ at the measured launch cost.
+  // Host time of one kernel issued from a Python loop over tensors (DeepSpeed's gradient
+  // copies, optimizer and collective calls): a plain eager tensor op, measured
+  // (MeasuredStackCosts), never below the measured bare kernel launch. dsplan's runtime issues
+  // each kernel from C++ at the measured launch cost.
   const double launch = profile_->gpu.kernel_launch_s.value > 0 ? profile_->gpu.kernel_launch_s.value
                                                                  : 5e-6;
   if (stack_ == SoftwareStack::kDsplanRuntime) return launch;
-  return std::max(kFrameworkOpSeconds, launch);
+  return std::max(MeasuredStackCosts().kernel_fwd_s, launch);
 }
 
-LayerCost CostModel::Layer(const dsplan::Layer& layer) const { return LayerWithMemo(layer, nullptr); }
+LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
+  return LayerWithMemo(layer, {}, nullptr);
+}
 
-LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) const {
+LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
+                                   OpMemo* memo) const {
   LayerCost c;
+  const StackCosts& stack = MeasuredStackCosts();
+  double op_fwd_host = 0, op_bwd_host = 0;
+  int32_t module_ops = 0;
   for (const Op& op : layer.ops) {
+    // Host time of the op in eager PyTorch when the layer's family was not measured whole: the
+    // measured cost of one op of its kind, plus one plain tensor op per further kernel.
+    op_fwd_host += stack.OpFwd(op.kind) +
+                   std::max(0, op.eager.fwd_kernels - 1) * stack.kernel_fwd_s;
+    op_bwd_host += stack.OpBwd(op.kind) +
+                   std::max(0, op.eager.bwd_kernels - 1) * stack.kernel_bwd_s;
+    switch (op.kind) {
+      case OpKind::kGemm:
+      case OpKind::kNorm:
+      case OpKind::kEmbedding:
+      case OpKind::kActivation:
+      case OpKind::kDropout:
+        ++module_ops;  // ops that are nn.Module calls in transformers' code
+        break;
+      default:
+        break;
+    }
     // Transformer blocks repeat the same ops: price each distinct op once per Layers() call
     // (the table lookups scan the profile's measured rows).
     double f = 0, b = 0;
+    double eager_sig = 0;
+    for (int k = 0; k < kKernelClassCount; ++k) {
+      eager_sig += op.eager.fwd[k] * (k + 1) + op.eager.bwd[k] * (k + 1 + kKernelClassCount);
+    }
     const OpMemoKey key{static_cast<int>(op.kind), op.m, op.n, op.k, op.batch, op.causal,
-                        op.fwd_bytes, op.bwd_bytes};
+                        op.fwd_bytes, op.bwd_bytes, eager_sig};
     auto hit = memo ? memo->find(key) : OpMemo::iterator{};
     if (memo && hit != memo->end()) {
       f = hit->second.first;
@@ -398,22 +447,67 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) con
         break;
     }
   }
-  const double n = static_cast<double>(layer.ops.size());
-  // Autograd runs about two kernels per forward op in backward (input and weight gradients,
-  // or the elementwise backward and its accumulation).
-  c.fwd_dispatch_s = n * DispatchSeconds();
-  c.bwd_dispatch_s = 2 * n * DispatchSeconds();
+  double recompute_host = 0;
+  const bool block =
+      layer.kind == LayerKind::kEncoderBlock || layer.kind == LayerKind::kDecoderBlock;
+  if (stack_ == SoftwareStack::kDsplanRuntime) {
+    // dsplan's runtime: one launch per op forward, about two in backward.
+    const double n = static_cast<double>(layer.ops.size());
+    c.fwd_dispatch_s = n * DispatchSeconds();
+    c.bwd_dispatch_s = 2 * n * DispatchSeconds();
+    recompute_host = c.fwd_dispatch_s;
+    c.modules = module_ops;
+  } else if (const FamilyBlockHost* fam = block ? stack.Block(model_type, layer.kind) : nullptr) {
+    // The family's block, measured whole (transformers' module code, views, the checkpoint
+    // wrapper): forward; backward; under checkpointing the backward's extra host time is the
+    // recomputation's.
+    c.fwd_dispatch_s = layer.checkpointed ? fam->ckpt_fwd_s : fam->fwd_s;
+    c.bwd_dispatch_s = fam->bwd_s;
+    recompute_host = layer.checkpointed ? std::max(0.0, fam->ckpt_bwd_s - fam->bwd_s) : 0;
+    c.modules = fam->modules;
+  } else {
+    c.fwd_dispatch_s = op_fwd_host;
+    c.bwd_dispatch_s = op_bwd_host;
+    recompute_host = op_fwd_host;
+    // The block itself and its attention and MLP containers are modules too.
+    c.modules = module_ops + (block ? 3 : 0);
+  }
   c.fwd_s = std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s);
   c.bwd_s = std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s);
-  c.recompute_s = layer.checkpointed ? c.fwd_s : 0;
+  c.recompute_s = layer.checkpointed
+                      ? std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, recompute_host)
+                      : 0;
   return c;
 }
 
-std::vector<LayerCost> CostModel::Layers(const Workload& w) const {
+std::vector<LayerCost> CostModel::Layers(const Workload& w) const { return Layers(w, true); }
+
+std::vector<LayerCost> CostModel::Layers(const Workload& w, bool family_measured) const {
+  const std::string_view family = family_measured ? std::string_view(w.spec.model_type) : "";
   std::vector<LayerCost> out;
   out.reserve(w.layers.size());
   OpMemo memo;
-  for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, &memo));
+  for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, family, &memo));
+  // The measured host time of the model outside its blocks (masks, position tables, head and
+  // loss code) replaces the per-op estimate of those layers: it is charged to the first
+  // embedding layer, the others keep only their kernels.
+  const FamilyRestHost* rest = stack_ == SoftwareStack::kDsplanRuntime
+                                   ? nullptr
+                                   : MeasuredStackCosts().Rest(family);
+  if (rest) {
+    bool first = true;
+    for (size_t i = 0; i < out.size(); ++i) {
+      const LayerKind k = w.layers[i].kind;
+      if (k == LayerKind::kEncoderBlock || k == LayerKind::kDecoderBlock) continue;
+      LayerCost& c = out[i];
+      const bool charge = first && k == LayerKind::kEmbedding;
+      c.fwd_dispatch_s = charge ? rest->fwd_s : 0;
+      c.bwd_dispatch_s = charge ? rest->bwd_s : 0;
+      if (charge) first = false;
+      c.fwd_s = std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s);
+      c.bwd_s = std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s);
+    }
+  }
   return out;
 }
 
@@ -492,31 +586,40 @@ double CostModel::NvmeSeconds(bool read, double bytes) const {
   return bytes / (bw > 0 ? bw : 2e9);
 }
 
-double CostModel::HookSeconds(const Task& t) const {
-  if (stack_ == SoftwareStack::kDsplanRuntime) return 0;
-  return t.kernels * DispatchSeconds();
+double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
+  if (stack_ == SoftwareStack::kDsplanRuntime || !t.zero3_hooks) return 0;
+  // DeepSpeed ZeRO-3's hooks on every submodule of the layer and per partitioned parameter
+  // tensor (fetch and release in forward and recompute; the backward hooks and gradient
+  // reduction bookkeeping in backward), measured (MeasuredStackCosts).
+  const StackCosts& s = MeasuredStackCosts();
+  if (t.kind == TaskKind::kBackward) {
+    return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s;
+  }
+  return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s;
 }
 
 double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
                               int cpu_threads) const {
   const double dispatch = DispatchSeconds();
   switch (t.kind) {
-    // A layer's kernels run no faster than the Python thread issues them. ZeRO hook work
-    // (|kernels| host operations of DeepSpeed's Python hooks) is serialized with the GPU: stage
-    // 3 synchronizes on each module's fetch event before the module runs. dsplan's runtime has
-    // no Python hooks: its gathers are the graph's own collective tasks.
-    case TaskKind::kForward:
+    // A layer's kernels run no faster than the Python thread issues them. ZeRO-3's hook work
+    // is serialized with the GPU: stage 3 synchronizes on each module's fetch event before the
+    // module runs. dsplan's runtime has no Python hooks: its gathers are the graph's own
+    // collective tasks.
+    case TaskKind::kForward: {
+      if (t.layer < 0) return 0;
+      const LayerCost& c = layers[t.layer];
+      return c.fwd_s + HookSeconds(t, c);
+    }
     case TaskKind::kRecompute: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s) +
-             HookSeconds(t);
+      return c.recompute_s + HookSeconds(t, c);
     }
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s) +
-             HookSeconds(t);
+      return c.bwd_s + HookSeconds(t, c);
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

@@ -17,6 +17,7 @@
 #define DSPLAN_SIMULATOR_COST_MODEL_H_
 
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -36,12 +37,14 @@ struct LayerCost {
   double recompute_s = 0;       // = fwd_s when checkpointed, else 0
   double fwd_gemm_s = 0, fwd_attention_s = 0, fwd_memory_s = 0, fwd_dispatch_s = 0;
   double bwd_gemm_s = 0, bwd_attention_s = 0, bwd_memory_s = 0, bwd_dispatch_s = 0;
+  int32_t modules = 0;          // nn.Modules in the layer (ZeRO-3 hooks each)
 };
 
 /// Whose software issues the step's kernels. The hardware terms are the same; the host-side
 /// terms differ (docs/simulator.md, "Software stacks"):
-///  * kPyTorchDeepSpeed: PyTorch eager + transformers + DeepSpeed, what users run. Host time per
-///    op and the efficiency of PyTorch's elementwise kernels are FITTED to the calibration runs.
+///  * kPyTorchDeepSpeed: PyTorch eager + transformers + DeepSpeed, what users run. The host
+///    time of blocks, ops and ZeRO-3 hooks and the rates of PyTorch's memory-bound kernels are
+///    measured on that stack (simulator/stack_costs.h); nothing is fitted to training runs.
 ///  * kDsplanRuntime: dsplan's own executor (`dsplan validate`): one C++ thread issues each
 ///    kernel at the profile's measured launch cost, memory-bound work runs at the profile's
 ///    measured streaming rate. Nothing in it is fitted.
@@ -83,9 +86,18 @@ class CostModel {
   /// tn the operands' gradients), from the nearest measured batched product; tables without
   /// batched rows: GemmSeconds.
   double BatchedGemmSeconds(GemmLayout layout, double m, double n, double k, double batch) const;
+  /// The same in precision |p| (SDPA's math path multiplies upcast fp32 operands).
+  double BatchedGemmSeconds(GemmLayout layout, double m, double n, double k, double batch,
+                            Precision p) const;
   /// One memory-bound kernel that reads and writes |bytes| in all: PyTorch's at the fitted
   /// fraction of the streaming rate; dsplan's runtime at the profile's per-launch curve.
   double MemoryBoundSeconds(double bytes) const;
+  /// Bytes/s of PyTorch's kernels of class |c| on this profile's GPU (the measured rate, scaled
+  /// by this profile's streaming rate over the measured machine's).
+  double EagerRate(KernelClass c, bool backward) const;
+  /// An elementwise op's kernels as eager PyTorch runs them (Op::eager), at EagerRate; dsplan's
+  /// runtime: its least traffic at the streaming rate.
+  double EagerSeconds(const Op& op, bool backward) const;
   /// |bytes| of memory-bound work issued as |launches| kernels (dsplan's runtime splits it
   /// evenly; PyTorch's is priced by bytes, its dispatch separately).
   double StreamSeconds(double bytes, int launches) const;
@@ -99,6 +111,9 @@ class CostModel {
   double OpBackwardSeconds(const Op& op) const;
   LayerCost Layer(const dsplan::Layer& layer) const;
   std::vector<LayerCost> Layers(const Workload& w) const;
+  /// The same, |family_measured| false: as for a family whose blocks the stack measurement
+  /// never saw (per-op host costs only), to report leave-one-family-out accuracy.
+  std::vector<LayerCost> Layers(const Workload& w, bool family_measured) const;
 
   double CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const;
   double CopySeconds(bool h2d, bool pinned, double bytes) const;
@@ -116,13 +131,16 @@ class CostModel {
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
 
  private:
-  using OpMemoKey = std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, double, double>;
+  using OpMemoKey =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, double, double, double>;
   using OpMemo = std::map<OpMemoKey, std::pair<double, double>>;
   /// Layer() with forward/backward seconds of ops already priced in |memo| (may be null).
-  LayerCost LayerWithMemo(const dsplan::Layer& layer, OpMemo* memo) const;
-  /// Host time of the ZeRO hooks around a layer task (|kernels| operations of DeepSpeed's
-  /// Python hooks); 0 for dsplan's runtime, which runs none.
-  double HookSeconds(const Task& t) const;
+  /// |model_type| picks the family's measured block host time.
+  LayerCost LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
+                          OpMemo* memo) const;
+  /// Host time of DeepSpeed ZeRO-3's hooks around layer task |t| of the layer costed |c|; 0
+  /// without them and for dsplan's runtime, which runs none.
+  double HookSeconds(const Task& t, const LayerCost& c) const;
   /// Fused attention as dsplan's runtime runs it: its fused kernel at the profile's measured
   /// rates (gpu.attention), or the tiled GEMMs of its stand-in.
   double RuntimeAttentionSeconds(const Op& op, bool backward) const;

@@ -149,6 +149,15 @@ SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile
   return ctx;
 }
 
+SimulationContext MakeUnseenFamilySimulationContext(const Workload& w,
+                                                    const HardwareProfile& profile,
+                                                    Precision precision,
+                                                    int64_t persistence_threshold) {
+  SimulationContext ctx = MakeSimulationContext(w, profile, precision, persistence_threshold);
+  ctx.layer_costs = CostModel(profile, precision, ctx.stack).Layers(w, false);
+  return ctx;
+}
+
 Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                             const SimulateOptions& options) {
   const Workload& w = *ctx.workload;

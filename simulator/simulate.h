@@ -32,6 +32,13 @@ struct SimulationContext {
   SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed;
 };
 
+/// MakeSimulationContext, as for a model family the stack measurement never saw (its blocks'
+/// measured host time unused: CostModel::Layers(w, false)).
+SimulationContext MakeUnseenFamilySimulationContext(const Workload& w,
+                                                    const HardwareProfile& profile,
+                                                    Precision precision,
+                                                    int64_t persistence_threshold);
+
 /// REQUIRES: |w| and |profile| outlive the context.
 SimulationContext MakeSimulationContext(
     const Workload& w, const HardwareProfile& profile, Precision precision,

@@ -24,7 +24,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
       ++lp.tensors;
       lp.tensor_numels.push_back(t.numel);
       lp.largest = std::max(lp.largest, t.numel);
-      if (t.numel <= persistence_threshold) lp.persistent_numel += t.numel;
+      if (t.numel <= persistence_threshold) {
+        lp.persistent_numel += t.numel;
+      } else {
+        ++lp.gathered_tensors;
+      }
     } else {
       lp.largest_saved_bytes = std::max(lp.largest_saved_bytes, t.bytes);
       if (t.category == TensorCategory::kOutput) lp.output_bytes += t.bytes;
@@ -44,6 +48,7 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
       if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table &&
           table > persistence_threshold) {
         out[i].tied_numel = table;
+        ++out[i].gathered_tensors;
       }
     }
   }
@@ -159,11 +164,6 @@ class Builder {
     if (N_ == 1 && !p_.OffloadsParams()) return 0;
     return e_ * CeilDiv(Gathered(l), N_) * N_;
   }
-
-  // Host operations the ZeRO-3 module hooks add to a layer's forward or backward on the Python
-  // thread: fetch and release bookkeeping per module and per parameter (and, in backward, the
-  // per-parameter gradient hook: copy into the bucket and partition).
-  int HookOps(int l) const { return Stage3() ? 4 + 3 * lp_[l].tensors : 0; }
 
   // Prefetch (partitioned_param_coordinator): the next module's parameters are fetched ahead
   // when they fit in min(stage3_max_live_parameters - gathered now, stage3_prefetch_bucket_size).
@@ -549,7 +549,8 @@ void Builder::Forward(int micro) {
     t.kind = TaskKind::kForward;
     t.layer = l;
     t.micro_step = micro;
-    t.kernels = HookOps(l);
+    t.zero3_hooks = Stage3();
+    t.gathered_tensors = lp_[l].gathered_tensors;
     std::vector<MemEffect> fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
     // The caller keeps each micro-step's output object until the next forward returns
     // (`out = engine(batch)` rebinds it then), so the previous micro-step's logits are freed
@@ -605,7 +606,8 @@ void Builder::Backward(int micro) {
     if (layer.checkpointed) {
       Task r;
       r.kind = TaskKind::kRecompute;
-      r.kernels = HookOps(l);
+      r.zero3_hooks = Stage3();
+      r.gathered_tensors = lp_[l].gathered_tensors;
       r.layer = l;
       r.micro_step = micro;
       recompute = last_compute_ =
@@ -616,7 +618,8 @@ void Builder::Backward(int micro) {
     t.kind = TaskKind::kBackward;
     t.layer = l;
     t.micro_step = micro;
-    t.kernels = HookOps(l);
+    t.zero3_hooks = Stage3();
+    t.gathered_tensors = lp_[l].gathered_tensors;
     std::vector<MemEffect> fx;
     // Working memory of the backward: the gradients of the layer's largest intermediate and of
     // its input, both alive at once. For the loss that is nll_loss's gradient (a dense tensor

@@ -24,6 +24,7 @@ struct LayerParams {
   int32_t tensors = 0;           // parameter tensors (hooks and per-param copies)
   int64_t largest = 0;           // largest tensor numel
   int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
+  int32_t gathered_tensors = 0;  // ZeRO-3: tensors above it (and a tied head's shared table)
   int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
   int64_t output_bytes = 0;      // tensors the model output keeps (the logits)
   // Parameter tensors in model.parameters() order, which is the order of DeepSpeed's flat

@@ -103,6 +103,10 @@ struct Task {
   bool inter_node = false;   // collectives: the group spans nodes
   bool pinned = true;        // copies: host side pinned
   int32_t kernels = 1;       // kernels (host dispatches) the task issues
+  // Layer tasks under ZeRO-3: DeepSpeed's module hooks run around them, fetching (forward,
+  // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.
+  bool zero3_hooks = false;
+  int32_t gathered_tensors = 0;
 
   // Edges and effects, as ranges into StepGraph's flat arrays.
   uint32_t deps_begin = 0, deps_count = 0;

@@ -222,9 +222,12 @@ std::vector<int64_t> WithLast(std::vector<int64_t> shape, int64_t last) {
 }
 
 // An elementwise op over |out| reading |inputs|; backward reads grad + saved, writes grads.
+// |eager|: the kernels eager PyTorch runs for it (empty: one kernel each way, priced by kind).
 void Elementwise(Tracer& tr, const std::string& name, OpKind kind, const T& out,
-                 std::initializer_list<const T*> inputs, double flops_per_elem) {
+                 std::initializer_list<const T*> inputs, double flops_per_elem,
+                 const EagerWork& eager = {}) {
   Op op;
+  op.eager = eager;
   op.name = name;
   op.kind = kind;
   double in_bytes = 0;
@@ -303,11 +306,48 @@ T LayerNorm(Tracer& tr, const std::string& name, const T& x, bool bias) {
   op.bwd_flops = 16.0 * x.numel;
   op.fwd_bytes = B(x) + B(y);
   op.bwd_bytes = 3 * B(x);
+  // One fused kernel forward; backward: the input gradient and the weight/bias reduction
+  // (GammaBetaBackward), measured together as the norm class's backward rate.
+  op.eager.Fwd(KernelClass::kNorm, op.fwd_bytes);
+  op.eager.Bwd(KernelClass::kNorm, op.bwd_bytes);
+  ++op.eager.bwd_kernels;
   tr.AddOp(std::move(op));
   return y;
 }
 
 namespace {
+
+// The eager kernels of transformers' RMSNorms (LlamaRMSNorm, T5LayerNorm, GemmaRMSNorm) over
+// |n| elements of |e| bytes: h = x.to(fp32); var = h.pow(2).mean(-1); h * rsqrt(var + eps);
+// .to(x.dtype) and the weight multiply (Gemma: (1 + weight) in fp32, then the cast). Backward is
+// autograd's: each op's gradient kernels plus the accumulation of h's two gradients.
+EagerWork RmsNormEager(double n, double e, bool fp32_weight_mul) {
+  const bool cast = e < 4;
+  EagerWork w;
+  if (cast) w.Fwd(KernelClass::kCastUp, n * (e + 4));      // x.to(float32)
+  w.Fwd(KernelClass::kStream, 8 * n);                       // pow(2)
+  w.Fwd(KernelClass::kReduce, 4 * n);                       // mean(-1, keepdim)
+  w.Fwd(KernelClass::kStream, 0);                           // + eps
+  w.Fwd(KernelClass::kStream, 0);                           // rsqrt
+  w.Fwd(KernelClass::kStream, 8 * n);                       // h * rsqrt
+  if (fp32_weight_mul) w.Fwd(KernelClass::kStream, 8 * n);  // * (1 + weight) in fp32
+  if (cast) w.Fwd(KernelClass::kCastDown, n * (4 + e));     // .to(input dtype)
+  if (!fp32_weight_mul) w.Fwd(KernelClass::kStream, 2 * n * e);  // weight * h
+  const double we = fp32_weight_mul ? 4 : e;
+  w.Bwd(KernelClass::kStream, 2 * n * we);                  // grad * weight
+  w.Bwd(KernelClass::kStream, 3 * n * we);                  // grad * h (weight gradient) ...
+  w.Bwd(KernelClass::kReduce, n * we);                      // ... summed over rows
+  if (cast) w.Bwd(KernelClass::kCastUp, n * (e + 4));       // .to() backward
+  w.Bwd(KernelClass::kStream, 8 * n);                       // grad * rsqrt
+  w.Bwd(KernelClass::kStream, 12 * n);                      // grad * h ...
+  w.Bwd(KernelClass::kReduce, 4 * n);                       // ... summed for rsqrt's gradient
+  w.Bwd(KernelClass::kStream, 4 * n);                       // mean backward (expand / d)
+  w.Bwd(KernelClass::kStream, 8 * n);                       // pow backward: 2 * h ...
+  w.Bwd(KernelClass::kStream, 12 * n);                      // ... * grad
+  w.Bwd(KernelClass::kStream, 12 * n);                      // h's two gradients accumulated
+  if (cast) w.Bwd(KernelClass::kCastDown, n * (4 + e));     // .to(float32) backward
+  return w;
+}
 
 // The Llama and T5 RMSNorms differ only in T5's `x * rsqrt` reading the bf16 input (promoting to
 // fp32), which saves that input too.
@@ -325,7 +365,8 @@ T RmsNormFp32Variance(Tracer& tr, const std::string& name, const T& x, bool save
   if (saves_input) tr.Save(x);
   tr.Save(r);
   tr.Save(n);
-  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0);
+  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 6.0,
+              RmsNormEager(static_cast<double>(x.numel), DTypeBytes(x.dtype), false));
   return y;
 }
 
@@ -352,7 +393,8 @@ T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {
   tr.Save(r);
   tr.Save(n32);
   tr.Save(one_plus_w);
-  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 7.0);
+  Elementwise(tr, name, OpKind::kNorm, y, {&x}, 7.0,
+              RmsNormEager(static_cast<double>(x.numel), DTypeBytes(x.dtype), true));
   return y;
 }
 
@@ -361,7 +403,11 @@ T Dropout(Tracer& tr, const std::string& name, const T& x, double p) {
   T mask = tr.New(name + ".mask", x.shape, DType::kBool);
   T y = tr.New(name + ".out", x.shape, x.dtype);
   tr.Save(mask);
-  Elementwise(tr, name, OpKind::kDropout, y, {&x}, 2.0);
+  // Fused: reads x, writes y and the bool mask; backward reads grad and mask, writes one grad.
+  EagerWork w;
+  w.Fwd(KernelClass::kDropout, B(x) + B(y) + B(mask));
+  w.Bwd(KernelClass::kDropout, 2 * B(y) + B(mask));
+  Elementwise(tr, name, OpKind::kDropout, y, {&x}, 2.0, w);
   return y;
 }
 
@@ -379,7 +425,11 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
     case Activation::kSilu: {
       T y = tr.New(name + ".out", x.shape, x.dtype);
       tr.Save(x);
-      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 8.0);
+      // One fused kernel each way: backward reads grad and x, writes the input gradient.
+      EagerWork w;
+      w.Fwd(KernelClass::kActivation, 2 * B(x));
+      w.Bwd(KernelClass::kActivation, 3 * B(x));
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 8.0, w);
       return y;
     }
     case Activation::kGeluNew: {
@@ -393,7 +443,13 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
       tr.Save(t);
       tr.Save(h);
       tr.Save(u);
-      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 9.0);
+      // Eight Python tensor ops forward: pow, mul, add, mul, tanh, add, mul (0.5 * x), mul;
+      // backward, autograd's kernels for each and the three accumulations into x's gradient.
+      const double b = B(x);
+      EagerWork w;
+      for (double k : {2.0, 2.0, 3.0, 2.0, 2.0, 2.0, 2.0, 3.0}) w.Fwd(KernelClass::kStream, k * b);
+      for (double k : {3.0, 3.0, 3.0, 2.0, 2.0, 2.0, 3.0, 2.0, 3.0, 3.0}) w.Bwd(KernelClass::kStream, k * b);
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 9.0, w);
       return y;
     }
     case Activation::kGeluFast: {
@@ -405,7 +461,14 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
       T y = tr.New(name + ".out", x.shape, x.dtype);
       tr.Save(x);
       for (const T& s : saved) tr.Save(s);
-      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 10.0);
+      // Ten Python tensor ops forward (four muls, add, mul, tanh, add, mul, mul); backward,
+      // autograd's kernels for each and the accumulations into x's gradient.
+      const double b = B(x);
+      EagerWork w;
+      for (double k : {2.0, 3.0, 2.0, 2.0, 3.0, 3.0, 2.0, 2.0, 2.0, 3.0}) w.Fwd(KernelClass::kStream, k * b);
+      for (int i = 0; i < 7; ++i) w.Bwd(KernelClass::kStream, 3.0 * b);
+      for (int i = 0; i < 4; ++i) w.Bwd(KernelClass::kStream, 2.0 * b);
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 10.0, w);
       return y;
     }
   }
@@ -416,19 +479,41 @@ T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b) {
   T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
   tr.Save(a);
   tr.Save(b);
-  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0);
+  // Backward: grad * b and grad * a, one kernel each.
+  const double bytes = B(a) + B(b) + B(y);
+  EagerWork w;
+  w.Fwd(KernelClass::kStream, bytes);
+  w.Bwd(KernelClass::kStream, 3 * B(y));
+  w.Bwd(KernelClass::kStream, 3 * B(y));
+  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0, w);
   return y;
 }
 
 T AddT(Tracer& tr, const std::string& name, const T& a, const T& b) {
   T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
-  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0);
+  // Backward passes the gradient to both inputs without a kernel; where the two branches
+  // meet again, autograd adds their gradients: one add.
+  EagerWork w;
+  w.Fwd(KernelClass::kStream, B(a) + B(b) + B(y));
+  w.Bwd(KernelClass::kStream, 3 * B(y));
+  Elementwise(tr, name, OpKind::kElementwise, y, {&a, &b}, 1.0, w);
   return y;
 }
 
 T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype) {
   T y = tr.New(name, x.shape, dtype);
-  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 0.0);
+  // A cast (or a layout copy); backward converts the gradient back.
+  const double bytes = B(x) + B(y);
+  const KernelClass up = DTypeBytes(dtype) > DTypeBytes(x.dtype)   ? KernelClass::kCastUp
+                         : DTypeBytes(dtype) < DTypeBytes(x.dtype) ? KernelClass::kCastDown
+                                                                   : KernelClass::kStream;
+  const KernelClass down = up == KernelClass::kCastUp     ? KernelClass::kCastDown
+                           : up == KernelClass::kCastDown ? KernelClass::kCastUp
+                                                          : KernelClass::kStream;
+  EagerWork w;
+  w.Fwd(up, bytes);
+  w.Bwd(down, bytes);
+  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 0.0, w);
   return y;
 }
 
@@ -439,8 +524,18 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   tr.Save(cos);
   tr.Save(sin);
   T y = tr.New(name + ".out", x.shape, x.dtype);
-  (void)rotary_dim;
-  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 3.0);
+  // Eager kernels over the rotated part r = rotary_dim / head_dim of x: x * cos, the negated
+  // half, cat, * sin, add (GPT-J-style partial rotary also slices and cats back the rest).
+  // Backward: the two muls' gradients, neg, the slices' zero-filled gradients, accumulation.
+  const int64_t hd = x.shape.back();
+  const double r = rotary_dim > 0 && rotary_dim < hd ? static_cast<double>(rotary_dim) / hd : 1.0;
+  const double b = B(x) * r;
+  EagerWork w;
+  for (double k : {2.0, 1.0, 2.0, 2.0, 3.0}) w.Fwd(KernelClass::kStream, k * b);
+  if (r < 1) w.Fwd(KernelClass::kStream, 2.0 * B(x));
+  for (double k : {2.0, 2.0, 1.0, 1.5, 1.5, 3.0}) w.Bwd(KernelClass::kStream, k * b);
+  if (r < 1) w.Bwd(KernelClass::kStream, 2.0 * B(x));
+  Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 3.0, w);
   return y;
 }
 
@@ -520,8 +615,12 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   T scores = tr.New(a.name + ".scores", {b, h, sq, sk}, work);
   tr.Save(q);
   tr.Save(k);
-  tr.AddOp(AttentionGemm(a.name + ".qk", OpKind::kBatchedGemm, b * h, sq, sk, hd,
-                         B(q) + B(k) + B(scores)));
+  {
+    Op qk = AttentionGemm(a.name + ".qk", OpKind::kBatchedGemm, b * h, sq, sk, hd,
+                          B(q) + B(k) + B(scores));
+    qk.fp32 = work == DType::kF32;
+    tr.AddOp(std::move(qk));
+  }
   T masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
   Elementwise(tr, a.name + ".scale_mask", OpKind::kElementwise, masked, {&scores}, 2.0);
   const DType sm_dtype = (math || a.eager_softmax_fp32) ? DType::kF32 : masked.dtype;
@@ -535,6 +634,8 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.bwd_flops = 4.0 * probs.numel;
     op.fwd_bytes = B(masked) + B(probs);
     op.bwd_bytes = 3 * B(probs);
+    op.eager.Fwd(KernelClass::kSoftmax, op.fwd_bytes);
+    op.eager.Bwd(KernelClass::kSoftmax, op.bwd_bytes);
     tr.AddOp(std::move(op));
   }
   T p = probs;
@@ -543,8 +644,10 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   T ctx = tr.New(a.name + ".context", {b, h, sq, hdv}, v.dtype);
   tr.Save(p);
   tr.Save(v);
-  tr.AddOp(AttentionGemm(a.name + ".pv", OpKind::kBatchedGemm, b * h, sq, hdv, sk,
-                         B(p) + B(v) + B(ctx)));
+  Op pv = AttentionGemm(a.name + ".pv", OpKind::kBatchedGemm, b * h, sq, hdv, sk,
+                        B(p) + B(v) + B(ctx));
+  pv.fp32 = v.dtype == DType::kF32;
+  tr.AddOp(std::move(pv));
   // transpose(1, 2).contiguous() (and the cast back from fp32 on the math path): a real copy.
   T merged = Copy(tr, a.name + ".context_merged", ctx, e);
   return tr.View(merged, {b, sq, h * hdv});
@@ -571,6 +674,13 @@ void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upc
   op.bwd_flops = 4.0 * src.numel;
   op.fwd_bytes = B(src) + B(logp);
   op.bwd_bytes = 3 * B(logp);
+  // log_softmax and nll_loss (a gather); backward: nll_loss_backward zero-fills a dense fp32
+  // gradient and scatters into it, then log_softmax_backward.
+  op.eager.Fwd(KernelClass::kLogSoftmax, op.fwd_bytes);
+  op.eager.Fwd(KernelClass::kStream, 0);
+  op.eager.Bwd(KernelClass::kStream, B(logp));
+  op.eager.Bwd(KernelClass::kStream, 0);
+  op.eager.Bwd(KernelClass::kLogSoftmax, op.bwd_bytes);
   tr.AddOp(std::move(op));
 }
 

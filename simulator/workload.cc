@@ -64,6 +64,21 @@ const char* OpKindName(OpKind k) {
   return "?";
 }
 
+const char* KernelClassName(KernelClass c) {
+  switch (c) {
+    case KernelClass::kStream: return "stream";
+    case KernelClass::kCastUp: return "cast_up";
+    case KernelClass::kCastDown: return "cast_down";
+    case KernelClass::kReduce: return "reduce";
+    case KernelClass::kNorm: return "norm";
+    case KernelClass::kActivation: return "activation";
+    case KernelClass::kDropout: return "dropout";
+    case KernelClass::kSoftmax: return "softmax";
+    case KernelClass::kLogSoftmax: return "log_softmax";
+  }
+  return "?";
+}
+
 const char* LayerKindName(LayerKind k) {
   switch (k) {
     case LayerKind::kEmbedding: return "embedding";

@@ -13,6 +13,7 @@
 #ifndef DSPLAN_SIMULATOR_WORKLOAD_H_
 #define DSPLAN_SIMULATOR_WORKLOAD_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,6 +76,40 @@ enum class OpKind {
 };
 const char* OpKindName(OpKind k);
 
+/// What prices an eager PyTorch kernel's bytes (read + written): the measured rate of its class
+/// (simulator/stack_costs.cc; docs/simulator.md, "Eager kernels").
+enum class KernelClass : uint8_t {
+  kStream,      // vectorized elementwise (add, mul, pow, tanh, fill, cat) in one dtype
+  kCastUp,      // dtype conversion to a wider type (bf16 -> fp32)
+  kCastDown,    // dtype conversion to a narrower type (fp32 -> bf16)
+  kReduce,      // a reduction over the last dimension (mean, sum)
+  kNorm,        // fused LayerNorm (forward; backward with the weight-gradient reduction)
+  kActivation,  // fused GELU / SiLU / ReLU
+  kDropout,     // fused dropout (mask written in forward, read in backward)
+  kSoftmax,     // softmax over attention rows
+  kLogSoftmax,  // log_softmax over vocabulary rows (the loss)
+};
+inline constexpr int kKernelClassCount = 9;
+const char* KernelClassName(KernelClass c);
+
+/// The kernels eager PyTorch runs for one traced op, forward and backward: bytes by class and
+/// kernel counts. Empty (no kernels) for ops priced otherwise (GEMMs, fused attention) or traced
+/// before this was known: the cost model then prices fwd_bytes/bwd_bytes as one kernel of the
+/// op kind's class.
+struct EagerWork {
+  std::array<double, kKernelClassCount> fwd{}, bwd{};
+  int32_t fwd_kernels = 0, bwd_kernels = 0;
+  bool empty() const { return fwd_kernels == 0 && bwd_kernels == 0; }
+  void Fwd(KernelClass c, double bytes) {
+    fwd[static_cast<int>(c)] += bytes;
+    ++fwd_kernels;
+  }
+  void Bwd(KernelClass c, double bytes) {
+    bwd[static_cast<int>(c)] += bytes;
+    ++bwd_kernels;
+  }
+};
+
 struct Op {
   std::string name;
   OpKind kind = OpKind::kElementwise;
@@ -82,10 +117,14 @@ struct Op {
   // independent products.
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool causal = false;          // kAttention: causal mask (kernels skip about half the work)
+  bool fp32 = false;            // kBatchedGemm: operands upcast to fp32 (SDPA's math path)
   double fwd_flops = 0;         // FLOPs in forward
   double bwd_flops = 0;         // FLOPs in backward (input and weight gradients)
   double fwd_bytes = 0;         // bytes read + written in forward
   double bwd_bytes = 0;         // bytes read + written in backward
+  /// What eager PyTorch runs for it (fwd_bytes/bwd_bytes are the least traffic, what dsplan's
+  /// runtime moves; eager modules move more: upcasts, one kernel per Python tensor op).
+  EagerWork eager;
 };
 
 enum class LayerKind { kEmbedding, kEncoderBlock, kDecoderBlock, kFinalNorm, kHead, kLoss };

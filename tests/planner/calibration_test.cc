@@ -16,14 +16,15 @@ namespace {
 
 const std::string kData = DSPLAN_TEST_DATA_DIR;
 
-std::unique_ptr<AccuracySummary> LoadAndEvaluate(const std::string& file, size_t runs_expected) {
+std::unique_ptr<AccuracySummary> LoadAndEvaluate(const std::string& file, size_t runs_expected,
+                                                 bool unseen_families = false) {
   auto profile = FindHardwareProfile("h200-measured", kData);
   EXPECT_TRUE(profile.ok()) << profile.status().ToString();
   auto runs = LoadCalibration(kData + file);
   EXPECT_TRUE(runs.ok()) << runs.status().ToString();
   if (!profile.ok() || !runs.ok()) return std::make_unique<AccuracySummary>();
   EXPECT_EQ(runs->size(), runs_expected);
-  auto s = EvaluateCalibration(*runs, *profile);
+  auto s = EvaluateCalibration(*runs, *profile, unseen_families);
   EXPECT_TRUE(s.ok()) << s.status().ToString();
   return std::make_unique<AccuracySummary>(s.ok() ? std::move(*s) : AccuracySummary{});
 }
@@ -71,14 +72,15 @@ TEST_F(CalibrationTest, PeakReservedWithinTwelvePercent) {
   EXPECT_LT(summary_->reserved_mean_abs, 0.03);
 }
 
-// Step time: the target is a mean error under 10%. Two software-stack constants of the
-// cost model are fitted on these same runs (docs/simulator.md), so this is an in-sample check;
-// every run must also stay within 40% (today's worst: stage 3 gpt2-xl micro-batch 4, -34%).
-TEST_F(CalibrationTest, StepTimeMeanErrorUnderTenPercent) {
-  EXPECT_LT(summary_->step_mean_abs, 0.10);
+// Step time. The target is a mean error under 10 %; it is not met. Since 2026-12-03
+// nothing in the time model is fitted to these runs (the stack's costs are measured:
+// docs/stack-costs.md), so this is an out-of-sample check at the accuracy reached then
+// (13.4 % mean, worst 29 %), held so that a regression shows.
+TEST_F(CalibrationTest, StepTimeMeanErrorUnderFifteenPercent) {
+  EXPECT_LT(summary_->step_mean_abs, 0.15);
   for (const AccuracyRow& r : summary_->rows) {
     EXPECT_GT(r.step_s, 0) << r.run.id;
-    EXPECT_LT(std::abs(r.step_error), 0.40) << r.run.id;
+    EXPECT_LT(std::abs(r.step_error), 0.35) << r.run.id;
   }
 }
 
@@ -120,6 +122,46 @@ TEST_F(ValidationRecordsTest, VerdictsOfRunsThatRanOutOfMemoryAndRunsThatRan) {
   EXPECT_EQ(summary_->oom_runs, 9);
   EXPECT_EQ(summary_->oom_rejected, summary_->oom_runs);
   for (const AccuracyRow& r : summary_->rows) EXPECT_TRUE(r.verdict_right) << r.run.id;
+}
+
+// Step time on the same runs (12.3 % mean, worst 33 % on 2026-12-03; 31 % / 65 % with the two
+// fitted constants before). Not the 10 % target: held so that a regression shows.
+TEST_F(ValidationRecordsTest, StepTimeMeanErrorUnderFifteenPercent) {
+  EXPECT_EQ(summary_->time_rows, 49);
+  EXPECT_LT(summary_->step_mean_abs, 0.15);
+  for (const AccuracyRow& r : summary_->rows) {
+    if (r.has_time) EXPECT_LT(std::abs(r.step_error), 0.40) << r.run.id;
+  }
+}
+
+// The hold-out set (docs/validation/deepspeed/holdout/): 14 real DeepSpeed runs of 8 models
+// never run before, measured after the 2026-12-03 time model was designed and first compared
+// with it once that model was complete (14.0 % mean, worst 25.6 %; the model before: 28 % /
+// 53 %). Memory and verdicts as for the validation set.
+TEST(HoldoutRecords, MemoryVerdictsAndStepTime) {
+  std::unique_ptr<AccuracySummary> s =
+      LoadAndEvaluate("/docs/validation/deepspeed/holdout/records-holdout-h200.jsonl", 14);
+  EXPECT_EQ(s->memory_rows, 14);
+  EXPECT_LT(s->alloc_mean_abs, 0.01);
+  for (const AccuracyRow& r : s->rows) {
+    EXPECT_TRUE(r.verdict_right) << r.run.id;
+    EXPECT_LT(std::abs(r.alloc_error), 0.03) << r.run.id;
+    EXPECT_LT(std::abs(r.step_error), 0.35) << r.run.id;
+  }
+  EXPECT_LT(s->step_mean_abs, 0.18);
+}
+
+// Leave-one-family-out: the same sets predicted as for families whose blocks the stack
+// measurement never saw (per-op host costs): calibration 19.2 %, validation 17.6 %, hold-out
+// 13.4 % mean on 2026-12-03. Memory does not depend on it.
+TEST(UnseenFamilies, StepTimeWithoutTheFamilyMeasurement) {
+  std::unique_ptr<AccuracySummary> cal =
+      LoadAndEvaluate("/tests/fixtures/calibration/deepspeed-h200.jsonl", 18, true);
+  std::unique_ptr<AccuracySummary> val =
+      LoadAndEvaluate("/docs/validation/deepspeed/records-h200.jsonl", 58, true);
+  EXPECT_LT(cal->step_mean_abs, 0.25);
+  EXPECT_LT(val->step_mean_abs, 0.22);
+  EXPECT_LT(val->alloc_mean_abs, 0.01);
 }
 
 }  // namespace

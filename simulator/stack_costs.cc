@@ -1,0 +1,125 @@
+#include "simulator/stack_costs.h"
+
+namespace dsplan {
+namespace {
+
+// tools/probes/stack_costs.py, "families" (2- against 6-block models at width 64, 15 timed
+// steps, median), docs/validation/stack/stack-costs-call2.json. The block's modules and
+// parameter tensors are counted from the built model (6- minus 2-block, / 4).
+constexpr FamilyBlockHost kFamilies[] = {
+    {"gpt2", LayerKind::kDecoderBlock, 920e-6, 1113e-6, 2165e-6, 3487e-6, 13, 12},
+    {"t5", LayerKind::kEncoderBlock, 1958e-6, 1387e-6, 2872e-6, 3436e-6, 18, 8},
+    {"t5", LayerKind::kDecoderBlock, 2847e-6, 2040e-6, 3116e-6, 7519e-6, 26, 13},
+    {"llama", LayerKind::kDecoderBlock, 1135e-6, 1229e-6, 2029e-6, 5331e-6, 13, 9},
+    {"opt", LayerKind::kDecoderBlock, 804e-6, 1283e-6, 1748e-6, 3442e-6, 11, 16},
+    {"gpt_neox", LayerKind::kDecoderBlock, 1479e-6, 1514e-6, 2131e-6, 3703e-6, 12, 12},
+    {"qwen2", LayerKind::kDecoderBlock, 1623e-6, 2352e-6, 2878e-6, 5556e-6, 13, 12},
+    {"bloom", LayerKind::kDecoderBlock, 1259e-6, 1965e-6, 1972e-6, 3346e-6, 11, 12},
+    {"gemma", LayerKind::kDecoderBlock, 1307e-6, 2399e-6, 2678e-6, 5681e-6, 13, 9},
+    {"phi", LayerKind::kDecoderBlock, 1540e-6, 2243e-6, 2331e-6, 4306e-6, 12, 14},
+    {"falcon", LayerKind::kDecoderBlock, 1746e-6, 2060e-6, 2927e-6, 4531e-6, 10, 6},
+    {"gptj", LayerKind::kDecoderBlock, 2418e-6, 2467e-6, 2801e-6, 5626e-6, 14, 10},
+    {"mistral", LayerKind::kDecoderBlock, 1578e-6, 2624e-6, 2283e-6, 5025e-6, 13, 9},
+};
+
+// The same runs: the 2-block model's time less two blocks (negative differences, within the
+// noise, as 0). T5: the decoder series' rest (2 encoder blocks included) less 2 encoder blocks.
+constexpr FamilyRestHost kRests[] = {
+    {"gpt2", 1412e-6, 776e-6},    {"t5", 3123e-6, 3929e-6},     {"llama", 1566e-6, 2351e-6},
+    {"opt", 1400e-6, 304e-6},     {"gpt_neox", 1108e-6, 1152e-6}, {"qwen2", 1946e-6, 1207e-6},
+    {"bloom", 1316e-6, 312e-6},   {"gemma", 2866e-6, 933e-6},   {"phi", 2138e-6, 375e-6},
+    {"falcon", 1233e-6, 1106e-6}, {"gptj", 179e-6, 49e-6},      {"mistral", 2800e-6, 449e-6},
+};
+
+StackCosts Build() {
+  StackCosts s;
+  s.source =
+      "measured by tools/probes/stack_costs.py on the H200 device machine (16-core x86 host), "
+      "PyTorch 2.11.0+cu130, transformers 5.17.0, DeepSpeed 0.14.5, 2026-12-03 "
+      "(docs/validation/stack/)";
+  // h200-measured: hbm_bytes_per_s 4.2299e12 x memory_bound_efficiency 0.99243.
+  s.reference_stream_bytes_per_s = 4.2299e12 * 0.99243;
+  auto set = [&s](KernelClass c, double fwd, double bwd) {
+    s.fwd_bytes_per_s[static_cast<int>(c)] = fwd;
+    s.bwd_bytes_per_s[static_cast<int>(c)] = bwd;
+  };
+  // "kernels" (docs/validation/stack/kernel-rates.json): 64 Mi-element tensors, CUDA events
+  // around the op and around its backward, median of 6. Stream: bf16 a + b; the casts are
+  // bf16 -> fp32 and fp32 -> bf16 forward; reduce: fp32 mean over rows of 2048; norm: fused
+  // LayerNorm over rows of 4096 (backward with the weight gradient); softmax: bf16 rows of
+  // 4096; log_softmax: fp32 rows of 50304.
+  set(KernelClass::kStream, 3.519e12, 3.519e12);
+  set(KernelClass::kCastUp, 1.964e12, 1.964e12);
+  set(KernelClass::kCastDown, 3.495e12, 3.495e12);
+  set(KernelClass::kReduce, 2.154e12, 2.154e12);
+  set(KernelClass::kNorm, 1.908e12, 1.419e12);
+  set(KernelClass::kActivation, 2.354e12, 2.483e12);
+  set(KernelClass::kDropout, 2.371e12, 2.724e12);
+  set(KernelClass::kSoftmax, 1.160e12, 1.756e12);
+  set(KernelClass::kLogSoftmax, 1.822e12, 2.479e12);
+  // "op_kinds" (stack-costs-call2.json): a chain of 400 ops of one kind on tiny bf16 tensors,
+  // forward and backward wall time / 400 (the batched-gemm and dropout chains less their extra
+  // elementwise op).
+  auto op = [&s](OpKind k, double fwd, double bwd) {
+    s.op_fwd_s[static_cast<int>(k)] = fwd;
+    s.op_bwd_s[static_cast<int>(k)] = bwd;
+  };
+  op(OpKind::kGemm, 36.2e-6, 139.0e-6);
+  op(OpKind::kBatchedGemm, 44.8e-6, 68.3e-6);
+  op(OpKind::kAttention, 36.6e-6, 62.5e-6);
+  op(OpKind::kNorm, 31.0e-6, 70.0e-6);
+  op(OpKind::kActivation, 11.8e-6, 20.7e-6);
+  op(OpKind::kDropout, 30.0e-6, 33.1e-6);
+  op(OpKind::kElementwise, 8.7e-6, 7.1e-6);
+  op(OpKind::kEmbedding, 36.2e-6, 70.0e-6);  // a module call with one kernel: as Linear fwd, LayerNorm bwd
+  op(OpKind::kSoftmax, 12.7e-6, 27.9e-6);
+  op(OpKind::kLoss, 12.7e-6, 27.9e-6);       // a softmax-class kernel pair, as softmax
+  s.kernel_fwd_s = 8.7e-6;
+  s.kernel_bwd_s = 7.1e-6;
+  // "zero3" (stack-costs-call2.json): stacks of 32 and 128 tiny Linear modules (without bias,
+  // with bias, pairs in a container), every parameter partitioned, stage 3 minus stage 2, least
+  // squares over the six stacks of t = a + b * modules + c * parameters.
+  s.z3_fwd_per_module_s = 187.7e-6;
+  s.z3_fwd_per_param_s = 120.9e-6;
+  s.z3_bwd_per_module_s = 281.2e-6;
+  s.z3_bwd_per_param_s = 188.8e-6;
+  s.families = kFamilies;
+  s.num_families = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
+  s.rests = kRests;
+  s.num_rests = static_cast<int>(sizeof(kRests) / sizeof(kRests[0]));
+  return s;
+}
+
+}  // namespace
+
+const FamilyBlockHost* StackCosts::Block(std::string_view model_type, LayerKind kind) const {
+  for (int i = 0; i < num_families; ++i) {
+    if (families[i].model_type == model_type && families[i].kind == kind) return &families[i];
+  }
+  return nullptr;
+}
+
+const FamilyRestHost* StackCosts::Rest(std::string_view model_type) const {
+  for (int i = 0; i < num_rests; ++i) {
+    if (rests[i].model_type == model_type) return &rests[i];
+  }
+  return nullptr;
+}
+
+const StackCosts& MeasuredStackCosts() {
+  static const StackCosts costs = Build();
+  return costs;
+}
+
+KernelClass DefaultKernelClass(OpKind kind) {
+  switch (kind) {
+    case OpKind::kNorm: return KernelClass::kNorm;
+    case OpKind::kActivation: return KernelClass::kActivation;
+    case OpKind::kDropout: return KernelClass::kDropout;
+    case OpKind::kSoftmax: return KernelClass::kSoftmax;
+    case OpKind::kLoss: return KernelClass::kLogSoftmax;
+    default: return KernelClass::kStream;
+  }
+}
+
+}  // namespace dsplan

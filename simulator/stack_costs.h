@@ -1,0 +1,77 @@
+#pragma once
+// Measured costs of the software stack users run (PyTorch eager + transformers + DeepSpeed):
+// what PyTorch's own memory-bound kernels reach, the host time of each model family's blocks,
+// and the host time of DeepSpeed ZeRO-3's module hooks. They are properties of the stack and
+// the host CPU, not of the GPU, so `dsplan profile` (which runs dsplan's own kernels) does not
+// measure them; tools/probes/stack_costs.py does, on tiny shapes where wall time is host time
+// and on large tensors for kernel rates. Nothing here is fitted to a training run
+// (docs/stack-costs.md; the raw results are in docs/validation/stack/).
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "simulator/workload.h"
+
+namespace dsplan {
+
+/// Host time of one transformer block of a family (forward, backward), plain and under
+/// non-reentrant gradient checkpointing (forward through the checkpoint wrapper; backward
+/// including the recomputation), and the block's submodules and parameter tensors.
+struct FamilyBlockHost {
+  std::string_view model_type;
+  LayerKind kind = LayerKind::kDecoderBlock;
+  double fwd_s = 0, bwd_s = 0;
+  double ckpt_fwd_s = 0, ckpt_bwd_s = 0;
+  int32_t modules = 0;
+  int32_t param_tensors = 0;
+};
+
+/// Host time of the rest of a family's model (embeddings, masks and position tables, final
+/// norm, head and loss), forward and backward: the 2-block model less two blocks.
+struct FamilyRestHost {
+  std::string_view model_type;
+  double fwd_s = 0, bwd_s = 0;
+};
+
+struct StackCosts {
+  /// What was measured, where and with which versions.
+  std::string_view source;
+  /// The streaming rate (bytes/s) of the profile of the machine the kernel rates were measured
+  /// on (h200-measured: hbm_bytes_per_s x memory_bound_efficiency). A profile of another GPU
+  /// scales the kernel rates by its own streaming rate over this one (an assumption: PyTorch's
+  /// kernels keep the same fraction of what the GPU can stream).
+  double reference_stream_bytes_per_s = 0;
+  /// Bytes read + written per second by PyTorch's kernels of each class, forward and backward.
+  std::array<double, kKernelClassCount> fwd_bytes_per_s{}, bwd_bytes_per_s{};
+  /// Host time of one op of each traced kind (module call or tensor op, with autograd
+  /// recording), forward and backward; the fallback for layers without a family measurement.
+  std::array<double, 10> op_fwd_s{}, op_bwd_s{};
+  /// Host time of one more plain eager tensor op (an extra kernel of a decomposed op).
+  double kernel_fwd_s = 0, kernel_bwd_s = 0;
+  /// DeepSpeed ZeRO-3's hooks: host time per submodule and per gathered parameter tensor, in
+  /// forward (pre/post-forward: fetch, release) and backward (pre/post-backward and the
+  /// gradient hooks), beyond stage 2's.
+  double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
+  double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  const FamilyBlockHost* families = nullptr;
+  int num_families = 0;
+  const FamilyRestHost* rests = nullptr;
+  int num_rests = 0;
+
+  double OpFwd(OpKind k) const { return op_fwd_s[static_cast<int>(k)]; }
+  double OpBwd(OpKind k) const { return op_bwd_s[static_cast<int>(k)]; }
+  /// The family's block measurement for |kind| (T5 encoder/decoder differ), or nullptr.
+  const FamilyBlockHost* Block(std::string_view model_type, LayerKind kind) const;
+  /// The family's rest-of-model measurement, or nullptr.
+  const FamilyRestHost* Rest(std::string_view model_type) const;
+};
+
+/// PyTorch 2.11 + transformers 5.17 + DeepSpeed 0.14.5 on the H200 device machine (16-core
+/// x86 host), 2026-12-03.
+const StackCosts& MeasuredStackCosts();
+
+/// The class that prices an op of |kind| without its own eager decomposition.
+KernelClass DefaultKernelClass(OpKind kind);
+
+}  // namespace dsplan

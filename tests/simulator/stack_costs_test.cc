@@ -1,0 +1,199 @@
+// The eager-PyTorch mechanisms of the time model (docs/stack-costs.md): what each traced op
+// runs as kernels, the measured rates and host times that price them, GEMM alignment classes,
+// and SDPA's fp32 math path.
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "simulator/cost_model.h"
+#include "simulator/stack_costs.h"
+#include "simulator/workload.h"
+
+namespace dsplan {
+namespace {
+
+Workload Trace(const std::string& model, int64_t mb, int64_t seq, bool ckpt = false,
+               AttentionImpl attn = AttentionImpl::kAuto) {
+  auto spec = LoadModel(model, DSPLAN_TEST_DATA_DIR);
+  EXPECT_TRUE(spec.ok()) << spec.status().message();
+  WorkloadOptions o;
+  o.micro_batch = mb;
+  o.seq_len = seq;
+  o.gradient_checkpointing = ckpt;
+  o.attention = attn;
+  auto w = BuildWorkload(*spec, o);
+  EXPECT_TRUE(w.ok()) << w.status().message();
+  return std::move(*w);
+}
+
+const Op* FindOp(const Workload& w, const std::string& suffix) {
+  for (const Layer& l : w.layers) {
+    for (const Op& op : l.ops) {
+      if (op.name.size() >= suffix.size() &&
+          op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return &op;
+      }
+    }
+  }
+  return nullptr;
+}
+
+double Sum(const std::array<double, kKernelClassCount>& a) {
+  double s = 0;
+  for (double v : a) s += v;
+  return s;
+}
+
+double At(KernelClass c, const std::array<double, kKernelClassCount>& a) {
+  return a[static_cast<int>(c)];
+}
+
+TEST(EagerKernels, LlamaRmsNormRunsItsUpcastMath) {
+  // LlamaRMSNorm on bf16 [tokens, d]: to(fp32) 6 B/elem, pow 8, mean 4, h * rsqrt 8,
+  // to(bf16) 6, weight * h 4: 36 bytes per element in 8 kernels (with + eps and rsqrt on the
+  // [tokens, 1] variance). Backward: 84 bytes per element in 12 kernels.
+  const Workload w = Trace("llama-3.2-1b", 2, 128);
+  const Op* norm = FindOp(w, "layers.0.input_layernorm");
+  ASSERT_NE(norm, nullptr);
+  const double n = 2.0 * 128 * 2048;
+  EXPECT_EQ(norm->eager.fwd_kernels, 8);
+  EXPECT_EQ(norm->eager.bwd_kernels, 12);
+  EXPECT_DOUBLE_EQ(Sum(norm->eager.fwd), 36 * n);
+  EXPECT_DOUBLE_EQ(Sum(norm->eager.bwd), 84 * n);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCastUp, norm->eager.fwd), 6 * n);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCastDown, norm->eager.fwd), 6 * n);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kReduce, norm->eager.fwd), 4 * n);
+  // What dsplan's runtime moves for it stays the least traffic: read x, write y.
+  EXPECT_DOUBLE_EQ(norm->fwd_bytes, 4 * n);
+}
+
+TEST(EagerKernels, LossBackwardZeroFillsTheDenseGradient) {
+  // ForCausalLMLoss: logits.float() (cast up), log_softmax + nll_loss; backward writes a
+  // zero-filled fp32 gradient (4 B/logit) before log_softmax_backward (12 B/logit).
+  const Workload w = Trace("gpt2", 2, 128);
+  const Op* loss = nullptr;
+  for (const Layer& l : w.layers) {
+    for (const Op& op : l.ops) {
+      if (op.kind == OpKind::kLoss) loss = &op;
+    }
+  }
+  ASSERT_NE(loss, nullptr);
+  const double logits = 2.0 * 128 * 50257;
+  EXPECT_DOUBLE_EQ(At(KernelClass::kLogSoftmax, loss->eager.fwd), 8 * logits);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStream, loss->eager.bwd), 4 * logits);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kLogSoftmax, loss->eager.bwd), 12 * logits);
+  const Op* cast = FindOp(w, "logits_fp32");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCastUp, cast->eager.fwd), 6 * logits);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCastDown, cast->eager.bwd), 6 * logits);
+}
+
+TEST(EagerKernels, GptTwoGeluIsEightTensorOps) {
+  const Workload w = Trace("gpt2", 1, 64);
+  const Op* act = FindOp(w, "h.0.mlp.act");
+  ASSERT_NE(act, nullptr);
+  EXPECT_EQ(act->kind, OpKind::kActivation);
+  EXPECT_EQ(act->eager.fwd_kernels, 8);
+  const double b = 64.0 * 3072 * 2;
+  EXPECT_DOUBLE_EQ(Sum(act->eager.fwd), 18 * b);
+}
+
+TEST(EagerKernels, PricedAtTheMeasuredRatesOfTheirClasses) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  const CostModel pt(*hw, Precision::kBf16);
+  const StackCosts& s = MeasuredStackCosts();
+  // h200-measured is the machine the rates were measured on: no scaling (to the rounding of
+  // the reference rate).
+  EXPECT_NEAR(pt.EagerRate(KernelClass::kCastUp, false) / s.fwd_bytes_per_s[1], 1.0, 1e-4);
+  Op op;
+  op.kind = OpKind::kNorm;
+  op.eager.Fwd(KernelClass::kCastUp, 6e9);
+  op.eager.Fwd(KernelClass::kStream, 8e9);
+  EXPECT_NEAR(pt.OpForwardSeconds(op) / (6e9 / 1.964e12 + 8e9 / 3.519e12), 1.0, 1e-4);
+  // An op without a decomposition: its bytes at its kind's class.
+  Op plain;
+  plain.kind = OpKind::kDropout;
+  plain.fwd_bytes = 5e9;
+  EXPECT_NEAR(pt.OpForwardSeconds(plain) / (5e9 / 2.371e12), 1.0, 1e-4);
+  // A GPU streaming at half the rate gets half the rates.
+  HardwareProfile slow = *hw;
+  slow.gpu.hbm_bytes_per_s.value /= 2;
+  const CostModel ps(slow, Precision::kBf16);
+  EXPECT_NEAR(ps.OpForwardSeconds(plain), 2 * pt.OpForwardSeconds(plain), 1e-12);
+}
+
+TEST(GemmAlignment, RatesTransferOnlyWithinAnAlignmentClass) {
+  EXPECT_EQ(GemmAlignmentClass(50257, 2), 2);
+  EXPECT_EQ(GemmAlignmentClass(256000, 2), 16);
+  EXPECT_EQ(GemmAlignmentClass(1600, 2), 16);
+  EXPECT_EQ(GemmAlignmentClass(50257, 4), 4);
+  auto hw = FindHardwareProfile("h200-sxm", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  HardwareProfile p = *hw;
+  // GPT-2's odd-width head runs align-1 kernels at 100 TFLOP/s; Llama's at 700.
+  p.gpu.gemm = {{Precision::kBf16, 8192, 50257, 1600, 100e12, GemmLayout::kNT},
+                {Precision::kBf16, 8192, 32000, 4096, 700e12, GemmLayout::kNT}};
+  const CostModel cm(p, Precision::kBf16);
+  // Gemma's 256000 x 2048 head is nearer GPT-2's shape in log space, but aligned like Llama's.
+  const double t = cm.LinearGemmSeconds(GemmLayout::kNT, 8192, 256000, 2048);
+  EXPECT_NEAR(t, 2.0 * 8192 * 256000 * 2048 / 700e12, 1e-9);
+  // An odd width still gets the odd-width rate.
+  const double odd = cm.LinearGemmSeconds(GemmLayout::kNT, 8192, 50257, 1600);
+  EXPECT_NEAR(odd, 2.0 * 8192 * 50257 * 1600 / 100e12, 1e-9);
+}
+
+TEST(FamilyHost, BlocksTakeTheFamilysMeasuredHostTime) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  const CostModel pt(*hw, Precision::kBf16);
+  const StackCosts& s = MeasuredStackCosts();
+  const FamilyBlockHost* llama = s.Block("llama", LayerKind::kDecoderBlock);
+  ASSERT_NE(llama, nullptr);
+  // One sample of 16 tokens: the GPU's share is tiny, the host's is the measurement.
+  const Workload w = Trace("llama-3.2-1b", 1, 16);
+  const std::vector<LayerCost> c = pt.Layers(w);
+  const std::vector<LayerCost> unseen = pt.Layers(w, false);
+  int blocks = 0;
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    if (w.layers[i].kind != LayerKind::kDecoderBlock) continue;
+    ++blocks;
+    EXPECT_DOUBLE_EQ(c[i].fwd_dispatch_s, llama->fwd_s);
+    EXPECT_DOUBLE_EQ(c[i].bwd_dispatch_s, llama->bwd_s);
+    EXPECT_DOUBLE_EQ(c[i].fwd_s, llama->fwd_s);
+    EXPECT_EQ(c[i].modules, llama->modules);
+    // Unseen: the per-op estimate, which misses transformers' views and reshapes.
+    EXPECT_GT(unseen[i].fwd_dispatch_s, 0.3 * llama->fwd_s);
+    EXPECT_LT(unseen[i].fwd_dispatch_s, llama->fwd_s);
+  }
+  EXPECT_EQ(blocks, 16);
+  // Under checkpointing: the wrapper's forward, and the recomputation's host time.
+  const Workload wc = Trace("llama-3.2-1b", 1, 16, true);
+  const std::vector<LayerCost> cc = pt.Layers(wc);
+  for (size_t i = 0; i < wc.layers.size(); ++i) {
+    if (wc.layers[i].kind != LayerKind::kDecoderBlock) continue;
+    EXPECT_DOUBLE_EQ(cc[i].fwd_s, llama->ckpt_fwd_s);
+    EXPECT_DOUBLE_EQ(cc[i].recompute_s, llama->ckpt_bwd_s - llama->bwd_s);
+  }
+}
+
+TEST(MathAttention, FalconsUpcastScoresArePricedAsFp32Products) {
+  // SDPA's math path multiplies fp32 copies of q, k and the probabilities: cuBLAS runs FFMA
+  // kernels, far below the bf16 tensor-core table.
+  const Workload w = Trace("falcon-7b", 8, 1024);
+  const Op* qk = FindOp(w, ".qk");
+  ASSERT_NE(qk, nullptr);
+  EXPECT_TRUE(qk->fp32);
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  const CostModel pt(*hw, Precision::kBf16);
+  Op bf16 = *qk;
+  bf16.fp32 = false;
+  EXPECT_GT(pt.OpForwardSeconds(*qk), 4 * pt.OpForwardSeconds(bf16));
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -184,7 +184,9 @@ std::string HeadroomText(const Prediction& d, const Headroom& h) {
       Bytes(d.gpu_capacity_bytes), Bytes(d.gpu_context_bytes), Bytes(d.gpu_nccl_bytes),
       h.Describe(d.gpu_capacity_bytes), 100 * d.memory_band.upper, d.memory_band.basis,
       d.gpu_nccl_bytes > 0 ? "estimated buffers of two communicators (not measured)"
-                           : "none on one GPU");
+                           : "none on one GPU") +
+         fmt::format("Step times: expect {:.2f}-{:.2f}x the predicted ({})\n", d.time_band.low,
+                     d.time_band.high, d.time_band.basis);
 }
 
 nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {

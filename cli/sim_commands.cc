@@ -226,6 +226,9 @@ int RunCheckCommand() {
              FormatBytes(static_cast<double>(pred.host_peak_bytes_per_node)), pred.step_time_s,
              pred.tokens_per_s, 100 * pred.mfu, PrecisionName(plan.precision),
              pred.mfu_peak_flops / 1e12, pred.profile_name);
+  fmt::print("step time band: {:.3f}-{:.3f} s ({:.2f}-{:.2f}x; {})\n",
+             pred.time_band.low * pred.step_time_s, pred.time_band.high * pred.step_time_s,
+             pred.time_band.low, pred.time_band.high, pred.time_band.basis);
   for (const std::string& w : warnings) fmt::print("warning: {}\n", w);
   if (!alt) {
     fmt::print("dsplan finds no plan that fits this model and cluster at global batch {}\n",

@@ -95,6 +95,11 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
   j["nvme"] = {{"bytes_per_node", p.nvme_bytes_per_node}};
   const StepBreakdown& b = p.breakdown;
   j["step"] = {{"time_s", p.step_time_s},
+               {"time_band",
+                {{"low", p.time_band.low},
+                 {"high", p.time_band.high},
+                 {"family_measured", p.time_band.family_measured},
+                 {"basis", p.time_band.basis}}},
                {"samples_per_s", p.samples_per_s},
                {"tokens_per_s", p.tokens_per_s},
                {"tflops_per_gpu", p.tflops_per_gpu},
@@ -176,6 +181,8 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       "{:.1f}% (of the dense {} peak, {:.0f} TFLOP/s)\n",
       p.step_time_s, p.samples_per_s, p.tokens_per_s, p.tflops_per_gpu, 100 * p.mfu,
       PrecisionName(plan.precision), p.mfu_peak_flops / 1e12);
+  o += fmt::format("time band  {:.3f}-{:.3f} s ({})\n", p.time_band.low * p.step_time_s,
+                   p.time_band.high * p.step_time_s, p.time_band.basis);
   o += fmt::format(
       "critical path: forward {:.3f} s, backward {:.3f} s, recompute {:.3f} s, optimizer {:.3f} "
       "s, exposed communication {:.3f} s, offload copies {:.3f} s, NVMe {:.3f} s, gradient "

@@ -54,6 +54,19 @@ struct MemoryBand {
   std::string basis;         // one line: where the numbers come from
 };
 
+/// How far a measured step time may lie from dsplan's prediction: measured between |low| and
+/// |high| times the predicted. Drawn from the 81 real DeepSpeed runs with a step time
+/// (calibration, validation and hold-out records; docs/simulator.md "Accuracy today").
+struct TimeBand {
+  double low = 1;              // measured at least low x predicted
+  double high = 1;             // ... and at most high x predicted
+  bool family_measured = false;  // the family's block host time was measured (stack_costs.h)
+  std::string basis;           // one line: where the numbers come from
+};
+
+/// The band for a step-time prediction of |spec| (whose blocks' host time was measured or not).
+TimeBand StepTimeBand(const ModelSpec& spec);
+
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a
 /// provisional +12 %.
@@ -131,6 +144,7 @@ struct Prediction {
   int64_t gpu_total_bytes = 0;           // reserved + context: what nvidia-smi shows
   int64_t gpu_nccl_bytes = 0;            // NcclWorkspaceBytes (world > 1)
   MemoryBand memory_band;                // PeakMemoryBand
+  TimeBand time_band;                    // StepTimeBand
   int64_t gpu_upper_total_bytes = 0;     // reserved x (1 + band.upper) + context + NCCL
   int64_t gpu_headroom_bytes = 0;        // Headroom::Bytes(capacity)
   /// capacity - (reserved + context + NCCL): what the nominal prediction leaves free.

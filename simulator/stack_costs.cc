@@ -20,6 +20,9 @@ constexpr FamilyBlockHost kFamilies[] = {
     {"falcon", LayerKind::kDecoderBlock, 1746e-6, 2060e-6, 2927e-6, 4531e-6, 10, 6},
     {"gptj", LayerKind::kDecoderBlock, 2418e-6, 2467e-6, 2801e-6, 5626e-6, 14, 10},
     {"mistral", LayerKind::kDecoderBlock, 1578e-6, 2624e-6, 2283e-6, 5025e-6, 13, 9},
+    // stack-costs-call3.json (the same method, a later run)
+    {"bert", LayerKind::kEncoderBlock, 797e-6, 905e-6, 1108e-6, 2841e-6, 18, 16},
+    {"mixtral", LayerKind::kDecoderBlock, 2504e-6, 3029e-6, 2709e-6, 7032e-6, 12, 9},
 };
 
 // The same runs: the 2-block model's time less two blocks (negative differences, within the
@@ -29,6 +32,7 @@ constexpr FamilyRestHost kRests[] = {
     {"opt", 1400e-6, 304e-6},     {"gpt_neox", 1108e-6, 1152e-6}, {"qwen2", 1946e-6, 1207e-6},
     {"bloom", 1316e-6, 312e-6},   {"gemma", 2866e-6, 933e-6},   {"phi", 2138e-6, 375e-6},
     {"falcon", 1233e-6, 1106e-6}, {"gptj", 179e-6, 49e-6},      {"mistral", 2800e-6, 449e-6},
+    {"bert", 848e-6, 1050e-6},    {"mixtral", 848e-6, 0},
 };
 
 StackCosts Build() {

@@ -17,21 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 
-def load_catalog(catalog, name):
-    import yaml
-    with open(os.path.join(catalog, name + ".yaml")) as f:
-        return yaml.safe_load(f)["config"]
-
-
-def with_layers(cfg, layers):
-    c = dict(cfg)
-    for k in ("num_hidden_layers", "n_layer", "num_layers"):
-        if k in c:
-            c[k] = layers
-    if c.get("model_type") == "t5":
-        c["num_layers"] = layers
-        c["num_decoder_layers"] = layers
-    return c
+from hf_models import load_catalog, with_layers  # noqa: E402
 
 
 def predicted(dsplan, hardware, cfg, mb, attn, seq, src, tgt, tmp):

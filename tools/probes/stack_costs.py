@@ -37,6 +37,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_models  # noqa: E402
+from hf_models import load_catalog  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEV = "cuda"
 DT = torch.bfloat16
@@ -204,12 +208,6 @@ def kernel_rates():
 
 
 # --- families ---------------------------------------------------------------------------------
-def load_catalog(catalog, name):
-    import yaml
-    with open(os.path.join(catalog, name + ".yaml")) as f:
-        return yaml.safe_load(f)["config"]
-
-
 def shrink(cfg, layers, dec_layers=None):
     """The family's config at width 64 (4 heads of 16, the same kv-head sharing), |layers| blocks."""
     c = dict(cfg)
@@ -249,20 +247,8 @@ def shrink(cfg, layers, dec_layers=None):
 
 
 def build(cfgd):
-    import transformers
-    cfgd = dict(cfgd)
-    mt = cfgd.pop("model_type")
-    cfg = transformers.AutoConfig.for_model(mt, **cfgd)
-    cfg.use_cache = False
-    is_s2s = bool(getattr(cfg, "is_encoder_decoder", False))
-    if is_s2s:
-        if getattr(cfg, "decoder_start_token_id", None) is None:
-            cfg.decoder_start_token_id = 0
-        if getattr(cfg, "pad_token_id", None) is None:
-            cfg.pad_token_id = 0
-    with torch.device(DEV):
-        m = (transformers.AutoModelForSeq2SeqLM if is_s2s else transformers.AutoModelForCausalLM).from_config(cfg)
-    return m.to(DT).train(), is_s2s
+    m, s2s = hf_models.build(cfgd, DEV)
+    return m.to(DT).train(), s2s
 
 
 SEQ, SRC, TGT = 32, 32, 16

@@ -27,43 +27,16 @@ import traceback
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hf_models  # noqa: E402
+from hf_models import load_catalog, with_layers  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEV = "cuda"
 
 
-def load_catalog(catalog, name):
-    import yaml
-    with open(os.path.join(catalog, name + ".yaml")) as f:
-        return yaml.safe_load(f)["config"]
-
-
-def with_layers(cfg, layers):
-    c = dict(cfg)
-    for k in ("num_hidden_layers", "n_layer", "num_layers"):
-        if k in c:
-            c[k] = layers
-    if c.get("model_type") == "t5":
-        c["num_layers"] = layers
-        c["num_decoder_layers"] = layers
-    return c
-
-
 def build(cfgd, attn):
-    import transformers
-    cfgd = dict(cfgd)
-    mt = cfgd.pop("model_type")
-    cfg = transformers.AutoConfig.for_model(mt, **cfgd)
-    cfg.use_cache = False
-    s2s = bool(getattr(cfg, "is_encoder_decoder", False))
-    if s2s:
-        if getattr(cfg, "decoder_start_token_id", None) is None:
-            cfg.decoder_start_token_id = 0
-        if getattr(cfg, "pad_token_id", None) is None:
-            cfg.pad_token_id = 0
-    kw = {"attn_implementation": attn} if attn else {}
-    with torch.device(DEV):
-        cls = transformers.AutoModelForSeq2SeqLM if s2s else transformers.AutoModelForCausalLM
-        m = cls.from_config(cfg, torch_dtype=torch.bfloat16, **kw)
+    m, s2s = hf_models.build(cfgd, DEV, torch.bfloat16, attn)
     return m.train(), s2s
 
 

@@ -1,0 +1,48 @@
+"""Catalog configs and transformers models for the probes (stack_costs.py, step_kernels.py,
+compare_step_kernels.py). torch and transformers are imported only by build()."""
+import os
+
+CATALOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models")
+
+
+def load_catalog(catalog, name):
+    """The HF config of catalog entry |name| (models/<name>.yaml) as a dict."""
+    import yaml
+    with open(os.path.join(catalog, name + ".yaml")) as f:
+        return yaml.safe_load(f)["config"]
+
+
+def with_layers(cfg, layers):
+    """|cfg| with |layers| blocks (T5: in the encoder and the decoder)."""
+    c = dict(cfg)
+    for k in ("num_hidden_layers", "n_layer", "num_layers"):
+        if k in c:
+            c[k] = layers
+    if c.get("model_type") == "t5":
+        c["num_layers"] = layers
+        c["num_decoder_layers"] = layers
+    return c
+
+
+def build(cfgd, device="cuda", dtype=None, attn=None):
+    """The causal-LM (or seq2seq) model of config dict |cfgd| on |device|, use_cache off, in
+    |dtype| when given; returns (model, is_seq2seq)."""
+    import torch
+    import transformers
+    cfgd = dict(cfgd)
+    mt = cfgd.pop("model_type")
+    cfg = transformers.AutoConfig.for_model(mt, **cfgd)
+    cfg.use_cache = False
+    s2s = bool(getattr(cfg, "is_encoder_decoder", False))
+    if s2s:
+        if getattr(cfg, "decoder_start_token_id", None) is None:
+            cfg.decoder_start_token_id = 0
+        if getattr(cfg, "pad_token_id", None) is None:
+            cfg.pad_token_id = 0
+    kw = {"attn_implementation": attn} if attn else {}
+    if dtype is not None:
+        kw["dtype"] = dtype
+    with torch.device(device):
+        cls = transformers.AutoModelForSeq2SeqLM if s2s else transformers.AutoModelForCausalLM
+        m = cls.from_config(cfg, **kw)
+    return m, s2s

@@ -46,6 +46,10 @@ double CopyCurveSeconds(const CopyCurve& c, double bytes) {
   return c.latency_s.value + bytes / bw;
 }
 
+// exp(|log x/y|): the log-space distance of two sizes without a logarithm (sums of log distances
+// compare as products of these ratios).
+double SizeRatio(double x, double y) { return x > y ? x / y : y / x; }
+
 }  // namespace
 
 int GemmAlignmentClass(int64_t dim, int64_t elem_bytes) {
@@ -93,8 +97,7 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
   double best = std::numeric_limits<double>::infinity();
   for (const GemmPoint& pt : g.gemm) {
     if (pt.dtype != p || pt.flops_per_s <= 0 || pt.batch > 1) continue;
-    const double d = std::abs(std::log(m * batch / pt.m)) + std::abs(std::log(n / pt.n)) +
-                     std::abs(std::log(k / pt.k));
+    const double d = SizeRatio(m * batch, pt.m) * SizeRatio(n, pt.n) * SizeRatio(k, pt.k);
     if (d < best) {
       best = d;
       rate = pt.flops_per_s;
@@ -142,8 +145,7 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
     const bool alike = GemmAlignmentClass(pa, elem_bytes) == align_a &&
                        GemmAlignmentClass(pb, elem_bytes) == align_b;
     if (best_aligned_alike && !alike) continue;
-    const double d = std::abs(std::log(a / static_cast<double>(pa))) +
-                     std::abs(std::log(b / static_cast<double>(pb)));
+    const double d = SizeRatio(a, static_cast<double>(pa)) * SizeRatio(b, static_cast<double>(pb));
     if ((alike && !best_aligned_alike) || d < best) {
       best = d;
       best_a = pa;
@@ -183,8 +185,7 @@ double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, doub
     if (pt.dtype != p || pt.layout != layout || pt.batch <= 1 || pt.flops_per_s <= 0) {
       continue;
     }
-    const double d = std::abs(std::log(m / pt.m)) + std::abs(std::log(n / pt.n)) +
-                     std::abs(std::log(k / pt.k));
+    const double d = SizeRatio(m, pt.m) * SizeRatio(n, pt.n) * SizeRatio(k, pt.k);
     if (d < best) {
       best = d;
       rate = pt.flops_per_s;

@@ -14,6 +14,7 @@
 #include "cli/common.h"
 #include "cli/dsplan_main.h"
 #include "cli/estimate_command.h"
+#include "cli/gui_command.h"
 #include "cli/plan_command.h"
 #include "cli/profile_command.h"
 #include "cli/sim_commands.h"
@@ -178,6 +179,8 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
   CLI::App* check_cmd = AddCheckCommand(app);
   CLI::App* estimate_cmd = AddEstimateCommand(app);
   CLI::App* validate_cmd = AddValidateCommand(app);
+  std::vector<std::string> gui_args;
+  CLI::App* gui_cmd = AddGuiCommand(app, &gui_args);
 
   try {
     app.parse(argc, argv);
@@ -213,6 +216,8 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
       rc = RunEstimateCommand();
     } else if (*validate_cmd) {
       rc = RunValidateCommand();
+    } else if (*gui_cmd) {
+      rc = RunGuiCommand(gui_args);
     } else if (*model_cmd) {
       rc = RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
     } else {

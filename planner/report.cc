@@ -89,8 +89,12 @@ Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfi
     tt.flops = t.flops;
     d.tasks.push_back(std::move(tt));
   }
-  d.usable_gpu_bytes =
-      static_cast<double>(p.gpu_capacity_bytes - o.headroom.Bytes(p.gpu_capacity_bytes));
+  // The line the plan's nominal peak (reserved + context) must stay under: the device less
+  // the headroom, less what the fit rule adds to that peak (the band's share of reserved and
+  // NCCL's buffers).
+  d.usable_gpu_bytes = static_cast<double>(p.gpu_capacity_bytes -
+                                           o.headroom.Bytes(p.gpu_capacity_bytes) -
+                                           (p.gpu_upper_total_bytes - p.gpu_total_bytes));
   const int64_t capacity =
       std::max<int64_t>(1, static_cast<int64_t>(d.usable_gpu_bytes) - p.gpu_context_bytes);
   const std::vector<int64_t> reserved =

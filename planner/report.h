@@ -77,7 +77,9 @@ struct StepDetail {
   std::vector<MemorySample> memory;   // in program order
   int32_t peak_task = -1;             // the task at the allocated peak (-1: at rest)
   double peak_time_s = 0;             // its scheduled start
-  double usable_gpu_bytes = 0;        // capacity x fraction x (1 - margin): the fit line
+  /// The fit line for the nominal peak (reserved + context): the device less the headroom,
+  /// the band's share of reserved and NCCL (a peak under it fits).
+  double usable_gpu_bytes = 0;
 };
 
 /// Builds |plan|'s workload for |spec|, simulates it on |profile| with |options| (keep_graph is

@@ -112,7 +112,9 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
   const ScoredPlan& s = m_report.recommendations[row.plan];
   const Plan& p = s.plan;
   const Prediction& d = s.prediction;
-  const double headroom = m_report.usable_gpu_bytes - static_cast<double>(d.gpu_total_bytes);
+  // What the plan leaves free of the usable GPU after its error band and NCCL, as the fit rule
+  // counts it (docs/planner.md "Memory headroom"), not only after its nominal peak.
+  const double headroom = m_report.usable_gpu_bytes - static_cast<double>(d.gpu_upper_total_bytes);
   if (role == Qt::TextAlignmentRole) {
     const bool number = column == kRank || column == kStage || column == kPeak ||
                         column == kHeadroom || column == kHostRam || column == kStepTime ||

@@ -106,6 +106,13 @@ void TestMainWindow::bestPlanBreakdownAndWhatIf() {
   auto under = SimulateStepDetail(*spec, *profile, p);
   QVERIFY(under.ok());
   QVERIFY(under->prediction.fits);
+  // The Memory page's usable line is the fit rule's (band and NCCL included): the fitting
+  // peak is under it, the other over it.
+  QVERIFY(static_cast<double>(under->prediction.gpu_total_bytes) <= under->usable_gpu_bytes);
+  QVERIFY(static_cast<double>(over->prediction.gpu_total_bytes) > over->usable_gpu_bytes);
+  QVERIFY(under->usable_gpu_bytes <
+          static_cast<double>(under->prediction.gpu_capacity_bytes -
+                              under->prediction.gpu_headroom_bytes));
 }
 
 void TestMainWindow::badModelNameShowsInWindow() {

@@ -161,19 +161,6 @@ Result<std::string> CatalogString(const YAML::Node& root, const char* key,
   return n.Scalar();
 }
 
-size_t EditDistance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
 
 bool LooksLikePath(const std::string& s) {
   std::error_code ec;
@@ -265,7 +252,7 @@ std::vector<std::string> SuggestNames(const std::string& name,
   if (name.size() > 256) return {};
   for (const auto& c : candidates) {
     if (c.size() > 256) continue;
-    size_t d = EditDistance(name, c);
+    size_t d = EditDistance(name, c, /*ignore_case=*/true);
     bool prefix = c.rfind(name, 0) == 0 || name.rfind(c, 0) == 0;
     size_t limit = std::max<size_t>(2, name.size() / 3);
     if (d <= limit || (prefix && !name.empty())) scored.emplace_back(prefix ? d / 2 : d, c);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -42,6 +43,13 @@ bool IsValidUtf8(std::string_view s);
 std::string ShowJson(const nlohmann::json& v, size_t max = kMaxQuotedBytes);
 /// JSON text for output (stdout or a file): never throws on invalid UTF-8 (replaced by U+FFFD).
 std::string JsonText(const nlohmann::json& v, int indent = 2);
+
+/// Levenshtein distance of |a| and |b| (letters compared case-insensitively when
+/// |ignore_case|): the "did you mean" suggestions of the config and catalog readers.
+size_t EditDistance(std::string_view a, std::string_view b, bool ignore_case = false);
+
+/// The median of |v| (the mean of the middle two for an even count); 0 when empty.
+double Median(std::vector<double> v);
 
 /// Reads a regular file whole. Refuses what is not a regular file (a folder, /dev/zero, a FIFO)
 /// and files over |max_bytes|, each with a message naming |path| and |what| (e.g. "DeepSpeed

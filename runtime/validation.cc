@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "core/text.h"
 #include "core/units.h"
 #include "simulator/prediction_report.h"
 
@@ -47,12 +48,6 @@ void AddTo(ClassSeconds& c, TaskClass k, double s) {
   c.tasks[Idx(k)] += 1;
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string Pct(double e) { return fmt::format("{:+.1f}%", 100 * e); }
 

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "core/fused_attention.h"
+#include "core/text.h"
 #include "runtime/comm.h"
 #include "runtime/cuda/cuda_common.h"
 #include "runtime/cuda/flash_attention.h"
@@ -73,12 +74,6 @@ Status KernelStatus(int rc, const char* what) {
       fmt::format("{}: {}", what, cudaGetErrorString(static_cast<cudaError_t>(rc))));
 }
 
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // cudaMalloc segments for the caching allocator; an out-of-memory cudaMalloc is reported, not an
 // error.

@@ -255,3 +255,23 @@ TEST(RobustInputTest, SuggestionsOnHugeNamesAreInstant) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+TEST(TextHelpers, EditDistanceCountsEditsAndCanIgnoreCase) {
+  EXPECT_EQ(EditDistance("t5-3bb", "t5-3b"), 1u);
+  EXPECT_EQ(EditDistance("kitten", "sitting"), 3u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+  EXPECT_EQ(EditDistance("GPT2-XL", "gpt2-xl"), 7u - 2u);  // G,P,T,X,L differ; 2, - same
+  EXPECT_EQ(EditDistance("GPT2-XL", "gpt2-xl", /*ignore_case=*/true), 0u);
+}
+
+TEST(TextHelpers, MedianOfOddAndEvenCounts) {
+  EXPECT_DOUBLE_EQ(Median({}), 0);
+  EXPECT_DOUBLE_EQ(Median({3, 1, 2}), 2);
+  EXPECT_DOUBLE_EQ(Median({4, 1, 3, 2}), 2.5);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -101,6 +101,7 @@ std::string Gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int
 }  // namespace
 
 CLI::App* AddEstimateCommand(CLI::App& app) {
+  g_est = EstimateFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "estimate",
       "Model-state memory per ZeRO stage and offload: the ZeRO paper, DeepSpeed's estimator, "

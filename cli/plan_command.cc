@@ -201,6 +201,7 @@ nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
 }  // namespace
 
 void AddPlanFlags(CLI::App& app) {
+  g = PlanFlags{};  // every DsplanMain call starts from the defaults (the fuzz target loops)
   app.add_option("--model", g.model, "Catalog name (dsplan models) or path to a HF config.json");
   app.add_option("--gpus", g.gpus, "GPUs per node")
       ->transform(CountFlag("--gpus", 1, kMaxWorldSize));

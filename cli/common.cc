@@ -52,6 +52,15 @@ std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int a
                             const char* const* argv) {
   const std::string what = e.what();
   const std::string help = "; run 'dsplan --help' for the options";
+  // A transform's own message (CountFlag) names the flag already: CLI11 makes it
+  // "--gpus: --gpus must be ...", and the first "--gpus: " goes.
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+    const size_t colon = what.find(": ");
+    if (colon != std::string::npos && colon > 0 &&
+        StartsWith(std::string_view(what).substr(colon + 2), what.substr(0, colon) + " ")) {
+      return what.substr(colon + 2);
+    }
+  }
   // "Could not convert: --gpus = abc"
   if (StartsWith(what, "Could not convert: ")) {
     const std::string rest = what.substr(19);
@@ -120,6 +129,75 @@ std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int a
   std::string msg = what;
   std::replace(msg.begin(), msg.end(), '\n', ' ');
   return Escape(msg, 300) + help;
+}
+
+CLI::Validator CountFlag(const std::string& flag, int64_t lo, int64_t hi) {
+  auto op = [flag, lo, hi](std::string& value) -> std::string {
+    const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    const std::string_view v = value;
+    size_t i = 0;
+    bool negative = false;
+    if (i < v.size() && (v[i] == '+' || v[i] == '-')) negative = v[i++] == '-';
+    std::string digits;  // the mantissa's digits, integer part then fraction
+    size_t frac_digits = 0;
+    while (i < v.size() && digit(v[i])) digits += v[i++];
+    bool point = false;
+    if (i < v.size() && v[i] == '.') {
+      point = true;
+      ++i;
+      while (i < v.size() && digit(v[i])) {
+        digits += v[i++];
+        ++frac_digits;
+      }
+    }
+    bool has_exp = false;
+    bool exp_negative = false;
+    int64_t exp = 0;  // saturates: beyond 10^6 the answer is the same
+    size_t exp_digits = 0;
+    if (i < v.size() && (v[i] == 'e' || v[i] == 'E')) {
+      has_exp = true;
+      ++i;
+      if (i < v.size() && (v[i] == '+' || v[i] == '-')) exp_negative = v[i++] == '-';
+      while (i < v.size() && digit(v[i])) {
+        exp = std::min<int64_t>(exp * 10 + (v[i++] - '0'), 1'000'000);
+        ++exp_digits;
+      }
+    }
+    // Not a decimal number (hex, words, empty): CLI11's conversion decides and words the error.
+    if (i != v.size() || digits.empty() || (has_exp && exp_digits == 0)) return "";
+    if (!has_exp) {
+      // "1.0": CLI11 refuses it as not an integer. "010": decimal ten, not octal eight.
+      if (!point && digits.size() > 1 && digits[0] == '0') {
+        const size_t nz = std::min(digits.find_first_not_of('0'), digits.size() - 1);
+        value = (negative ? "-" : "") + digits.substr(nz);
+      }
+      return "";
+    }
+    const std::string range =
+        fmt::format("{} must be an integer from {} to {}, got {}", flag, lo, hi, Quote(v));
+    int64_t scale = (exp_negative ? -exp : exp) - static_cast<int64_t>(frac_digits);
+    const size_t first = digits.find_first_not_of('0');
+    digits = first == std::string::npos ? "" : digits.substr(first);
+    if (!digits.empty() && scale < 0) {
+      const size_t drop = static_cast<size_t>(-scale);
+      if (drop >= digits.size() ||
+          digits.find_first_not_of('0', digits.size() - drop) != std::string::npos) {
+        return range + " (not a whole number)";
+      }
+      digits.resize(digits.size() - drop);
+      scale = 0;
+    }
+    if (digits.empty()) scale = 0;
+    if (static_cast<int64_t>(digits.size()) + scale > 18) return range;  // beyond 10^18
+    int64_t n = 0;
+    for (char c : digits) n = n * 10 + (c - '0');
+    for (int64_t k = 0; k < scale; ++k) n *= 10;
+    if (negative) n = -n;
+    if (n < lo || n > hi) return range;
+    value = std::to_string(n);
+    return "";
+  };
+  return CLI::Validator(op, "", "count");
 }
 
 Status CheckNumberFlag(const char* flag, double v, double lo, double hi, bool lo_open) {

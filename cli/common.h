@@ -37,6 +37,14 @@ std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int a
 Status CheckNumberFlag(const char* flag, double v, double lo, double hi, bool lo_open);
 /// An integer in [lo, hi].
 Status CheckIntFlag(const char* flag, int64_t v, int64_t lo, int64_t hi);
+/// The integer count flags (--gpus, --nodes, --micro-batch, --grad-accum, --global-batch) take
+/// their value through this transform, added with CLI::Option::transform. CLI11 reads integers
+/// with strtoll base 0, so "1e6" would be refused and "010" read as octal 8. Here a decimal
+/// integer with leading zeros ("010") becomes "10", and a number in scientific notation ("1e6",
+/// "2.5e3") becomes its decimal digits when it is an exact integer in [lo, hi]; one that is not
+/// an integer or lies outside [lo, hi] is refused with one line naming |flag| and the valid
+/// range. Anything else passes unchanged to CLI11's own conversion and range checks.
+CLI::Validator CountFlag(const std::string& flag, int64_t lo, int64_t hi);
 /// GPUs per node x nodes: both positive, and the product at most kMaxWorldSize.
 Status CheckCluster(int64_t gpus_per_node, int64_t nodes);
 /// The most GPUs in one job dsplan plans for (the largest published training runs use ~25,000).

@@ -11,8 +11,12 @@ namespace dsplan {
 void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
       ->required(required);
-  cmd->add_option("--gpus", f.gpus, "GPUs per node")->capture_default_str();
-  cmd->add_option("--nodes", f.nodes, "Nodes")->capture_default_str();
+  cmd->add_option("--gpus", f.gpus, "GPUs per node")
+      ->capture_default_str()
+      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
+  cmd->add_option("--nodes", f.nodes, "Nodes")
+      ->capture_default_str()
+      ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
   cmd->add_option("--seq-len", f.seq_len,
                   "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, else "
                   "1024 (capped at a learned position table)");
@@ -31,9 +35,12 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required) 
 void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--ds-config", f.ds_config, "DeepSpeed config file")->required(required);
   cmd->add_option("--micro-batch", f.micro_batch,
-                  "per_device_train_batch_size, for \"auto\" batch keys");
-  cmd->add_option("--grad-accum", f.grad_accum, "gradient_accumulation_steps, for \"auto\"");
-  cmd->add_option("--global-batch", f.global_batch, "train_batch_size, for \"auto\"");
+                  "per_device_train_batch_size, for \"auto\" batch keys")
+      ->transform(CountFlag("--micro-batch", 1, 1 << 20));
+  cmd->add_option("--grad-accum", f.grad_accum, "gradient_accumulation_steps, for \"auto\"")
+      ->transform(CountFlag("--grad-accum", 1, 1 << 20));
+  cmd->add_option("--global-batch", f.global_batch, "train_batch_size, for \"auto\"")
+      ->transform(CountFlag("--global-batch", 1, int64_t{1} << 40));
   cmd->add_option("--precision", f.precision, "bf16, fp16 or fp32, for \"auto\" precision");
   cmd->add_option("--headroom", f.headroom,
                   "GPU memory a plan must leave free beyond its predicted peak, the peak's error "

@@ -101,6 +101,7 @@ std::string Gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int
 }  // namespace
 
 CLI::App* AddEstimateCommand(CLI::App& app) {
+  g_est = EstimateFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "estimate",
       "Model-state memory per ZeRO stage and offload: the ZeRO paper, DeepSpeed's estimator, "
@@ -110,8 +111,12 @@ CLI::App* AddEstimateCommand(CLI::App& app) {
   cmd->add_option("--largest-layer-params", g_est.largest_layer_params,
                   "With --params: the largest module's own parameters (DeepSpeed's ZeRO-3 "
                   "estimator term; default 0)");
-  cmd->add_option("--gpus", g_est.gpus, "GPUs per node")->capture_default_str();
-  cmd->add_option("--nodes", g_est.nodes, "Nodes")->capture_default_str();
+  cmd->add_option("--gpus", g_est.gpus, "GPUs per node")
+      ->capture_default_str()
+      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
+  cmd->add_option("--nodes", g_est.nodes, "Nodes")
+      ->capture_default_str()
+      ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
   cmd->add_option("--hardware", g_est.hardware,
                   "Hardware profile for dsplan's prediction (name or YAML). Default: "
                   "h200-measured when present, else h200-sxm");
@@ -119,7 +124,8 @@ CLI::App* AddEstimateCommand(CLI::App& app) {
                   "Tokens per sample for dsplan's prediction (default: 512 for T5 and BERT, "
                   "else 1024 capped at a learned position table)");
   cmd->add_option("--micro-batch", g_est.micro_batch, "Micro-batch for dsplan's prediction")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(CountFlag("--micro-batch", 1, 1 << 20));
   cmd->add_flag("--json", g_est.json, "Machine-readable output");
   return cmd;
 }

@@ -41,7 +41,8 @@ struct WorkloadFlags {
 
   void Add(CLI::App* app) {
     app->add_option("--micro-batch,--mb", micro_batch, "Samples per GPU per micro-step")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(CountFlag("--micro-batch", 1, 1 << 20));
     app->add_option("--seq-len", seq_len,
                     "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, "
                     "else 1024 (capped at a learned position table)");

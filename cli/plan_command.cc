@@ -203,9 +203,13 @@ nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
 }  // namespace
 
 void AddPlanFlags(CLI::App& app) {
+  g = PlanFlags{};  // every DsplanMain call starts from the defaults (the fuzz target loops)
   app.add_option("--model", g.model, "Catalog name (dsplan models) or path to a HF config.json");
-  app.add_option("--gpus", g.gpus, "GPUs per node");
-  g_nodes_option = app.add_option("--nodes", g.nodes, "Nodes")->capture_default_str();
+  app.add_option("--gpus", g.gpus, "GPUs per node")
+      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
+  g_nodes_option = app.add_option("--nodes", g.nodes, "Nodes")
+                       ->capture_default_str()
+                       ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
   app.add_option("--hardware", g.hardware,
                  "Hardware profile name (profiles/) or YAML path. Default: h200-measured when "
                  "present, else h200-sxm");
@@ -214,10 +218,13 @@ void AddPlanFlags(CLI::App& app) {
   app.add_option("--target-len", g.target_len, "T5 decoder length (default 128)");
   app.add_option("--attention", g.attention, "eager, sdpa, or auto")->capture_default_str();
   app.add_option("--stage", g.stage, "Pin the ZeRO stage (0-3)");
-  app.add_option("--micro-batch,--mb", g.micro_batch, "Pin the micro-batch per GPU");
-  app.add_option("--grad-accum", g.grad_accum, "Pin gradient accumulation steps");
+  app.add_option("--micro-batch,--mb", g.micro_batch, "Pin the micro-batch per GPU")
+      ->transform(CountFlag("--micro-batch", 1, 1 << 20));
+  app.add_option("--grad-accum", g.grad_accum, "Pin gradient accumulation steps")
+      ->transform(CountFlag("--grad-accum", 1, 1 << 20));
   app.add_option("--global-batch", g.global_batch,
-                 "Samples per optimizer step over all GPUs (micro-batch x accumulation x GPUs)");
+                 "Samples per optimizer step over all GPUs (micro-batch x accumulation x GPUs)")
+      ->transform(CountFlag("--global-batch", 1, int64_t{1} << 40));
   app.add_flag("--no-offload", g.no_offload, "Search only plans without offload");
   app.add_option("--offload-optimizer", g.offload_optimizer, "Pin optimizer offload: none, cpu, nvme");
   app.add_option("--offload-param", g.offload_param, "Pin parameter offload: none, cpu, nvme");

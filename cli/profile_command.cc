@@ -140,6 +140,7 @@ ProfileSizes TinySizes() {
 
 CLI::App* AddProfileCommand(CLI::App& app) {
   ProfileFlags& f = Flags();
+  f = ProfileFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure this machine (GEMM, HBM, PCIe, NCCL, CPU Adam, NVMe) and write a "
                  "hardware profile");

@@ -46,6 +46,8 @@ std::string g_stack = "pytorch-deepspeed";
 }  // namespace
 
 CLI::App* AddSimulateCommand(CLI::App& app) {
+  g_sim = SimulateFlags{};  // every DsplanMain call starts from the defaults
+  g_stack = "pytorch-deepspeed";
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Predict memory and step time of a ds_config.json for a model and cluster");
   AddClusterAndWorkloadFlags(cmd, g_sim);
@@ -131,6 +133,7 @@ SimulateFlags g_check;
 }  // namespace
 
 CLI::App* AddCheckCommand(CLI::App& app) {
+  g_check = SimulateFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "check", "Judge an existing ds_config.json: fits or not and why, speed, wasted keys, and "
                "the plan dsplan would pick instead");
@@ -252,6 +255,7 @@ int RunCheckCommand() {
 }
 
 CLI::App* AddAccuracyCommand(CLI::App& app) {
+  g_accuracy = AccuracyFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "accuracy", "Simulate every run of a calibration file and compare with what was measured");
   cmd->add_option("--hardware", g_accuracy.hardware, "Hardware profile name or YAML path")

@@ -417,6 +417,7 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
 }  // namespace
 
 CLI::App* AddValidateCommand(CLI::App& app) {
+  g_val = ValidateFlags{};  // every DsplanMain call starts from the defaults
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Run the plan's training step on this machine's GPU(s) and compare with the prediction, "

@@ -3,6 +3,9 @@
 # the test suite there (arguments go to ctest, e.g. -R 'core|cli_'). CUDA, MPI, the GUI and the
 # benchmarks are off: the sanitizers check the CPU code that every user runs.
 # Uses clang when present (CXX=g++ to use GCC). Slow: run it before merging, not on every change.
+# On a small machine build only some targets and run their tests, e.g.
+#   SANITIZE_TARGETS="core_test dsplan" scripts/sanitize.sh -R '^(core|cli_)'
+# (SANITIZE_BUILD_JOBS and SANITIZE_TEST_JOBS set the parallelism, default 2.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${CXX:-}" ]; then
@@ -17,7 +20,9 @@ if [ ! -f build-sanitize/build.ninja ]; then
     -DDSPLAN_BUILD_BENCHMARKS=OFF -DDSPLAN_WITH_CUDA=OFF -DDSPLAN_WITH_MPI=OFF \
     -DDSPLAN_BUILD_GUI=OFF -DCMAKE_CXX_COMPILER_LAUNCHER="$(command -v ccache || true)"
 fi
-cmake --build build-sanitize -j "${SANITIZE_BUILD_JOBS:-2}"
+targets=()
+for t in ${SANITIZE_TARGETS:-}; do targets+=(--target "$t"); done
+cmake --build build-sanitize -j "${SANITIZE_BUILD_JOBS:-2}" "${targets[@]}"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 cd build-sanitize

@@ -1515,9 +1515,11 @@ void Rank::FinalParams() {
       } else {
         std::memcpy(full.data(), params16_.raw() + lp_.e * poff_[t], lp_.e * pn_[t]);
       }
-      Buf view;  // decode through Lp on a temporary untracked copy
+      // Decode through Lp on a temporary untracked copy. |scratch| is declared first so that it
+      // outlives |view|, whose destructor reports the freed bytes to it (ASan:
+      // stack-use-after-scope when the order was the other way round).
       Accountant scratch;
-      view = Buf(&scratch, MemSpace::kPageableHost, MemCategory::kTemporaries, full.size());
+      Buf view(&scratch, MemSpace::kPageableHost, MemCategory::kTemporaries, full.size());
       std::memcpy(view.raw(), full.data(), full.size());
       for (int64_t i = 0; i < Numel(int(t)); ++i) out[i] = lp_.Get(view, i);
     }

@@ -57,6 +57,38 @@ check "the 100 KB value message is short" test "$(wc -c <"$tmp/err")" -lt 600
 badnf "a value with a newline" "gpt2\\\\nsecond" --model $'gpt2\nsecond' --gpus 1
 badnf "a non-integer" "--gpus needs an integer, got 'x'" --model gpt2 --gpus x
 
+# --- integer counts in scientific notation (1e6): the exact integer, or one line naming the
+# flag and its range; "010" is ten, not CLI11's octal eight ---
+run --model gpt2-xl --gpus 8 --grad-accum 1e6 --top 1 --no-emit
+check "--grad-accum 1e6 exits 0" test "$rc" -eq 0
+check "--grad-accum 1e6 plans 1,000,000 micro-steps" grep -q "accumulation 1000000 x 8 GPU(s)" "$tmp/out"
+run --model gpt2 --gpus 1 --grad-accum 2.5E1 --top 1 --no-emit
+check "--grad-accum 2.5E1 is 25" grep -q "accumulation 25 x 1 GPU(s)" "$tmp/out"
+run --model gpt2 --gpus 1 --grad-accum 010 --top 1 --no-emit
+check "--grad-accum 010 is ten" grep -q "accumulation 10 x 1 GPU(s)" "$tmp/out"
+run --model gpt2 --gpus 1 --global-batch 2.56e2 --top 1 --no-emit
+check "--global-batch 2.56e2 is 256" grep -q "= global batch 256$" "$tmp/out"
+run --model gpt2 --gpus 2e0 --nodes 1e0 --micro-batch 4e0 --top 1 --no-emit
+check "--gpus 2e0 --nodes 1e0 --micro-batch 4e0 exit 0" test "$rc" -eq 0
+check "--gpus 2e0 --micro-batch 4e0 are 2 GPUs and micro-batch 4" grep -q "micro-batch 4 x .* x 2 GPU(s)" "$tmp/out"
+run estimate --model gpt2 --gpus 2e0 --micro-batch 3e0
+check "estimate --gpus 2e0 is 2 GPUs" grep -q "on 1 node(s) x 2 GPU(s)" "$tmp/out"
+check "estimate --micro-batch 3e0 is 3" grep -q "micro-batch 3," "$tmp/out"
+badnf "grad-accum not a whole number" "^dsplan: error: --grad-accum must be an integer from 1 to 1048576, got '1.5e0' \(not a whole number\)$" --model gpt2 --gpus 1 --grad-accum 1.5e0
+badnf "grad-accum beyond its range" "^dsplan: error: --grad-accum must be an integer from 1 to 1048576, got '1e7'$" --model gpt2 --gpus 1 --grad-accum 1e7
+badnf "grad-accum zero" "--grad-accum must be an integer from 1 to 1048576, got '0e5'" --model gpt2 --gpus 1 --grad-accum 0e5
+badnf "grad-accum negative" "--grad-accum must be an integer from 1 to 1048576, got '-1e3'" --model gpt2 --gpus 1 --grad-accum=-1e3
+badnf "grad-accum huge exponent" "--grad-accum must be an integer from 1 to 1048576" --model gpt2 --gpus 1 --grad-accum 1e999999999999999999
+badnf "global batch beyond its range" "--global-batch must be an integer from 1 to 1099511627776, got '1e300'" --model gpt2 --gpus 1 --global-batch 1e300
+badnf "gpus beyond its range" "--gpus must be an integer from 1 to 65536, got '1e5'" --model gpt2 --gpus 1e5
+badnf "nodes not a whole number" "--nodes must be an integer from 1 to 65536, got '2e-1' \(not a whole number\)" --model gpt2 --gpus 1 --nodes 2e-1
+badnf "micro-batch not a whole number" "--micro-batch must be an integer from 1 to 1048576, got '2.5e0'" --model gpt2 --gpus 1 --mb 2.5e0
+badnf "an exponent without digits" "--grad-accum needs an integer, got '1e'" --model gpt2 --gpus 1 --grad-accum 1e
+bad "simulate micro-batch beyond its range" "--micro-batch must be an integer from 1 to 1048576, got '1e30'" simulate --model gpt2 --gpus 1 --ds-config "$ex/zero2_gas2.json" --micro-batch 1e30
+bad "simulate grad-accum not a whole number" "--grad-accum must be an integer .*'1.55e1' \(not a whole number\)" simulate --model gpt2 --gpus 1 --ds-config "$ex/zero2_gas2.json" --grad-accum 1.55e1
+bad "estimate gpus beyond its range" "--gpus must be an integer from 1 to 65536, got '1e9'" estimate --model gpt2 --gpus 1e9
+bad "model micro-batch not a whole number" "--micro-batch must be an integer from 1 to 1048576, got '5e-1'" model gpt2 --mb 5e-1
+
 # --- readers: nesting, numbers, bytes, devices, folders ---
 python3 -c "print('[' * 100000 + ']' * 100000)" >"$tmp/deep.json"
 bad "deeply nested config" "nested deeper than" model "$tmp/deep.json"

@@ -1,3 +1,5 @@
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -31,6 +33,11 @@ int CliArgs(const uint8_t* data, size_t size) {
   o.parse_only = true;
   o.parse_error = &error;
   const int rc = DsplanMain(static_cast<int>(args.size()), argv.data(), o);
+  // docs/cli.md: 0 success, 2 bad input, 1 internal error; nothing else.
+  if (rc != 0 && rc != 1 && rc != 2) {
+    std::fprintf(stderr, "fuzz cli_args: exit code %d\n", rc);
+    std::abort();
+  }
   if (rc != 0) CheckMessage(Status::InvalidArgument(error), "cli_args");
   return 0;
 }

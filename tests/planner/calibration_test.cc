@@ -130,7 +130,9 @@ TEST_F(ValidationRecordsTest, StepTimeMeanErrorUnderFifteenPercent) {
   EXPECT_EQ(summary_->time_rows, 49);
   EXPECT_LT(summary_->step_mean_abs, 0.15);
   for (const AccuracyRow& r : summary_->rows) {
-    if (r.has_time) EXPECT_LT(std::abs(r.step_error), 0.40) << r.run.id;
+    if (r.has_time) {
+      EXPECT_LT(std::abs(r.step_error), 0.40) << r.run.id;
+    }
   }
 }
 

@@ -161,27 +161,35 @@ WorkloadOptions WorkloadOptionsForPlan(const Plan& plan) {
   return o;
 }
 
-SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
-                                        Precision precision, int64_t persistence_threshold,
-                                        SoftwareStack stack) {
+namespace {
+
+SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
+                              Precision precision, int64_t persistence_threshold,
+                              SoftwareStack stack, bool family_measured) {
   SimulationContext ctx;
   ctx.workload = &w;
   ctx.profile = &profile;
   ctx.stack = stack;
-  CostModel cost(profile, precision, stack);
-  ctx.layer_costs = cost.Layers(w);
+  ctx.layer_costs = CostModel(profile, precision, stack).Layers(w, family_measured);
   ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
   ctx.persistence_threshold = persistence_threshold;
   return ctx;
+}
+
+}  // namespace
+
+SimulationContext MakeSimulationContext(const Workload& w, const HardwareProfile& profile,
+                                        Precision precision, int64_t persistence_threshold,
+                                        SoftwareStack stack) {
+  return MakeContext(w, profile, precision, persistence_threshold, stack, true);
 }
 
 SimulationContext MakeUnseenFamilySimulationContext(const Workload& w,
                                                     const HardwareProfile& profile,
                                                     Precision precision,
                                                     int64_t persistence_threshold) {
-  SimulationContext ctx = MakeSimulationContext(w, profile, precision, persistence_threshold);
-  ctx.layer_costs = CostModel(profile, precision, ctx.stack).Layers(w, false);
-  return ctx;
+  return MakeContext(w, profile, precision, persistence_threshold,
+                     SoftwareStack::kPyTorchDeepSpeed, false);
 }
 
 Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,

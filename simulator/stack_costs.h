@@ -46,7 +46,7 @@ struct StackCosts {
   std::array<double, kKernelClassCount> fwd_bytes_per_s{}, bwd_bytes_per_s{};
   /// Host time of one op of each traced kind (module call or tensor op, with autograd
   /// recording), forward and backward; the fallback for layers without a family measurement.
-  std::array<double, 10> op_fwd_s{}, op_bwd_s{};
+  std::array<double, kOpKindCount> op_fwd_s{}, op_bwd_s{};
   /// Host time of one more plain eager tensor op (an extra kernel of a decomposed op).
   double kernel_fwd_s = 0, kernel_bwd_s = 0;
   /// DeepSpeed ZeRO-3's hooks: host time per submodule and per gathered parameter tensor, in

@@ -74,6 +74,8 @@ enum class OpKind {
   kSoftmax,      // eager attention softmax
   kLoss,         // log_softmax + nll
 };
+inline constexpr int kOpKindCount = 10;
+static_assert(static_cast<int>(OpKind::kLoss) + 1 == kOpKindCount, "kOpKindCount counts OpKind");
 const char* OpKindName(OpKind k);
 
 /// What prices an eager PyTorch kernel's bytes (read + written): the measured rate of its class

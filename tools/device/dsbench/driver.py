@@ -281,6 +281,16 @@ def run_sub(s, D):
     times, losses, per_step = [], [], []
     D.update(step_times_s=times, losses=losses, per_step=per_step)
     run_max_a = run_max_r = 0.0
+    # DSBENCH_MEMHIST=1: record every caching-allocator event of the steps (no stack traces) and
+    # write them to $OUT/memhist/<sub_id>.json with the phase boundaries, so that the real
+    # allocation sequence can be replayed through dsplan's allocator model offline.
+    memhist = bool(os.environ.get("DSBENCH_MEMHIST")) and os.environ.get("OUT")
+    marks = []
+    if memhist:
+        torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
+                                                 max_entries=4000000)
+        start_snap = torch.cuda.memory._snapshot()
+        marks.append(("start", time.time_ns() // 1000))
     for i in range(n_steps):
         R["phase"] = f"{s['sub_id']}:step{i + 1}"
         torch.cuda.synchronize()
@@ -290,6 +300,8 @@ def run_sub(s, D):
         for _ in range(ga):
             for name in ("fwd", "bwd", "opt"):
                 torch.cuda.reset_peak_memory_stats()
+                if memhist:
+                    marks.append((f"step{i + 1}:{name}", time.time_ns() // 1000))
                 ta = time.perf_counter()
                 if name == "fwd":
                     out = engine(**batch)
@@ -315,6 +327,18 @@ def run_sub(s, D):
         D["steps_max_reserved_mb"] = round(run_max_r, 1)
         dump()
     mem(D, "steps_end")
+    if memhist:
+        marks.append(("end", time.time_ns() // 1000))
+        snap = torch.cuda.memory._snapshot()
+        torch.cuda.memory._record_memory_history(enabled=None)
+        ev = [[e["action"], e["addr"], e["size"], e.get("stream", 0), e.get("time_us", 0)]
+              for e in snap["device_traces"][0]]
+        segs = lambda sn: [[g["address"], g["total_size"], g.get("stream", 0), g.get("segment_type", ""),
+                            [[b["size"], b["state"]] for b in g["blocks"]]] for g in sn["segments"]]
+        os.makedirs(os.path.join(os.environ["OUT"], "memhist"), exist_ok=True)
+        with open(os.path.join(os.environ["OUT"], "memhist", s["sub_id"] + ".json"), "w") as f:
+            json.dump({"sub_id": s["sub_id"], "marks": marks, "events": ev, "segments_start": segs(start_snap),
+                       "segments_end": segs(snap)}, f)
     tail = sorted(times[2:]) if len(times) > 2 else sorted(times)
     n = len(tail)
     med = tail[n // 2] if n % 2 else 0.5 * (tail[n // 2 - 1] + tail[n // 2])

@@ -473,11 +473,10 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
     // The block itself and its attention and MLP containers are modules too.
     c.modules = module_ops + (block ? 3 : 0);
   }
-  c.fwd_s = std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s);
-  c.bwd_s = std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s);
-  c.recompute_s = layer.checkpointed
-                      ? std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, recompute_host)
-                      : 0;
+  c.recompute_dispatch_s = layer.checkpointed ? recompute_host : 0;
+  c.fwd_s = std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s);
+  c.bwd_s = std::max(c.BwdGpuSeconds(), c.bwd_dispatch_s);
+  c.recompute_s = layer.checkpointed ? std::max(c.FwdGpuSeconds(), recompute_host) : 0;
   return c;
 }
 
@@ -505,8 +504,8 @@ std::vector<LayerCost> CostModel::Layers(const Workload& w, bool family_measured
       c.fwd_dispatch_s = charge ? rest->fwd_s : 0;
       c.bwd_dispatch_s = charge ? rest->bwd_s : 0;
       if (charge) first = false;
-      c.fwd_s = std::max(c.fwd_gemm_s + c.fwd_attention_s + c.fwd_memory_s, c.fwd_dispatch_s);
-      c.bwd_s = std::max(c.bwd_gemm_s + c.bwd_attention_s + c.bwd_memory_s, c.bwd_dispatch_s);
+      c.fwd_s = std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s);
+      c.bwd_s = std::max(c.BwdGpuSeconds(), c.bwd_dispatch_s);
     }
   }
   return out;
@@ -603,24 +602,30 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
                               int cpu_threads) const {
   const double dispatch = DispatchSeconds();
   switch (t.kind) {
-    // A layer's kernels run no faster than the Python thread issues them. ZeRO-3's hook work
-    // is serialized with the GPU: stage 3 synchronizes on each module's fetch event before the
-    // module runs. dsplan's runtime has no Python hooks: its gathers are the graph's own
-    // collective tasks.
+    // A layer's kernels run no faster than the Python thread issues them. ZeRO-3's hooks are
+    // more work on that same thread, not a wait for the GPU: the parameter coordinator blocks
+    // the host only when more than two all-gather events are outstanding, and those complete on
+    // the all-gather stream, not behind the compute queue (partitioned_param_coordinator.py,
+    // fetch_sub_module; docs/stack-costs.md). So a layer takes the longer of its kernels and its
+    // host work with the hooks. dsplan's runtime has no Python hooks: its gathers are the graph's
+    // own collective tasks.
     case TaskKind::kForward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.fwd_s + HookSeconds(t, c);
+      const double hooks = HookSeconds(t, c);
+      return hooks > 0 ? std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s + hooks) : c.fwd_s;
     }
     case TaskKind::kRecompute: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.recompute_s + HookSeconds(t, c);
+      const double hooks = HookSeconds(t, c);
+      return hooks > 0 ? std::max(c.FwdGpuSeconds(), c.recompute_dispatch_s + hooks) : c.recompute_s;
     }
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.bwd_s + HookSeconds(t, c);
+      const double hooks = HookSeconds(t, c);
+      return hooks > 0 ? std::max(c.BwdGpuSeconds(), c.bwd_dispatch_s + hooks) : c.bwd_s;
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

@@ -37,7 +37,10 @@ struct LayerCost {
   double recompute_s = 0;       // = fwd_s when checkpointed, else 0
   double fwd_gemm_s = 0, fwd_attention_s = 0, fwd_memory_s = 0, fwd_dispatch_s = 0;
   double bwd_gemm_s = 0, bwd_attention_s = 0, bwd_memory_s = 0, bwd_dispatch_s = 0;
+  double recompute_dispatch_s = 0;  // host time of the recomputation (checkpointed layers)
   int32_t modules = 0;          // nn.Modules in the layer (ZeRO-3 hooks each)
+  double FwdGpuSeconds() const { return fwd_gemm_s + fwd_attention_s + fwd_memory_s; }
+  double BwdGpuSeconds() const { return bwd_gemm_s + bwd_attention_s + bwd_memory_s; }
 };
 
 /// Whose software issues the step's kernels. The hardware terms are the same; the host-side

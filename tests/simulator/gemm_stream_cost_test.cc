@@ -111,32 +111,50 @@ TEST(BatchedGemmCost, BatchedMatmulsUseTheirOwnRowsPerLayout) {
               1e-15);
 }
 
-TEST(HookCost, OnlyPyTorchDeepSpeedPaysForZeroHooksAroundALayer) {
+TEST(HookCost, ZeroHooksAreHostWorkThatOverlapsTheLayersKernels) {
   // ZeRO-3's hooks cost the measured host time per submodule and per gathered parameter
-  // tensor (forward and backward differ), added to the layer's time; dsplan's runtime runs no
-  // hooks, and without stage 3 there are none.
+  // tensor (forward and backward differ). They run on the Python thread that also issues the
+  // layer's kernels, so the layer takes the longer of its kernels and its host work with the
+  // hooks; dsplan's runtime runs no hooks, and without stage 3 there are none.
   HardwareProfile p = Base();
+  const StackCosts& s = MeasuredStackCosts();
+  const double fwd_hooks = 13 * s.z3_fwd_per_module_s + 6 * s.z3_fwd_per_param_s;
+  const double bwd_hooks = 13 * s.z3_bwd_per_module_s + 6 * s.z3_bwd_per_param_s;
   LayerCost c;
-  c.fwd_gemm_s = c.fwd_s = 1e-3;
-  c.bwd_gemm_s = c.bwd_s = 2e-3;
   c.modules = 13;
+  // Host-bound: 0.4 ms of kernels, 0.5 ms of dispatch: the hooks add to the dispatch.
+  c.fwd_gemm_s = 0.4e-3;
+  c.fwd_dispatch_s = c.fwd_s = 0.5e-3;
+  c.bwd_gemm_s = 0.8e-3;
+  c.bwd_dispatch_s = c.bwd_s = 1.0e-3;
   Task t;
   t.kind = TaskKind::kForward;
   t.layer = 0;
   t.zero3_hooks = true;
   t.gathered_tensors = 6;
-  const StackCosts& s = MeasuredStackCosts();
   CostModel pt(p, Precision::kBf16);
   CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
-  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1),
-              1e-3 + 13 * s.z3_fwd_per_module_s + 6 * s.z3_fwd_per_param_s, 1e-15);
-  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), 1e-3);
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 0.5e-3 + fwd_hooks, 1e-15);
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), c.fwd_s);
   t.kind = TaskKind::kBackward;
-  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1),
-              2e-3 + 13 * s.z3_bwd_per_module_s + 6 * s.z3_bwd_per_param_s, 1e-15);
-  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), 2e-3);
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 1.0e-3 + bwd_hooks, 1e-15);
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), c.bwd_s);
   t.zero3_hooks = false;
-  EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {c}, 1), 2e-3);
+  EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {c}, 1), c.bwd_s);
+  // GPU-bound: kernels longer than dispatch plus hooks hide the hooks entirely.
+  LayerCost g = c;
+  g.fwd_gemm_s = g.fwd_s = 0.5e-3 + fwd_hooks + 1e-3;
+  g.bwd_gemm_s = g.bwd_s = 1.0e-3 + bwd_hooks + 1e-3;
+  t.zero3_hooks = true;
+  t.kind = TaskKind::kForward;
+  EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {g}, 1), g.fwd_gemm_s);
+  t.kind = TaskKind::kBackward;
+  EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {g}, 1), g.bwd_gemm_s);
+  // The recomputation pays the hooks on top of its own host time.
+  c.recompute_dispatch_s = 0.45e-3;
+  c.recompute_s = 0.45e-3;
+  t.kind = TaskKind::kRecompute;
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 0.45e-3 + fwd_hooks, 1e-15);
   // The measured costs are in the range the synthetic stacks showed (0.1-0.3 ms each).
   for (double v : {s.z3_fwd_per_module_s, s.z3_fwd_per_param_s, s.z3_bwd_per_module_s,
                    s.z3_bwd_per_param_s}) {

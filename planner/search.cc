@@ -582,6 +582,7 @@ Result<PlannerResult> Search::Run() {
     std::atomic<size_t> next{0};
     auto worker = [&] {
       for (size_t k = next++; k < todo.size(); k = next++) {
+        if (r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed)) break;
         const size_t i = todo[k];
         std::vector<int64_t> preferred;
         if (!primary) {
@@ -604,8 +605,11 @@ Result<PlannerResult> Search::Run() {
     worker();
     for (std::thread& t : pool) t.join();
   };
+  auto cancelled = [&] { return r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed); };
   run_phase(true);
+  if (cancelled()) return Status::InvalidArgument(kCancelledMessage);
   run_phase(false);
+  if (cancelled()) return Status::InvalidArgument(kCancelledMessage);
   for (const std::string& e : errors) {
     if (!e.empty()) return Status::InvalidArgument(e);
   }

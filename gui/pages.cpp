@@ -180,8 +180,9 @@ MemoryPage::MemoryPage(QWidget* parent) : QWidget(parent) {
   m_table->setMaximumWidth(420);
   m_compareTable = makeTable(m_compare, MemoryCompareModel::SortRole);
   m_compareTable->setObjectName(QStringLiteral("compareTable"));
-  m_compareTable->setMinimumWidth(440);
-  m_compareTable->setMaximumWidth(470);
+  m_compareTable->setMinimumWidth(470);
+  m_compareTable->setMaximumWidth(490);
+  m_compareTable->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   m_compareTable->hide();
   auto* chart = new QChart;
   chart->setTitle(tr("GPU memory over the step"));
@@ -272,7 +273,10 @@ void MemoryPage::updateCompare() {
                         .arg(pb.tokens_per_s, 0, 'f', 0)
                         .arg(m_a->tokens_per_s, 0, 'f', 0));
   m_compareTable->resizeColumnsToContents();
-  m_compareTable->setColumnWidth(MemoryCompareModel::kCategory, 190);
+  m_compareTable->setColumnWidth(MemoryCompareModel::kCategory, 205);
+  for (int c = MemoryCompareModel::kA; c <= MemoryCompareModel::kDifference; ++c) {
+    m_compareTable->setColumnWidth(c, 84);
+  }
 }
 
 void MemoryPage::setDetail(const StepDetail& d) {
@@ -343,7 +347,7 @@ void MemoryPage::setDetail(const StepDetail& d) {
   chart->addSeries(usable);
   chart->addSeries(peak);
   auto* x = new QValueAxis;
-  x->setTitleText(tr("time in step (ms); memory counted in host program order"));
+  x->setTitleText(tr("time in step (ms), host program order"));
   x->setRange(0, tmax > 0 ? tmax : 1);
   x->setLabelFormat(QStringLiteral("%.0f"));
   auto* y = new QValueAxis;
@@ -681,7 +685,7 @@ void TradeoffPage::setReport(const PlanReport& r) {
   for (QLegendMarker* m : chart->legend()->markers(usable)) m->setVisible(true);
   // One legend entry for all whiskers.
   for (size_t i = 0; i < whiskers.size(); ++i) {
-    if (i == 0) whiskers[i]->setName(tr("bands: step time (vertical), peak memory (horizontal)"));
+    if (i == 0) whiskers[i]->setName(tr("error bands (time ↕, memory ↔)"));
     for (QLegendMarker* m : chart->legend()->markers(whiskers[i])) m->setVisible(i == 0);
   }
 }
@@ -863,22 +867,24 @@ ValidationPage::ValidationPage(QWidget* parent) : QWidget(parent) {
   m_header->setWordWrap(true);
   m_header->setTextInteractionFlags(Qt::TextSelectableByMouse);
   m_table = makeTable(m_model, ValidationRowsModel::SortRole);
-  m_table->setMinimumWidth(400);
-  m_table->setMaximumWidth(430);
+  m_table->setMinimumWidth(450);
+  m_table->setMaximumWidth(470);
+  m_table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   m_classes = makeChartView(tr("Busy time per task class over one step"));
-  m_memory = makeChartView(tr("GPU memory (peaks; the report has no measured curve)"));
+  m_memory = makeChartView(tr("GPU memory peaks (the report has no measured curve)"));
   m_steps = makeChartView(tr("Step time of each measured step"));
+  m_steps->setMaximumWidth(470);
   auto* top = new QHBoxLayout;
   top->addWidget(m_header, 1);
   top->addWidget(openButton, 0, Qt::AlignTop);
-  auto* lower = new QHBoxLayout;
-  lower->addWidget(m_memory, 1);
-  lower->addWidget(m_steps, 1);
+  auto* left = new QVBoxLayout;
+  left->addWidget(m_table, 3);
+  left->addWidget(m_steps, 2);
   auto* charts = new QVBoxLayout;
   charts->addWidget(m_classes, 3);
-  charts->addLayout(lower, 2);
+  charts->addWidget(m_memory, 2);
   auto* h = new QHBoxLayout;
-  h->addWidget(m_table);
+  h->addLayout(left);
   h->addLayout(charts, 1);
   auto* v = new QVBoxLayout(this);
   v->addLayout(top);
@@ -907,7 +913,7 @@ QString ValidationPage::open(const QString& path) {
 void ValidationPage::display(const ValidationData& d) {
   m_model->setValidation(d);
   m_table->resizeColumnsToContents();
-  m_table->setColumnWidth(ValidationRowsModel::kQuantity, 170);
+  m_table->setColumnWidth(ValidationRowsModel::kQuantity, 175);
   const QString verdict =
       d.pass ? tr("<span style='color:#080'><b>%1</b></span>").arg(d.verdict.toHtmlEscaped())
              : tr("<span style='color:#c00'><b>%1</b></span>").arg(d.verdict.toHtmlEscaped());
@@ -939,7 +945,7 @@ void ValidationPage::display(const ValidationData& d) {
       classes << r;
     }
   }
-  fillBars(classChart(), classes, 1e-3, tr("busy time per step (ms), summed over overlaps"));
+  fillBars(classChart(), classes, 1e-3, tr("busy time per step (ms)"));
   fillBars(memoryChart(), memory, kGiB, tr("GiB per GPU"));
   // Each measured step against the prediction (and the PyTorch + DeepSpeed prediction of the
   // same plan, when the report has it).
@@ -965,7 +971,7 @@ void ValidationPage::display(const ValidationData& d) {
     chart->addSeries(s);
   };
   if (const ValidationRowValue* step = d.row(QStringLiteral("step time"))) {
-    line(step->predicted, tr("predicted (dsplan runtime)"), QColor(0x1f, 0x77, 0xb4), Qt::SolidLine);
+    line(step->predicted, tr("predicted"), QColor(0x1f, 0x77, 0xb4), Qt::SolidLine);
   }
   if (d.deepspeedPredictedStepSeconds > 0) {
     line(d.deepspeedPredictedStepSeconds, tr("predicted for DeepSpeed"), QColor(120, 120, 120),

@@ -42,12 +42,21 @@ int MemoryCompareModel::columnCount(const QModelIndex& parent) const {
 }
 
 QVariant MemoryCompareModel::headerData(int section, Qt::Orientation orientation, int role) const {
-  if (orientation != Qt::Horizontal || role != Qt::DisplayRole) return {};
-  switch (section) {
-    case kCategory: return QStringLiteral("Category");
-    case kA: return m_nameA.isEmpty() ? QStringLiteral("A") : m_nameA;
-    case kB: return m_nameB.isEmpty() ? QStringLiteral("B") : m_nameB;
-    case kDifference: return QStringLiteral("B − A");
+  if (orientation != Qt::Horizontal) return {};
+  if (role == Qt::DisplayRole) {
+    switch (section) {
+      case kCategory: return QStringLiteral("Category");
+      case kA: return QStringLiteral("A");
+      case kB: return QStringLiteral("B");
+      case kDifference: return QStringLiteral("B − A");
+    }
+  }
+  if (role == Qt::ToolTipRole) {
+    switch (section) {
+      case kA: return m_nameA;
+      case kB: return m_nameB;
+      case kDifference: return QStringLiteral("What B needs more (+) or less (−) than A at its peak");
+    }
   }
   return {};
 }

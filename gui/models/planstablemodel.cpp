@@ -130,7 +130,7 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
       QStringList others;
       for (int o : s.same_as_stages) others << QString::number(o);
       tip += QStringLiteral("\nstage %1 gives the same plan (same batch, speed and peak within "
-                            "0.1 %%): one row, as dsplan prints \"%2\"")
+                            "0.1 %): one row, as dsplan prints \"%2\"")
                  .arg(others.join(QStringLiteral(", ")), stageText(p.zero.stage, s.same_as_stages));
     }
     tip += QStringLiteral("\npeak %1 at %2").arg(formatBytes(static_cast<double>(d.gpu_total_bytes)), QString::fromStdString(d.gpu_peak_task));

@@ -88,8 +88,8 @@ QVariant PlansTableModel::headerData(int section, Qt::Orientation orientation, i
         "Predicted time of one optimizer step, and in brackets the range measured step times "
         "are expected in (the step-time band drawn from real DeepSpeed runs)",
         "Model FLOPs utilisation",
-        "Predicted peak per GPU: reserved + CUDA context (what nvidia-smi shows); in brackets "
-        "the memory band's upper end (reserved × (1 + band) + context + NCCL)",
+        "Predicted peak per GPU: reserved + CUDA context + NCCL (dsplan's \"peak GPU\"); in "
+        "brackets the memory band's upper end (reserved × (1 + band) + context + NCCL)",
         "What the plan leaves of the usable GPU memory (capacity less --headroom) after its band's upper end: reserved × (1 + band) + context + NCCL",
         "Host RAM per node: offload buffers + 2.1 GiB per process",
         "reduce_bucket_size (elements)",
@@ -156,7 +156,7 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
       case kBucket: return bucketText(p);
       case kPeak:
         return QStringLiteral("%1 (≤ %2)")
-            .arg(formatBytes(static_cast<double>(d.gpu_total_bytes)),
+            .arg(formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes)),
                  formatBytes(static_cast<double>(d.gpu_upper_total_bytes)));
       case kHeadroom: return formatBytes(headroom);
       case kHostRam: return formatBytes(static_cast<double>(d.host_peak_bytes_per_node));
@@ -177,7 +177,7 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
       case kBatch: return static_cast<qlonglong>(p.micro_batch);
       case kCheckpointing: return p.gradient_checkpointing ? 1 : 0;
       case kBucket: return static_cast<qlonglong>(p.zero.stage == 0 ? 0 : p.zero.reduce_bucket_size);
-      case kPeak: return static_cast<qlonglong>(d.gpu_total_bytes);
+      case kPeak: return static_cast<qlonglong>(d.gpu_total_bytes + d.gpu_nccl_bytes);
       case kHeadroom: return headroom;
       case kHostRam: return static_cast<qlonglong>(d.host_peak_bytes_per_node);
       case kStepTime: return d.step_time_s;

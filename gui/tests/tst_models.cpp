@@ -77,8 +77,9 @@ void TestModels::plansTable() {
     const ScoredPlan& s = m_report.recommendations[i];
     QCOMPARE(model.index(i, 0).data(PlansTableModel::PlanIndexRole).toInt(), i);
     QVERIFY(model.index(i, 0).data(PlansTableModel::FitsRole).toBool());
+    // dsplan's "peak GPU": reserved + context + NCCL.
     QCOMPARE(model.index(i, PlansTableModel::kPeak).data(PlansTableModel::SortRole).toLongLong(),
-             s.prediction.gpu_total_bytes);
+             s.prediction.gpu_total_bytes + s.prediction.gpu_nccl_bytes);
     QCOMPARE(model.index(i, PlansTableModel::kTokensPerSecond).data(PlansTableModel::SortRole).toDouble(),
              s.prediction.tokens_per_s);
     QCOMPARE(model.index(i, PlansTableModel::kStage).data(PlansTableModel::SortRole).toInt(),

@@ -536,6 +536,7 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
     considered_ += cap;
   }
   for (int64_t mb : candidates) {
+    if (r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed)) return;  // Run says so
     auto s = Evaluate(f, mb, false, error);
     if (!error->empty()) return;
     if (!s) continue;

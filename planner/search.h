@@ -66,7 +66,8 @@ struct PlannerRequest {
   /// Called now and then with the fraction done (0..1); may be empty.
   std::function<void(double)> progress;
   /// Cooperative cancellation (may be null): when another thread sets it, the search stops
-  /// before its next family and RunPlanner returns kCancelledMessage as an error.
+  /// before its next family or candidate micro-batch and RunPlanner returns kCancelledMessage
+  /// as an error.
   const std::atomic<bool>* cancel = nullptr;
 };
 

@@ -3,6 +3,7 @@
 // (QAbstractItemModelTester) and what each row says, against the values they were built from.
 #include <QAbstractItemModelTester>
 #include <QColor>
+#include <QDir>
 #include <QFile>
 #include <QRegularExpression>
 #include <QtTest>
@@ -35,6 +36,8 @@ class TestModels : public QObject {
   void memoryCompare();
   void validationReport();
   void validationReportErrors();
+  void everyRealValidationReportLoads();
+  void plannerStopsWhenCancelled();
 
  private:
   HardwareProfile m_profile;
@@ -323,6 +326,49 @@ void TestModels::validationReportErrors() {
   QVERIFY2(e.contains(QStringLiteral("report.json:1:")), qPrintable(e));
   e = err("[1, 2]");
   QVERIFY2(e.contains(QStringLiteral("report.json")), qPrintable(e));
+}
+
+void TestModels::everyRealValidationReportLoads() {
+  // Every `dsplan validate --json` report of the H200 runs in docs/validation/h200 reads back
+  // with all its rows, the out-of-memory one with its OOM line and no rows.
+  const QDir dir(QString::fromUtf8(qgetenv("DSPLAN_DATA_DIR")) + QStringLiteral("/docs/validation/h200"));
+  const QStringList files = dir.entryList({QStringLiteral("*.json")}, QDir::Files);
+  QVERIFY(files.size() >= 10);
+  int oom = 0;
+  for (const QString& name : files) {
+    const QString path = dir.filePath(name);
+    auto d = LoadValidationReport(path);
+    QVERIFY2(d.ok(), d.ok() ? "" : d.status().message().c_str());
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::ReadOnly));
+    const nlohmann::json j = nlohmann::json::parse(f.readAll().toStdString());
+    QCOMPARE(d->rows.size(), static_cast<qsizetype>(j["rows"].size()));
+    QCOMPARE(d->outOfMemory, j["out_of_memory"].get<bool>());
+    if (d->outOfMemory) {
+      ++oom;
+      QVERIFY(d->oom.startsWith(QStringLiteral("OOM")));
+    }
+  }
+  QCOMPARE(oom, 1);
+}
+
+void TestModels::plannerStopsWhenCancelled() {
+  // PlannerRequest::cancel (the GUI's cancellation): set before the search, the search returns
+  // kCancelledMessage instead of a result; cleared, the same request runs to the end.
+  PlannerRequest r;
+  r.spec = m_spec;
+  r.gpus_per_node = 4;
+  r.profile = &m_profile;
+  DefaultLengths(m_spec, &r.seq_len, &r.target_len);
+  std::atomic<bool> cancel{true};
+  r.cancel = &cancel;
+  auto stopped = RunPlanner(r);
+  QVERIFY(!stopped.ok());
+  QCOMPARE(stopped.status().message(), std::string(kCancelledMessage));
+  cancel = false;
+  auto full = RunPlanner(r);
+  QVERIFY2(full.ok(), full.ok() ? "" : full.status().message().c_str());
+  QVERIFY(!full->recommendations.empty());
 }
 
 QTEST_GUILESS_MAIN(TestModels)

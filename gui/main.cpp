@@ -8,6 +8,7 @@
 // exits (scripts/screenshots.sh runs it offscreen).
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDialog>
 #include <QDir>
 #include <QPlainTextEdit>
 #include <QTabWidget>
@@ -116,6 +117,20 @@ int screenshots(MainWindow& w, const QString& dir) {
     std::printf("wrote %s\n", qPrintable(path));
   }
   w.memoryPage()->compareWith(-1);
+  // The export dialog over the window, on its launch-command tab.
+  if (QDialog* d = w.createExportDialog()) {
+    d->show();
+    if (auto* tabs = d->findChild<QTabWidget*>()) tabs->setCurrentIndex(2);
+    d->move(w.geometry().center() - d->rect().center());
+    waitFor([] { return false; }, 300);
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-export.png"));
+    if (!d->grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+    delete d;
+  }
   // Plans with choices that do not fit: llama-2-7b at 4096 tokens on one GPU, the first greyed
   // row selected so that its reason shows under the table.
   bool ready = false;

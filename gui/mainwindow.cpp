@@ -181,9 +181,11 @@ void MainWindow::clearError() {
 }
 
 ExportTexts MainWindow::exportTexts(bool hfAuto) const {
+  return m_selected ? exportTextsFor(m_selected->plan, hfAuto) : ExportTexts{};
+}
+
+ExportTexts MainWindow::exportTextsFor(const Plan& plan, bool hfAuto) {
   ExportTexts t;
-  if (!m_selected) return t;
-  const Plan& plan = m_selected->plan;
   // As `dsplan` writes and prints them (cli/plan_command.cc): the config file's bytes, and the
   // launch lines for a config named ds_config.json and a hostfile named hostfile.
   t.config = QString::fromStdString(
@@ -277,13 +279,20 @@ void MainWindow::exportConfig(bool hfAuto) {
 }
 
 void MainWindow::exportPlan() {
+  if (QDialog* dialog = createExportDialog()) {
+    dialog->exec();
+    delete dialog;
+  }
+}
+
+QDialog* MainWindow::createExportDialog() {
   if (!m_selected) {
     showError(tr("Export: select a plan first."));
-    return;
+    return nullptr;
   }
-  QDialog dialog(this);
-  dialog.setWindowTitle(tr("Export the selected plan"));
-  dialog.resize(900, 600);
+  auto* dialog = new QDialog(this);
+  dialog->setWindowTitle(tr("Export the selected plan"));
+  dialog->resize(900, 560);
   auto* explicitForm = new QRadioButton(tr("explicit values (as dsplan writes by default)"));
   auto* hfForm = new QRadioButton(tr("HF Trainer \"auto\" form (as dsplan --hf-auto)"));
   explicitForm->setChecked(true);
@@ -298,20 +307,22 @@ void MainWindow::exportPlan() {
     return e;
   };
   const bool multiNode = m_selected->plan.nodes > 1;
-  ExportTexts t = exportTexts(false);
+  const ExportTexts t = exportTexts(false);
   QPlainTextEdit* config = text(t.config);
   tabs->addTab(config, QStringLiteral("ds_config.json"));
   tabs->addTab(text(t.trainerArgs), tr("Trainer arguments"));
   tabs->addTab(text(t.launch), tr("Launch command"));
   if (multiNode) tabs->addTab(text(t.hostfile), QStringLiteral("hostfile"));
-  auto currentTexts = [this, hfForm] { return exportTexts(hfForm->isChecked()); };
-  connect(hfForm, &QRadioButton::toggled, &dialog,
+  // The texts are made again at each use from the plan selected when the dialog opened.
+  const ScoredPlan plan = *m_selected;
+  auto currentTexts = [hfForm, plan] { return exportTextsFor(plan.plan, hfForm->isChecked()); };
+  connect(hfForm, &QRadioButton::toggled, dialog,
           [config, currentTexts] { config->setPlainText(currentTexts().config); });
   auto* buttons = new QHBoxLayout;
   auto addSave = [&](const QString& label, const QString& name, auto pick) {
     auto* b = new QPushButton(label);
-    connect(b, &QPushButton::clicked, &dialog, [this, &dialog, name, pick, currentTexts] {
-      saveWithDialog(&dialog, tr("Save %1").arg(name), name, pick(currentTexts()));
+    connect(b, &QPushButton::clicked, dialog, [this, dialog, name, pick, currentTexts] {
+      saveWithDialog(dialog, tr("Save %1").arg(name), name, pick(currentTexts()));
     });
     buttons->addWidget(b);
   };
@@ -325,21 +336,24 @@ void MainWindow::exportPlan() {
   }
   buttons->addStretch(1);
   auto* close = new QDialogButtonBox(QDialogButtonBox::Close);
-  connect(close, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  connect(close, &QDialogButtonBox::rejected, dialog, &QDialog::reject);
   buttons->addWidget(close);
-  auto* v = new QVBoxLayout(&dialog);
-  v->addWidget(new QLabel(tr("<b>%1</b>, micro-batch %2 × %3 on %4 × %5 GPUs. The texts are what "
-                             "<tt>dsplan</tt> writes and prints for this plan.")
-                              .arg(QString::fromStdString(PlanSummary(m_selected->plan)))
-                              .arg(m_selected->plan.micro_batch)
-                              .arg(m_selected->plan.grad_accum)
-                              .arg(m_selected->plan.nodes)
-                              .arg(m_selected->plan.gpus_per_node)));
+  auto* v = new QVBoxLayout(dialog);
+  auto* title = new QLabel(tr("<b>%1</b>, micro-batch %2 × %3 on %4 × %5 GPUs. The texts are what "
+                              "<tt>dsplan</tt> writes and prints for this plan; a file that exists "
+                              "is replaced only after you confirm.")
+                               .arg(QString::fromStdString(PlanSummary(plan.plan)))
+                               .arg(plan.plan.micro_batch)
+                               .arg(plan.plan.grad_accum)
+                               .arg(plan.plan.nodes)
+                               .arg(plan.plan.gpus_per_node));
+  title->setWordWrap(true);
+  v->addWidget(title);
   v->addWidget(explicitForm);
   v->addWidget(hfForm);
   v->addWidget(tabs, 1);
   v->addLayout(buttons);
-  dialog.exec();
+  return dialog;
 }
 
 }  // namespace dsplan::gui

@@ -10,6 +10,7 @@
 
 #include "planservice.h"
 
+class QDialog;
 class QLabel;
 class QProgressBar;
 class QTabWidget;
@@ -60,9 +61,13 @@ class MainWindow : public QMainWindow {
   QString writeConfig(const QString& path, bool hfAuto, bool replace = false) const;
   /// The selected plan's export texts (empty when none is selected).
   ExportTexts exportTexts(bool hfAuto) const;
+  static ExportTexts exportTextsFor(const Plan& plan, bool hfAuto);
   /// Writes |text| to |path| atomically; refuses an existing file unless |replace|. Returns ""
   /// or the error naming the path.
   static QString writeFile(const QString& path, const QString& text, bool replace);
+  /// The export dialog for the selected plan (nullptr, with an error shown, when none is);
+  /// the caller owns it. exportPlan() runs it modally; the screenshots show it.
+  QDialog* createExportDialog();
   /// Shows |message| in the window's error line (failed writes, bad reports).
   void showError(const QString& message);
 

@@ -77,7 +77,7 @@ int screenshots(MainWindow& w, const QString& dir) {
   waitFor([&] { return check; }, 60000);
   // Timeline: the start of the backward pass, where names fit and the collectives overlap.
   dsplan::gui::TimelineWidget* gantt = w.timelinePage()->gantt();
-  const double step = gantt->rangeEnd();
+  const double step = last.prediction.step_time_s;
   double backward = 0.35 * step;
   for (const dsplan::TimelineTask& t : last.tasks) {
     if (t.kind == dsplan::TaskKind::kBackward) {
@@ -98,6 +98,18 @@ int screenshots(MainWindow& w, const QString& dir) {
     w.tabs()->setCurrentIndex(i);
     waitFor([] { return false; }, 300);
     const QString path = QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(names[i]));
+    if (!w.grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+  }
+  // The whole step on the timeline, with the step-time band after its end.
+  gantt->resetZoom();
+  w.tabs()->setCurrentWidget(w.timelinePage());
+  waitFor([] { return false; }, 300);
+  {
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-timeline-step.png"));
     if (!w.grab().save(path)) {
       std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
       return 1;

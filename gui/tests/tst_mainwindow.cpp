@@ -32,6 +32,7 @@
 #include "pages.h"
 #include "planner/ds_config.h"
 #include "planner/report.h"
+#include "timelinewidget.h"
 // clang-format on
 
 using namespace dsplan;
@@ -96,6 +97,13 @@ void TestMainWindow::bestPlanBreakdownAndWhatIf() {
   QCOMPARE(w.memoryPage()->bar()->totalBytes(), sim->prediction.gpu_total_bytes);
   QCOMPARE(sim->prediction.gpu_total_bytes, report.recommendations.front().prediction.gpu_total_bytes);
   QVERIFY(sim->prediction.fits);
+  // The timeline draws the step-time band after the step: measured steps expected to end
+  // between low and high times the predicted step.
+  const Prediction& best = report.recommendations.front().prediction;
+  TimelineWidget* gantt = w.timelinePage()->gantt();
+  QCOMPARE(gantt->bandLow(), best.time_band.low * best.step_time_s);
+  QCOMPARE(gantt->bandHigh(), best.time_band.high * best.step_time_s);
+  QVERIFY(gantt->bandLow() < best.step_time_s && best.step_time_s < gantt->bandHigh());
 
   // What-if: the base plan fits; step the micro-batch up until the verdict flips.
   QTRY_VERIFY_WITH_TIMEOUT(w.whatIfPage()->fits().has_value(), kTimeoutMs);

@@ -133,7 +133,13 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
                             "0.1 %): one row, as dsplan prints \"%2\"")
                  .arg(others.join(QStringLiteral(", ")), stageText(p.zero.stage, s.same_as_stages));
     }
-    tip += QStringLiteral("\npeak %1 at %2").arg(formatBytes(static_cast<double>(d.gpu_total_bytes)), QString::fromStdString(d.gpu_peak_task));
+    tip += QStringLiteral("\npeak %1 (reserved + context %2, NCCL %3) at %4; with the memory band "
+                          "up to %5")
+               .arg(formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes)),
+                    formatBytes(static_cast<double>(d.gpu_total_bytes)),
+                    formatBytes(static_cast<double>(d.gpu_nccl_bytes)),
+                    QString::fromStdString(d.gpu_peak_task),
+                    formatBytes(static_cast<double>(d.gpu_upper_total_bytes)));
     tip += QStringLiteral("\nstep %1: measured step times are expected within %2–%3× the "
                           "predicted (%4)")
                .arg(formatSeconds(d.step_time_s))
@@ -155,9 +161,14 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
       case kCheckpointing: return p.gradient_checkpointing ? QStringLiteral("on") : QStringLiteral("off");
       case kBucket: return bucketText(p);
       case kPeak:
-        return QStringLiteral("%1 (≤ %2)")
-            .arg(formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes)),
-                 formatBytes(static_cast<double>(d.gpu_upper_total_bytes)));
+      {
+        // "114 GiB (≤ 124)": the upper end without its unit when it has the peak's.
+        const QString peak = formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes));
+        QString upper = formatBytes(static_cast<double>(d.gpu_upper_total_bytes));
+        const QString unit = peak.section(QLatin1Char(' '), -1);
+        if (upper.endsWith(QLatin1Char(' ') + unit)) upper.chop(unit.size() + 1);
+        return QStringLiteral("%1 (≤ %2)").arg(peak, upper);
+      }
       case kHeadroom: return formatBytes(headroom);
       case kHostRam: return formatBytes(static_cast<double>(d.host_peak_bytes_per_node));
       case kStepTime: return formatSecondsBand(d.step_time_s, d.time_band.low, d.time_band.high);

@@ -8,6 +8,7 @@
 // exits (scripts/screenshots.sh runs it offscreen).
 #include <QApplication>
 #include <QCommandLineParser>
+#include <QDialog>
 #include <QDir>
 #include <QPlainTextEdit>
 #include <QTabWidget>
@@ -16,6 +17,7 @@
 
 #include <cstdio>
 
+#include "core/model_catalog.h"
 #include "inputspanel.h"
 #include "mainwindow.h"
 #include "models/planstablemodel.h"
@@ -45,7 +47,12 @@ int screenshots(MainWindow& w, const QString& dir) {
     return 2;
   }
   bool detail = false, whatIf = false, check = false, failed = false;
-  QObject::connect(w.service(), &dsplan::gui::PlanService::detailReady, [&] { detail = true; });
+  dsplan::StepDetail last;
+  QObject::connect(w.service(), &dsplan::gui::PlanService::detailReady,
+                   [&](const dsplan::StepDetail& d) {
+                     detail = true;
+                     last = d;
+                   });
   QObject::connect(w.service(), &dsplan::gui::PlanService::whatIfReady, [&] { whatIf = true; });
   QObject::connect(w.service(), &dsplan::gui::PlanService::checkReady, [&] { check = true; });
   QObject::connect(w.service(), &dsplan::gui::PlanService::checkFailed, [&] { check = true; });
@@ -70,10 +77,24 @@ int screenshots(MainWindow& w, const QString& dir) {
   waitFor([&] { return check; }, 60000);
   // Timeline: the start of the backward pass, where names fit and the collectives overlap.
   dsplan::gui::TimelineWidget* gantt = w.timelinePage()->gantt();
-  const double step = gantt->rangeEnd();
-  gantt->setRange(0.345 * step, 0.375 * step);
-  const char* names[] = {"plans", "memory", "timeline", "whatif", "tradeoff", "check"};
-  for (int i = 0; i < w.tabs()->count() && i < 6; ++i) {
+  const double step = last.prediction.step_time_s;
+  double backward = 0.35 * step;
+  for (const dsplan::TimelineTask& t : last.tasks) {
+    if (t.kind == dsplan::TaskKind::kBackward) {
+      backward = t.start_s;
+      break;
+    }
+  }
+  gantt->setRange(backward - 0.01 * step, backward + 0.03 * step);
+  // Validation: a real report of an H200 run (docs/validation/h200).
+  const QString report = QString::fromStdString(dsplan::DataDir()) +
+                         QStringLiteral("/docs/validation/h200/t5-3b_s3_mb8_gc.json");
+  if (!w.validationPage()->open(report).isEmpty()) {
+    std::fprintf(stderr, "dsplan-gui: %s\n", qPrintable(w.errorText()));
+    return 1;
+  }
+  const char* names[] = {"plans", "memory", "timeline", "whatif", "tradeoff", "check", "validation"};
+  for (int i = 0; i < w.tabs()->count() && i < 7; ++i) {
     w.tabs()->setCurrentIndex(i);
     waitFor([] { return false; }, 300);
     const QString path = QDir(dir).filePath(QStringLiteral("gui-%1.png").arg(names[i]));
@@ -82,6 +103,45 @@ int screenshots(MainWindow& w, const QString& dir) {
       return 1;
     }
     std::printf("wrote %s\n", qPrintable(path));
+  }
+  // The whole step on the timeline, with the step-time band after its end.
+  gantt->resetZoom();
+  w.tabs()->setCurrentWidget(w.timelinePage());
+  waitFor([] { return false; }, 300);
+  {
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-timeline-step.png"));
+    if (!w.grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+  }
+  // Two plans side by side: the best against the third choice.
+  w.memoryPage()->compareWith(2);
+  w.tabs()->setCurrentWidget(w.memoryPage());
+  waitFor([] { return false; }, 300);
+  {
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-memory-compare.png"));
+    if (!w.grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+  }
+  w.memoryPage()->compareWith(-1);
+  // The export dialog over the window, on its launch-command tab.
+  if (QDialog* d = w.createExportDialog()) {
+    d->show();
+    if (auto* tabs = d->findChild<QTabWidget*>()) tabs->setCurrentIndex(2);
+    d->move(w.geometry().center() - d->rect().center());
+    waitFor([] { return false; }, 300);
+    const QString path = QDir(dir).filePath(QStringLiteral("gui-export.png"));
+    if (!d->grab().save(path)) {
+      std::fprintf(stderr, "dsplan-gui: %s: cannot write\n", qPrintable(path));
+      return 1;
+    }
+    std::printf("wrote %s\n", qPrintable(path));
+    delete d;
   }
   // Plans with choices that do not fit: llama-2-7b at 4096 tokens on one GPU, the first greyed
   // row selected so that its reason shows under the table.

@@ -10,6 +10,7 @@
 
 #include "planservice.h"
 
+class QDialog;
 class QLabel;
 class QProgressBar;
 class QTabWidget;
@@ -22,7 +23,18 @@ class MemoryPage;
 class PlansPage;
 class TimelinePage;
 class TradeoffPage;
+class ValidationPage;
 class WhatIfPage;
+
+/// What File → Export plan… offers for the selected plan, each made by the functions the CLI
+/// uses (EmitDsConfig, HfTrainerArgs, LaunchCommand, TorchrunCommand, SrunCommand,
+/// HostfileText), so the text equals what `dsplan` prints and writes.
+struct ExportTexts {
+  QString config;         // ds_config.json, as `dsplan --emit` writes it (dump(2) + "\n")
+  QString trainerArgs;    // the HF Trainer arguments, one line
+  QString launch;         // launch.sh: HF Trainer, plain DeepSpeed, torchrun (and srun) lines
+  QString hostfile;       // empty for one node
+};
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -37,22 +49,39 @@ class MainWindow : public QMainWindow {
   WhatIfPage* whatIfPage() const { return m_whatIf; }
   TradeoffPage* tradeoffPage() const { return m_tradeoff; }
   CheckPage* checkPage() const { return m_check; }
+  ValidationPage* validationPage() const { return m_validation; }
   QTabWidget* tabs() const { return m_tabs; }
   /// The plan the pages show (empty before a plan is selected).
   const std::optional<ScoredPlan>& selectedPlan() const { return m_selected; }
   /// The message in the window's error line ("" when none).
   QString errorText() const;
   /// Writes the selected plan's ds_config.json to |path| (the CLI's explicit or HF Trainer
-  /// form). Returns an error message, or "" on success. Never asks; exportConfig() asks.
-  QString writeConfig(const QString& path, bool hfAuto) const;
+  /// form). Returns an error message, or "" on success. An existing file is replaced only
+  /// when |replace| (the export dialog asks first).
+  QString writeConfig(const QString& path, bool hfAuto, bool replace = false) const;
+  /// The selected plan's export texts (empty when none is selected).
+  ExportTexts exportTexts(bool hfAuto) const;
+  static ExportTexts exportTextsFor(const Plan& plan, bool hfAuto);
+  /// Writes |text| to |path| atomically; refuses an existing file unless |replace|. Returns ""
+  /// or the error naming the path.
+  static QString writeFile(const QString& path, const QString& text, bool replace);
+  /// The export dialog for the selected plan (nullptr, with an error shown, when none is);
+  /// the caller owns it. exportPlan() runs it modally; the screenshots show it.
+  QDialog* createExportDialog();
+  /// Shows |message| in the window's error line (failed writes, bad reports).
+  void showError(const QString& message);
 
  public slots:
   void plan();
   void exportConfig(bool hfAuto);
+  /// The export dialog: config (both forms), Trainer arguments, launch command, hostfile.
+  void exportPlan();
 
  private:
-  void showError(const QString& message);
   void clearError();
+  /// Asks for a path to save |text| to (confirming before replacing a file) and writes it.
+  void saveWithDialog(QWidget* parent, const QString& title, const QString& name,
+                      const QString& text);
   void select(const ScoredPlan& plan);
 
   PlanService* m_service;
@@ -64,6 +93,7 @@ class MainWindow : public QMainWindow {
   WhatIfPage* m_whatIf;
   TradeoffPage* m_tradeoff;
   CheckPage* m_check;
+  ValidationPage* m_validation;
   QLabel* m_error;
   QLabel* m_status;
   QProgressBar* m_progress;

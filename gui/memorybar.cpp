@@ -29,6 +29,11 @@ void MemoryBar::setLimits(double capacityBytes, double usableBytes) {
   update();
 }
 
+void MemoryBar::setScaleBytes(double bytes) {
+  m_scaleBytes = bytes;
+  update();
+}
+
 qint64 MemoryBar::totalBytes() const {
   if (!m_model) return 0;
   qint64 t = 0;
@@ -41,7 +46,7 @@ qint64 MemoryBar::totalBytes() const {
 QRectF MemoryBar::barRect() const { return QRectF(8, 22, width() - 16, 36); }
 
 double MemoryBar::scaleMax() const {
-  return std::max({m_capacity, static_cast<double>(totalBytes()), 1.0}) * 1.02;
+  return std::max({m_capacity, static_cast<double>(totalBytes()), m_scaleBytes, 1.0}) * 1.02;
 }
 
 int MemoryBar::segmentAt(QPointF pos) const {

@@ -17,6 +17,9 @@ class MemoryBar : public QWidget {
   void setModel(MemoryBreakdownModel* model);
   /// Device memory and the usable limit (capacity x fraction x (1 - margin)), bytes.
   void setLimits(double capacityBytes, double usableBytes);
+  /// Draw to this many bytes across (0: the larger of the capacity and the total), so that
+  /// two bars side by side share one scale.
+  void setScaleBytes(double bytes);
   /// The sum of the drawn segments, bytes.
   qint64 totalBytes() const;
   QSize sizeHint() const override { return {600, 96}; }
@@ -34,6 +37,7 @@ class MemoryBar : public QWidget {
   MemoryBreakdownModel* m_model = nullptr;
   double m_capacity = 0;
   double m_usable = 0;
+  double m_scaleBytes = 0;
 };
 
 }  // namespace dsplan::gui

@@ -5,6 +5,7 @@
 #include <QComboBox>
 #include <QFile>
 #include <QFileDialog>
+#include <QFileInfo>
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
@@ -19,7 +20,12 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <QMessageBox>
+#include <QtCharts/QAreaSeries>
+#include <QtCharts/QBarCategoryAxis>
+#include <QtCharts/QBarSet>
 #include <QtCharts/QChart>
+#include <QtCharts/QHorizontalBarSeries>
 #include <QtCharts/QChartView>
 #include <QtCharts/QLegendMarker>
 #include <QtCharts/QLineSeries>
@@ -32,6 +38,8 @@
 #include "memorybar.h"
 #include "models/format.h"
 #include "models/memorybreakdownmodel.h"
+#include "models/memorycomparemodel.h"
+#include "models/validationmodel.h"
 #include "models/planstablemodel.h"
 #include "models/timelinemodel.h"
 #include "timelinewidget.h"
@@ -146,15 +154,36 @@ void PlansPage::selectPlan(int index) {
 
 MemoryPage::MemoryPage(QWidget* parent) : QWidget(parent) {
   m_model = new MemoryBreakdownModel(this);
+  m_modelB = new MemoryBreakdownModel(this);
+  m_compare = new MemoryCompareModel(this);
   m_bar = new MemoryBar;
   m_bar->setObjectName(QStringLiteral("memoryBar"));
   m_bar->setModel(m_model);
+  m_barB = new MemoryBar;
+  m_barB->setObjectName(QStringLiteral("memoryBarB"));
+  m_barB->setModel(m_modelB);
+  m_barB->hide();
   m_title = new QLabel(tr("Select a plan."));
   m_title->setWordWrap(true);
+  m_titleB = new QLabel;
+  m_titleB->setWordWrap(true);
+  m_titleB->hide();
+  m_compareBox = new QComboBox;
+  m_compareBox->setObjectName(QStringLiteral("compareWith"));
+  m_compareBox->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+  m_compareBox->setMinimumContentsLength(34);
+  m_compareBox->addItem(tr("— no second plan —"), -1);
+  connect(m_compareBox, &QComboBox::currentIndexChanged, this, [this] { updateCompare(); });
   m_table = makeTable(m_model, MemoryBreakdownModel::SortRole);
   m_table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
   m_table->setMinimumWidth(390);
   m_table->setMaximumWidth(420);
+  m_compareTable = makeTable(m_compare, MemoryCompareModel::SortRole);
+  m_compareTable->setObjectName(QStringLiteral("compareTable"));
+  m_compareTable->setMinimumWidth(470);
+  m_compareTable->setMaximumWidth(490);
+  m_compareTable->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_compareTable->hide();
   auto* chart = new QChart;
   chart->setTitle(tr("GPU memory over the step"));
   chart->legend()->setAlignment(Qt::AlignBottom);
@@ -162,19 +191,101 @@ MemoryPage::MemoryPage(QWidget* parent) : QWidget(parent) {
   m_chart->setRenderHint(QPainter::Antialiasing);
   auto* h = new QHBoxLayout;
   h->addWidget(m_table);
+  h->addWidget(m_compareTable);
   h->addWidget(m_chart, 1);
+  auto* top = new QHBoxLayout;
+  top->addWidget(m_title, 1);
+  top->addWidget(new QLabel(tr("Compare with:")));
+  top->addWidget(m_compareBox);
   auto* v = new QVBoxLayout(this);
-  v->addWidget(m_title);
+  v->addLayout(top);
   v->addWidget(m_bar);
+  v->addWidget(m_titleB);
+  v->addWidget(m_barB);
   v->addLayout(h, 1);
+}
+
+void MemoryPage::setReport(const PlanReport& r) {
+  m_report = r;
+  const QSignalBlocker block(m_compareBox);
+  m_compareBox->clear();
+  m_compareBox->addItem(tr("— no second plan —"), -1);
+  for (int i = 0; i < static_cast<int>(r.recommendations.size()); ++i) {
+    const Plan& p = r.recommendations[static_cast<size_t>(i)].plan;
+    m_compareBox->addItem(tr("#%1 stage %2, %3, ckpt %4, %5 × %6")
+                              .arg(i + 1)
+                              .arg(stageText(p.zero.stage, r.recommendations[static_cast<size_t>(i)].same_as_stages))
+                              .arg(offloadText(p))
+                              .arg(p.gradient_checkpointing ? tr("on") : tr("off"))
+                              .arg(p.micro_batch)
+                              .arg(p.grad_accum),
+                          i);
+  }
+  updateCompare();
+}
+
+void MemoryPage::compareWith(int index) {
+  const int i = m_compareBox->findData(index);
+  m_compareBox->setCurrentIndex(i >= 0 ? i : 0);
+  updateCompare();
+}
+
+void MemoryPage::updateCompare() {
+  const int index = m_compareBox->currentData().toInt();
+  const bool on = m_a && index >= 0 && index < static_cast<int>(m_report.recommendations.size());
+  m_barB->setVisible(on);
+  m_titleB->setVisible(on);
+  m_compareTable->setVisible(on);
+  m_table->setVisible(!on);
+  if (!on) {
+    m_modelB->clear();
+    m_compare->clear();
+    m_bar->setScaleBytes(0);
+    return;
+  }
+  const ScoredPlan& b = m_report.recommendations[static_cast<size_t>(index)];
+  const Prediction& pb = b.prediction;
+  m_modelB->setPrediction(pb);
+  auto name = [](const Plan& p) {
+    return tr("stage %1, %2×%3").arg(p.zero.stage).arg(p.micro_batch).arg(p.grad_accum);
+  };
+  m_compare->setPlans(*m_a, tr("A: %1").arg(name(m_a->plan)), pb,
+                      tr("B: %1").arg(name(pb.plan)));
+  // One scale for both bars: the larger of the capacities and the totals.
+  const double scale = std::max({static_cast<double>(m_a->gpu_capacity_bytes),
+                                 static_cast<double>(m_a->gpu_total_bytes),
+                                 static_cast<double>(pb.gpu_capacity_bytes),
+                                 static_cast<double>(pb.gpu_total_bytes)});
+  m_bar->setScaleBytes(scale);
+  m_barB->setScaleBytes(scale);
+  m_barB->setLimits(static_cast<double>(pb.gpu_capacity_bytes),
+                    m_report.usable_gpu_bytes -
+                        static_cast<double>(pb.gpu_upper_total_bytes - pb.gpu_total_bytes));
+  const double diff = static_cast<double>(pb.gpu_total_bytes - m_a->gpu_total_bytes);
+  m_titleB->setText(tr("<b>B</b>: #%1 %2, micro-batch %3 × %4. Peak %5 (%6%7 than A); %8 tokens/s "
+                       "(A: %9).")
+                        .arg(index + 1)
+                        .arg(QString::fromStdString(PlanSummary(pb.plan)))
+                        .arg(pb.plan.micro_batch)
+                        .arg(pb.plan.grad_accum)
+                        .arg(formatBytes(static_cast<double>(pb.gpu_total_bytes)),
+                             formatBytes(std::abs(diff)), diff >= 0 ? tr(" more") : tr(" less"))
+                        .arg(pb.tokens_per_s, 0, 'f', 0)
+                        .arg(m_a->tokens_per_s, 0, 'f', 0));
+  m_compareTable->resizeColumnsToContents();
+  m_compareTable->setColumnWidth(MemoryCompareModel::kCategory, 205);
+  for (int c = MemoryCompareModel::kA; c <= MemoryCompareModel::kDifference; ++c) {
+    m_compareTable->setColumnWidth(c, 84);
+  }
 }
 
 void MemoryPage::setDetail(const StepDetail& d) {
   const Prediction& p = d.prediction;
+  m_a = p;
   m_model->setPrediction(p);
   m_bar->setLimits(static_cast<double>(p.gpu_capacity_bytes), d.usable_gpu_bytes);
-  m_title->setText(tr("<b>%1</b>, micro-batch %2 × %3. Peak per GPU %4 (reserved %5 + CUDA "
-                      "context %6; allocated %7) at <i>%8</i>; %9.")
+  m_title->setText(tr("<b>A</b>: <b>%1</b>, micro-batch %2 × %3. Peak per GPU %4 (reserved %5 + CUDA "
+                      "context %6; allocated %7; NCCL outside it %11) at <i>%8</i>; %9. %10")
                        .arg(QString::fromStdString(PlanSummary(p.plan)))
                        .arg(p.plan.micro_batch)
                        .arg(p.plan.grad_accum)
@@ -185,9 +296,19 @@ void MemoryPage::setDetail(const StepDetail& d) {
                             QString::fromStdString(p.gpu_peak_task).toHtmlEscaped(),
                             p.fits ? tr("<span style='color:#080'>fits</span>")
                                    : tr("<span style='color:#c00'>does not fit: %1</span>")
-                                         .arg(QString::fromStdString(p.reason).toHtmlEscaped())));
+                                         .arg(QString::fromStdString(p.reason).toHtmlEscaped()))
+                       .arg(tr("Band: measured peaks expected %1 to %2 (reserved −%3 % / +%4 % + "
+                               "context + NCCL).")
+                                .arg(formatBytes(static_cast<double>(p.gpu_peak_reserved_bytes) *
+                                                     (1 - p.memory_band.lower) +
+                                                 static_cast<double>(p.gpu_context_bytes)),
+                                     formatBytes(static_cast<double>(p.gpu_upper_total_bytes)))
+                                .arg(100 * p.memory_band.lower, 0, 'f', 0)
+                                .arg(100 * p.memory_band.upper, 0, 'f', 0))
+                       .arg(formatBytes(static_cast<double>(p.gpu_nccl_bytes))));
   m_table->resizeColumnsToContents();
   m_table->setColumnWidth(MemoryBreakdownModel::kCategory, 215);
+  updateCompare();
   QChart* chart = m_chart->chart();
   chart->removeAllSeries();
   for (QAbstractAxis* a : chart->axes()) {
@@ -227,7 +348,7 @@ void MemoryPage::setDetail(const StepDetail& d) {
   chart->addSeries(usable);
   chart->addSeries(peak);
   auto* x = new QValueAxis;
-  x->setTitleText(tr("time in step (ms); memory counted in host program order"));
+  x->setTitleText(tr("time in step (ms), host program order"));
   x->setRange(0, tmax > 0 ? tmax : 1);
   x->setLabelFormat(QStringLiteral("%.0f"));
   auto* y = new QValueAxis;
@@ -289,7 +410,10 @@ void TimelinePage::setDetail(const StepDetail& d) {
          "%6, recompute %7, optimizer %8, exposed communication %9, offload %10, NVMe %11.<br>"
          "<span style='color:#666'>Wheel: zoom · drag: pan · double-click: whole step · hover a "
          "task for its name, duration and bytes.</span>")
-          .arg(QString::fromStdString(PlanSummary(p.plan)), formatSeconds(p.step_time_s))
+          .arg(QString::fromStdString(PlanSummary(p.plan)),
+               tr("%1 (measured expected in %2–%3)")
+                   .arg(formatSeconds(p.step_time_s), formatSeconds(p.time_band.low * p.step_time_s),
+                        formatSeconds(p.time_band.high * p.step_time_s)))
           .arg(d.tasks.size())
           .arg(QString::fromStdString(p.bottleneck), formatSeconds(b.forward_s),
                formatSeconds(b.backward_s), formatSeconds(b.recompute_s), formatSeconds(b.optimizer_s),
@@ -485,6 +609,32 @@ void TradeoffPage::setReport(const PlanReport& r) {
   };
   for (const ScoredPlan& p : r.ranked) add(all, p);
   for (const ScoredPlan& p : r.recommendations) add(best, p);
+  // The bands of the table's plans as whiskers: tokens/s over the step-time band (measured
+  // step times low..high x predicted, so tokens/s from 1/high to 1/low x predicted) and peak
+  // memory over the memory band (reserved x (1 - lower) + context .. the upper-band total).
+  std::vector<QLineSeries*> whiskers;
+  for (const ScoredPlan& s : r.recommendations) {
+    const Prediction& d = s.prediction;
+    const double x = d.gpu_total_bytes / kGiB;
+    const double y = d.tokens_per_s;
+    const double ctx = static_cast<double>(d.gpu_context_bytes);
+    const double xlo = (static_cast<double>(d.gpu_peak_reserved_bytes) * (1 - d.memory_band.lower) + ctx) / kGiB;
+    const double xhi = static_cast<double>(d.gpu_upper_total_bytes) / kGiB;
+    const double ylo = d.time_band.high > 0 ? y / d.time_band.high : y;
+    const double yhi = d.time_band.low > 0 ? y / d.time_band.low : y;
+    auto* v = new QLineSeries;
+    v->append(x, ylo);
+    v->append(x, yhi);
+    auto* h = new QLineSeries;
+    h->append(xlo, y);
+    h->append(xhi, y);
+    for (QLineSeries* w : {v, h}) {
+      w->setPen(QPen(QColor(0xff, 0x7f, 0x0e, 170), 1.5));
+      whiskers.push_back(w);
+    }
+    xmax = std::max(xmax, xhi);
+    ymax = std::max(ymax, yhi);
+  }
   std::vector<ScoredPlan> pareto = r.pareto;
   std::sort(pareto.begin(), pareto.end(), [](const ScoredPlan& a, const ScoredPlan& b) {
     return a.prediction.gpu_total_bytes < b.prediction.gpu_total_bytes;
@@ -492,6 +642,7 @@ void TradeoffPage::setReport(const PlanReport& r) {
   for (const ScoredPlan& p : pareto) add(front, p);
   chart->addSeries(all);
   chart->addSeries(front);
+  for (QLineSeries* w : whiskers) chart->addSeries(w);
   chart->addSeries(best);
   auto* x = new QValueAxis;
   x->setTitleText(tr("peak GPU memory per GPU (GiB)"));
@@ -533,7 +684,14 @@ void TradeoffPage::setReport(const PlanReport& r) {
   connect(best, &QXYSeries::clicked, this, [this, pick](QPointF pt) { pick(m_report.recommendations, pt); });
   connect(front, &QXYSeries::clicked, this, [this, pick](QPointF pt) { pick(m_report.pareto, pt); });
   for (QLegendMarker* m : chart->legend()->markers(usable)) m->setVisible(true);
+  // One legend entry for all whiskers.
+  for (size_t i = 0; i < whiskers.size(); ++i) {
+    if (i == 0) whiskers[i]->setName(tr("error bands (time ↕, memory ↔)"));
+    for (QLegendMarker* m : chart->legend()->markers(whiskers[i])) m->setVisible(i == 0);
+  }
 }
+
+QChart* TradeoffPage::chart() const { return m_view->chart(); }
 
 // ---------------------------------------------------------------- Check
 
@@ -632,6 +790,211 @@ void CheckPage::setResult(const CheckResult& c) {
 void CheckPage::setError(const QString& message) {
   m_verdict->setText(tr("<span style='color:#c00'><b>Cannot check:</b> %1</span>").arg(message.toHtmlEscaped()));
   m_warnings->clear();
+}
+
+}  // namespace dsplan::gui
+
+// ---------------------------------------------------------------- Validation
+
+namespace dsplan::gui {
+namespace {
+
+QChartView* makeChartView(const QString& title) {
+  auto* chart = new QChart;
+  chart->setTitle(title);
+  chart->legend()->setAlignment(Qt::AlignBottom);
+  chart->setMargins(QMargins(4, 4, 4, 4));
+  auto* v = new QChartView(chart);
+  v->setRenderHint(QPainter::Antialiasing);
+  return v;
+}
+
+void clearChart(QChart* chart) {
+  chart->removeAllSeries();
+  for (QAbstractAxis* a : chart->axes()) {
+    chart->removeAxis(a);
+    delete a;
+  }
+}
+
+// Predicted and measured of |rows| as horizontal bar pairs, values divided by |unit|.
+void fillBars(QChart* chart, const QVector<ValidationRowValue>& rows, double unit,
+              const QString& axisTitle) {
+  clearChart(chart);
+  auto* pred = new QBarSet(QObject::tr("predicted"));
+  pred->setColor(QColor(0x1f, 0x77, 0xb4));
+  auto* meas = new QBarSet(QObject::tr("measured"));
+  meas->setColor(QColor(0xff, 0x7f, 0x0e));
+  QStringList names;
+  double vmax = 0;
+  // Horizontal bars are drawn bottom-up: reverse so that the first row is on top.
+  for (auto it = rows.crbegin(); it != rows.crend(); ++it) {
+    names << it->quantity;
+    *pred << it->predicted / unit;
+    *meas << it->measured / unit;
+    vmax = std::max({vmax, it->predicted / unit, it->measured / unit});
+  }
+  auto* series = new QHorizontalBarSeries;
+  series->append(pred);
+  series->append(meas);
+  chart->addSeries(series);
+  auto* cats = new QBarCategoryAxis;
+  cats->append(names);
+  auto* values = new QValueAxis;
+  values->setTitleText(axisTitle);
+  values->setRange(0, std::max(vmax, 1e-9) * 1.05);
+  values->setLabelFormat(vmax >= 10 ? QStringLiteral("%.0f") : QStringLiteral("%.1f"));
+  values->applyNiceNumbers();
+  chart->addAxis(cats, Qt::AlignLeft);
+  chart->addAxis(values, Qt::AlignBottom);
+  series->attachAxis(cats);
+  series->attachAxis(values);
+}
+
+}  // namespace
+
+ValidationPage::ValidationPage(QWidget* parent) : QWidget(parent) {
+  m_model = new ValidationRowsModel(this);
+  auto* openButton = new QPushButton(tr("Open report…"));
+  openButton->setObjectName(QStringLiteral("openValidation"));
+  connect(openButton, &QPushButton::clicked, this, [this] {
+    const QString path = QFileDialog::getOpenFileName(
+        this, tr("Open a dsplan validate --json report"), {}, tr("JSON (*.json);;All files (*)"));
+    if (!path.isEmpty()) open(path);
+  });
+  m_header = new QLabel(tr("Open the JSON report of <tt>dsplan validate --json</tt> (or "
+                           "<tt>--json-out FILE</tt>) to see what was measured against what "
+                           "dsplan predicted. docs/validation/h200/*.json are real H200 runs."));
+  m_header->setWordWrap(true);
+  m_header->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  m_table = makeTable(m_model, ValidationRowsModel::SortRole);
+  m_table->setMinimumWidth(450);
+  m_table->setMaximumWidth(470);
+  m_table->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+  m_classes = makeChartView(tr("Busy time per task class over one step"));
+  m_memory = makeChartView(tr("GPU memory peaks (the report has no measured curve)"));
+  m_steps = makeChartView(tr("Step time of each measured step"));
+  m_steps->setMaximumWidth(470);
+  auto* top = new QHBoxLayout;
+  top->addWidget(m_header, 1);
+  top->addWidget(openButton, 0, Qt::AlignTop);
+  auto* left = new QVBoxLayout;
+  left->addWidget(m_table, 3);
+  left->addWidget(m_steps, 2);
+  auto* charts = new QVBoxLayout;
+  charts->addWidget(m_classes, 3);
+  charts->addWidget(m_memory, 2);
+  auto* h = new QHBoxLayout;
+  h->addLayout(left);
+  h->addLayout(charts, 1);
+  auto* v = new QVBoxLayout(this);
+  v->addLayout(top);
+  v->addLayout(h, 1);
+}
+
+QChart* ValidationPage::classChart() const { return m_classes->chart(); }
+QChart* ValidationPage::memoryChart() const { return m_memory->chart(); }
+QChart* ValidationPage::stepChart() const { return m_steps->chart(); }
+
+QString ValidationPage::open(const QString& path) {
+  auto d = LoadValidationReport(path);
+  if (!d.ok()) {
+    const QString message = QString::fromStdString(d.status().message());
+    m_header->setText(tr("<span style='color:#c00'><b>Cannot show this report:</b> %1</span>")
+                          .arg(message.toHtmlEscaped()));
+    m_model->clear();
+    for (QChart* c : {classChart(), memoryChart(), stepChart()}) clearChart(c);
+    emit failed(message);
+    return message;
+  }
+  display(*d);
+  return {};
+}
+
+void ValidationPage::display(const ValidationData& d) {
+  m_model->setValidation(d);
+  m_table->resizeColumnsToContents();
+  m_table->setColumnWidth(ValidationRowsModel::kQuantity, 175);
+  const QString verdict =
+      d.pass ? tr("<span style='color:#080'><b>%1</b></span>").arg(d.verdict.toHtmlEscaped())
+             : tr("<span style='color:#c00'><b>%1</b></span>").arg(d.verdict.toHtmlEscaped());
+  QString what = d.model.isEmpty() ? tr("(model not recorded)") : d.model.toHtmlEscaped();
+  if (!d.plan.isEmpty()) {
+    what += tr(", %1, micro-batch %2 × %3, sequence %4%5")
+                .arg(d.plan.toHtmlEscaped())
+                .arg(d.microBatch)
+                .arg(d.gradAccum)
+                .arg(d.seqLen)
+                .arg(d.targetLen > 0 ? tr(" + %1").arg(d.targetLen) : QString());
+  }
+  m_header->setText(
+      tr("<b>%1</b><br>%2 on %3 × %4 (profile %5, predicted for %6)%7<br>%8")
+          .arg(QFileInfo(d.path).fileName().toHtmlEscaped(), what, QString::number(d.worldSize),
+               d.deviceName.toHtmlEscaped(), d.profile.toHtmlEscaped(),
+               d.softwareStack.isEmpty() ? tr("dsplan's runtime") : d.softwareStack.toHtmlEscaped(),
+               d.measuredTokensPerSecondPerGpu > 0
+                   ? tr("; measured %1 tokens/s per GPU, MFU %2 %")
+                         .arg(d.measuredTokensPerSecondPerGpu, 0, 'f', 0)
+                         .arg(100 * d.mfu, 0, 'f', 1)
+                   : QString(),
+               d.outOfMemory ? verdict + QStringLiteral("<br>") + d.oom.toHtmlEscaped() : verdict));
+  QVector<ValidationRowValue> classes, memory;
+  for (const ValidationRowValue& r : d.rows) {
+    if (r.bytes) {
+      memory << r;
+    } else if (r.quantity != QStringLiteral("step time")) {
+      classes << r;
+    }
+  }
+  fillBars(classChart(), classes, 1e-3, tr("busy time per step (ms)"));
+  fillBars(memoryChart(), memory, kGiB, tr("GiB per GPU"));
+  // Each measured step against the prediction (and the PyTorch + DeepSpeed prediction of the
+  // same plan, when the report has it).
+  QChart* chart = stepChart();
+  clearChart(chart);
+  auto* measured = new QScatterSeries;
+  measured->setName(tr("measured"));
+  measured->setMarkerSize(9);
+  measured->setColor(QColor(0xff, 0x7f, 0x0e));
+  double ymax = 0;
+  for (int i = 0; i < d.stepSeconds.size(); ++i) {
+    measured->append(i + 1, d.stepSeconds[i] * 1e3);
+    ymax = std::max(ymax, d.stepSeconds[i] * 1e3);
+  }
+  const double xmax = std::max<double>(2, d.stepSeconds.size() + 1);
+  auto line = [&](double seconds, const QString& name, QColor color, Qt::PenStyle style) {
+    auto* s = new QLineSeries;
+    s->setName(name);
+    s->append(0, seconds * 1e3);
+    s->append(xmax, seconds * 1e3);
+    s->setPen(QPen(color, 2, style));
+    ymax = std::max(ymax, seconds * 1e3);
+    chart->addSeries(s);
+  };
+  if (const ValidationRowValue* step = d.row(QStringLiteral("step time"))) {
+    line(step->predicted, tr("predicted"), QColor(0x1f, 0x77, 0xb4), Qt::SolidLine);
+  }
+  if (d.deepspeedPredictedStepSeconds > 0) {
+    line(d.deepspeedPredictedStepSeconds, tr("predicted for DeepSpeed"), QColor(120, 120, 120),
+         Qt::DashLine);
+  }
+  chart->addSeries(measured);
+  auto* x = new QValueAxis;
+  x->setTitleText(tr("measured step"));
+  x->setRange(0, xmax);
+  x->setTickCount(std::min<int>(static_cast<int>(xmax) + 1, 11));
+  x->setLabelFormat(QStringLiteral("%.0f"));
+  auto* y = new QValueAxis;
+  y->setTitleText(tr("step time (ms)"));
+  y->setRange(0, std::max(ymax, 1e-6) * 1.15);
+  y->setLabelFormat(QStringLiteral("%.0f"));
+  y->applyNiceNumbers();
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart->series()) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
 }
 
 }  // namespace dsplan::gui

@@ -23,6 +23,9 @@ namespace dsplan::gui {
 
 class MemoryBar;
 class MemoryBreakdownModel;
+class MemoryCompareModel;
+class ValidationRowsModel;
+struct ValidationData;
 class PlansFilterProxy;
 class PlansTableModel;
 class TimelineModel;
@@ -53,20 +56,40 @@ class PlansPage : public QWidget {
 };
 
 /// The memory of one plan: the stacked bar at the peak, the table by category, and allocated
-/// and reserved memory over the step with the peak and the usable line.
+/// and reserved memory over the step with the peak and the usable line. A second plan of the
+/// table ("Compare with") adds its bar under the first on the same scale and turns the table
+/// into both plans by category with the difference.
 class MemoryPage : public QWidget {
   Q_OBJECT
  public:
   explicit MemoryPage(QWidget* parent = nullptr);
+  /// The plans offered for comparison (the table's recommendations).
+  void setReport(const PlanReport& report);
   void setDetail(const StepDetail& detail);
+  /// Compares with recommendation |index| (-1: no comparison).
+  void compareWith(int index);
   MemoryBar* bar() const { return m_bar; }
+  MemoryBar* compareBar() const { return m_barB; }
   MemoryBreakdownModel* model() const { return m_model; }
+  MemoryBreakdownModel* compareBreakdown() const { return m_modelB; }
+  MemoryCompareModel* compareModel() const { return m_compare; }
+  QComboBox* compareBox() const { return m_compareBox; }
 
  private:
+  void updateCompare();
+
+  PlanReport m_report;
+  std::optional<Prediction> m_a;
   MemoryBreakdownModel* m_model;
+  MemoryBreakdownModel* m_modelB;
+  MemoryCompareModel* m_compare;
   MemoryBar* m_bar;
+  MemoryBar* m_barB;
   QLabel* m_title;
+  QLabel* m_titleB;
+  QComboBox* m_compareBox;
   QTableView* m_table;
+  QTableView* m_compareTable;
   QChartView* m_chart;
 };
 
@@ -130,6 +153,7 @@ class TradeoffPage : public QWidget {
  public:
   explicit TradeoffPage(QWidget* parent = nullptr);
   void setReport(const PlanReport& report);
+  QChart* chart() const;
 
  signals:
   void planClicked(const dsplan::ScoredPlan& plan);
@@ -157,6 +181,34 @@ class CheckPage : public QWidget {
   QLabel* m_verdict;
   QListWidget* m_warnings;
   QString m_source = QStringLiteral("pasted ds_config");
+};
+
+/// A `dsplan validate --json` report: measured over predicted for the step time (each measured
+/// step against the prediction), the busy time of each task class and the memory rows.
+class ValidationPage : public QWidget {
+  Q_OBJECT
+ public:
+  explicit ValidationPage(QWidget* parent = nullptr);
+  /// Reads |path|; on error shows it in the page, emits failed() and returns it ("" on success).
+  QString open(const QString& path);
+  ValidationRowsModel* model() const { return m_model; }
+  QChart* classChart() const;
+  QChart* memoryChart() const;
+  QChart* stepChart() const;
+  QLabel* header() const { return m_header; }
+
+ signals:
+  void failed(const QString& message);
+
+ private:
+  void display(const ValidationData& data);
+
+  ValidationRowsModel* m_model;
+  QLabel* m_header;
+  QTableView* m_table;
+  QChartView* m_classes;
+  QChartView* m_memory;
+  QChartView* m_steps;
 };
 
 }  // namespace dsplan::gui

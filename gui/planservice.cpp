@@ -54,7 +54,10 @@ PlanService::PlanService(QObject* parent) : QObject(parent) {
   }
 }
 
-PlanService::~PlanService() { m_pool.waitForDone(); }
+PlanService::~PlanService() {
+  if (m_planCancel) m_planCancel->store(true);
+  m_pool.waitForDone();
+}
 
 QString PlanService::defaultProfile() const {
   return m_profiles.contains(QStringLiteral("h200-measured")) ? QStringLiteral("h200-measured")
@@ -84,8 +87,15 @@ void PlanService::finished() {
 
 void PlanService::requestPlan(const PlanInputs& in) {
   const int gen = ++m_planGen;
+  // The older search, if still running, stops before its next family (its result would be
+  // dropped anyway) and frees the pool for this one.
+  const bool cancelledOlder = m_searchesRunning > 0 && m_planCancel;
+  if (m_planCancel) m_planCancel->store(true);
+  auto cancel = std::make_shared<std::atomic<bool>>(false);
+  m_planCancel = cancel;
+  ++m_searchesRunning;
   started();
-  emit planStarted();
+  emit planStarted(cancelledOlder);
   struct PlanJob {
     PlanReport report;
     std::shared_ptr<const ModelSpec> spec;
@@ -93,7 +103,7 @@ void PlanService::requestPlan(const PlanInputs& in) {
     PlannerRequest request;
   };
   QPointer<PlanService> self(this);
-  auto job = [this, in, gen, self]() -> Outcome<PlanJob> {
+  auto job = [this, in, gen, self, cancel]() -> Outcome<PlanJob> {
     Outcome<PlanJob> out;
     auto spec = resolveModel(in.model);
     if (!spec.ok()) {
@@ -142,6 +152,7 @@ void PlanService::requestPlan(const PlanInputs& in) {
     }
     r.objective = *obj;
     r.threads = 2;
+    r.cancel = cancel.get();
     r.progress = [self, gen](double f) {
       // Queued to the GUI thread; the service outlives its pool's jobs (destructor waits).
       QMetaObject::invokeMethod(
@@ -153,6 +164,7 @@ void PlanService::requestPlan(const PlanInputs& in) {
     };
     auto report = BuildPlanReport(r);
     r.progress = nullptr;
+    r.cancel = nullptr;
     if (!report.ok()) {
       out.error = q(report.status().message());
       return out;
@@ -161,7 +173,11 @@ void PlanService::requestPlan(const PlanInputs& in) {
     out.value = std::move(j);
     return out;
   };
-  runAsync<Outcome<PlanJob>>(this, &m_pool, std::move(job), [this, gen](const Outcome<PlanJob>& o) {
+  runAsync<Outcome<PlanJob>>(this, &m_pool, std::move(job), [this, gen, cancel](const Outcome<PlanJob>& o) {
+    --m_searchesRunning;
+    if (!o.value && cancel->load() && o.error == QLatin1String(kCancelledMessage)) {
+      ++m_cancelledSearches;
+    }
     finished();
     if (gen != m_planGen) return;  // superseded
     if (!o.value) {

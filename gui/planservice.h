@@ -2,7 +2,8 @@
 // PlanService: runs the planner and the simulator off the GUI thread (QtConcurrent) and
 // publishes their results as values through signals, like hotspot's PerfParser. Each kind of
 // request has a generation counter: a newer request supersedes an older one, whose result is
-// dropped when it arrives (a running search cannot be interrupted, only ignored).
+// dropped when it arrives. A running search is also cancelled (PlannerRequest::cancel): it
+// stops before its next family and frees its thread for the new one.
 #pragma once
 
 #include <QObject>
@@ -10,6 +11,7 @@
 #include <QStringList>
 #include <QThreadPool>
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -60,7 +62,7 @@ class PlanService : public QObject {
   Q_OBJECT
  public:
   explicit PlanService(QObject* parent = nullptr);
-  /// Waits for running jobs (they cannot be interrupted).
+  /// Cancels a running search and waits for running jobs.
   ~PlanService() override;
 
   /// The catalog (name, hf id); empty with catalogError() set when it cannot be read.
@@ -78,13 +80,17 @@ class PlanService : public QObject {
   std::shared_ptr<const ModelSpec> spec() const { return m_spec; }
   std::shared_ptr<const HardwareProfile> profile() const { return m_profile; }
   bool busy() const { return m_running > 0; }
+  /// Searches stopped through their cancel flag because a newer request came (they ended with
+  /// kCancelledMessage rather than running to the end).
+  int cancelledSearches() const { return m_cancelledSearches; }
 
   /// Resolves the model field: a catalog entry's HF id maps to its name; anything else goes to
   /// LoadModel (catalog name, config.json or a folder holding one).
   Result<ModelSpec> resolveModel(const QString& text) const;
 
  signals:
-  void planStarted();
+  /// |cancelledOlder|: a search still running was told to stop for this one.
+  void planStarted(bool cancelledOlder);
   void planProgress(double fraction);
   void planReady(const dsplan::PlanReport& report);
   void planFailed(const QString& message);
@@ -107,6 +113,9 @@ class PlanService : public QObject {
   PlannerRequest m_request;      // the last successful request (spec and profile above)
   int m_planGen = 0, m_detailGen = 0, m_whatIfGen = 0, m_checkGen = 0;
   int m_running = 0;
+  int m_cancelledSearches = 0;
+  int m_searchesRunning = 0;
+  std::shared_ptr<std::atomic<bool>> m_planCancel;  // the newest search's flag
   QThreadPool m_pool;
 };
 

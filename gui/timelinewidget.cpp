@@ -47,25 +47,34 @@ void TimelineWidget::setDetail(const StepDetail& d) {
   m_tasks = d.tasks;
   m_makespan = 0;
   for (const TimelineTask& t : m_tasks) m_makespan = std::max(m_makespan, t.end_s);
+  const Prediction& pred = d.prediction;
+  m_bandLow = pred.time_band.low * pred.step_time_s;
+  m_bandHigh = pred.time_band.high * pred.step_time_s;
   m_highlight = -1;
   resetZoom();
+}
+
+double TimelineWidget::total() const {
+  const double t = std::max(m_makespan, m_bandHigh);
+  return t > 0 ? t : 1;
 }
 
 void TimelineWidget::clear() {
   m_tasks.clear();
   m_makespan = 0;
+  m_bandLow = m_bandHigh = 0;
   m_highlight = -1;
   resetZoom();
 }
 
-void TimelineWidget::resetZoom() { setRange(0, m_makespan > 0 ? m_makespan : 1); }
+void TimelineWidget::resetZoom() { setRange(0, total()); }
 
 void TimelineWidget::setRange(double t0, double t1) {
   const double minSpan = 1e-7;
   if (t1 - t0 < minSpan) t1 = t0 + minSpan;
-  const double total = m_makespan > 0 ? m_makespan : 1;
-  const double span = std::min(t1 - t0, total * 1.05);
-  t0 = std::clamp(t0, -0.025 * total, total * 1.025 - span);
+  const double all = total();
+  const double span = std::min(t1 - t0, all * 1.05);
+  t0 = std::clamp(t0, -0.025 * all, all * 1.025 - span);
   m_t0 = t0;
   m_t1 = t0 + span;
   update();
@@ -158,8 +167,17 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     p.drawText(plot, Qt::AlignCenter, tr("no plan selected"));
     return;
   }
-  // Tasks.
+  // The step-time band: where measured steps are expected to end (StepTimeBand), and the
+  // predicted end.
   p.setClipRect(plot);
+  const QColor bandColor(140, 90, 200, 45);
+  if (m_bandHigh > m_bandLow) {
+    p.fillRect(QRectF(QPointF(xOf(m_bandLow), plot.top()), QPointF(xOf(m_bandHigh), plot.bottom())),
+               bandColor);
+    p.setPen(QPen(QColor(110, 60, 170), 1.5, Qt::DashLine));
+    p.drawLine(QPointF(xOf(m_makespan), plot.top()), QPointF(xOf(m_makespan), plot.bottom()));
+  }
+  // Tasks.
   for (int i = 0; i < static_cast<int>(m_tasks.size()); ++i) {
     const TimelineTask& k = m_tasks[static_cast<size_t>(i)];
     if (k.end_s < m_t0 || k.start_s > m_t1) continue;
@@ -203,6 +221,12 @@ void TimelineWidget::paintEvent(QPaintEvent*) {
     const QString n = QString::fromUtf8(it.name);
     p.drawText(QRectF(lx + 16, ly, fm.horizontalAdvance(n) + 4, 18), Qt::AlignLeft | Qt::AlignVCenter, n);
     lx += 16 + fm.horizontalAdvance(n) + 16;
+  }
+  if (m_bandHigh > m_bandLow) {
+    p.fillRect(QRectF(lx, ly + 3, 12, 12), QColor(140, 90, 200, 90));
+    const QString n = tr("step-time band");
+    p.setPen(palette().color(QPalette::Text));
+    p.drawText(QRectF(lx + 16, ly, fm.horizontalAdvance(n) + 4, 18), Qt::AlignLeft | Qt::AlignVCenter, n);
   }
 }
 

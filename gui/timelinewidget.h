@@ -21,7 +21,10 @@ class TimelineWidget : public QWidget {
   void setRange(double t0, double t1);
   double rangeStart() const { return m_t0; }
   double rangeEnd() const { return m_t1; }
-  /// Shows the whole step.
+  /// The step-time band drawn after the step's end (seconds; 0 when none).
+  double bandLow() const { return m_bandLow; }
+  double bandHigh() const { return m_bandHigh; }
+  /// Shows the whole step and its band.
   void resetZoom();
   /// Centres and highlights task |id|.
   void focusTask(int id);
@@ -52,6 +55,9 @@ class TimelineWidget : public QWidget {
 
   std::vector<TimelineTask> m_tasks;
   double m_makespan = 0;
+  // The step-time band (seconds): measured steps are expected to end between these.
+  double m_bandLow = 0, m_bandHigh = 0;
+  double total() const;
   double m_t0 = 0, m_t1 = 1;
   int m_highlight = -1;
   bool m_dragging = false;

@@ -536,6 +536,7 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
     considered_ += cap;
   }
   for (int64_t mb : candidates) {
+    if (r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed)) return;  // Run says so
     auto s = Evaluate(f, mb, false, error);
     if (!error->empty()) return;
     if (!s) continue;
@@ -582,6 +583,7 @@ Result<PlannerResult> Search::Run() {
     std::atomic<size_t> next{0};
     auto worker = [&] {
       for (size_t k = next++; k < todo.size(); k = next++) {
+        if (r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed)) break;
         const size_t i = todo[k];
         std::vector<int64_t> preferred;
         if (!primary) {
@@ -604,8 +606,11 @@ Result<PlannerResult> Search::Run() {
     worker();
     for (std::thread& t : pool) t.join();
   };
+  auto cancelled = [&] { return r_.cancel != nullptr && r_.cancel->load(std::memory_order_relaxed); };
   run_phase(true);
+  if (cancelled()) return Status::InvalidArgument(kCancelledMessage);
   run_phase(false);
+  if (cancelled()) return Status::InvalidArgument(kCancelledMessage);
   for (const std::string& e : errors) {
     if (!e.empty()) return Status::InvalidArgument(e);
   }

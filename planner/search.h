@@ -14,6 +14,7 @@
 #ifndef DSPLAN_PLANNER_SEARCH_H_
 #define DSPLAN_PLANNER_SEARCH_H_
 
+#include <atomic>
 #include <functional>
 #include <optional>
 #include <string>
@@ -64,7 +65,14 @@ struct PlannerRequest {
   int threads = 2;
   /// Called now and then with the fraction done (0..1); may be empty.
   std::function<void(double)> progress;
+  /// Cooperative cancellation (may be null): when another thread sets it, the search stops
+  /// before its next family or candidate micro-batch and RunPlanner returns kCancelledMessage
+  /// as an error.
+  const std::atomic<bool>* cancel = nullptr;
 };
+
+/// The error message of a search stopped through PlannerRequest::cancel.
+inline constexpr const char* kCancelledMessage = "the search was cancelled";
 
 struct ScoredPlan {
   Plan plan;

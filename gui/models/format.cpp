@@ -17,6 +17,33 @@ QString formatSeconds(double s) {
   return QStringLiteral("%1 µs").arg(s * 1e6, 0, 'f', 1);
 }
 
+QString formatSecondsBand(double s, double low, double high) {
+  // The unit and precision of the centre value, applied to the ends.
+  double scale = 1;
+  int digits = 3;
+  QString unit = QStringLiteral("s");
+  if (s < 1.0 && s >= 1e-3) {
+    scale = 1e3;
+    unit = QStringLiteral("ms");
+    digits = s >= 0.1 ? 0 : 2;
+  } else if (s < 1e-3) {
+    scale = 1e6;
+    unit = QStringLiteral("µs");
+    digits = 1;
+  }
+  return QStringLiteral("%1 %2 (%3–%4)")
+      .arg(s * scale, 0, 'f', digits)
+      .arg(unit)
+      .arg(low * s * scale, 0, 'f', digits)
+      .arg(high * s * scale, 0, 'f', digits);
+}
+
+QString stageText(int stage, const std::vector<int>& sameAs) {
+  QString t = QString::number(stage);
+  for (int o : sameAs) t += QStringLiteral("=%1").arg(o);
+  return t;
+}
+
 QString offloadText(const Plan& p) {
   if (!p.OffloadsOptimizer() && !p.OffloadsParams()) return QStringLiteral("none");
   QString s = QStringLiteral("opt→%1").arg(OffloadDeviceName(p.zero.offload_optimizer.device));

@@ -2,6 +2,7 @@
 #include "models/planstablemodel.h"
 
 #include <QColor>
+#include <QStringList>
 
 #include "models/format.h"
 
@@ -84,10 +85,12 @@ QVariant PlansTableModel::headerData(int section, Qt::Orientation orientation, i
         "Activation (gradient) checkpointing",
         "micro-batch per GPU × gradient accumulation steps = global batch (train_batch_size)",
         "Training tokens per second over the cluster",
-        "Predicted time of one optimizer step",
+        "Predicted time of one optimizer step, and in brackets the range measured step times "
+        "are expected in (the step-time band drawn from real DeepSpeed runs)",
         "Model FLOPs utilisation",
-        "Predicted peak per GPU: reserved + CUDA context (what nvidia-smi shows)",
-        "Usable GPU memory (capacity less the 2 % margin) minus the peak",
+        "Predicted peak per GPU: reserved + CUDA context + NCCL (dsplan's \"peak GPU\"); in "
+        "brackets the memory band's upper end (reserved × (1 + band) + context + NCCL)",
+        "What the plan leaves of the usable GPU memory (capacity less --headroom) after its band's upper end: reserved × (1 + band) + context + NCCL",
         "Host RAM per node: offload buffers + 2.1 GiB per process",
         "reduce_bucket_size (elements)",
         "The largest part of the critical path",
@@ -123,7 +126,26 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
   }
   if (role == Qt::ToolTipRole) {
     QString tip = QStringLiteral("%1, micro-batch %2 × %3").arg(QString::fromStdString(PlanSummary(p))).arg(p.micro_batch).arg(p.grad_accum);
-    tip += QStringLiteral("\npeak %1 at %2").arg(formatBytes(static_cast<double>(d.gpu_total_bytes)), QString::fromStdString(d.gpu_peak_task));
+    if (!s.same_as_stages.empty()) {
+      QStringList others;
+      for (int o : s.same_as_stages) others << QString::number(o);
+      tip += QStringLiteral("\nstage %1 gives the same plan (same batch, speed and peak within "
+                            "0.1 %): one row, as dsplan prints \"%2\"")
+                 .arg(others.join(QStringLiteral(", ")), stageText(p.zero.stage, s.same_as_stages));
+    }
+    tip += QStringLiteral("\npeak %1 (reserved + context %2, NCCL %3) at %4; with the memory band "
+                          "up to %5")
+               .arg(formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes)),
+                    formatBytes(static_cast<double>(d.gpu_total_bytes)),
+                    formatBytes(static_cast<double>(d.gpu_nccl_bytes)),
+                    QString::fromStdString(d.gpu_peak_task),
+                    formatBytes(static_cast<double>(d.gpu_upper_total_bytes)));
+    tip += QStringLiteral("\nstep %1: measured step times are expected within %2–%3× the "
+                          "predicted (%4)")
+               .arg(formatSeconds(d.step_time_s))
+               .arg(d.time_band.low, 0, 'f', 2)
+               .arg(d.time_band.high, 0, 'f', 2)
+               .arg(QString::fromStdString(d.time_band.basis));
     if (row.rejected >= 0) {
       tip += QStringLiteral("\nwhy not more: %1")
                  .arg(QString::fromStdString(m_report.rejected[row.rejected].reason));
@@ -133,15 +155,23 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
   if (role == Qt::DisplayRole) {
     switch (column) {
       case kRank: return row.plan + 1;
-      case kStage: return p.zero.stage;
+      case kStage: return stageText(p.zero.stage, s.same_as_stages);
       case kOffload: return offloadText(p);
       case kBatch: return batchText(p);
       case kCheckpointing: return p.gradient_checkpointing ? QStringLiteral("on") : QStringLiteral("off");
       case kBucket: return bucketText(p);
-      case kPeak: return formatBytes(static_cast<double>(d.gpu_total_bytes));
+      case kPeak:
+      {
+        // "114 GiB (≤ 124)": the upper end without its unit when it has the peak's.
+        const QString peak = formatBytes(static_cast<double>(d.gpu_total_bytes + d.gpu_nccl_bytes));
+        QString upper = formatBytes(static_cast<double>(d.gpu_upper_total_bytes));
+        const QString unit = peak.section(QLatin1Char(' '), -1);
+        if (upper.endsWith(QLatin1Char(' ') + unit)) upper.chop(unit.size() + 1);
+        return QStringLiteral("%1 (≤ %2)").arg(peak, upper);
+      }
       case kHeadroom: return formatBytes(headroom);
       case kHostRam: return formatBytes(static_cast<double>(d.host_peak_bytes_per_node));
-      case kStepTime: return formatSeconds(d.step_time_s);
+      case kStepTime: return formatSecondsBand(d.step_time_s, d.time_band.low, d.time_band.high);
       case kTokensPerSecond: return QString::number(d.tokens_per_s, 'f', 0);
       case kMfu: return QStringLiteral("%1 %").arg(100 * d.mfu, 0, 'f', 1);
       case kBottleneck: return QString::fromStdString(d.bottleneck);
@@ -158,7 +188,7 @@ QVariant PlansTableModel::fitRow(const Row& row, int column, int role) const {
       case kBatch: return static_cast<qlonglong>(p.micro_batch);
       case kCheckpointing: return p.gradient_checkpointing ? 1 : 0;
       case kBucket: return static_cast<qlonglong>(p.zero.stage == 0 ? 0 : p.zero.reduce_bucket_size);
-      case kPeak: return static_cast<qlonglong>(d.gpu_total_bytes);
+      case kPeak: return static_cast<qlonglong>(d.gpu_total_bytes + d.gpu_nccl_bytes);
       case kHeadroom: return headroom;
       case kHostRam: return static_cast<qlonglong>(d.host_peak_bytes_per_node);
       case kStepTime: return d.step_time_s;

@@ -177,8 +177,8 @@ std::string RecommendationTable(const std::vector<ScoredPlan>& plans, int top, b
 // Why the GPU limit is what it is, in one line per term.
 std::string HeadroomText(const Prediction& d, const Headroom& h) {
   return fmt::format(
-      "GPU {} per GPU; a plan fits when its predicted peak reserved x (1 + band) + CUDA context "
-      "{} + NCCL {} + headroom {} fit in it\n"
+      "GPU {} per GPU; a plan fits when its predicted peak reserved x (1 + band) + its largest "
+      "transient block + CUDA context {} + NCCL {} + headroom {} fit in it\n"
       "         band +{:.0f}% of reserved ({}); NCCL: {}; headroom: --headroom (fragmentation "
       "spikes, library workspaces and other processes the prediction does not see)\n",
       Bytes(d.gpu_capacity_bytes), Bytes(d.gpu_context_bytes), Bytes(d.gpu_nccl_bytes),
@@ -193,6 +193,7 @@ nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
   return {{"headroom_bytes", h.Bytes(d.gpu_capacity_bytes)},
           {"headroom", h.Describe(d.gpu_capacity_bytes)},
           {"band_upper", d.memory_band.upper},
+          {"band_upper_bytes", d.memory_band.upper_bytes},
           {"band_lower", d.memory_band.lower},
           {"band_provisional", d.memory_band.provisional},
           {"band_basis", d.memory_band.basis},

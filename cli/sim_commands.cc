@@ -213,7 +213,7 @@ int RunCheckCommand() {
   }
   fmt::print("verdict: {}\n", VerdictText(pred));
   fmt::print("memory: peak {} per GPU (reserved {}, allocated {}, context {}{}) of {}; error band "
-             "+{:.0f}% of reserved ({}); headroom {} (--headroom)\n",
+             "+{:.0f}% of reserved + {} ({}); headroom {} (--headroom)\n",
              FormatBytes(static_cast<double>(pred.gpu_total_bytes + pred.gpu_nccl_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_peak_reserved_bytes)),
              FormatBytes(static_cast<double>(pred.gpu_peak_allocated_bytes)),
@@ -222,8 +222,9 @@ int RunCheckCommand() {
                  ? ", NCCL " + FormatBytes(static_cast<double>(pred.gpu_nccl_bytes)) + " estimated"
                  : std::string(),
              FormatBytes(static_cast<double>(pred.gpu_capacity_bytes)),
-             100 * pred.memory_band.upper, pred.memory_band.basis,
-             FormatBytes(static_cast<double>(pred.gpu_headroom_bytes)));
+             100 * pred.memory_band.upper,
+             FormatBytes(static_cast<double>(pred.memory_band.upper_bytes)),
+             pred.memory_band.basis, FormatBytes(static_cast<double>(pred.gpu_headroom_bytes)));
   fmt::print("predicted: host {} per node, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% of the "
              "dense {} peak {:.0f} TFLOP/s ({})\n",
              FormatBytes(static_cast<double>(pred.host_peak_bytes_per_node)), pred.step_time_s,

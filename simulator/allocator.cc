@@ -15,8 +15,21 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   // A counting source never fails for a reason other than memory, and grants a segment past the
   // capacity on the allocator's retry (recording the overflow), so neither call returns an
   // error or -1.
-  (void)replay.AllocateInitial(graph);
+  // The optimizer's lazily created state tensors (StepGraph::lazy_gpu_states) are not there
+  // when the first step starts: they are allocated at the first optimizer task of the first
+  // iteration, from whatever the step's activations left cached, and stay.
+  int64_t lazy_bytes = 0;
+  for (int64_t b : graph.lazy_gpu_states) lazy_bytes += b;
+  const int64_t initial_states = graph.initial[static_cast<int>(MemSpace::kGpu)]
+                                              [static_cast<int>(MemCategory::kOptimizerStates)];
+  if (lazy_bytes > initial_states) lazy_bytes = 0;  // not a split of the initial states
+  bool lazy_pending = lazy_bytes > 0;
+  (void)replay.AllocateInitial(graph, lazy_bytes);
   auto apply = [&](TaskId id) {
+    if (lazy_pending && graph.task(id).kind == TaskKind::kGpuOptimizer) {
+      lazy_pending = false;
+      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
+    }
     const MemEffect* begin = graph.effects_begin(id);
     const MemEffect* end = graph.effects_end(id);
     for (int phase = 0; phase < 2; ++phase) {

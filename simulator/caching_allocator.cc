@@ -217,12 +217,14 @@ std::vector<int64_t> EffectReplayer::StateKey() const {
   return key;
 }
 
-Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph) {
+Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph, int64_t deferred_states) {
   initial_.assign(kNumMemCategories, -1);
   const CategoryBytes& init = graph.initial[static_cast<int>(MemSpace::kGpu)];
   for (int c = 0; c < kNumMemCategories; ++c) {
-    if (init[c] <= 0) continue;
-    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(init[c]));
+    const int64_t bytes =
+        init[c] - (c == static_cast<int>(MemCategory::kOptimizerStates) ? deferred_states : 0);
+    if (bytes <= 0) continue;
+    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(bytes));
     if (b < 0) return -1;
     initial_[c] = b;
   }

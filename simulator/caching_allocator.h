@@ -167,8 +167,9 @@ class CachingAllocator {
 class EffectReplayer {
  public:
   explicit EffectReplayer(CachingAllocator* allocator) : a_(allocator) {}
-  /// The graph's initial GPU state, one block per category. Returns -1 on OOM.
-  Result<int> AllocateInitial(const StepGraph& graph);
+  /// The graph's initial GPU state, one block per category, less |deferred_states| bytes of
+  /// the optimizer-state category (tensors the caller allocates later). Returns -1 on OOM.
+  Result<int> AllocateInitial(const StepGraph& graph, int64_t deferred_states = 0);
   /// Applies one GPU effect. For an allocation: the new block id (or -1 on OOM); for a free:
   /// -2. Non-GPU effects are ignored (returns -2).
   Result<int> Apply(const MemEffect& e);

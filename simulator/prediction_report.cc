@@ -84,6 +84,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
               {"spare_bytes", p.gpu_spare_bytes},
               {"memory_band",
                {{"upper", p.memory_band.upper},
+                {"upper_bytes", p.memory_band.upper_bytes},
                 {"lower", p.memory_band.lower},
                 {"provisional", p.memory_band.provisional},
                 {"basis", p.memory_band.basis}}},
@@ -154,8 +155,11 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
     o += fmt::format("  + NCCL          {:>10}   (estimate: buffers outside PyTorch's allocator)\n",
                      FormatBytes(static_cast<double>(p.gpu_nccl_bytes)));
   }
-  o += fmt::format("  error band      +{:.0f}% / -{:.0f}% of reserved ({}): up to {}\n",
-                   100 * p.memory_band.upper, 100 * p.memory_band.lower, p.memory_band.basis,
+  o += fmt::format("  error band      +{:.0f}% of reserved + {} (largest transient) / -{:.0f}% "
+                   "({}): up to {}\n",
+                   100 * p.memory_band.upper,
+                   FormatBytes(static_cast<double>(p.memory_band.upper_bytes)),
+                   100 * p.memory_band.lower, p.memory_band.basis,
                    FormatBytes(static_cast<double>(p.gpu_upper_total_bytes)));
   o += fmt::format("  headroom        {:>10}   kept free (--headroom); spare before band and "
                    "headroom {}\n",

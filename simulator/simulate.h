@@ -48,7 +48,10 @@ SimulationContext MakeSimulationContext(
 /// the predicted peak reserved memory (torch.cuda.max_memory_reserved). The one place these
 /// numbers live; docs/planner.md "Memory headroom" gives their sources.
 struct MemoryBand {
-  double upper = 0;          // measured may be up to (1 + upper) x predicted
+  double upper = 0;          // measured may be up to (1 + upper) x predicted + upper_bytes
+  /// The step's largest single transient GPU allocation (activations, temporaries, buffers):
+  /// fragmentation can strand up to one block of that size beyond what the replay reserves.
+  int64_t upper_bytes = 0;
   double lower = 0;          // ... or down to (1 - lower) x predicted
   bool provisional = true;   // not yet drawn from the validation record for this task class
   std::string basis;         // one line: where the numbers come from

@@ -174,6 +174,7 @@ class Builder {
   }
 
   void Initial();
+  void LazyStates();
   void Forward(int micro);
   void Backward(int micro);
   void AddToBucket(int micro, int l, TaskId produced);
@@ -336,6 +337,7 @@ Status Builder::Build() {
   }
   g_.Reserve(w_.layers.size() * 4 * static_cast<size_t>(built) + 64);
   Initial();
+  LazyStates();
   TaskId block_begin = 0, block_end = 0;
   int64_t block_buckets = 0;
   for (int micro = 0; micro < gas_; ++micro) {
@@ -373,6 +375,40 @@ Status Builder::Build() {
   const int64_t buckets = buckets_built_ + (compact ? (gas_ - 4) * block_buckets : 0);
   f_.buckets_per_micro_step = gas_ > 0 ? buckets / gas_ : 0;
   return Status();
+}
+
+// The optimizer's GPU state tensors as its first step() creates them. DeepSpeed 0.14.5 builds
+// the states eagerly only for Adagrad (stage_1_and_2.py and stage3.py
+// initialize_optimizer_states; "other optimizers ... do lazy initialization of the state at the
+// first call to step"); Adam, AdamW, Lamb and SGD create one fp32 tensor per state per flat
+// partition (stage 3: per sub-group) when they first step it. Measured: a stage-1 llama-3.2-1b
+// run's step-1 peak is 8 bytes per parameter below the later steps' (docs/simulator.md).
+void Builder::LazyStates() {
+  g_.lazy_gpu_states.clear();
+  if (p_.optimizer == OptimizerType::kAdagrad || state_bytes_ <= 0 || state_bytes_ % 4 != 0) return;
+  const int64_t per_element = state_bytes_ / 4;  // fp32 state tensors per partition
+  std::vector<int64_t> partitions;
+  switch (f_.wrapper) {
+    case OptimizerWrapper::kZero12:
+    case OptimizerWrapper::kBf16Optimizer:
+      if (p_.OffloadsOptimizer()) return;
+      partitions = {part_};
+      break;
+    case OptimizerWrapper::kFp16Optimizer:
+      partitions = {P_};
+      break;
+    case OptimizerWrapper::kZero3:
+      if (p_.OffloadsOptimizer()) return;
+      partitions = subgroup_sizes_;
+      break;
+    case OptimizerWrapper::kBasic:
+      // The optimizer steps the model's own tensors, one state per parameter tensor; kept in
+      // the initial state (no per-tensor list here).
+      return;
+  }
+  for (int64_t n : partitions) {
+    for (int64_t k = 0; k < per_element; ++k) g_.lazy_gpu_states.push_back(4 * n);
+  }
 }
 
 // Model states in place at the start of a steady-state step (after the first step, so the

@@ -152,6 +152,7 @@ void StepGraph::Clear() {
   deps_.clear();
   effects_.clear();
   initial = {};
+  lazy_gpu_states.clear();
   repeat = {};
 }
 
@@ -193,6 +194,7 @@ Result<StepGraph> Unroll(const StepGraph& graph, int64_t max_tasks) {
   const TaskId near = r.begin - n;  // dependencies from here on follow the copies
   StepGraph out;
   out.initial = graph.initial;
+  out.lazy_gpu_states = graph.lazy_gpu_states;
   out.Reserve(static_cast<size_t>(total));
   auto copy_task = [&](TaskId id, int64_t shift, int64_t micro_shift) {
     Task t = graph.task(id);

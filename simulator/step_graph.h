@@ -136,6 +136,13 @@ class StepGraph {
   /// Memory that exists before the step starts (model states, persistent buffers), by space and
   /// category. The timeline starts from it.
   std::array<CategoryBytes, kNumMemSpaces> initial{};
+  /// GPU optimizer-state tensors that the optimizer creates in its first step() (torch-style
+  /// lazy state: Adam's exp_avg and exp_avg_sq per flat fp32 partition or sub-group), in
+  /// creation order. Their bytes are part of initial[kGpu][kOptimizerStates], the steady state;
+  /// the allocator replay (SimulateCachingAllocator) creates them at the first optimizer task of
+  /// its first iteration instead, where they take space from the segments the first step's
+  /// activations left cached (docs/simulator.md, "Reserved memory").
+  std::vector<int64_t> lazy_gpu_states;
 
   /// The repeated micro-step of a compact graph (inactive: every task runs once).
   RepeatedBlock repeat;

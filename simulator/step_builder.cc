@@ -1,6 +1,7 @@
 #include "simulator/step_builder.h"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -99,12 +100,28 @@ int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t par
 
 namespace {
 
+// Pinned host memory comes from PyTorch's CachingHostAllocator (tensor.pin_memory(),
+// torch.empty(..., pin_memory=True), which DeepSpeed's accelerator.pin_memory calls): it rounds
+// every request up to the next power of two before cudaHostAlloc
+// (ATen/core/CachingHostAllocator.h, allocate: PowerOf2Ceil). Measured: gpt2-xl with stage 2 CPU
+// offload pinned 16,640 MiB for two 5,941 MiB fp32 buffers and a 245 MiB one (8 + 8 + 0.25 GiB);
+// docs/simulator.md "Host memory".
+int64_t PinnedBytes(int64_t bytes) {
+  if (bytes <= 1) return bytes;
+  int64_t p = 1;
+  while (p < bytes && p <= (std::numeric_limits<int64_t>::max() >> 1)) p <<= 1;
+  return p < bytes ? bytes : p;
+}
+int64_t InSpace(int64_t bytes, MemSpace s) {
+  return s == MemSpace::kPinnedHost ? PinnedBytes(bytes) : bytes;
+}
+
 MemEffect Alloc(int64_t bytes, MemCategory c, bool at_end = false,
                 MemSpace s = MemSpace::kGpu) {
-  return MemEffect{bytes, s, c, at_end};
+  return MemEffect{InSpace(bytes, s), s, c, at_end};
 }
 MemEffect Free(int64_t bytes, MemCategory c, bool at_end = true, MemSpace s = MemSpace::kGpu) {
-  return MemEffect{-bytes, s, c, at_end};
+  return MemEffect{-InSpace(bytes, s), s, c, at_end};
 }
 // A free in sequence with the task's start effects (a transient inside a multi-part task).
 MemEffect FreeNow(int64_t bytes, MemCategory c) { return Free(bytes, c, false); }
@@ -150,8 +167,10 @@ class Builder {
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
   }
+  // One buffer of |bytes| in place before the step (pinned buffers as the host allocator
+  // rounds them).
   void Init(MemSpace s, MemCategory c, int64_t bytes) {
-    g_.initial[static_cast<int>(s)][static_cast<int>(c)] += bytes;
+    g_.initial[static_cast<int>(s)][static_cast<int>(c)] += InSpace(bytes, s);
   }
   // Elements a ZeRO-3 fetch of layer |l| gathers: its non-persistent parameters, and the
   // word-embedding table for a tied head.
@@ -451,7 +470,12 @@ void Builder::Initial() {
         Init(MemSpace::kPageableHost, MemCategory::kOptimizerStates, states * part_);
         Init(HostSpace(pin), MemCategory::kCommBuffers, e_ * largest_param_);
         // accumulated_grads_in_cpu (GAS > 1): one buffer per owned parameter, whole tensors.
-        if (gas_ > 1) Init(HostSpace(pin), MemCategory::kGradients, e_ * grads_part_);
+        // (Many per-parameter tensors: their sum is not rounded as one request; each tensor's
+        // own power-of-two rounding is not modeled.)
+        if (gas_ > 1) {
+          g_.initial[static_cast<int>(HostSpace(pin))][static_cast<int>(MemCategory::kGradients)] +=
+              e_ * grads_part_;
+        }
         Init(MemSpace::kGpu, MemCategory::kCommBuffers, e_ * largest_param_);
       }
       break;

@@ -382,7 +382,7 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
 }
 
 // The plan on this machine's GPU(s), against the prediction. Under MPI every rank runs its GPU
-// and rank 0 reports what ExecuteOnGpu gathered.
+// and rank 0 reports what the executor gathered.
 int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
   if (Status s = ranks.Agree(run.status()); !s.ok()) return ranks.Fail(s);
@@ -391,7 +391,8 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   const Plan& plan = run->parsed.plan;
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;
-  if (!GpuExecutorBuilt()) {
+  const std::unique_ptr<Executor> executor = MakeGpuExecutor();
+  if (!executor->available()) {
     return ranks.Fail(Status::Unsupported(
         "this dsplan was built without CUDA, so it cannot run the plan: install the CUDA toolkit "
         "(nvcc) and rebuild with scripts/setup.sh. `dsplan simulate` gives the prediction "
@@ -408,8 +409,8 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   // The CPU optimizer gets the threads the prediction assumed, unless told otherwise.
   const int hw_threads = std::max(1, run->profile->host.cores / std::max(1, plan.gpus_per_node));
   eo.cpu_threads = f.cpu_threads > 0 ? f.cpu_threads : hw_threads;
-  auto exec = ExecuteOnGpu(pred.graph, w, plan, eo);
-  if (!exec.ok()) return ranks.Fail(exec.status());  // agreed by ExecuteOnGpu
+  auto exec = executor->Run(pred.graph, w, plan, eo);
+  if (!exec.ok()) return ranks.Fail(exec.status());  // agreed by the executor's ranks
   if (!ranks.root()) return ranks.Exit(0);
   return ranks.Exit(ReportGpuValidation(f, *run, *ds_run, *exec, eo.cpu_threads));
 }

@@ -19,9 +19,9 @@
 #include "core/units.h"
 #include "planner/search.h"
 #include "runtime/comm.h"
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 #include "runtime/executor.h"
-#include "runtime/host/host_validation.h"
+#include "runtime/reference_trainers/host_validation.h"
 #include "runtime/launch.h"
 #include "runtime/mpi/mpi_session.h"
 #include "runtime/validation.h"
@@ -189,7 +189,7 @@ struct Ranks {
   const char* kind() const { return comm != nullptr ? comm->kind() : "threads"; }
 };
 
-// --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/cuda/copy_task.h).
+// --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/reference_trainers/copy_task.h).
 int RunCopyTaskValidation(const ValidateFlags& f) {
   CopyTaskOptions o;
   if (f.steps_given) o.steps = f.steps;

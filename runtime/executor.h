@@ -10,7 +10,7 @@
 //  * collectives: NCCL on the communication stream with the task's bytes (a no-op with 1 rank).
 //  * D2H / H2D: cudaMemcpyAsync between device buffers and pinned (or pageable) host buffers on
 //    the copy streams.
-//  * CPU optimizer: the vectorized CPU AdamW (runtime/host/cpu_adam.h) over the task's elements.
+//  * CPU optimizer: the vectorized CPU AdamW (runtime/cpu_kernels/cpu_adam.h) over the task's elements.
 //  * NVMe read / write: io_uring with O_DIRECT on files under the plan's nvme_path.
 //  * memory effects: every GPU allocation and free of the graph goes through the runtime's
 //    caching allocator (real cudaMalloc segments, PyTorch's rounding and pools), in program order,

@@ -31,8 +31,8 @@
 #include "runtime/cuda/kernels.h"
 #include "runtime/execution_io.h"
 #include "runtime/executor.h"
-#include "runtime/host/cpu_adam.h"
-#include "runtime/host/direct_io.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
+#include "runtime/cpu_kernels/direct_io.h"
 #include "simulator/caching_allocator.h"
 #include "simulator/cost_model.h"
 

@@ -1,6 +1,7 @@
 #include "cli/estimate_command.h"
 
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,7 +34,7 @@ struct EstimateFlags {
   std::optional<int64_t> seq_len;
   int64_t micro_batch = 1;
   bool json = false;
-} g_est;
+};
 
 
 // The rows: every stage with the offload options DeepSpeed's estimators cover (stage 1 has no
@@ -100,38 +101,44 @@ std::string Gib(int64_t bytes) { return fmt::format("{:.2f}", bytes / double(int
 
 }  // namespace
 
-CLI::App* AddEstimateCommand(CLI::App& app) {
-  g_est = EstimateFlags{};  // every DsplanMain call starts from the defaults
+namespace {
+int RunEstimate(const EstimateFlags& f);
+}  // namespace
+
+DeclaredCommand AddEstimateCommand(CLI::App& app) {
+  auto flags = std::make_shared<EstimateFlags>();
+  EstimateFlags& f = *flags;
   CLI::App* cmd = app.add_subcommand(
       "estimate",
       "Model-state memory per ZeRO stage and offload: the ZeRO paper, DeepSpeed's estimator, "
       "and dsplan's full prediction");
-  cmd->add_option("--model", g_est.model, "Catalog name (dsplan models) or path to a HF config.json");
-  cmd->add_option("--params", g_est.params, "A bare parameter count instead of a model");
-  cmd->add_option("--largest-layer-params", g_est.largest_layer_params,
+  cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json");
+  cmd->add_option("--params", f.params, "A bare parameter count instead of a model");
+  cmd->add_option("--largest-layer-params", f.largest_layer_params,
                   "With --params: the largest module's own parameters (DeepSpeed's ZeRO-3 "
                   "estimator term; default 0)");
-  cmd->add_option("--gpus", g_est.gpus, "GPUs per node")
+  cmd->add_option("--gpus", f.gpus, "GPUs per node")
       ->capture_default_str()
       ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
-  cmd->add_option("--nodes", g_est.nodes, "Nodes")
+  cmd->add_option("--nodes", f.nodes, "Nodes")
       ->capture_default_str()
       ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
-  cmd->add_option("--hardware", g_est.hardware,
+  cmd->add_option("--hardware", f.hardware,
                   "Hardware profile for dsplan's prediction (name or YAML). Default: "
                   "h200-measured when present, else h200-sxm");
-  cmd->add_option("--seq-len", g_est.seq_len,
+  cmd->add_option("--seq-len", f.seq_len,
                   "Tokens per sample for dsplan's prediction (default: 512 for T5 and BERT, "
                   "else 1024 capped at a learned position table)");
-  cmd->add_option("--micro-batch", g_est.micro_batch, "Micro-batch for dsplan's prediction")
+  cmd->add_option("--micro-batch", f.micro_batch, "Micro-batch for dsplan's prediction")
       ->capture_default_str()
       ->transform(CountFlag("--micro-batch", 1, 1 << 20));
-  cmd->add_flag("--json", g_est.json, "Machine-readable output");
-  return cmd;
+  cmd->add_flag("--json", f.json, "Machine-readable output");
+  return {cmd, [flags] { return RunEstimate(*flags); }};
 }
 
-int RunEstimateCommand() {
-  const EstimateFlags& f = g_est;
+namespace {
+
+int RunEstimate(const EstimateFlags& f) {
   for (Status s : {CheckCluster(f.gpus, f.nodes), CheckLengthFlags(f.seq_len, std::nullopt),
                    CheckIntFlag("--micro-batch", f.micro_batch, 1, 1 << 20)}) {
     if (!s.ok()) return Fail(s);
@@ -303,4 +310,5 @@ int RunEstimateCommand() {
   return 0;
 }
 
+}  // namespace
 }  // namespace dsplan

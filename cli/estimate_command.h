@@ -12,12 +12,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
-/// Registers the subcommand and its flags on |app|; returns it.
-CLI::App* AddEstimateCommand(CLI::App& app);
-/// Runs it after parsing; returns the exit code (0, or 2 for bad input with a one-line message).
-int RunEstimateCommand();
+/// Registers the subcommand and its flags on |app|; its runner returns the exit code (0, or 2
+/// for bad input with a one-line message).
+DeclaredCommand AddEstimateCommand(CLI::App& app);
 
 }  // namespace dsplan
 

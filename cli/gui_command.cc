@@ -14,14 +14,14 @@
 
 namespace dsplan {
 
-CLI::App* AddGuiCommand(CLI::App& app, std::vector<std::string>* args) {
+DeclaredCommand AddGuiCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "gui", "Start dsplan-gui, the desktop app for exploring plans (docs/gui.md); further "
              "arguments go to it");
   cmd->allow_extras();
   cmd->prefix_command();
-  cmd->final_callback([cmd, args] { *args = cmd->remaining(); });
-  return cmd;
+  // The arguments after `gui` are dsplan-gui's own, passed on unparsed.
+  return {cmd, [cmd] { return RunGuiCommand(cmd->remaining()); }};
 }
 
 std::string GuiProgramBeside(const std::string& dsplan_exe) {

@@ -6,11 +6,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
 /// `dsplan gui [ARGS...]`: starts dsplan-gui from the folder of the dsplan binary, passing
-/// ARGS on (docs/gui.md). |args| receives them at parse time.
-CLI::App* AddGuiCommand(CLI::App& app, std::vector<std::string>* args);
+/// ARGS on (docs/gui.md); its runner calls RunGuiCommand with them.
+DeclaredCommand AddGuiCommand(CLI::App& app);
 
 /// The dsplan-gui program beside |dsplan_exe| (the running binary's path), or "" when it is not
 /// there (the GUI is built only where Qt 6 is installed).

@@ -5,12 +5,15 @@
 #include <cstring>
 #include <system_error>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/command.h"
 #include "cli/common.h"
 #include "cli/dsplan_main.h"
 #include "cli/estimate_command.h"
@@ -118,8 +121,17 @@ int RunModels(bool json) {
   return 0;
 }
 
-int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bool all_layers,
-             bool tensors, bool quiet_header) {
+// dsplan model's options.
+struct ModelFlags {
+  std::string model;
+  bool json = false, all_layers = false, tensors = false;
+  WorkloadFlags workload;
+};
+
+int RunModel(const ModelFlags& f) {
+  const std::string& model = f.model;
+  const WorkloadFlags& flags = f.workload;
+  const bool json = f.json, all_layers = f.all_layers, tensors = f.tensors;
   auto spec = LoadModel(model, DataDir());
   if (!spec.ok()) return Fail(spec.status());
   auto opts = flags.Resolve(*spec);
@@ -134,7 +146,7 @@ int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bo
     fmt::print("{}\n", JsonText(j));
     return 0;
   }
-  if (!quiet_header) fmt::print("{}", ModelSummary(*spec, w->params));
+  fmt::print("{}", ModelSummary(*spec, w->params));
   std::string shape =
       spec->encoder_decoder()
           ? fmt::format("micro-batch {}, source {} + target {} tokens", opts->micro_batch,
@@ -147,6 +159,34 @@ int RunModel(const std::string& model, const WorkloadFlags& flags, bool json, bo
   return 0;
 }
 
+DeclaredCommand AddModelsCommand(CLI::App& app) {
+  auto json = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("models", "List the model catalog with parameter counts");
+  cmd->add_flag("--json", *json, "Machine-readable output");
+  return {cmd, [json] { return RunModels(*json); }};
+}
+
+DeclaredCommand AddModelCommand(CLI::App& app) {
+  auto flags = std::make_shared<ModelFlags>();
+  ModelFlags& f = *flags;
+  CLI::App* cmd =
+      app.add_subcommand("model", "Per-layer parameters, FLOPs and saved activations of a model");
+  cmd->add_option("model", f.model, "Catalog name or path to a HF config.json")->required();
+  cmd->add_flag("--json", f.json, "Machine-readable output");
+  cmd->add_flag("--all-layers", f.all_layers, "One row per block instead of folding repeats");
+  cmd->add_flag("--tensors", f.tensors, "With --json: include the full tensor table");
+  f.workload.Add(cmd);
+  return {cmd, [flags] { return RunModel(*flags); }};
+}
+
+// The subcommands, in the order --help lists them. Each declares its options on its own
+// subcommand, bound into a value its runner owns.
+constexpr DeclaredCommand (*kSubcommands[])(CLI::App&) = {
+    AddModelsCommand,   AddModelCommand,    AddProfileCommand,  AddAccuracyCommand,
+    AddSimulateCommand, AddCheckCommand,    AddEstimateCommand, AddValidateCommand,
+    AddGuiCommand,
+};
+
 }  // namespace
 
 int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
@@ -155,33 +195,10 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
                                         DSPLAN_GIT_HASH + ")");
   app.require_subcommand(0, 1);
 
-  // Main job: dsplan --model M --gpus G (the planner)
-  AddPlanFlags(app);
-
-  auto* models_cmd = app.add_subcommand("models", "List the model catalog with parameter counts");
-  bool models_json = false;
-  models_cmd->add_flag("--json", models_json, "Machine-readable output");
-
-  auto* model_cmd =
-      app.add_subcommand("model", "Per-layer parameters, FLOPs and saved activations of a model");
-  std::string model_name;
-  bool model_json = false, all_layers = false, tensors = false;
-  WorkloadFlags model_flags;
-  model_cmd->add_option("model", model_name, "Catalog name or path to a HF config.json")
-      ->required();
-  model_cmd->add_flag("--json", model_json, "Machine-readable output");
-  model_cmd->add_flag("--all-layers", all_layers, "One row per block instead of folding repeats");
-  model_cmd->add_flag("--tensors", tensors, "With --json: include the full tensor table");
-  model_flags.Add(model_cmd);
-
-  CLI::App* profile_cmd = AddProfileCommand(app);
-  CLI::App* accuracy_cmd = AddAccuracyCommand(app);
-  CLI::App* simulate_cmd = AddSimulateCommand(app);
-  CLI::App* check_cmd = AddCheckCommand(app);
-  CLI::App* estimate_cmd = AddEstimateCommand(app);
-  CLI::App* validate_cmd = AddValidateCommand(app);
-  std::vector<std::string> gui_args;
-  CLI::App* gui_cmd = AddGuiCommand(app, &gui_args);
+  // Main job: dsplan --model M --gpus G (the planner), whose options sit on the app itself.
+  const DeclaredCommand plan = AddPlanFlags(app);
+  std::vector<DeclaredCommand> subcommands;
+  for (auto add : kSubcommands) subcommands.push_back(add(app));
 
   try {
     app.parse(argc, argv);
@@ -201,29 +218,14 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
   }
   if (options.parse_only) return 0;
 
+  // At most one subcommand parses (require_subcommand(0, 1)); none: the main job.
+  const DeclaredCommand* chosen = &plan;
+  for (const DeclaredCommand& c : subcommands) {
+    if (*c.app) chosen = &c;
+  }
   int rc = 0;
   try {
-    if (*models_cmd) {
-      rc = RunModels(models_json);
-    } else if (*profile_cmd) {
-      rc = RunProfileCommand();
-    } else if (*accuracy_cmd) {
-      rc = RunAccuracyCommand();
-    } else if (*simulate_cmd) {
-      rc = RunSimulateCommand();
-    } else if (*check_cmd) {
-      rc = RunCheckCommand();
-    } else if (*estimate_cmd) {
-      rc = RunEstimateCommand();
-    } else if (*validate_cmd) {
-      rc = RunValidateCommand();
-    } else if (*gui_cmd) {
-      rc = RunGuiCommand(gui_args);
-    } else if (*model_cmd) {
-      rc = RunModel(model_name, model_flags, model_json, all_layers, tensors, false);
-    } else {
-      rc = RunPlanCommand();
-    }
+    rc = chosen->run();
   } catch (const std::system_error& e) {
     // fmt reports a failed write to stdout (full disk, closed pipe end) as a system_error.
     std::clearerr(stdout);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -50,9 +51,9 @@ struct PlanFlags {
   int top = 5;
   bool explain = false;
   std::string emit = "ds_config.json";
-  CLI::Option* emit_opt = nullptr;
+  bool emit_given = false;  // --emit was on the line
   std::string hostfile = "hostfile";
-  CLI::Option* hostfile_opt = nullptr;
+  bool hostfile_given = false;  // --hostfile was on the line
   std::string script = "train.py";
   bool force = false;
   bool no_emit = false;
@@ -60,8 +61,8 @@ struct PlanFlags {
   std::vector<std::string> hosts;
   bool json = false;
   bool quiet = false;
-} g;
-CLI::Option* g_nodes_option = nullptr;  // whether --nodes was given
+  bool nodes_given = false;  // --nodes was on the line
+};
 
 Result<OffloadDevice> ParseOffload(const std::string& s, const char* flag) {
   if (s == "none") return OffloadDevice::kNone;
@@ -201,14 +202,17 @@ nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {
           {"context_bytes", d.gpu_context_bytes}};
 }
 
+int RunPlan(PlanFlags g);
+
 }  // namespace
 
-void AddPlanFlags(CLI::App& app) {
-  g = PlanFlags{};  // every DsplanMain call starts from the defaults (the fuzz target loops)
+DeclaredCommand AddPlanFlags(CLI::App& app) {
+  auto flags = std::make_shared<PlanFlags>();
+  PlanFlags& g = *flags;
   app.add_option("--model", g.model, "Catalog name (dsplan models) or path to a HF config.json");
   app.add_option("--gpus", g.gpus, "GPUs per node")
       ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
-  g_nodes_option = app.add_option("--nodes", g.nodes, "Nodes")
+  CLI::Option* nodes_option = app.add_option("--nodes", g.nodes, "Nodes")
                        ->capture_default_str()
                        ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
   app.add_option("--hardware", g.hardware,
@@ -247,11 +251,11 @@ void AddPlanFlags(CLI::App& app) {
   app.add_option("--price-per-gpu-hour", g.price_per_gpu_hour, "For --objective cost: price of one GPU-hour");
   app.add_option("--top", g.top, "Plans to list")->capture_default_str();
   app.add_flag("--explain", g.explain, "Say why the other families were rejected, in numbers");
-  g.emit_opt = app.add_option("--emit", g.emit,
+  CLI::Option* emit_option = app.add_option("--emit", g.emit,
                               "Write the best plan's ds_config.json here (default: ds_config.json "
                               "in text mode, next to an existing one; no file with --json or "
                               "--quiet unless given)");
-  g.hostfile_opt = app.add_option("--hostfile", g.hostfile,
+  CLI::Option* hostfile_option = app.add_option("--hostfile", g.hostfile,
                                   "Several nodes: write the DeepSpeed hostfile here (default: "
                                   "hostfile, written with the config)");
   app.add_option("--script", g.script, "The training script the launch commands name")
@@ -262,6 +266,13 @@ void AddPlanFlags(CLI::App& app) {
   app.add_option("--host", g.hosts, "Host names for the hostfile (one per node)");
   app.add_flag("--json", g.json, "Machine-readable output");
   app.add_flag("--quiet", g.quiet, "Only the best plan, one line");
+  return {&app, [flags, nodes_option, emit_option, hostfile_option] {
+            PlanFlags f = *flags;
+            f.nodes_given = nodes_option->count() > 0;
+            f.emit_given = emit_option->count() > 0;
+            f.hostfile_given = hostfile_option->count() > 0;
+            return RunPlan(std::move(f));
+          }};
 }
 
 namespace {
@@ -275,10 +286,11 @@ struct OutputPlan {
 
 // Decides the output paths before the search (so a refusal costs nothing): never an input,
 // never an existing file without --force; default names move aside to a free name.
-Result<OutputPlan> PlanOutputs(const std::vector<std::string>& inputs, bool multi_node) {
+Result<OutputPlan> PlanOutputs(const PlanFlags& g, const std::vector<std::string>& inputs,
+                               bool multi_node) {
   OutputPlan o;
-  const bool emit_given = g.emit_opt != nullptr && g.emit_opt->count() > 0;
-  const bool hostfile_given = g.hostfile_opt != nullptr && g.hostfile_opt->count() > 0;
+  const bool emit_given = g.emit_given;
+  const bool hostfile_given = g.hostfile_given;
   if (g.no_emit && emit_given) {
     return Status::InvalidArgument("--emit and --no-emit contradict each other");
   }
@@ -319,7 +331,8 @@ struct Launches {
   std::vector<std::string> trainer_args;
 };
 
-Launches MakeLaunches(const Plan& plan, const std::string& config, const std::string& hostfile) {
+Launches MakeLaunches(const PlanFlags& g, const Plan& plan, const std::string& config,
+                      const std::string& hostfile) {
   Launches l;
   l.trainer_args = HfTrainerArgs(plan);
   LaunchSpec hf = LaunchSpecForPlan(plan, g.hosts);
@@ -337,9 +350,7 @@ Launches MakeLaunches(const Plan& plan, const std::string& config, const std::st
   return l;
 }
 
-}  // namespace
-
-int RunPlanCommand() {
+int RunPlan(PlanFlags g) {
   if (g.model.empty()) {
     return Fail(Status::InvalidArgument(
         "--model is required (a catalog name from 'dsplan models' or a path to a HuggingFace "
@@ -398,7 +409,7 @@ int RunPlanCommand() {
   // --gpus is per node: more than the profile's node holds become nodes when --nodes is not
   // given and they fill whole nodes; otherwise they are refused (never one impossible node).
   if (Status s = SplitGpusIntoNodes(profile->gpus_per_node, profile->name,
-                                    g_nodes_option != nullptr && g_nodes_option->count() > 0,
+                                    g.nodes_given,
                                     &g.gpus, &g.nodes);
       !s.ok()) {
     return Fail(s);
@@ -429,7 +440,7 @@ int RunPlanCommand() {
   // What this command reads, never to be written.
   std::vector<std::string> inputs = {g.model, g.model + "/config.json"};
   if (!g.hardware.empty()) inputs.push_back(g.hardware);
-  auto outputs = PlanOutputs(inputs, g.nodes > 1);
+  auto outputs = PlanOutputs(g, inputs, g.nodes > 1);
   if (!outputs.ok()) return Fail(outputs.status());
   PlannerRequest r;
   r.spec = *spec;
@@ -612,7 +623,7 @@ int RunPlanCommand() {
                                       {"seconds", res.seconds}}}};
     if (any) {
       out["memory"] = HeadroomJson(best->prediction, headroom);
-      const Launches l = MakeLaunches(best->plan, config_name, hostfile_name);
+      const Launches l = MakeLaunches(g, best->plan, config_name, hostfile_name);
       out["launch"] = {{"hf_trainer", l.hf_trainer},
                        {"deepspeed_script", l.deepspeed_script},
                        {"torchrun", l.torchrun},
@@ -732,7 +743,7 @@ int RunPlanCommand() {
                hostfile_written.empty() ? std::string("(not written)") : hostfile_written,
                HostfileText(LaunchSpecForPlan(best->plan, g.hosts)));
   }
-  const Launches l = MakeLaunches(best->plan, config_name, hostfile_name);
+  const Launches l = MakeLaunches(g, best->plan, config_name, hostfile_name);
   fmt::print("\nlaunch, HF Trainer script (these Trainer arguments must match the config):\n  {}\n",
              l.hf_trainer);
   fmt::print("launch, plain DeepSpeed script (deepspeed.add_config_arguments):\n  {}\n",
@@ -760,4 +771,5 @@ int RunPlanCommand() {
   return 0;
 }
 
+}  // namespace
 }  // namespace dsplan

@@ -5,12 +5,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
-/// Registers the planner's flags on the top-level app.
-void AddPlanFlags(CLI::App& app);
-/// Runs the planner with the parsed flags (returns the exit code).
-int RunPlanCommand();
+/// Registers the planner's flags on the top-level |app|; its runner runs the planner with the
+/// parsed flags (returns the exit code).
+DeclaredCommand AddPlanFlags(CLI::App& app);
 
 }  // namespace dsplan
 

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <set>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -39,11 +40,6 @@ struct ProfileFlags {
   bool force = false;  // replace an existing --out file
   bool tiny = false;  // test-only sizes (hidden flag): seconds, not minutes
 };
-
-ProfileFlags& Flags() {
-  static ProfileFlags f;
-  return f;
-}
 
 // The datasheet profile for a GPU name as CUDA reports it, or "" when none matches.
 std::string BaseFor(const std::string& gpu) {
@@ -138,9 +134,13 @@ ProfileSizes TinySizes() {
 
 }  // namespace
 
-CLI::App* AddProfileCommand(CLI::App& app) {
-  ProfileFlags& f = Flags();
-  f = ProfileFlags{};  // every DsplanMain call starts from the defaults
+namespace {
+int RunProfile(const ProfileFlags& f);
+}  // namespace
+
+DeclaredCommand AddProfileCommand(CLI::App& app) {
+  auto flags = std::make_shared<ProfileFlags>();
+  ProfileFlags& f = *flags;
   CLI::App* cmd = app.add_subcommand(
       "profile", "Measure this machine (GEMM, HBM, PCIe, NCCL, CPU Adam, NVMe) and write a "
                  "hardware profile");
@@ -162,11 +162,12 @@ CLI::App* AddProfileCommand(CLI::App& app) {
   cmd->add_flag("--quick", f.quick, "Fewer shapes and sizes: under a minute on one H200");
   cmd->add_flag("--test-sizes", f.tiny, "Tiny sizes for tests (numbers are not meaningful)")
       ->group("");
-  return cmd;
+  return {cmd, [flags] { return RunProfile(*flags); }};
 }
 
-int RunProfileCommand() {
-  const ProfileFlags& f = Flags();
+namespace {
+
+int RunProfile(const ProfileFlags& f) {
   auto sections = ParseSections(f.only);
   if (!sections.ok()) return Fail(sections.status());
   Status writable = CheckWritable(f.out, f);
@@ -243,4 +244,5 @@ int RunProfileCommand() {
   return 0;
 }
 
+}  // namespace
 }  // namespace dsplan

@@ -4,13 +4,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
-/// Adds the `profile` subcommand to |app| and returns it; its flags are kept inside this module.
-CLI::App* AddProfileCommand(CLI::App& app);
-/// Runs the subcommand after parsing. Returns the exit code: 0 done (notes may say what was not
-/// measured), 2 bad input (unwritable --out, unknown --base or --only section), 1 internal.
-int RunProfileCommand();
+/// Adds the `profile` subcommand to |app|. Its runner returns the exit code: 0 done (notes may
+/// say what was not measured), 2 bad input (unwritable --out, unknown --base or --only
+/// section), 1 internal.
+DeclaredCommand AddProfileCommand(CLI::App& app);
 
 }  // namespace dsplan
 

@@ -37,28 +37,34 @@ struct AccuracyFlags {
   std::string markdown;
   bool json = false;
   bool unseen_families = false;
-} g_accuracy;
+};
 
-SimulateFlags g_sim;
+// simulate's options: a config run's, and whose software stack runs the step.
+struct SimulateCommandFlags {
+  SimulateFlags sim;
+  std::string stack = "pytorch-deepspeed";
+};
 
-std::string g_stack = "pytorch-deepspeed";
+int RunSimulate(const SimulateFlags& f, const std::string& stack);
+int RunCheck(const SimulateFlags& f);
+int RunAccuracy(const AccuracyFlags& f);
 
 }  // namespace
 
-CLI::App* AddSimulateCommand(CLI::App& app) {
-  g_sim = SimulateFlags{};  // every DsplanMain call starts from the defaults
-  g_stack = "pytorch-deepspeed";
+DeclaredCommand AddSimulateCommand(CLI::App& app) {
+  auto flags = std::make_shared<SimulateCommandFlags>();
+  SimulateFlags& sim = flags->sim;
   CLI::App* cmd = app.add_subcommand(
       "simulate", "Predict memory and step time of a ds_config.json for a model and cluster");
-  AddClusterAndWorkloadFlags(cmd, g_sim);
-  AddDsConfigFlags(cmd, g_sim);
-  cmd->add_option("--trace", g_sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
-  cmd->add_flag("--force", g_sim.force, "Replace an existing --trace file");
-  cmd->add_option("--stack", g_stack,
+  AddClusterAndWorkloadFlags(cmd, sim);
+  AddDsConfigFlags(cmd, sim);
+  cmd->add_option("--trace", sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
+  cmd->add_flag("--force", sim.force, "Replace an existing --trace file");
+  cmd->add_option("--stack", flags->stack,
                   "Whose software runs the step: pytorch-deepspeed (what users run) or "
                   "dsplan-runtime (what dsplan validate executes and compares with)")
       ->capture_default_str();
-  return cmd;
+  return {cmd, [flags] { return RunSimulate(flags->sim, flags->stack); }};
 }
 
 std::string QuietLine(const Prediction& p) {
@@ -90,16 +96,17 @@ std::string AutoValuesText(const ParsedDsConfig& parsed) {
   return out;
 }
 
-int RunSimulateCommand() {
-  const SimulateFlags& f = g_sim;
-  if (g_stack != "pytorch-deepspeed" && g_stack != "dsplan-runtime") {
+namespace {
+
+int RunSimulate(const SimulateFlags& f, const std::string& stack) {
+  if (stack != "pytorch-deepspeed" && stack != "dsplan-runtime") {
     return Fail(Status::InvalidArgument(fmt::format(
         "--stack {}: valid are pytorch-deepspeed (PyTorch eager + DeepSpeed) and "
         "dsplan-runtime (dsplan validate's executor)",
-        Quote(g_stack))));
+        Quote(stack))));
   }
   auto run = SimulateConfig(f, !f.trace.empty(),
-                            g_stack == "dsplan-runtime" ? SoftwareStack::kDsplanRuntime
+                            stack == "dsplan-runtime" ? SoftwareStack::kDsplanRuntime
                                                         : SoftwareStack::kPyTorchDeepSpeed);
   if (!run.ok()) return Fail(run.status());
   const Prediction& pred = run->prediction;
@@ -128,22 +135,22 @@ int RunSimulateCommand() {
   return 0;
 }
 
-namespace {
-SimulateFlags g_check;
 }  // namespace
 
-CLI::App* AddCheckCommand(CLI::App& app) {
-  g_check = SimulateFlags{};  // every DsplanMain call starts from the defaults
+DeclaredCommand AddCheckCommand(CLI::App& app) {
+  auto flags = std::make_shared<SimulateFlags>();
+  SimulateFlags& f = *flags;
   CLI::App* cmd = app.add_subcommand(
       "check", "Judge an existing ds_config.json: fits or not and why, speed, wasted keys, and "
                "the plan dsplan would pick instead");
-  AddClusterAndWorkloadFlags(cmd, g_check);
-  AddDsConfigFlags(cmd, g_check);
-  return cmd;
+  AddClusterAndWorkloadFlags(cmd, f);
+  AddDsConfigFlags(cmd, f);
+  return {cmd, [flags] { return RunCheck(*flags); }};
 }
 
-int RunCheckCommand() {
-  const SimulateFlags& f = g_check;
+namespace {
+
+int RunCheck(const SimulateFlags& f) {
   auto run = SimulateConfig(f, false);
   if (!run.ok()) return Fail(run.status());
   const Plan& plan = run->parsed.plan;
@@ -255,53 +262,58 @@ int RunCheckCommand() {
   return 0;
 }
 
-CLI::App* AddAccuracyCommand(CLI::App& app) {
-  g_accuracy = AccuracyFlags{};  // every DsplanMain call starts from the defaults
+}  // namespace
+
+DeclaredCommand AddAccuracyCommand(CLI::App& app) {
+  auto flags = std::make_shared<AccuracyFlags>();
+  AccuracyFlags& f = *flags;
   CLI::App* cmd = app.add_subcommand(
       "accuracy", "Simulate every run of a calibration file and compare with what was measured");
-  cmd->add_option("--hardware", g_accuracy.hardware, "Hardware profile name or YAML path")
+  cmd->add_option("--hardware", f.hardware, "Hardware profile name or YAML path")
       ->capture_default_str();
-  cmd->add_option("--calibration", g_accuracy.calibration,
+  cmd->add_option("--calibration", f.calibration,
                   "Calibration JSONL (default: tests/fixtures/calibration/deepspeed-h200.jsonl)");
-  cmd->add_option("--markdown", g_accuracy.markdown, "Also write the report as Markdown here");
-  cmd->add_flag("--json", g_accuracy.json, "Machine-readable output");
-  cmd->add_flag("--unseen-families", g_accuracy.unseen_families,
+  cmd->add_option("--markdown", f.markdown, "Also write the report as Markdown here");
+  cmd->add_flag("--json", f.json, "Machine-readable output");
+  cmd->add_flag("--unseen-families", f.unseen_families,
                 "Predict each run as for a model family whose blocks were never measured "
                 "(leave-one-family-out: per-op host costs instead of the family's measured block time)");
-  return cmd;
+  return {cmd, [flags] { return RunAccuracy(*flags); }};
 }
 
-int RunAccuracyCommand() {
-  const std::string path = g_accuracy.calibration.empty()
+namespace {
+
+int RunAccuracy(const AccuracyFlags& f) {
+  const std::string path = f.calibration.empty()
                                ? DataDir() + "/tests/fixtures/calibration/deepspeed-h200.jsonl"
-                               : g_accuracy.calibration;
-  auto profile = FindHardwareProfile(g_accuracy.hardware, DataDir());
+                               : f.calibration;
+  auto profile = FindHardwareProfile(f.hardware, DataDir());
   if (!profile.ok()) return Fail(profile.status());
   auto runs = LoadCalibration(path);
   if (!runs.ok()) return Fail(runs.status());
-  auto summary = EvaluateCalibration(*runs, *profile, g_accuracy.unseen_families);
+  auto summary = EvaluateCalibration(*runs, *profile, f.unseen_families);
   if (!summary.ok()) return Fail(summary.status());
-  const std::string shown = g_accuracy.calibration.empty()
+  const std::string shown = f.calibration.empty()
                                 ? "tests/fixtures/calibration/deepspeed-h200.jsonl"
-                                : g_accuracy.calibration;
+                                : f.calibration;
   std::string md = AccuracyMarkdown(*summary, *profile, shown);
-  if (!g_accuracy.markdown.empty()) {
+  if (!f.markdown.empty()) {
     const std::string def = "--markdown docs/accuracy.md`";
     if (size_t at = md.find(def); at != std::string::npos) {
-      md.replace(at, def.size(), "--markdown " + g_accuracy.markdown + "`");
+      md.replace(at, def.size(), "--markdown " + f.markdown + "`");
     }
   }
-  if (g_accuracy.unseen_families) {
+  if (f.unseen_families) {
     const std::string tag = "`dsplan accuracy ";
     if (size_t at = md.find(tag); at != std::string::npos) {
       md.insert(at + tag.size(), "--unseen-families ");
     }
   }
-  if (!g_accuracy.markdown.empty()) {
+  if (!f.markdown.empty()) {
     // Keep the runtime-validation section that tools/device/summarize_validation.py maintains
     // in the same file (measured on a GPU; this command cannot regenerate it).
     // A missing file has no section to keep; a folder or device is refused here, before writing.
-    Result<std::string> old = ReadInputFile(g_accuracy.markdown, "--markdown file");
+    Result<std::string> old = ReadInputFile(f.markdown, "--markdown file");
     if (!old.ok() && old.status().code() != Status::Code::kNotFound) return Fail(old.status());
     const std::string prev = old.ok() ? *old : std::string();
     const std::string begin = "<!-- runtime-validation: begin";
@@ -313,9 +325,9 @@ int RunAccuracyCommand() {
     // Rewrites its own report in place (it keeps a section of the old file): the calibration
     // file it reads is never a target.
     const OutputPolicy policy{{path}, true, "--markdown"};
-    if (Status s = WriteOutputFile(g_accuracy.markdown, md, policy); !s.ok()) return Fail(s);
+    if (Status s = WriteOutputFile(f.markdown, md, policy); !s.ok()) return Fail(s);
   }
-  if (g_accuracy.json) {
+  if (f.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const AccuracyRow& r : summary->rows) {
       rows.push_back({{"id", r.run.id},
@@ -350,4 +362,5 @@ int RunAccuracyCommand() {
   return 0;
 }
 
+}  // namespace
 }  // namespace dsplan

@@ -1,18 +1,17 @@
 // The simulator's commands: simulate, check and accuracy. Each Add* registers a subcommand and
-// its flags; the matching Run* executes it after parsing (returns the exit code).
+// its flags; its runner executes it after parsing (returns the exit code).
 #ifndef DSPLAN_CLI_SIM_COMMANDS_H_
 #define DSPLAN_CLI_SIM_COMMANDS_H_
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
-CLI::App* AddSimulateCommand(CLI::App& app);
-int RunSimulateCommand();
-CLI::App* AddCheckCommand(CLI::App& app);
-int RunCheckCommand();
-CLI::App* AddAccuracyCommand(CLI::App& app);
-int RunAccuracyCommand();
+DeclaredCommand AddSimulateCommand(CLI::App& app);
+DeclaredCommand AddCheckCommand(CLI::App& app);
+DeclaredCommand AddAccuracyCommand(CLI::App& app);
 
 }  // namespace dsplan
 

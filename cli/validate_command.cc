@@ -19,9 +19,9 @@
 #include "core/units.h"
 #include "planner/search.h"
 #include "runtime/comm.h"
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 #include "runtime/executor.h"
-#include "runtime/host/host_validation.h"
+#include "runtime/reference_trainers/host_validation.h"
 #include "runtime/launch.h"
 #include "runtime/mpi/mpi_session.h"
 #include "runtime/validation.h"
@@ -52,8 +52,8 @@ struct ValidateFlags {
   bool no_op_profile = false;
   std::string executor = "gpu";
   bool copy_task = false;
-  CLI::Option* steps_option = nullptr;
-} g_val;
+  bool steps_given = false;  // --steps was on the line (--copy-task has its own default)
+};
 
 // A private folder for the NVMe swap files of one validation, under the folder the user or the
 // plan named, removed with everything in it when the run ends (the executors create files and
@@ -189,10 +189,10 @@ struct Ranks {
   const char* kind() const { return comm != nullptr ? comm->kind() : "threads"; }
 };
 
-// --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/cuda/copy_task.h).
+// --copy-task: the CUDA GPT-2 trainer learns a copy task (runtime/reference_trainers/copy_task.h).
 int RunCopyTaskValidation(const ValidateFlags& f) {
   CopyTaskOptions o;
-  if (f.steps_option != nullptr && f.steps_option->count() > 0) o.steps = f.steps;
+  if (f.steps_given) o.steps = f.steps;
   auto r = RunCopyTask(o);
   if (!r.ok()) return Fail(r.status());
   if (f.sim.json) {
@@ -382,7 +382,7 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
 }
 
 // The plan on this machine's GPU(s), against the prediction. Under MPI every rank runs its GPU
-// and rank 0 reports what ExecuteOnGpu gathered.
+// and rank 0 reports what the executor gathered.
 int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   auto run = SimulateConfig(f.sim, true, SoftwareStack::kDsplanRuntime);
   if (Status s = ranks.Agree(run.status()); !s.ok()) return ranks.Fail(s);
@@ -391,7 +391,8 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   const Plan& plan = run->parsed.plan;
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;
-  if (!GpuExecutorBuilt()) {
+  const std::unique_ptr<Executor> executor = MakeGpuExecutor();
+  if (!executor->available()) {
     return ranks.Fail(Status::Unsupported(
         "this dsplan was built without CUDA, so it cannot run the plan: install the CUDA toolkit "
         "(nvcc) and rebuild with scripts/setup.sh. `dsplan simulate` gives the prediction "
@@ -408,64 +409,71 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   // The CPU optimizer gets the threads the prediction assumed, unless told otherwise.
   const int hw_threads = std::max(1, run->profile->host.cores / std::max(1, plan.gpus_per_node));
   eo.cpu_threads = f.cpu_threads > 0 ? f.cpu_threads : hw_threads;
-  auto exec = ExecuteOnGpu(pred.graph, w, plan, eo);
-  if (!exec.ok()) return ranks.Fail(exec.status());  // agreed by ExecuteOnGpu
+  auto exec = executor->Run(pred.graph, w, plan, eo);
+  if (!exec.ok()) return ranks.Fail(exec.status());  // agreed by the executor's ranks
   if (!ranks.root()) return ranks.Exit(0);
   return ranks.Exit(ReportGpuValidation(f, *run, *ds_run, *exec, eo.cpu_threads));
 }
 
+int RunValidate(const ValidateFlags& f);
+
 }  // namespace
 
-CLI::App* AddValidateCommand(CLI::App& app) {
-  g_val = ValidateFlags{};  // every DsplanMain call starts from the defaults
+DeclaredCommand AddValidateCommand(CLI::App& app) {
+  auto flags = std::make_shared<ValidateFlags>();
+  ValidateFlags& f = *flags;
   CLI::App* cmd = app.add_subcommand(
       "validate",
       "Run the plan's training step on this machine's GPU(s) and compare with the prediction, "
       "task class by task class (exit 0 pass, 4 fail). Started by mpirun or srun, each process "
       "is one rank and rank 0 reports");
-  AddClusterAndWorkloadFlags(cmd, g_val.sim, false);
-  AddDsConfigFlags(cmd, g_val.sim, false);
-  g_val.steps_option =
-      cmd->add_option("--steps", g_val.steps,
+  AddClusterAndWorkloadFlags(cmd, f.sim, false);
+  AddDsConfigFlags(cmd, f.sim, false);
+  CLI::Option* steps_option =
+      cmd->add_option("--steps", f.steps,
                       "Measured steps after the warm-up (--executor host: steps trained; "
                       "--copy-task: steps trained, default 400)")
           ->capture_default_str();
-  cmd->add_option("--executor", g_val.executor,
+  cmd->add_option("--executor", f.executor,
                   "gpu: run on this machine's GPU(s) and time it; host: train the plan for real "
                   "on the CPU, ranks as threads (or as processes under mpirun/srun), GPT-2 family, "
                   "small shapes, and check parameters and model-state bytes against unpartitioned "
                   "training and the graph")
       ->check(CLI::IsMember({"gpu", "host"}))
       ->capture_default_str();
-  cmd->add_flag("--copy-task", g_val.copy_task,
+  cmd->add_flag("--copy-task", f.copy_task,
                 "Real math on the GPU: train a tiny GPT-2 written in CUDA on a copy task and check "
                 "that the loss falls (needs no --model or --ds-config)");
-  cmd->add_option("--warmup", g_val.warmup, "Warm-up steps, not measured")->capture_default_str();
-  cmd->add_option("--trace", g_val.sim.trace,
+  cmd->add_option("--warmup", f.warmup, "Warm-up steps, not measured")->capture_default_str();
+  cmd->add_option("--trace", f.sim.trace,
                   "Write measured and predicted timelines as a Chrome trace (Perfetto)");
-  cmd->add_option("--calibrate", g_val.calibrate,
+  cmd->add_option("--calibrate", f.calibrate,
                   "Write a hardware profile corrected from the measured task times to this YAML");
-  cmd->add_option("--time-threshold", g_val.time_threshold,
+  cmd->add_option("--time-threshold", f.time_threshold,
                   "Largest step-time error that passes, as a fraction")
       ->capture_default_str();
-  cmd->add_option("--memory-threshold", g_val.memory_threshold,
+  cmd->add_option("--memory-threshold", f.memory_threshold,
                   "Largest peak-memory error that passes, as a fraction")
       ->capture_default_str();
-  cmd->add_option("--cpu-threads", g_val.cpu_threads,
+  cmd->add_option("--cpu-threads", f.cpu_threads,
                   "CPU optimizer threads per rank (default: the profile's cores per GPU, as "
                   "predicted)");
-  cmd->add_option("--nvme-path", g_val.nvme_path,
+  cmd->add_option("--nvme-path", f.nvme_path,
                   "Folder for NVMe swap files (default: the ds_config's nvme_path)");
-  cmd->add_flag("--force", g_val.sim.force, "Replace existing --trace / --json-out files");
-  cmd->add_option("--json-out", g_val.json_out,
+  cmd->add_flag("--force", f.sim.force, "Replace existing --trace / --json-out files");
+  cmd->add_option("--json-out", f.json_out,
                   "Also write the JSON report to this file (the text report still prints)");
-  cmd->add_flag("--no-op-profile", g_val.no_op_profile,
+  cmd->add_flag("--no-op-profile", f.no_op_profile,
                 "Skip the extra step that times each op (no GEMM/attention/memory split)");
-  return cmd;
+  return {cmd, [flags, steps_option] {
+            flags->steps_given = steps_option->count() > 0;
+            return RunValidate(*flags);
+          }};
 }
 
-int RunValidateCommand() {
-  const ValidateFlags& f = g_val;
+namespace {
+
+int RunValidate(const ValidateFlags& f) {
   // A launcher (mpirun, srun) starts one dsplan per rank. Until MPI is up, errors that every
   // rank meets alike are printed by the launcher's rank 0 only.
   auto launch = DetectLaunch();
@@ -500,4 +508,5 @@ int RunValidateCommand() {
   return RunGpuValidation(f, ranks);
 }
 
+}  // namespace
 }  // namespace dsplan

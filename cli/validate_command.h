@@ -5,10 +5,13 @@
 
 #include <CLI/CLI.hpp>
 
+#include "cli/command.h"
+
 namespace dsplan {
 
-CLI::App* AddValidateCommand(CLI::App& app);
-int RunValidateCommand();
+/// Registers the subcommand and its flags on |app|; its runner returns the exit code (0 pass,
+/// 4 fail, 2 bad input).
+DeclaredCommand AddValidateCommand(CLI::App& app);
 
 }  // namespace dsplan
 

@@ -1,5 +1,5 @@
 // An Execution (runtime/executor.h) as bytes and back, so that the ranks of an MPI job can send
-// rank 0 what they measured (ExecuteOnGpu under ExecuteOptions::comm). The bytes are JSON; every
+// rank 0 what they measured (Executor::Run under ExecuteOptions::comm). The bytes are JSON; every
 // field round-trips exactly (doubles are written with 17 significant digits).
 #ifndef DSPLAN_RUNTIME_EXECUTION_IO_H_
 #define DSPLAN_RUNTIME_EXECUTION_IO_H_

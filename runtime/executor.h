@@ -10,7 +10,7 @@
 //  * collectives: NCCL on the communication stream with the task's bytes (a no-op with 1 rank).
 //  * D2H / H2D: cudaMemcpyAsync between device buffers and pinned (or pageable) host buffers on
 //    the copy streams.
-//  * CPU optimizer: the vectorized CPU AdamW (runtime/host/cpu_adam.h) over the task's elements.
+//  * CPU optimizer: the vectorized CPU AdamW (runtime/cpu_kernels/cpu_adam.h) over the task's elements.
 //  * NVMe read / write: io_uring with O_DIRECT on files under the plan's nvme_path.
 //  * memory effects: every GPU allocation and free of the graph goes through the runtime's
 //    caching allocator (real cudaMalloc segments, PyTorch's rounding and pools), in program order,
@@ -23,12 +23,13 @@
 // rank 0 creates the NCCL unique id and broadcasts it, each process joins with ncclCommInitRank,
 // and rank 0 gathers what every rank measured (docs/runtime.md; compiled, not yet run on GPUs).
 //
-// Thread safety: one ExecuteOnGpu call at a time per process.
+// Thread safety: one Executor::Run at a time per process.
 #ifndef DSPLAN_RUNTIME_EXECUTOR_H_
 #define DSPLAN_RUNTIME_EXECUTOR_H_
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -112,19 +113,32 @@ struct Execution {
   bool operator==(const Execution&) const = default;
 };
 
-/// True when this build has the CUDA executor (a CUDA toolkit was found at configure time).
-bool GpuExecutorBuilt();
+/// Runs a StepGraph on real hardware and measures it: the simulator prices the graph, an
+/// executor runs the same graph (DESIGN.md "two executors"). MakeGpuExecutor() gives this
+/// build's GPU executor, as MakeGpuProbe() gives its probe (runtime/profiler/device_probe.h).
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  /// "cuda", or "none" in a build without CUDA.
+  virtual const char* name() const = 0;
+  /// False when Run can only fail (a build without CUDA); Run then says how to get one.
+  virtual bool available() const = 0;
+  /// Runs |graph| (built unrolled for |plan| on |workload|) options.warmup_steps + options.steps
+  /// times. The result is rank 0's Execution, or the first rank's (in rank order) that ran out
+  /// of memory, or the first rank's error. Under options.comm every process gets the same
+  /// error; rank 0 gets that result, the other ranks their own Execution.
+  /// Errors: no executor in this build, no CUDA device, fewer GPUs than the plan's ranks on
+  /// this node (or than this node's processes, under MPI), an MPI job whose size differs from
+  /// the plan's world size (naming both), a CUDA/NCCL failure other than out-of-memory (which
+  /// is reported in the Execution), an unwritable nvme_path.
+  virtual Result<Execution> Run(const StepGraph& graph, const Workload& workload,
+                                const Plan& plan, const ExecuteOptions& options) = 0;
+};
 
-/// Runs |graph| (built for |plan| on |workload|) options.warmup_steps + options.steps times.
-/// The result is rank 0's Execution, or the first rank's (in rank order) that ran out of memory,
-/// or the first rank's error. Under options.comm every process gets the same error; rank 0 gets
-/// that result, the other ranks their own Execution.
-/// Errors: no CUDA device, fewer GPUs than the plan's ranks on this node (or than this node's
-/// processes, under MPI), an MPI job whose size differs from the plan's world size (naming
-/// both), a CUDA/NCCL failure other than out-of-memory (which is reported in the Execution), an
-/// unwritable nvme_path.
-Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload, const Plan& plan,
-                               const ExecuteOptions& options);
+/// The GPU executor of this build: the CUDA executor (runtime/cuda/executor.cc) when dsplan was
+/// built with CUDA, else one that is not available and says how to get it
+/// (runtime/no_gpu_executor.cc). One Run at a time per process.
+std::unique_ptr<Executor> MakeGpuExecutor();
 
 }  // namespace dsplan
 

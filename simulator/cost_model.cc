@@ -4,9 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "core/fused_attention.h"
+#include "simulator/gemm_table.h"
 #include "simulator/stack_costs.h"
 
 namespace dsplan {
@@ -46,10 +49,6 @@ double CopyCurveSeconds(const CopyCurve& c, double bytes) {
   return c.latency_s.value + bytes / bw;
 }
 
-// exp(|log x/y|): the log-space distance of two sizes without a logarithm (sums of log distances
-// compare as products of these ratios).
-double SizeRatio(double x, double y) { return x > y ? x / y : y / x; }
-
 }  // namespace
 
 int GemmAlignmentClass(int64_t dim, int64_t elem_bytes) {
@@ -70,8 +69,22 @@ const char* SoftwareStackName(SoftwareStack s) {
   return "?";
 }
 
+// The profile's GEMM index, fetched on the first GEMM a cost model prices (most cost models, the
+// one of each Simulate() among them, price none).
+struct CostModel::GemmTableSlot {
+  std::once_flag once;
+  std::shared_ptr<const GemmTable> table;
+};
+
 CostModel::CostModel(const HardwareProfile& profile, Precision precision, SoftwareStack stack)
-    : profile_(&profile), precision_(precision), stack_(stack) {}
+    : profile_(&profile), precision_(precision), stack_(stack),
+      gemm_slot_(std::make_shared<GemmTableSlot>()) {}
+
+const GemmTable& CostModel::gemm_table() const {
+  std::call_once(gemm_slot_->once,
+                 [this] { gemm_slot_->table = SharedGemmTable(profile_->gpu.gemm); });
+  return *gemm_slot_->table;
+}
 
 double CostModel::PeakFlops(Precision p) const {
   const GpuProfile& g = profile_->gpu;
@@ -92,17 +105,8 @@ double CostModel::GemmSeconds(Precision p, double m, double n, double k, double 
   const double elem = static_cast<double>(PrecisionBytes(p));
   const double bytes = elem * batch * (m * k + k * n + m * n);
   const GpuProfile& g = profile_->gpu;
-  double rate = 0;
   // Nearest measured shape of this dtype (log distance over m, n, k).
-  double best = std::numeric_limits<double>::infinity();
-  for (const GemmPoint& pt : g.gemm) {
-    if (pt.dtype != p || pt.flops_per_s <= 0 || pt.batch > 1) continue;
-    const double d = SizeRatio(m * batch, pt.m) * SizeRatio(n, pt.n) * SizeRatio(k, pt.k);
-    if (d < best) {
-      best = d;
-      rate = pt.flops_per_s;
-    }
-  }
+  double rate = gemm_table().NearestRate(p, m * batch, n, k);
   if (rate <= 0) rate = PeakFlops(p) * (g.gemm_efficiency.value > 0 ? g.gemm_efficiency.value : 0.7);
   const double compute_s = flops / rate;
   return std::max(compute_s, RooflineSeconds(bytes));
@@ -117,7 +121,6 @@ double CostModel::RooflineSeconds(double bytes) const {
 
 double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, double k) const {
   if (m <= 0 || n <= 0 || k <= 0) return 0;
-  const GpuProfile& g = profile_->gpu;
   // The table holds the shapes of Linear layers at several token counts, in the three layouts
   // of a Linear's forward and backward. The token count is m for nt and nn, k for tn; the two
   // other dimensions are the layer's (out, in) or (in, out). Take the measured layer shape
@@ -131,41 +134,12 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
   // in both layer dimensions, when the table has any.
   const bool tn = layout == GemmLayout::kTN;
   const double tokens = tn ? k : m, a = tn ? m : n, b = tn ? n : k;
-  const int64_t elem_bytes = PrecisionBytes(precision_);
-  const int align_a = GemmAlignmentClass(static_cast<int64_t>(a), elem_bytes);
-  const int align_b = GemmAlignmentClass(static_cast<int64_t>(b), elem_bytes);
-  double best = std::numeric_limits<double>::infinity();
-  int64_t best_a = 0, best_b = 0;
-  bool best_aligned_alike = false;
-  for (const GemmPoint& pt : g.gemm) {
-    if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
-      continue;
-    }
-    const int64_t pa = tn ? pt.m : pt.n, pb = tn ? pt.n : pt.k;
-    const bool alike = GemmAlignmentClass(pa, elem_bytes) == align_a &&
-                       GemmAlignmentClass(pb, elem_bytes) == align_b;
-    if (best_aligned_alike && !alike) continue;
-    const double d = SizeRatio(a, static_cast<double>(pa)) * SizeRatio(b, static_cast<double>(pb));
-    if ((alike && !best_aligned_alike) || d < best) {
-      best = d;
-      best_a = pa;
-      best_b = pb;
-      best_aligned_alike = alike;
-    }
-  }
+  const std::vector<std::pair<double, double>>* series = nullptr;  // (tokens, FLOP/s) of it
+  const LinearShape best = gemm_table().NearestLinearShape(precision_, layout, a, b, &series);
   // Tables without this layout (profiles written before layouts were measured): the nearest
   // shape of any layout.
-  if (best_a == 0) return GemmSeconds(precision_, m, n, k, 1);
-  std::vector<std::pair<double, double>> series;  // (tokens, FLOP/s) of that layer shape
-  for (const GemmPoint& pt : g.gemm) {
-    if (pt.dtype != precision_ || pt.layout != layout || pt.flops_per_s <= 0 || pt.batch > 1) {
-      continue;
-    }
-    if ((tn ? pt.m : pt.n) != best_a || (tn ? pt.n : pt.k) != best_b) continue;
-    series.push_back({static_cast<double>(tn ? pt.k : pt.m), pt.flops_per_s});
-  }
-  std::sort(series.begin(), series.end());
-  const double rate = InterpLogX(series, tokens, PairX, PairY, /*log_y=*/true);
+  if (best.a == 0 || series == nullptr) return GemmSeconds(precision_, m, n, k, 1);
+  const double rate = InterpLogX(*series, tokens, PairX, PairY, /*log_y=*/true);
   const double elem = static_cast<double>(PrecisionBytes(precision_));
   return std::max(2.0 * m * n * k / rate, RooflineSeconds(elem * (m * k + k * n + m * n)));
 }
@@ -180,17 +154,7 @@ double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, doub
   if (m <= 0 || n <= 0 || k <= 0 || batch <= 0) return 0;
   // The measured batched product of this layout nearest in log space (per product; the
   // measured batches fill the GPU as a step's batch x heads does).
-  double best = std::numeric_limits<double>::infinity(), rate = 0;
-  for (const GemmPoint& pt : profile_->gpu.gemm) {
-    if (pt.dtype != p || pt.layout != layout || pt.batch <= 1 || pt.flops_per_s <= 0) {
-      continue;
-    }
-    const double d = SizeRatio(m, pt.m) * SizeRatio(n, pt.n) * SizeRatio(k, pt.k);
-    if (d < best) {
-      best = d;
-      rate = pt.flops_per_s;
-    }
-  }
+  const double rate = gemm_table().NearestBatchedRate(p, layout, m, n, k);
   if (rate <= 0) return GemmSeconds(p, m, n, k, batch);
   const double elem = static_cast<double>(PrecisionBytes(p));
   return std::max(2.0 * m * n * k * batch / rate,

@@ -17,6 +17,7 @@
 #define DSPLAN_SIMULATOR_COST_MODEL_H_
 
 #include <map>
+#include <memory>
 #include <string_view>
 #include <tuple>
 #include <utility>
@@ -28,6 +29,8 @@
 #include "simulator/workload.h"
 
 namespace dsplan {
+
+class GemmTable;
 
 /// Seconds of one layer's compute, split by op class (for the validation report and the
 /// breakdown).
@@ -150,9 +153,14 @@ class CostModel {
   /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
   double CpuAdamRate(int threads) const;
 
+  /// The index of the profile's measured GEMMs (simulator/gemm_table.h), on first use.
+  const GemmTable& gemm_table() const;
+
+  struct GemmTableSlot;
   const HardwareProfile* profile_;
   Precision precision_;
   SoftwareStack stack_;
+  std::shared_ptr<GemmTableSlot> gemm_slot_;
 };
 
 }  // namespace dsplan

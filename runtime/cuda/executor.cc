@@ -31,16 +31,22 @@
 #include "runtime/cuda/kernels.h"
 #include "runtime/execution_io.h"
 #include "runtime/executor.h"
-#include "runtime/host/cpu_adam.h"
-#include "runtime/host/direct_io.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
+#include "runtime/cpu_kernels/direct_io.h"
 #include "simulator/caching_allocator.h"
 #include "simulator/cost_model.h"
 
 namespace dsplan {
-
-bool GpuExecutorBuilt() { return true; }
-
 namespace {
+
+// The CUDA executor: MakeGpuExecutor's answer in a build with CUDA.
+class CudaExecutor final : public Executor {
+ public:
+  const char* name() const override { return "cuda"; }
+  bool available() const override { return true; }
+  Result<Execution> Run(const StepGraph& graph, const Workload& workload, const Plan& plan,
+                        const ExecuteOptions& options) override;
+};
 
 using Clock = std::chrono::steady_clock;
 using cuda::Nccl;
@@ -1306,8 +1312,8 @@ Result<Execution> ExecuteAsMpiRank(const StepGraph& graph, const Workload& workl
 
 }  // namespace
 
-Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload, const Plan& plan,
-                               const ExecuteOptions& options) {
+Result<Execution> CudaExecutor::Run(const StepGraph& graph, const Workload& workload,
+                                    const Plan& plan, const ExecuteOptions& options) {
   if (options.steps < 1 || options.warmup_steps < 0) {
     return Status::InvalidArgument(fmt::format("steps must be >= 1 and warmup_steps >= 0 (got {} "
                                                "and {})", options.steps, options.warmup_steps));
@@ -1316,7 +1322,7 @@ Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload,
   // must be written out first (StepGraphForm::kUnrolled, bounded by kMaxUnrolledMicroSteps).
   if (graph.repeat.active()) {
     return Status::Internal(
-        "ExecuteOnGpu: the step graph is compact; build it unrolled (StepGraphForm::kUnrolled)");
+        "CudaExecutor::Run: the step graph is compact; build it unrolled (StepGraphForm::kUnrolled)");
   }
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
@@ -1385,5 +1391,7 @@ Result<Execution> ExecuteOnGpu(const StepGraph& graph, const Workload& workload,
   }
   return PickResult(results);
 }
+
+std::unique_ptr<Executor> MakeGpuExecutor() { return std::make_unique<CudaExecutor>(); }
 
 }  // namespace dsplan

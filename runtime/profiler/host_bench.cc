@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
-#include "runtime/host/cpu_adam.h"
-#include "runtime/host/direct_io.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
+#include "runtime/cpu_kernels/direct_io.h"
 
 namespace dsplan {
 namespace {
@@ -142,7 +142,7 @@ Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r) {
 }
 
 // ---- NVMe ----
-// The io_uring and pread/pwrite passes: runtime/host/direct_io.h.
+// The io_uring and pread/pwrite passes: runtime/cpu_kernels/direct_io.h.
 
 Result<NvmeResult> MeasureNvme(const std::string& dir, const NvmeOptions& o) {
   NvmeResult out;

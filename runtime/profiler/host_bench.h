@@ -1,4 +1,4 @@
-// Host-side measurements of `dsplan profile`: CPU Adam (runtime/host/cpu_adam.h), memcpy,
+// Host-side measurements of `dsplan profile`: CPU Adam (runtime/cpu_kernels/cpu_adam.h), memcpy,
 // page-fault (first-touch) allocation, and NVMe through io_uring with O_DIRECT. They need no GPU
 // and run in CI with tiny sizes. Sizes are bytes, rates per second.
 #ifndef DSPLAN_RUNTIME_PROFILER_HOST_BENCH_H_

@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/units.h"
-#include "runtime/host/cpu_adam.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
 #include "runtime/profiler/fit.h"
 
 namespace dsplan {
@@ -618,7 +618,7 @@ class Profiler {
       p_.host.cpu_adam = adam_;
       p_.host.cpu_adam_source = Source{
           SourceKind::kMeasured,
-          fmt::format("runtime/host/cpu_adam AdamW step, fp32 params/grads/moments ({} kernel), "
+          fmt::format("runtime/cpu_kernels/cpu_adam AdamW step, fp32 params/grads/moments ({} kernel), "
                       "{} elements split over std::threads; {}; host clock; median; {}",
                       SimdLevelName(DetectSimdLevel()), sizes_.adam_elements,
                       RepeatsText(sizes_.adam_repeats), stamp_)};
@@ -758,7 +758,7 @@ class Profiler {
       r += fit_rows_;
     }
     if (!adam_rows_.empty()) {
-      r += fmt::format("\n# CPU Adam (runtime/host/cpu_adam, {}), median\n",
+      r += fmt::format("\n# CPU Adam (runtime/cpu_kernels/cpu_adam, {}), median\n",
                        SimdLevelName(DetectSimdLevel()));
       r += fmt::format("{:>8} {:>12} {:>11} {:>12} {:>8}\n", "threads", "elements", "time", "rate",
                        "spread");

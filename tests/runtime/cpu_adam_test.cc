@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/host/cpu_adam.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
 
 namespace dsplan {
 namespace {

@@ -86,7 +86,7 @@ int RunCase(const std::string& c, const HardwareProfile& hw) {
   ExecuteOptions eo;
   if (const char* s = std::getenv("SMOKE_STEPS")) eo.steps = std::atoi(s);
   if (const char* s = std::getenv("SMOKE_WARMUP")) eo.warmup_steps = std::atoi(s);
-  auto ex = ExecuteOnGpu(g, *w, plan, eo);
+  auto ex = MakeGpuExecutor()->Run(g, *w, plan, eo);
   fmt::print("=== {} ({} tasks)\n", c, g.size());
   if (!ex.ok()) {
     fmt::print("error: {}\n", ex.status().ToString());
@@ -182,7 +182,7 @@ int main(int argc, char** argv) {
                  argv[0]);
     return 2;
   }
-  fmt::print("executor built: {}\n", GpuExecutorBuilt());
+  fmt::print("executor built: {}\n", MakeGpuExecutor()->available());
   auto hw = FindHardwareProfile("h200-measured", DataDir());
   if (!hw.ok()) {
     fmt::print("profile: {}\n", hw.status().ToString());

@@ -19,8 +19,8 @@
 
 #include "core/hf_config.h"
 #include "core/model_spec.h"
-#include "runtime/host/host_executor.h"
-#include "runtime/host/host_validation.h"
+#include "runtime/reference_trainers/host_executor.h"
+#include "runtime/reference_trainers/host_validation.h"
 #include "runtime/launch.h"
 #include "runtime/mpi/mpi_session.h"
 #include "simulator/step_builder.h"

@@ -1,7 +1,7 @@
-// The host executor (runtime/host/host_executor.h): gradients against finite differences,
+// The host executor (runtime/reference_trainers/host_executor.h): gradients against finite differences,
 // ZeRO stages x world sizes x gradient accumulation x offload against unpartitioned single-rank
 // training, and the bytes per memory category against the simulator's StepGraph.
-#include "runtime/host/host_executor.h"
+#include "runtime/reference_trainers/host_executor.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
-// The GPT-2 trainer's kernels (runtime/cuda/train_kernels.h) against CPU fp64 references, in
+// The GPT-2 trainer's kernels (runtime/reference_trainers/train_kernels.h) against CPU fp64 references, in
 // fp32 and bf16 storage, on fresh random inputs (never zeros) with outputs poisoned with NaN
 // before each launch; then the copy task end to end. Every test skips when no CUDA device is
 // visible (CI has none); run it on a GPU machine.
-#include "runtime/cuda/train_kernels.h"
+#include "runtime/reference_trainers/train_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +13,7 @@
 #include <random>
 #include <vector>
 
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 
 namespace dsplan::train {
 namespace {

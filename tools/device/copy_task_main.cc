@@ -1,4 +1,4 @@
-// dsplan_copy_task_run: the device-side driver of the GPT-2 trainer (runtime/cuda/copy_task.h).
+// dsplan_copy_task_run: the device-side driver of the GPT-2 trainer (runtime/reference_trainers/copy_task.h).
 // Trains the copy task, then optionally times full steps of a catalog model.
 //
 //   dsplan_copy_task_run [--steps N] [--batch B] [--copy-len L] [--lr X] [--fp32] [--seed S]
@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "core/model_catalog.h"
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 
 int main(int argc, char** argv) {
   using namespace dsplan;

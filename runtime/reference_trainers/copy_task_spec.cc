@@ -1,5 +1,5 @@
 // The copy task's tiny default model, shared by the CUDA and no-CUDA builds.
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 
 namespace dsplan {
 

@@ -4,7 +4,7 @@
 // Storage type T (float or __nv_bfloat16) holds parameters' working copy and activations;
 // statistics, attention scores, weight gradients, master weights and AdamW states are fp32.
 // All kernel arithmetic is fp32.
-#include "runtime/cuda/train_kernels.h"
+#include "runtime/reference_trainers/train_kernels.h"
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>

@@ -1,6 +1,6 @@
 // The copy task and step timing without CUDA: this build found no CUDA toolkit, so there is no
 // trainer to run. Both entry points say how to get one.
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 
 namespace dsplan {
 namespace {

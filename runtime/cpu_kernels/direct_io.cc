@@ -1,4 +1,4 @@
-#include "runtime/host/direct_io.h"
+#include "runtime/cpu_kernels/direct_io.h"
 
 #include <fcntl.h>
 #include <linux/io_uring.h>

@@ -1,4 +1,4 @@
-#include "runtime/host/cpu_adam.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
 
 #include <immintrin.h>
 

@@ -4,7 +4,7 @@
 // per Workload layer); the data-parallel rank with DeepSpeed's optimizer wrappers (basic,
 // BF16_Optimizer, ZeRO 1/2, ZeRO 3) and offload; gathering the ranks' results; RunHostTraining.
 // The collectives are a Comm (runtime/comm.h): threads of this process, or MPI processes.
-#include "runtime/host/host_executor.h"
+#include "runtime/reference_trainers/host_executor.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -22,7 +22,7 @@
 #include <fmt/format.h>
 
 #include "runtime/comm.h"
-#include "runtime/host/cpu_adam.h"
+#include "runtime/cpu_kernels/cpu_adam.h"
 
 namespace dsplan {
 namespace {

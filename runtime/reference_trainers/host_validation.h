@@ -1,11 +1,11 @@
 // Host validation: `dsplan validate --executor host`. Trains a GPT-2 plan for real on CPU
-// threads or MPI processes (runtime/host/host_executor.h), trains the same data unpartitioned
+// threads or MPI processes (runtime/reference_trainers/host_executor.h), trains the same data unpartitioned
 // on one rank, and checks (a) the parameters agree within the floating-point tolerance of the
 // precision and (b) the model-state bytes each rank holds at rest equal the StepGraph's, category
 // by category.
 // The tolerances are the ones tests/runtime/host_executor_test.cc states and explains.
-#ifndef DSPLAN_RUNTIME_HOST_HOST_VALIDATION_H_
-#define DSPLAN_RUNTIME_HOST_HOST_VALIDATION_H_
+#ifndef DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_VALIDATION_H_
+#define DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_VALIDATION_H_
 
 #include <cstdint>
 #include <string>
@@ -13,7 +13,7 @@
 
 #include "core/plan.h"
 #include "core/status.h"
-#include "runtime/host/host_executor.h"
+#include "runtime/reference_trainers/host_executor.h"
 #include "simulator/step_graph.h"
 #include "simulator/workload.h"
 
@@ -59,4 +59,4 @@ std::string HostValidationText(const HostValidation& v);
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_HOST_HOST_VALIDATION_H_
+#endif  // DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_VALIDATION_H_

@@ -5,8 +5,8 @@
 // holds no CUDA include and does not use core/status.h (whose defaulted operator== is C++20):
 // every function returns a std::string that is empty on success and holds the error otherwise.
 // copy_task.cc turns those into Status. Method and numbers: docs/runtime-math.md.
-#ifndef DSPLAN_RUNTIME_CUDA_TRAIN_KERNELS_H_
-#define DSPLAN_RUNTIME_CUDA_TRAIN_KERNELS_H_
+#ifndef DSPLAN_RUNTIME_REFERENCE_TRAINERS_TRAIN_KERNELS_H_
+#define DSPLAN_RUNTIME_REFERENCE_TRAINERS_TRAIN_KERNELS_H_
 
 #include <cstdint>
 #include <memory>
@@ -154,4 +154,4 @@ std::string Attention(bool bf16, int b, int t, int c, int nh, const std::vector<
 }  // namespace train
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_CUDA_TRAIN_KERNELS_H_
+#endif  // DSPLAN_RUNTIME_REFERENCE_TRAINERS_TRAIN_KERNELS_H_

@@ -19,8 +19,8 @@
 // RunHostTraining starts world_size threads and joins them (reentrant); with one, this process
 // is that Comm's rank and every rank of the job calls RunHostTraining with the same arguments.
 // Both give the same bits (the Comm's reductions sum in rank order).
-#ifndef DSPLAN_RUNTIME_HOST_HOST_EXECUTOR_H_
-#define DSPLAN_RUNTIME_HOST_HOST_EXECUTOR_H_
+#ifndef DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_EXECUTOR_H_
+#define DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_EXECUTOR_H_
 
 #include <array>
 #include <cstdint>
@@ -113,4 +113,4 @@ Result<HostGradCheck> HostForwardBackward(const Workload& w, uint64_t seed, int 
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_HOST_HOST_EXECUTOR_H_
+#endif  // DSPLAN_RUNTIME_REFERENCE_TRAINERS_HOST_EXECUTOR_H_

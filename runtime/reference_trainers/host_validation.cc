@@ -1,4 +1,4 @@
-#include "runtime/host/host_validation.h"
+#include "runtime/reference_trainers/host_validation.h"
 
 #include <algorithm>
 #include <cmath>

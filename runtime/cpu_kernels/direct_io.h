@@ -1,8 +1,8 @@
 // Sequential file I/O with O_DIRECT: io_uring over the raw system calls (no liburing), and a
 // pread/pwrite fallback at queue depth 1. Used by the profiler's NVMe measurement
 // (runtime/profiler/host_bench.cc) and the CUDA executor's NVMe swap tasks.
-#ifndef DSPLAN_RUNTIME_HOST_DIRECT_IO_H_
-#define DSPLAN_RUNTIME_HOST_DIRECT_IO_H_
+#ifndef DSPLAN_RUNTIME_CPU_KERNELS_DIRECT_IO_H_
+#define DSPLAN_RUNTIME_CPU_KERNELS_DIRECT_IO_H_
 
 #include <cstdint>
 
@@ -24,4 +24,4 @@ Result<double> SyncPass(bool write, int fd, int64_t bytes, int64_t block, char* 
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_HOST_DIRECT_IO_H_
+#endif  // DSPLAN_RUNTIME_CPU_KERNELS_DIRECT_IO_H_

@@ -10,8 +10,8 @@
 //
 // Without CUDA (no toolkit at build time) both entry points return Status::Unsupported.
 // This header includes no CUDA header. Method and measured numbers: docs/runtime-math.md.
-#ifndef DSPLAN_RUNTIME_CUDA_COPY_TASK_H_
-#define DSPLAN_RUNTIME_CUDA_COPY_TASK_H_
+#ifndef DSPLAN_RUNTIME_REFERENCE_TRAINERS_COPY_TASK_H_
+#define DSPLAN_RUNTIME_REFERENCE_TRAINERS_COPY_TASK_H_
 
 #include <cstdint>
 #include <string>
@@ -89,4 +89,4 @@ Result<GptStepTiming> TimeGptStep(const ModelSpec& spec, int micro_batch, int se
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_CUDA_COPY_TASK_H_
+#endif  // DSPLAN_RUNTIME_REFERENCE_TRAINERS_COPY_TASK_H_

@@ -11,8 +11,8 @@
 // the elements over |threads| std::threads in contiguous 64-element-aligned chunks.
 // Thread safety: AdamStep writes only the ranges it is given; distinct calls on disjoint ranges
 // may run concurrently.
-#ifndef DSPLAN_RUNTIME_HOST_CPU_ADAM_H_
-#define DSPLAN_RUNTIME_HOST_CPU_ADAM_H_
+#ifndef DSPLAN_RUNTIME_CPU_KERNELS_CPU_ADAM_H_
+#define DSPLAN_RUNTIME_CPU_KERNELS_CPU_ADAM_H_
 
 #include <cstdint>
 
@@ -43,4 +43,4 @@ void AdamStep(const AdamParams& params, float* p, const float* g, float* m, floa
 
 }  // namespace dsplan
 
-#endif  // DSPLAN_RUNTIME_HOST_CPU_ADAM_H_
+#endif  // DSPLAN_RUNTIME_CPU_KERNELS_CPU_ADAM_H_

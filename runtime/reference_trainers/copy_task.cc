@@ -1,6 +1,6 @@
 // RunCopyTask and TimeGptStep on top of the CUDA trainer (train_kernels.cu). Host code only:
 // the data, the learning-rate schedule, the timing and the Status conversion.
-#include "runtime/cuda/copy_task.h"
+#include "runtime/reference_trainers/copy_task.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "runtime/cuda/train_kernels.h"
+#include "runtime/reference_trainers/train_kernels.h"
 
 namespace dsplan {
 namespace {

@@ -610,17 +610,17 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     case TaskKind::kForward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.fwd_s + HookSeconds(t, c);
+      return c.fwd_s / std::max(1, t.parts) + HookSeconds(t, c);
     }
     case TaskKind::kRecompute: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.recompute_s + HookSeconds(t, c);
+      return c.recompute_s / std::max(1, t.parts) + HookSeconds(t, c);
     }
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
-      return c.bwd_s + HookSeconds(t, c);
+      return c.bwd_s / std::max(1, t.parts) + HookSeconds(t, c);
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

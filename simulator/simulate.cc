@@ -214,6 +214,12 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   std::vector<double> durations(g.size());
   for (TaskId id = 0; id < g.size(); ++id) {
     durations[id] = cost.TaskSeconds(g.task(id), ctx.layer_costs, threads);
+    // The profile's NVMe rate is the node's (all its drives); every rank of the node swaps the
+    // same bytes at the same time, so each gets its share.
+    const TaskKind k = g.task(id).kind;
+    if (k == TaskKind::kNvmeRead || k == TaskKind::kNvmeWrite) {
+      durations[id] *= std::max(1, plan.gpus_per_node);
+    }
   }
   Schedule sched = ScheduleGraph(g, durations, true);
   MemoryTimeline mem = ComputeMemory(g, options.keep_graph);

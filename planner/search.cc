@@ -732,7 +732,14 @@ std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_g
     PlannerRequest r = request;
     r.progress = nullptr;
     r.host_memory_bytes = int64_t{1} << 50;
-    if (auto p = best_of(r)) {
+    // The plan that needs the least host RAM (the fastest one may keep everything in RAM when
+    // an NVMe plan would need far less).
+    auto res = RunPlanner(r);
+    if (res.ok() && !res->ranked.empty()) {
+      const ScoredPlan* p = &res->ranked.front();
+      for (const ScoredPlan& s : res->ranked) {
+        if (s.prediction.host_peak_bytes_per_node < p->prediction.host_peak_bytes_per_node) p = &s;
+      }
       const double need = static_cast<double>(p->prediction.host_peak_bytes_per_node);
       return FitSuggestion{fmt::format("--host-memory {} (per node)", FormatBytes(need)), *p};
     }

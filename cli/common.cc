@@ -283,13 +283,11 @@ Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::stri
     DSPLAN_ASSIGN_OR_RETURN(NodeProfile n, FindNodeProfile(node, DataDir()));
     p = ApplyNodeProfile(p, n);
   }
-  if (host_cores < 0 || host_cores > 1'000'000) {
+  if (host_cores != -1 && (host_cores < 1 || host_cores > 1'000'000)) {
     return Status::InvalidArgument(
         fmt::format("--host-cores must be an integer from 1 to 1000000, got {}", host_cores));
   }
-  if (host_cores > 0) {
-    p.host.cores = host_cores;
-  }
+  if (host_cores != -1) p.host.cores = host_cores;
   return p;
 }
 

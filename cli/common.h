@@ -67,7 +67,7 @@ Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> t
 std::string DefaultHardwareName();
 
 /// The machine a command plans for: --hardware (or the default), built into --node when given
-/// (core/hardware_profile.h NodeProfile), with --host-cores (> 0) replacing the node's cores.
+/// (core/hardware_profile.h NodeProfile), with --host-cores (-1: not given) replacing the node's cores.
 Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,
                                     int host_cores);
 

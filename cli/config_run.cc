@@ -94,6 +94,13 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
     run.parsed.plan.linear_tiles = f.tiles;
     DSPLAN_RETURN_IF_ERROR(ValidatePlan(run.parsed.plan));
   }
+  if (stack == SoftwareStack::kDsplanRuntime &&
+      (run.parsed.plan.linear_tiles > 1 || run.parsed.plan.CheckpointsOnHost())) {
+    return Status::Unsupported(
+        "dsplan's runtime does not run tiled Linears or activation checkpoints in host memory "
+        "(ZeRO-Infinity's model-code changes); drop --tiles / dsplan.linear_tiles and "
+        "activation_checkpointing.cpu_checkpointing for --stack dsplan-runtime and validate");
+  }
   const Plan& plan = run.parsed.plan;
   DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
   run.workload = std::make_unique<Workload>(std::move(w));

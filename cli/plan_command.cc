@@ -44,7 +44,7 @@ struct PlanFlags {
   std::optional<int64_t> reduce_bucket_size;
   std::string host_memory, nvme;
   std::string node;
-  int host_cores = 0;
+  int host_cores = -1;  // -1: not given
   std::string nvme_path = "/local_nvme";
   std::optional<double> max_gpu_memory_fraction;
   std::string headroom;

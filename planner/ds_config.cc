@@ -373,9 +373,18 @@ class Parser {
         Warn("dsplan.gradient_checkpointing is not true/false; ignored");
       } else if (v.get<bool>() && !out_.plan.gradient_checkpointing) {
         out_.plan.gradient_checkpointing = true;
-        Warn("dsplan.gradient_checkpointing is true: judged with activation checkpointing on "
-             "(the training script must call model.gradient_checkpointing_enable(), or pass "
-             "--gradient_checkpointing to the HF Trainer)");
+        bool host = false;
+        if (Has("activation_checkpointing") && At("activation_checkpointing").is_object()) {
+          const json& ac = At("activation_checkpointing");
+          auto it = ac.find("cpu_checkpointing");
+          host = it != ac.end() && it->is_boolean() && it->get<bool>();
+        }
+        Warn(host ? "dsplan.gradient_checkpointing is true: judged with activation checkpointing "
+                    "on, through DeepSpeed's checkpoint function (activation_checkpointing."
+                    "cpu_checkpointing)"
+                  : "dsplan.gradient_checkpointing is true: judged with activation checkpointing "
+                    "on (the training script must call model.gradient_checkpointing_enable(), or "
+                    "pass --gradient_checkpointing to the HF Trainer)");
       }
     }
     if (b.contains("linear_tiles")) {
@@ -1393,11 +1402,7 @@ class Parser {
         }
       }
     }
-    if (Has("activation_checkpointing")) {
-      Warn("activation_checkpointing applies only to models that call "
-           "deepspeed.checkpointing.checkpoint (Megatron style); HF models use "
-           "--gradient-checkpointing (torch checkpoint) instead");
-    }
+    // activation_checkpointing: ParseActivationCheckpointing.
     if (Has("elasticity")) {
       const json& e = At("elasticity");
       if (e.is_object() && e.contains("enabled") && e.at("enabled").is_boolean() &&

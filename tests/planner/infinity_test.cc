@@ -267,6 +267,40 @@ TEST_F(InfinityTest, OneTrillionParametersOnOneDgx2) {
   EXPECT_NE(changes.front().find("deepspeed.zero.TiledLinear"), std::string::npos);
 }
 
+// The node's NVMe drives serve all its ranks at once: two ranks on one node take twice as long
+// per byte as two ranks on two nodes, which swap the same bytes each.
+TEST(NvmeSharingTest, RanksOfANodeShareItsDrives) {
+  auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(spec.ok());
+  auto hw = FindHardwareProfile("v100-32gb", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  WorkloadOptions o;
+  o.seq_len = 256;
+  o.precision = Precision::kFp16;
+  auto w = BuildWorkload(*spec, o);
+  ASSERT_TRUE(w.ok());
+  Plan p;
+  p.precision = Precision::kFp16;
+  p.seq_len = 256;
+  p.zero.stage = 3;
+  p.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  p.zero.offload_optimizer.nvme_path = "/nvme";
+  const SimulationContext ctx =
+      MakeSimulationContext(*w, *hw, p.precision, p.zero.stage3_param_persistence_threshold);
+  SimulateOptions so;
+  so.nvme_bytes = int64_t{1} << 40;
+  p.nodes = 1;
+  p.gpus_per_node = 2;
+  auto shared = Simulate(ctx, p, so);
+  p.nodes = 2;
+  p.gpus_per_node = 1;
+  auto alone = Simulate(ctx, p, so);
+  ASSERT_TRUE(shared.ok() && alone.ok());
+  const int nvme = static_cast<int>(Resource::kNvme);
+  ASSERT_GT(alone->busy_s[nvme], 0);
+  EXPECT_NEAR(shared->busy_s[nvme], 2 * alone->busy_s[nvme], 1e-9 * alone->busy_s[nvme]);
+}
+
 // --- ds_config: the activation_checkpointing block and the dsplan block's tiles ---
 
 DsConfigContext Ctx() {

@@ -301,6 +301,33 @@ TEST(NvmeSharingTest, RanksOfANodeShareItsDrives) {
   EXPECT_NEAR(shared->busy_s[nvme], 2 * alone->busy_s[nvme], 1e-9 * alone->busy_s[nvme]);
 }
 
+// NVMe time follows the config's aio block size and queue depth through the profile's measured
+// points (h200-measured: io_uring O_DIRECT at 128 KiB / 1 MiB / 8 MiB and depths 1 / 8 / 32).
+TEST(NvmeSharingTest, AioSettingsPickTheMeasuredPoint) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  ASSERT_FALSE(hw->nvme.points.empty());
+  const auto point = [&](int64_t bs, int qd) {
+    for (const NvmePoint& p : hw->nvme.points) {
+      if (p.block_size == bs && p.queue_depth == qd) return p;
+    }
+    ADD_FAILURE() << "no point " << bs << " " << qd;
+    return NvmePoint{};
+  };
+  AioConfig a;  // DeepSpeed's defaults: 1 MiB blocks, depth 8, one thread
+  EXPECT_EQ(NvmeAioRate(hw->nvme, a, true), point(1 << 20, 8).read_bytes_per_s);
+  EXPECT_EQ(NvmeAioRate(hw->nvme, a, false), point(1 << 20, 8).write_bytes_per_s);
+  a.intra_op_parallelism = 4;  // 4 threads x depth 8 = 32 in flight
+  EXPECT_EQ(NvmeAioRate(hw->nvme, a, true), point(1 << 20, 32).read_bytes_per_s);
+  a = AioConfig{};
+  a.block_size = 6 << 20;  // nearest measured block (log scale): 8 MiB
+  a.queue_depth = 4;       // largest measured depth not above 4: 1
+  EXPECT_EQ(NvmeAioRate(hw->nvme, a, true), point(8 << 20, 1).read_bytes_per_s);
+  NvmeProfile none = hw->nvme;
+  none.points.clear();
+  EXPECT_EQ(NvmeAioRate(none, a, true), none.read_bytes_per_s.value);
+}
+
 // --- ds_config: the activation_checkpointing block and the dsplan block's tiles ---
 
 DsConfigContext Ctx() {

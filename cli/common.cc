@@ -274,6 +274,23 @@ std::string DefaultHardwareName() {
   return "h200-sxm";
 }
 
+Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,
+                                    int host_cores) {
+  DSPLAN_ASSIGN_OR_RETURN(
+      HardwareProfile p,
+      FindHardwareProfile(hardware.empty() ? DefaultHardwareName() : hardware, DataDir()));
+  if (!node.empty()) {
+    DSPLAN_ASSIGN_OR_RETURN(NodeProfile n, FindNodeProfile(node, DataDir()));
+    p = ApplyNodeProfile(p, n);
+  }
+  if (host_cores != -1 && (host_cores < 1 || host_cores > 1'000'000)) {
+    return Status::InvalidArgument(
+        fmt::format("--host-cores must be an integer from 1 to 1000000, got {}", host_cores));
+  }
+  if (host_cores != -1) p.host.cores = host_cores;
+  return p;
+}
+
 Lengths ResolveLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
                        std::optional<int64_t> target_len) {
   Lengths l;

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/model_spec.h"
+#include "core/hardware_profile.h"
 #include "core/status.h"
 
 // Set by cli/CMakeLists.txt for every source of the dsplan binary; fallbacks for other builds.
@@ -64,6 +65,11 @@ Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> t
 
 /// The default hardware profile: h200-measured when profiles/ has it, else h200-sxm.
 std::string DefaultHardwareName();
+
+/// The machine a command plans for: --hardware (or the default), built into --node when given
+/// (core/hardware_profile.h NodeProfile), with --host-cores (-1: not given) replacing the node's cores.
+Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,
+                                    int host_cores);
 
 struct Lengths {
   int64_t seq_len = 0;

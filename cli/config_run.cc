@@ -4,6 +4,7 @@
 
 #include "cli/common.h"
 #include "core/model_catalog.h"
+#include "core/units.h"
 #include "planner/check.h"
 
 namespace dsplan {
@@ -42,6 +43,17 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--global-batch", f.global_batch, "train_batch_size, for \"auto\"")
       ->transform(CountFlag("--global-batch", 1, int64_t{1} << 40));
   cmd->add_option("--precision", f.precision, "bf16, fp16 or fp32, for \"auto\" precision");
+  cmd->add_option("--node", f.node,
+                  "Node profile the GPUs are built into (profiles/nodes: dgx-2, dgx-a100, "
+                  "dgx-h100, dgx-h200, or a file)");
+  cmd->add_option("--host-cores", f.host_cores, "CPU cores per node (default: the profile's)")
+      ->transform(CountFlag("--host-cores", 1, 1'000'000));
+  cmd->add_option("--host-memory", f.host_memory, "Host RAM per node, e.g. 1.5TB (default: the profile's)");
+  cmd->add_option("--nvme", f.nvme, "NVMe space per node, e.g. 28TB (default: the profile's)");
+  cmd->add_option("--tiles", f.tiles,
+                  "Memory-centric tiling: the model's block Linears are "
+                  "deepspeed.zero.TiledLinear with this many out_splits (default 1: none)")
+      ->transform(CountFlag("--tiles", 1, kMaxLinearTiles));
   cmd->add_option("--headroom", f.headroom,
                   "GPU memory a plan must leave free beyond its predicted peak, the peak's error "
                   "band, the CUDA context and NCCL: a size (4GiB) or a percentage of the GPU "
@@ -74,12 +86,25 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   ctx.gradient_checkpointing = f.gradient_checkpointing;
   DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(f.attention));
   DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
+  if (f.tiles < 1 || f.tiles > kMaxLinearTiles) {
+    return Status::InvalidArgument(fmt::format("--tiles must be an integer from 1 to {}, got {}",
+                                               kMaxLinearTiles, f.tiles));
+  }
+  if (f.tiles > 1) {
+    run.parsed.plan.linear_tiles = f.tiles;
+    DSPLAN_RETURN_IF_ERROR(ValidatePlan(run.parsed.plan));
+  }
+  if (stack == SoftwareStack::kDsplanRuntime &&
+      (run.parsed.plan.linear_tiles > 1 || run.parsed.plan.CheckpointsOnHost())) {
+    return Status::Unsupported(
+        "dsplan's runtime does not run tiled Linears or activation checkpoints in host memory "
+        "(ZeRO-Infinity's model-code changes); drop --tiles / dsplan.linear_tiles and "
+        "activation_checkpointing.cpu_checkpointing for --stack dsplan-runtime and validate");
+  }
   const Plan& plan = run.parsed.plan;
   DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
   run.workload = std::make_unique<Workload>(std::move(w));
-  DSPLAN_ASSIGN_OR_RETURN(
-      HardwareProfile hw,
-      FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware, DataDir()));
+  DSPLAN_ASSIGN_OR_RETURN(HardwareProfile hw, LoadMachine(f.hardware, f.node, f.host_cores));
   run.profile = std::make_unique<HardwareProfile>(std::move(hw));
   const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
   SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold, stack);
@@ -87,6 +112,15 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   so.keep_graph = keep_graph;
   if (!f.headroom.empty()) {
     DSPLAN_ASSIGN_OR_RETURN(so.headroom, ParseHeadroom(f.headroom));
+  }
+  if (!f.host_memory.empty()) {
+    DSPLAN_ASSIGN_OR_RETURN(so.host_memory_bytes, ParseSize(f.host_memory, "--host-memory"));
+    if (so.host_memory_bytes <= 0) {
+      return Status::InvalidArgument("--host-memory must be more than 0 bytes");
+    }
+  }
+  if (!f.nvme.empty()) {
+    DSPLAN_ASSIGN_OR_RETURN(so.nvme_bytes, ParseSize(f.nvme, "--nvme"));
   }
   DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
   // What DeepSpeed itself refuses at start-up does not fit, whatever the memory says.

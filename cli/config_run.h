@@ -40,6 +40,14 @@ struct SimulateFlags {
   std::string precision;
   /// --headroom: GPU memory kept free beyond the band, context and NCCL ("" = the default).
   std::string headroom;
+  /// --node: the node profile the GPU is built into; --host-cores: cores per node (-1 = the
+  /// profile's); --host-memory / --nvme: host RAM and NVMe space per node ("" = the profile's);
+  /// --tiles: memory-centric tiling of the blocks' Linears (1 = none).
+  std::string node;
+  int host_cores = -1;  // -1: not given
+  std::string host_memory;
+  std::string nvme;
+  int64_t tiles = 1;
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.

@@ -1,4 +1,5 @@
 #include "cli/plan_command.h"
+#include "planner/check.h"
 
 #include <unistd.h>
 
@@ -43,6 +44,8 @@ struct PlanFlags {
   std::string precision;
   std::optional<int64_t> reduce_bucket_size;
   std::string host_memory, nvme;
+  std::string node;
+  int host_cores = -1;  // -1: not given
   std::string nvme_path = "/local_nvme";
   std::optional<double> max_gpu_memory_fraction;
   std::string headroom;
@@ -237,6 +240,11 @@ DeclaredCommand AddPlanFlags(CLI::App& app) {
   app.add_flag("--no-gradient-checkpointing", g.no_gradient_checkpointing, "Pin checkpointing off");
   app.add_option("--precision", g.precision, "Pin bf16, fp16 or fp32 (default: bf16 if the GPU has it)");
   app.add_option("--reduce-bucket-size", g.reduce_bucket_size, "Pin reduce_bucket_size (elements)");
+  app.add_option("--node", g.node,
+                 "Node profile the GPUs are built into (profiles/nodes: dgx-2, dgx-a100, "
+                 "dgx-h100, dgx-h200, or a file)");
+  app.add_option("--host-cores", g.host_cores, "CPU cores per node (default: the profile's)")
+      ->transform(CountFlag("--host-cores", 1, 1'000'000));
   app.add_option("--host-memory", g.host_memory, "Host RAM per node, e.g. 512GiB (default: the profile's)");
   app.add_option("--nvme", g.nvme, "NVMe space per node for ZeRO-Infinity, e.g. 28TB (default: none)");
   app.add_option("--nvme-path", g.nvme_path, "nvme_path written into the config")->capture_default_str();
@@ -404,7 +412,7 @@ int RunPlan(PlanFlags g) {
   }
   auto spec = LoadModel(g.model, DataDir());
   if (!spec.ok()) return Fail(spec.status());
-  auto profile = FindHardwareProfile(g.hardware.empty() ? DefaultHardwareName() : g.hardware, DataDir());
+  auto profile = LoadMachine(g.hardware, g.node, g.host_cores);
   if (!profile.ok()) return Fail(profile.status());
   // --gpus is per node: more than the profile's node holds become nodes when --nodes is not
   // given and they fill whole nodes; otherwise they are refused (never one impossible node).
@@ -748,9 +756,9 @@ int RunPlan(PlanFlags g) {
              l.hf_trainer);
   fmt::print("launch, plain DeepSpeed script (deepspeed.add_config_arguments):\n  {}\n",
              l.deepspeed_script);
-  if (best->plan.gradient_checkpointing) {
-    fmt::print("  the plan needs activation checkpointing: call model.gradient_checkpointing_enable() "
-               "before deepspeed.initialize (the HF line passes --gradient_checkpointing)\n");
+  if (best->plan.gradient_checkpointing || best->plan.linear_tiles > 1) {
+    fmt::print("model code changes the plan needs:\n");
+    for (const std::string& c : ModelCodeChanges(best->plan)) fmt::print("  - {}\n", c);
   }
   fmt::print("the same under torchrun{}:\n  {}\n", g.nodes > 1 ? " (run on every node)" : "",
              l.torchrun);

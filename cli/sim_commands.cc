@@ -173,8 +173,14 @@ int RunCheck(const SimulateFlags& f) {
     if (!h.ok()) return Fail(h.status());
     r.headroom = *h;
   }
-  if (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
-      plan.zero.offload_param.device == OffloadDevice::kNvme) {
+  // The same host and NVMe limits the config was judged against (--host-memory, --nvme).
+  if (!f.host_memory.empty()) r.host_memory_bytes = pred.host_capacity_bytes_per_node;
+  if (!f.nvme.empty()) {
+    auto b = ParseSize(f.nvme, "--nvme");
+    if (b.ok()) r.nvme_bytes = *b;
+  }
+  if (r.nvme_bytes <= 0 && (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
+                            plan.zero.offload_param.device == OffloadDevice::kNvme)) {
     r.nvme_bytes = std::max<int64_t>(pred.nvme_bytes_per_node, 1);
     r.nvme_path = plan.zero.offload_optimizer.nvme_path.empty() ? plan.zero.offload_param.nvme_path
                                                                   : plan.zero.offload_optimizer.nvme_path;

@@ -823,14 +823,55 @@ Result<std::vector<std::string>> ListHardwareProfiles(const std::string& data_di
   return names;
 }
 
+namespace {
+
+bool IsPath(const std::string& s) {
+  return s.find('/') != std::string::npos ||
+         (s.size() > 5 && s.substr(s.size() - 5) == ".yaml");
+}
+
+// Whether profile text is a node profile (a top-level gpu_profile key), without judging it.
+bool LooksLikeNodeProfile(const std::string& text) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    return root.IsMap() && root["gpu_profile"].IsDefined();
+  } catch (const YAML::Exception&) {
+    return false;
+  }
+}
+
+}  // namespace
+
 Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
                                             const std::string& data_dir) {
-  const bool is_path = name_or_path.find('/') != std::string::npos ||
-                       (name_or_path.size() > 5 &&
-                        name_or_path.substr(name_or_path.size() - 5) == ".yaml");
-  if (is_path) return LoadHardwareProfile(name_or_path);
+  const bool is_path = IsPath(name_or_path);
+  if (is_path) {
+    DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(name_or_path, "hardware profile"));
+    if (!LooksLikeNodeProfile(text)) return ParseHardwareProfile(text, name_or_path);
+    DSPLAN_ASSIGN_OR_RETURN(NodeProfile node, ParseNodeProfile(text, name_or_path));
+    if (IsPath(node.gpu_profile)) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: gpu_profile: {} must name a GPU profile in {}/profiles, not a path",
+          Escape(name_or_path), Quote(node.gpu_profile), data_dir));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(HardwareProfile gpu, FindHardwareProfile(node.gpu_profile, data_dir));
+    return ApplyNodeProfile(gpu, node);
+  }
   DSPLAN_ASSIGN_OR_RETURN(std::vector<std::string> names, ListHardwareProfiles(data_dir));
   if (std::find(names.begin(), names.end(), name_or_path) == names.end()) {
+    const std::vector<std::string> nodes = ListNodeProfiles(data_dir);
+    if (std::find(nodes.begin(), nodes.end(), name_or_path) != nodes.end()) {
+      DSPLAN_ASSIGN_OR_RETURN(NodeProfile node, FindNodeProfile(name_or_path, data_dir));
+      if (IsPath(node.gpu_profile) ||
+          std::find(nodes.begin(), nodes.end(), node.gpu_profile) != nodes.end()) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: gpu_profile: {} must name a GPU profile in {}/profiles", Escape(node.file),
+            Quote(node.gpu_profile), data_dir));
+      }
+      DSPLAN_ASSIGN_OR_RETURN(HardwareProfile gpu, FindHardwareProfile(node.gpu_profile, data_dir));
+      return ApplyNodeProfile(gpu, node);
+    }
+    names.insert(names.end(), nodes.begin(), nodes.end());
     std::string list;
     for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
     std::vector<std::string> close = SuggestNames(name_or_path, names);
@@ -840,6 +881,227 @@ Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
         data_dir, list));
   }
   return LoadHardwareProfile((fs::path(data_dir) / "profiles" / (name_or_path + ".yaml")).string());
+}
+
+namespace {
+
+// A node profile number: {value: ..., datasheet|measured|assumption: "..."}; |optional| keys
+// that are absent read as 0 with no source.
+Result<Number> NodeNumber(const Reader& r, const YAML::Node& map, const std::string& key,
+                          const char* child, Unit unit, bool optional) {
+  if (optional) {
+    const YAML::Node n = map[child];
+    if (!n.IsDefined() || n.IsNull()) return Number{};
+  }
+  return r.NumberOf(map, key, child, unit);
+}
+
+Result<Number> NodeCount(const Reader& r, const YAML::Node& map, const std::string& key,
+                         const char* child, double min, double max, bool optional) {
+  DSPLAN_ASSIGN_OR_RETURN(Number n, NodeNumber(r, map, key, child, Unit::kRate, optional));
+  const YAML::Node node = map[child];
+  if (!(optional && (!node.IsDefined() || node.IsNull())) &&
+      (n.value != std::floor(n.value) || n.value < min || n.value > max)) {
+    return r.Error(node, key.empty() ? std::string(child) : key + "." + child,
+                   fmt::format("must be an integer from {} to {}, got {}", min, max, n.value));
+  }
+  return n;
+}
+
+Result<NodeProfile> ReadNode(const Reader& r, const YAML::Node& root) {
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(root, "(top level)",
+                                    {"name", "description", "gpu_profile", "gpus_per_node", "host",
+                                     "nvme", "network", "nvlink"}));
+  NodeProfile p;
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node name, r.Required(root, "", "name"));
+  DSPLAN_ASSIGN_OR_RETURN(p.name, r.String(name, "name"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node desc, r.Required(root, "", "description"));
+  DSPLAN_ASSIGN_OR_RETURN(p.description, r.String(desc, "description"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node gp, r.Required(root, "", "gpu_profile"));
+  DSPLAN_ASSIGN_OR_RETURN(p.gpu_profile, r.String(gp, "gpu_profile"));
+  if (p.gpu_profile.empty()) return r.Error(gp, "gpu_profile", "must name a GPU profile");
+  DSPLAN_ASSIGN_OR_RETURN(p.gpus_per_node,
+                          NodeCount(r, root, "", "gpus_per_node", 1,
+                                    static_cast<double>(kMaxGpusPerNode), false));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node host, r.Required(root, "", "host"));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(host, "host", {"cores", "ram_bytes", "cpu_adam_per_core",
+                                                   "memory_bytes_per_s"}));
+  DSPLAN_ASSIGN_OR_RETURN(p.cores, NodeCount(r, host, "host", "cores", 1, 1e6, false));
+  DSPLAN_ASSIGN_OR_RETURN(p.ram_bytes, NodeNumber(r, host, "host", "ram_bytes", Unit::kBytes, false));
+  DSPLAN_ASSIGN_OR_RETURN(p.cpu_adam_per_core,
+                          NodeNumber(r, host, "host", "cpu_adam_per_core", Unit::kRate, true));
+  DSPLAN_ASSIGN_OR_RETURN(p.memory_bytes_per_s, NodeNumber(r, host, "host", "memory_bytes_per_s",
+                                                           Unit::kBytesPerS, true));
+  if ((p.cpu_adam_per_core.value > 0) != (p.memory_bytes_per_s.value > 0)) {
+    return r.Error(host, "host",
+                   "cpu_adam_per_core and memory_bytes_per_s go together (the CPU Adam rate is "
+                   "min(threads x per-core rate, memory bandwidth / 28 bytes)); give both or "
+                   "neither");
+  }
+  if (p.ram_bytes.value <= 0) return r.Error(host, "host.ram_bytes", "must be more than 0");
+  const YAML::Node nvme = root["nvme"];
+  if (nvme.IsDefined() && !nvme.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(nvme, "nvme", {"drives", "drive_capacity_bytes",
+                                                     "drive_read_bytes_per_s",
+                                                     "drive_write_bytes_per_s"}));
+    DSPLAN_ASSIGN_OR_RETURN(p.nvme_drives, NodeCount(r, nvme, "nvme", "drives", 0, 1024, false));
+    if (p.nvme_drives.value > 0) {
+      DSPLAN_ASSIGN_OR_RETURN(p.nvme_drive_capacity_bytes,
+                              NodeNumber(r, nvme, "nvme", "drive_capacity_bytes", Unit::kBytes, false));
+      DSPLAN_ASSIGN_OR_RETURN(p.nvme_drive_read_bytes_per_s,
+                              NodeNumber(r, nvme, "nvme", "drive_read_bytes_per_s",
+                                         Unit::kBytesPerS, false));
+      DSPLAN_ASSIGN_OR_RETURN(p.nvme_drive_write_bytes_per_s,
+                              NodeNumber(r, nvme, "nvme", "drive_write_bytes_per_s",
+                                         Unit::kBytesPerS, false));
+      for (const Number* n : {&p.nvme_drive_capacity_bytes, &p.nvme_drive_read_bytes_per_s,
+                              &p.nvme_drive_write_bytes_per_s}) {
+        if (n->value <= 0) {
+          return r.Error(nvme, "nvme", "drive capacity and rates must be more than 0");
+        }
+      }
+    }
+  }
+  const YAML::Node net = root["network"];
+  if (net.IsDefined() && !net.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(
+        r.CheckMap(net, "network", {"nic_bytes_per_s_per_gpu", "busbw_efficiency"}));
+    DSPLAN_ASSIGN_OR_RETURN(p.nic_bytes_per_s_per_gpu,
+                            NodeNumber(r, net, "network", "nic_bytes_per_s_per_gpu",
+                                       Unit::kBytesPerS, false));
+    DSPLAN_ASSIGN_OR_RETURN(p.nic_busbw_efficiency,
+                            NodeNumber(r, net, "network", "busbw_efficiency", Unit::kFraction, false));
+    if (p.nic_bytes_per_s_per_gpu.value <= 0 || p.nic_busbw_efficiency.value <= 0) {
+      return r.Error(net, "network", "the NIC rate and busbw_efficiency must be more than 0");
+    }
+  }
+  const YAML::Node nvl = root["nvlink"];
+  if (nvl.IsDefined() && !nvl.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(nvl, "nvlink", {"busbw_bytes_per_s"}));
+    DSPLAN_ASSIGN_OR_RETURN(p.intra_node_busbw_bytes_per_s,
+                            NodeNumber(r, nvl, "nvlink", "busbw_bytes_per_s", Unit::kBytesPerS, false));
+    if (p.intra_node_busbw_bytes_per_s.value <= 0) {
+      return r.Error(nvl, "nvlink.busbw_bytes_per_s", "must be more than 0");
+    }
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<NodeProfile> ParseNodeProfile(const std::string& text, const std::string& source) {
+  const std::string file = Escape(source);
+  Reader r(file);
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsMap()) {
+      return Status::InvalidArgument(fmt::format("{}: a node profile must be a YAML mapping", file));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(NodeProfile p, ReadNode(r, root));
+    p.file = source;
+    return p;
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(fmt::format("{}: malformed YAML at line {}, column {}: {}",
+                                               file, e.mark.line + 1, e.mark.column + 1,
+                                               Escape(e.msg)));
+  }
+}
+
+std::vector<std::string> ListNodeProfiles(const std::string& data_dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  const fs::path dir = fs::path(data_dir) / "profiles" / "nodes";
+  if (!fs::is_directory(dir, ec)) return names;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml") {
+      names.push_back(entry.path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<NodeProfile> FindNodeProfile(const std::string& name_or_path, const std::string& data_dir) {
+  std::string path = name_or_path;
+  if (!IsPath(name_or_path)) {
+    const std::vector<std::string> names = ListNodeProfiles(data_dir);
+    if (std::find(names.begin(), names.end(), name_or_path) == names.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      std::vector<std::string> close = SuggestNames(name_or_path, names);
+      return Status::NotFound(fmt::format(
+          "unknown node profile {}{}; available in {}/profiles/nodes: {}", Quote(name_or_path),
+          close.empty() ? "" : fmt::format(" (did you mean {}?)", close.front()), data_dir,
+          list.empty() ? "none" : list));
+    }
+    path = (fs::path(data_dir) / "profiles" / "nodes" / (name_or_path + ".yaml")).string();
+  }
+  DSPLAN_ASSIGN_OR_RETURN(std::string text, ReadInputFile(path, "node profile"));
+  return ParseNodeProfile(text, path);
+}
+
+HardwareProfile ApplyNodeProfile(const HardwareProfile& gpu, const NodeProfile& node) {
+  HardwareProfile p = gpu;
+  p.name = gpu.name + "@" + node.name;
+  p.description = fmt::format("{} in a {} node: {}", gpu.name, node.name, node.description);
+  p.file = node.file;
+  p.gpus_per_node = static_cast<int>(node.gpus_per_node.value);
+  p.host.cores = static_cast<int>(node.cores.value);
+  p.host.ram_bytes = node.ram_bytes;
+  if (node.cpu_adam_per_core.value > 0) {
+    // min(threads x per-core rate, memory bandwidth / 28 B): AdamW reads the parameter, the
+    // gradient and two moments and writes three (7 fp32 = 28 bytes per element).
+    p.host.cpu_adam.clear();
+    const double cap = node.memory_bytes_per_s.value / 28.0;
+    for (int t = 1;; t *= 2) {
+      const int threads = std::min(t, p.host.cores);
+      p.host.cpu_adam.push_back(
+          {threads, std::min(threads * node.cpu_adam_per_core.value, cap)});
+      if (threads == p.host.cores) break;
+    }
+    p.host.cpu_adam_source = Source{
+        node.cpu_adam_per_core.source.kind == SourceKind::kMeasured &&
+                node.memory_bytes_per_s.source.kind == SourceKind::kMeasured
+            ? SourceKind::kMeasured
+            : SourceKind::kAssumption,
+        fmt::format("node {}: min(threads x {:.3g} elements/s per core ({}), {:.3g} B/s / 28 B "
+                    "({}))",
+                    node.name, node.cpu_adam_per_core.value, node.cpu_adam_per_core.source.detail,
+                    node.memory_bytes_per_s.value, node.memory_bytes_per_s.source.detail)};
+  }
+  if (node.nvme_drives.value > 0) {
+    const double d = node.nvme_drives.value;
+    const auto scaled = [&](const Number& n) {
+      return Number{n.value * d,
+                    Source{n.source.kind, fmt::format("{} drives x ({})", d, n.source.detail)}};
+    };
+    p.nvme.present = true;
+    p.nvme.capacity_bytes = scaled(node.nvme_drive_capacity_bytes);
+    p.nvme.read_bytes_per_s = scaled(node.nvme_drive_read_bytes_per_s);
+    p.nvme.write_bytes_per_s = scaled(node.nvme_drive_write_bytes_per_s);
+    p.nvme.points.clear();
+  } else {
+    p.nvme = NvmeProfile{};
+  }
+  for (CollectiveCurve& c : p.links.collectives) {
+    if (c.inter_node && node.nic_bytes_per_s_per_gpu.value > 0) {
+      c.busbw_bytes_per_s = Number{
+          node.nic_bytes_per_s_per_gpu.value * node.nic_busbw_efficiency.value,
+          Source{SourceKind::kAssumption,
+                 fmt::format("node {}: NIC {:.3g} B/s per GPU ({}) x busbw efficiency {} ({})",
+                             node.name, node.nic_bytes_per_s_per_gpu.value,
+                             node.nic_bytes_per_s_per_gpu.source.detail,
+                             node.nic_busbw_efficiency.value,
+                             node.nic_busbw_efficiency.source.detail)}};
+      c.points.clear();
+    }
+    if (!c.inter_node && node.intra_node_busbw_bytes_per_s.value > 0) {
+      c.busbw_bytes_per_s = node.intra_node_busbw_bytes_per_s;
+      c.points.clear();
+    }
+    if (!c.inter_node) c.ranks = std::min(c.ranks, p.gpus_per_node);
+  }
+  return p;
 }
 
 Status WriteHardwareProfile(const HardwareProfile& profile, const std::string& path) {

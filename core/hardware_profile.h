@@ -237,6 +237,50 @@ struct HardwareProfile {
   bool operator==(const HardwareProfile&) const = default;
 };
 
+/// A node: what a GPU profile's machine is built into (GPUs per node, host CPUs and RAM, NVMe
+/// drives, NICs, the GPU interconnect), from a node profile YAML in profiles/nodes/ (format:
+/// docs/profile-format.md "Node profiles"). Applied over a GPU profile, it replaces the host,
+/// NVMe and interconnect numbers of the machine the GPU profile was measured or described on,
+/// so that a GPU measured in a one-GPU VM is planned in the node it will train in.
+struct NodeProfile {
+  std::string name;                 // "dgx-2"
+  std::string description;
+  std::string file;
+  std::string gpu_profile;          // the GPU profile it is built with ("v100-32gb")
+  Number gpus_per_node;             // integral
+  Number cores;                     // physical cores per node, integral
+  Number ram_bytes;
+  /// fp32 AdamW elements per second of one core, and the host memory bandwidth that caps all
+  /// cores together (28 bytes per element): the CPU Adam table is rebuilt from them. Value 0 =
+  /// not given (the GPU profile's table is kept).
+  Number cpu_adam_per_core;
+  Number memory_bytes_per_s;
+  /// NVMe drives striped together (RAID 0 or one swap folder per drive); 0 = none.
+  Number nvme_drives;
+  Number nvme_drive_capacity_bytes;
+  Number nvme_drive_read_bytes_per_s;
+  Number nvme_drive_write_bytes_per_s;
+  /// Network bandwidth per GPU (the NICs' line rate / GPUs) and the fraction NCCL reaches;
+  /// 0 = not given (the GPU profile's inter-node curves are kept).
+  Number nic_bytes_per_s_per_gpu;
+  Number nic_busbw_efficiency;
+  /// Intra-node collective bus bandwidth (NVLink / NVSwitch); 0 = not given.
+  Number intra_node_busbw_bytes_per_s;
+
+  bool operator==(const NodeProfile&) const = default;
+};
+
+/// Parses a node profile; |source| names it in errors.
+Result<NodeProfile> ParseNodeProfile(const std::string& text, const std::string& source);
+/// |name_or_path|: a file path, or a name in <data_dir>/profiles/nodes/.
+Result<NodeProfile> FindNodeProfile(const std::string& name_or_path, const std::string& data_dir);
+/// Names of the node profiles in <data_dir>/profiles/nodes/, sorted (empty when none).
+std::vector<std::string> ListNodeProfiles(const std::string& data_dir);
+/// |gpu| built into |node|: gpus_per_node, host cores and RAM, the CPU Adam table (when the
+/// node gives per-core rates), NVMe (drives x per-drive rates and capacity), the inter- and
+/// intra-node collective bandwidths (when given). The name becomes "<gpu>@<node>".
+HardwareProfile ApplyNodeProfile(const HardwareProfile& gpu, const NodeProfile& node);
+
 /// Parses profile YAML text; |source| names it in errors (the file, or "<fuzz>").
 Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std::string& source);
 
@@ -244,7 +288,9 @@ Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std:
 /// naming the file and key.
 Result<HardwareProfile> LoadHardwareProfile(const std::string& path);
 /// |name_or_path|: a file path (contains '/' or ends in .yaml), or a profile name in
-/// <data_dir>/profiles/. Unknown names list the available ones.
+/// <data_dir>/profiles/, or a node profile (a file with a gpu_profile key, or a name in
+/// <data_dir>/profiles/nodes/), which is applied over its GPU profile. Unknown names list the
+/// available ones.
 Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
                                             const std::string& data_dir);
 /// Names of the profiles in <data_dir>/profiles/, sorted.

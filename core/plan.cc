@@ -203,6 +203,36 @@ Status ValidatePlan(const Plan& p) {
   if (p.seq_len < 1) {
     return Status::InvalidArgument(fmt::format("sequence length must be positive, got {}", p.seq_len));
   }
+  if (p.linear_tiles < 1 || p.linear_tiles > kMaxLinearTiles) {
+    return Status::InvalidArgument(fmt::format(
+        "the Linear tile count must be an integer from 1 to {}, got {}", kMaxLinearTiles,
+        p.linear_tiles));
+  }
+  if (p.linear_tiles > 1 && z.stage != 3) {
+    return Status::InvalidArgument(fmt::format(
+        "memory-centric tiling ({} tiles) needs ZeRO stage 3: below it every rank holds the "
+        "whole model and tiles save nothing (the config has stage {})",
+        p.linear_tiles, z.stage));
+  }
+  const ActivationCheckpointingConfig& ac = p.activation_checkpointing;
+  // deepspeed.checkpointing.configure (checkpointing.py) asserts both at start-up.
+  if (ac.contiguous_memory_optimization && !ac.partition_activations) {
+    return Status::InvalidArgument(
+        "activation_checkpointing.contiguous_memory_optimization needs partition_activations: "
+        "true; DeepSpeed asserts \"Contiguous Checkpointing is only available with partitioned "
+        "activations\" (activation_checkpointing/checkpointing.py configure)");
+  }
+  if (ac.contiguous_memory_optimization && !ac.number_checkpoints) {
+    return Status::InvalidArgument(
+        "activation_checkpointing.contiguous_memory_optimization needs number_checkpoints (the "
+        "checkpointed layers); DeepSpeed asserts \"Must specify the number of layers with "
+        "contiguous memory checkpointing\"");
+  }
+  if (ac.number_checkpoints && *ac.number_checkpoints < 1) {
+    return Status::InvalidArgument(fmt::format(
+        "activation_checkpointing.number_checkpoints must be a positive integer, got {}",
+        *ac.number_checkpoints));
+  }
   return Status();
 }
 

@@ -89,6 +89,26 @@ struct AioConfig {
   bool operator==(const AioConfig&) const = default;
 };
 
+/// The ds_config "activation_checkpointing" block (runtime/activation_checkpointing/config.py,
+/// code defaults). It configures DeepSpeed's own checkpoint function
+/// (deepspeed.checkpointing.checkpoint) only: it has no effect on a model that checkpoints with
+/// torch.utils.checkpoint, as transformers' gradient_checkpointing_enable() does
+/// (docs/zero-infinity.md "Activation checkpoints off the GPU").
+struct ActivationCheckpointingConfig {
+  bool present = false;                 // the block is in the config
+  bool partition_activations = false;   // split each checkpoint over the model-parallel ranks
+  bool cpu_checkpointing = false;       // keep the checkpoints in host memory
+  bool contiguous_memory_optimization = false;
+  std::optional<int64_t> number_checkpoints;
+  bool synchronize_checkpoint_boundary = false;
+  bool profile = false;
+
+  bool operator==(const ActivationCheckpointingConfig&) const = default;
+};
+
+/// The most tiles dsplan lets memory-centric tiling split a Linear into.
+inline constexpr int64_t kMaxLinearTiles = 4096;
+
 struct ZeroConfig {
   int stage = 0;
   bool contiguous_gradients = true;
@@ -190,12 +210,24 @@ struct Plan {
 
   ZeroConfig zero;
   AioConfig aio;
+  ActivationCheckpointingConfig activation_checkpointing;
 
   // --- the workload (not in ds_config.json) ---
   int64_t seq_len = 1024;
   int64_t target_len = 0;       // encoder-decoder: decoder length
   bool gradient_checkpointing = false;
   AttentionImpl attention = AttentionImpl::kAuto;
+  /// Memory-centric tiling (ZeRO-Infinity; deepspeed.zero.TiledLinear): every Linear of each
+  /// transformer block is split into this many tiles along its output dimension, so ZeRO-3
+  /// gathers, computes and releases 1/T of the block's weights at a time. A change to the model
+  /// code, not a ds_config key; 1 = no tiling (docs/zero-infinity.md "Memory-centric tiling").
+  int64_t linear_tiles = 1;
+
+  /// DeepSpeed's checkpoint function keeps the block inputs in host memory: only with
+  /// activation checkpointing on and activation_checkpointing.cpu_checkpointing.
+  bool CheckpointsOnHost() const {
+    return gradient_checkpointing && activation_checkpointing.cpu_checkpointing;
+  }
 
   int world_size() const { return nodes * gpus_per_node; }
   /// ZeRO's partition count N: the data-parallel group size (no TP/PP yet).

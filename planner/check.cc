@@ -10,8 +10,16 @@ namespace dsplan {
 
 int64_t LargestParamPartitionNumel(const Workload& w, const Plan& plan) {
   int64_t largest = 0;
+  const int64_t tiles = plan.zero.stage == 3 ? std::max<int64_t>(1, plan.linear_tiles) : 1;
   for (const TensorSpec& t : w.tensors) {
-    if (t.category == TensorCategory::kParameter) largest = std::max(largest, t.numel);
+    if (t.category != TensorCategory::kParameter) continue;
+    int64_t numel = t.numel;
+    // A TiledLinear's tiles are Linears of their own: out_features / T rows each.
+    const bool block = t.layer >= 0 && t.layer < static_cast<int>(w.layers.size()) &&
+                       (w.layers[t.layer].kind == LayerKind::kEncoderBlock ||
+                        w.layers[t.layer].kind == LayerKind::kDecoderBlock);
+    if (tiles > 1 && block && t.shape.size() == 2) numel = (t.numel + tiles - 1) / tiles;
+    largest = std::max(largest, numel);
   }
   const int64_t n = std::max(1, plan.dp_size());
   return (largest + n - 1) / n;
@@ -39,6 +47,48 @@ int64_t NvmeParamBufferSize(const Workload& w, const Plan& plan) {
   if (part < kDefault) return kDefault;
   // A round number above the partition: the next multiple of 1e7.
   return (part / 10'000'000 + 1) * 10'000'000;
+}
+
+int64_t ProposedLinearTiles(const Workload& w, Precision precision, double gpu_memory_bytes) {
+  int64_t block = 0;
+  for (const Layer& l : w.layers) {
+    if (l.kind == LayerKind::kEncoderBlock || l.kind == LayerKind::kDecoderBlock) {
+      block = std::max(block, l.params);
+    }
+  }
+  const double bytes = static_cast<double>(block) * static_cast<double>(PrecisionBytes(precision));
+  const double budget = gpu_memory_bytes / 16;
+  if (!(budget > 0) || bytes <= budget) return 1;
+  int64_t t = 1;
+  while (t < kMaxLinearTiles && bytes / static_cast<double>(t) > budget) t *= 2;
+  return t;
+}
+
+std::vector<std::string> ModelCodeChanges(const Plan& plan) {
+  std::vector<std::string> out;
+  if (plan.linear_tiles > 1 && plan.zero.stage == 3) {
+    out.push_back(fmt::format(
+        "memory-centric tiling: in every transformer block replace each torch.nn.Linear(in, out, "
+        "bias=b) by deepspeed.zero.TiledLinear(in, out, bias=b, out_splits={}, "
+        "init_linear=<the Linear it replaces>) (runtime/zero/tiling.py), before "
+        "deepspeed.initialize; TiledLinear keeps the Linear's inputs and outputs, and ZeRO-3 then "
+        "gathers, runs and releases one tile at a time",
+        plan.linear_tiles));
+  }
+  if (plan.CheckpointsOnHost()) {
+    out.push_back(
+        "activation checkpoints in host memory: after deepspeed.initialize call "
+        "deepspeed.checkpointing.configure(None, deepspeed_config=<the ds_config>) and run every "
+        "block through deepspeed.checkpointing.checkpoint(block, hidden_states, ...); do NOT call "
+        "model.gradient_checkpointing_enable(): transformers checkpoints with "
+        "torch.utils.checkpoint, which ignores the activation_checkpointing block and keeps the "
+        "checkpoints on the GPU");
+  } else if (plan.gradient_checkpointing) {
+    out.push_back(
+        "activation checkpointing: call model.gradient_checkpointing_enable() before "
+        "deepspeed.initialize (the HF launch line passes --gradient_checkpointing)");
+  }
+  return out;
 }
 
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
@@ -99,6 +149,42 @@ std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
         static_cast<double>(z.sub_group_size),
         FormatCount(static_cast<double>(pred.facts.partition_numel)),
         FormatBytes(4.0 * z.offload_optimizer.buffer_count * pred.facts.largest_subgroup)));
+  }
+  if (z.offload_optimizer.device == OffloadDevice::kNvme && z.stage == 3 &&
+      (z.offload_optimizer.pipeline_read || z.offload_optimizer.pipeline_write) &&
+      z.offload_optimizer.buffer_count < 8) {
+    // PipelinedOptimizerSwapper keeps the next sub-group's swap-in in flight while the current
+    // one steps: two sets of the four Adam tensors (parameter, gradient, exp_avg, exp_avg_sq).
+    out.push_back(fmt::format(
+        "offload_optimizer.pipeline_read/pipeline_write with buffer_count {}: the pipelined "
+        "swapper reads the next sub-group while the current one steps and needs two sets of "
+        "four buffers; DeepSpeed can stop with \"PipelinedOptimizerSwapper ran out of swap "
+        "buffers, try increasing 'buffer_count'\"; set buffer_count to 8",
+        z.offload_optimizer.buffer_count));
+  }
+  if (z.offload_param.device == OffloadDevice::kNvme && z.stage == 3 &&
+      z.offload_param.max_in_cpu >= pred.facts.partition_numel) {
+    out.push_back(fmt::format(
+        "offload_param.max_in_cpu {:.3g} covers the whole parameter partition ({} elements): "
+        "every partition stays in pinned host memory and nothing is read from NVMe; "
+        "\"device\": \"cpu\" says the same without the swap buffers",
+        static_cast<double>(z.offload_param.max_in_cpu),
+        FormatCount(static_cast<double>(pred.facts.partition_numel))));
+  }
+  if (plan.CheckpointsOnHost()) {
+    out.push_back(fmt::format(
+        "activation checkpoints in host memory ({} per GPU per micro-step, pageable): the "
+        "training script must checkpoint its blocks with deepspeed.checkpointing.checkpoint "
+        "after deepspeed.checkpointing.configure(None, deepspeed_config=...); transformers' "
+        "gradient_checkpointing_enable() uses torch.utils.checkpoint, which ignores "
+        "activation_checkpointing and keeps the checkpoints on the GPU",
+        FormatBytes(static_cast<double>(pred.facts.host_checkpoint_bytes))));
+  }
+  if (plan.linear_tiles > 1 && z.stage == 3) {
+    out.push_back(fmt::format(
+        "memory-centric tiling: the prediction assumes every Linear of the transformer blocks is "
+        "a deepspeed.zero.TiledLinear(in, out, out_splits={}); one tile gathers {} at a time",
+        plan.linear_tiles, FormatBytes(static_cast<double>(pred.facts.largest_tile_gather_bytes))));
   }
   if (z.stage == 3 && plan.dp_size() == 1 && !plan.OffloadsOptimizer() && !plan.OffloadsParams()) {
     out.push_back(

@@ -28,6 +28,17 @@ std::string NvmeParamBufferError(const Workload& w, const Plan& plan);
 /// accepts for |plan| on |w|.
 int64_t NvmeParamBufferSize(const Workload& w, const Plan& plan);
 
+/// Memory-centric tiling's proposal: the smallest power of two T such that 1/T of the largest
+/// transformer block's 16-bit weights takes at most 1/16 of |gpu_memory_bytes| (a ZeRO-3 step
+/// holds the gathered tile, its gradient and the coalesced gather's copy at once, next to the
+/// activations); 1 when the block already does. The search then simulates T/2, T and 2T.
+int64_t ProposedLinearTiles(const Workload& w, Precision precision, double gpu_memory_bytes);
+
+/// What the training script must change for |plan| beyond the ds_config, one instruction per
+/// line (empty when nothing): DeepSpeed's checkpoint function for checkpoints in host memory,
+/// TiledLinear for memory-centric tiling.
+std::vector<std::string> ModelCodeChanges(const Plan& plan);
+
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,

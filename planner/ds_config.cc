@@ -329,6 +329,7 @@ class Parser {
     DSPLAN_RETURN_IF_ERROR(ParseScheduler());
     DSPLAN_RETURN_IF_ERROR(ParseMisc());
     DSPLAN_RETURN_IF_ERROR(ParseAio());
+    DSPLAN_RETURN_IF_ERROR(ParseActivationCheckpointing());
     DSPLAN_RETURN_IF_ERROR(CrossChecks());
     DSPLAN_RETURN_IF_ERROR(ValidatePlan(p));
     return std::move(out_);
@@ -372,9 +373,31 @@ class Parser {
         Warn("dsplan.gradient_checkpointing is not true/false; ignored");
       } else if (v.get<bool>() && !out_.plan.gradient_checkpointing) {
         out_.plan.gradient_checkpointing = true;
-        Warn("dsplan.gradient_checkpointing is true: judged with activation checkpointing on "
-             "(the training script must call model.gradient_checkpointing_enable(), or pass "
-             "--gradient_checkpointing to the HF Trainer)");
+        bool host = false;
+        if (Has("activation_checkpointing") && At("activation_checkpointing").is_object()) {
+          const json& ac = At("activation_checkpointing");
+          auto it = ac.find("cpu_checkpointing");
+          host = it != ac.end() && it->is_boolean() && it->get<bool>();
+        }
+        Warn(host ? "dsplan.gradient_checkpointing is true: judged with activation checkpointing "
+                    "on, through DeepSpeed's checkpoint function (activation_checkpointing."
+                    "cpu_checkpointing)"
+                  : "dsplan.gradient_checkpointing is true: judged with activation checkpointing "
+                    "on (the training script must call model.gradient_checkpointing_enable(), or "
+                    "pass --gradient_checkpointing to the HF Trainer)");
+      }
+    }
+    if (b.contains("linear_tiles")) {
+      const json& v = b.at("linear_tiles");
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > kMaxLinearTiles) {
+        Warn(fmt::format("dsplan.linear_tiles is not an integer from 1 to {}; ignored",
+                         kMaxLinearTiles));
+      } else if (v.get<int64_t>() > 1 && out_.plan.linear_tiles == 1) {
+        out_.plan.linear_tiles = v.get<int64_t>();
+        Warn(fmt::format("dsplan.linear_tiles is {}: judged with every Linear of the model's "
+                         "blocks split into that many tiles (deepspeed.zero.TiledLinear in the "
+                         "model code)",
+                         out_.plan.linear_tiles));
       }
     }
   }
@@ -1379,11 +1402,7 @@ class Parser {
         }
       }
     }
-    if (Has("activation_checkpointing")) {
-      Warn("activation_checkpointing applies only to models that call "
-           "deepspeed.checkpointing.checkpoint (Megatron style); HF models use "
-           "--gradient-checkpointing (torch checkpoint) instead");
-    }
+    // activation_checkpointing: ParseActivationCheckpointing.
     if (Has("elasticity")) {
       const json& e = At("elasticity");
       if (e.is_object() && e.contains("enabled") && e.at("enabled").is_boolean() &&
@@ -1459,6 +1478,64 @@ class Parser {
       return Status::InvalidArgument(fmt::format(
           "aio block_size, queue_depth and intra_op_parallelism must be positive (got {}, {}, {})",
           a.block_size, a.queue_depth, a.intra_op_parallelism));
+    }
+    return Status();
+  }
+
+  // The activation_checkpointing block (runtime/activation_checkpointing/config.py reads it
+  // with get_scalar_param: unknown keys are ignored). It configures deepspeed.checkpointing only
+  // (docs/zero-infinity.md).
+  Status ParseActivationCheckpointing() {
+    if (!Has("activation_checkpointing")) return Status();
+    const json& j = At("activation_checkpointing");
+    if (!j.is_object()) {
+      return Status::InvalidArgument(
+          fmt::format("activation_checkpointing must be an object, got {}", Show(j)));
+    }
+    ActivationCheckpointingConfig& a = out_.plan.activation_checkpointing;
+    a.present = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      const std::string& k = it.key();
+      const json& v = it.value();
+      const std::string key = "activation_checkpointing." + k;
+      if (k == "partition_activations") {
+        DSPLAN_ASSIGN_OR_RETURN(a.partition_activations, ToBool(v, key));
+      } else if (k == "cpu_checkpointing") {
+        DSPLAN_ASSIGN_OR_RETURN(a.cpu_checkpointing, ToBool(v, key));
+      } else if (k == "contiguous_memory_optimization") {
+        DSPLAN_ASSIGN_OR_RETURN(a.contiguous_memory_optimization, ToBool(v, key));
+      } else if (k == "number_checkpoints") {
+        if (!v.is_null()) {
+          DSPLAN_ASSIGN_OR_RETURN(int64_t n, NonNegativeInt(v, key));
+          a.number_checkpoints = n;
+        }
+      } else if (k == "synchronize_checkpoint_boundary") {
+        DSPLAN_ASSIGN_OR_RETURN(a.synchronize_checkpoint_boundary, ToBool(v, key));
+      } else if (k == "profile") {
+        DSPLAN_ASSIGN_OR_RETURN(a.profile, ToBool(v, key));
+      } else {
+        Warn(fmt::format("DeepSpeed ignores {} (valid: partition_activations, cpu_checkpointing, "
+                         "contiguous_memory_optimization, number_checkpoints, "
+                         "synchronize_checkpoint_boundary, profile)",
+                         key));
+      }
+    }
+    if (a.cpu_checkpointing && !out_.plan.gradient_checkpointing) {
+      Warn("activation_checkpointing.cpu_checkpointing has no effect here: the model "
+           "checkpoints no activations (pass --gradient-checkpointing if the training script "
+           "checkpoints its blocks with deepspeed.checkpointing.checkpoint)");
+    } else if (a.cpu_checkpointing || a.partition_activations) {
+      Warn("activation_checkpointing acts only on deepspeed.checkpointing.checkpoint: the "
+           "training script must call deepspeed.checkpointing.configure(None, "
+           "deepspeed_config=...) and checkpoint its blocks with "
+           "deepspeed.checkpointing.checkpoint, not transformers' "
+           "gradient_checkpointing_enable() (torch.utils.checkpoint), or the block keeps its "
+           "checkpoints on the GPU (docs/zero-infinity.md)");
+    }
+    if (a.partition_activations && !a.cpu_checkpointing) {
+      Warn("activation_checkpointing.partition_activations splits each checkpoint over the "
+           "tensor-parallel ranks; with data parallelism only there is one such rank, so it "
+           "saves nothing");
     }
     return Status();
   }
@@ -1779,14 +1856,44 @@ json EmitDsConfig(const Plan& p, EmitStyle style) {
                 {"overlap_events", a.overlap_events},
                 {"use_gds", a.use_gds}};
   }
+  const ActivationCheckpointingConfig& ac = p.activation_checkpointing;
+  if (ac.present) {
+    json b = {{"partition_activations", ac.partition_activations},
+              {"cpu_checkpointing", ac.cpu_checkpointing},
+              {"contiguous_memory_optimization", ac.contiguous_memory_optimization},
+              {"synchronize_checkpoint_boundary", ac.synchronize_checkpoint_boundary},
+              {"profile", ac.profile}};
+    b["number_checkpoints"] = ac.number_checkpoints ? json(*ac.number_checkpoints) : json(nullptr);
+    c["activation_checkpointing"] = b;
+  }
   c["steps_per_print"] = 100;
   c["wall_clock_breakdown"] = false;
-  if (p.gradient_checkpointing) {
+  if (p.gradient_checkpointing || p.linear_tiles > 1) {
     // DeepSpeed ignores this key; dsplan check reads it back (ReadDsplanBlock).
-    c["dsplan"] = {{"gradient_checkpointing", true},
-                   {"note", "the plan needs activation checkpointing: call "
-                            "model.gradient_checkpointing_enable() in the training script, or "
-                            "pass --gradient_checkpointing to the HF Trainer"}};
+    json d;
+    std::string note;
+    if (p.gradient_checkpointing) {
+      d["gradient_checkpointing"] = true;
+      note = p.CheckpointsOnHost()
+                 ? "the plan keeps activation checkpoints in host memory: call "
+                   "deepspeed.checkpointing.configure(None, deepspeed_config=<this file>) and "
+                   "checkpoint every block with deepspeed.checkpointing.checkpoint (not "
+                   "model.gradient_checkpointing_enable(), whose torch.utils.checkpoint ignores "
+                   "the activation_checkpointing block)"
+                 : "the plan needs activation checkpointing: call "
+                   "model.gradient_checkpointing_enable() in the training script, or pass "
+                   "--gradient_checkpointing to the HF Trainer";
+    }
+    if (p.linear_tiles > 1) {
+      d["linear_tiles"] = p.linear_tiles;
+      note += fmt::format(
+          "{}the plan tiles every Linear of the transformer blocks: replace each "
+          "torch.nn.Linear(in, out) in them by deepspeed.zero.TiledLinear(in, out, "
+          "out_splits={}) before deepspeed.initialize",
+          note.empty() ? "" : "; ", p.linear_tiles);
+    }
+    d["note"] = note;
+    c["dsplan"] = d;
   }
   return c;
 }

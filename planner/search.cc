@@ -47,8 +47,11 @@ std::string ChoiceSummary(const Plan& p) {
     if (p.OffloadsOptimizer()) off += fmt::format(" optimizer->{}", OffloadDeviceName(p.zero.offload_optimizer.device));
     if (p.OffloadsParams()) off += fmt::format(" params->{}", OffloadDeviceName(p.zero.offload_param.device));
   }
-  return fmt::format("stage {}, {}, {}", p.zero.stage, off,
-                     p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
+  std::string s = fmt::format("stage {}, {}, {}", p.zero.stage, off,
+                              p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
+  if (p.CheckpointsOnHost()) s += " (checkpoints in host memory)";
+  if (p.linear_tiles > 1) s += fmt::format(", Linears in {} tiles", p.linear_tiles);
+  return s;
 }
 
 std::string PlanSummary(const Plan& p) {
@@ -162,6 +165,8 @@ std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranke
       const Plan& b = s.plan;
       const bool same = a.micro_batch == b.micro_batch && a.grad_accum == b.grad_accum &&
                         a.gradient_checkpointing == b.gradient_checkpointing &&
+                        a.linear_tiles == b.linear_tiles &&
+                        a.CheckpointsOnHost() == b.CheckpointsOnHost() &&
                         a.zero.offload_optimizer.device == b.zero.offload_optimizer.device &&
                         a.zero.offload_param.device == b.zero.offload_param.device &&
                         std::abs(m.prediction.tokens_per_s - s.prediction.tokens_per_s) <=
@@ -205,6 +210,9 @@ class Search {
   std::atomic<int64_t> simulated_{0};
   std::atomic<int64_t> considered_{0};
   int64_t nvme_param_buffer_size_ = 100'000'000;
+  // Memory-centric tiling: the tile count proposed for stage 3 with parameter offload, or 1
+  // when a block can be gathered whole (ProposedLinearTiles).
+  int64_t tiles_ = 1;
 };
 
 Status Search::Validate() {
@@ -371,6 +379,25 @@ std::vector<Family> Search::Families() const {
               f.plan.zero.offload_param.nvme_path = r_.nvme_path;
               // DeepSpeed refuses a swap buffer not larger than a parameter partition.
               f.plan.zero.offload_param.buffer_size = nvme_param_buffer_size_;
+            }
+            // ZeRO-Infinity's tools, when a block is too large to gather whole (tiles_ > 1):
+            // memory-centric tiling at the proposed tile count and half and twice it, each
+            // with the checkpoints on the GPU and in host memory (DeepSpeed's checkpoint
+            // function with cpu_checkpointing).
+            if (stage == 3 && o.par != OffloadDevice::kNone && gc && tiles_ > 1) {
+              for (int64_t t : {tiles_ / 2, tiles_, tiles_ * 2}) {
+                if (t < 1 || t > kMaxLinearTiles) continue;
+                for (bool host : {false, true}) {
+                  if (t == 1 && !host) continue;  // the family itself
+                  Family v = f;
+                  v.plan.linear_tiles = t;
+                  if (host) {
+                    v.plan.activation_checkpointing.present = true;
+                    v.plan.activation_checkpointing.cpu_checkpointing = true;
+                  }
+                  out.push_back(std::move(v));
+                }
+              }
             }
             out.push_back(std::move(f));
           }
@@ -563,6 +590,7 @@ Result<PlannerResult> Search::Run() {
     p.gpus_per_node = r_.gpus_per_node;
     p.precision = precision_;
     nvme_param_buffer_size_ = NvmeParamBufferSize(e->workload, p);
+    tiles_ = ProposedLinearTiles(e->workload, precision_, r_.profile->gpu.memory_bytes.value);
   }
   const std::vector<Family> families = Families();
   if (families.empty()) {
@@ -709,7 +737,14 @@ std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_g
     PlannerRequest r = request;
     r.progress = nullptr;
     r.host_memory_bytes = int64_t{1} << 50;
-    if (auto p = best_of(r)) {
+    // The plan that needs the least host RAM (the fastest one may keep everything in RAM when
+    // an NVMe plan would need far less).
+    auto res = RunPlanner(r);
+    if (res.ok() && !res->ranked.empty()) {
+      const ScoredPlan* p = &res->ranked.front();
+      for (const ScoredPlan& s : res->ranked) {
+        if (s.prediction.host_peak_bytes_per_node < p->prediction.host_peak_bytes_per_node) p = &s;
+      }
       const double need = static_cast<double>(p->prediction.host_peak_bytes_per_node);
       return FitSuggestion{fmt::format("--host-memory {} (per node)", FormatBytes(need)), *p};
     }

@@ -576,20 +576,26 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     case TaskKind::kForward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
+      const double parts = std::max(1, t.parts);
       const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s + hooks) : c.fwd_s;
+      return hooks > 0 ? std::max(c.FwdGpuSeconds() / parts, c.fwd_dispatch_s / parts + hooks)
+                       : c.fwd_s / parts;
     }
     case TaskKind::kRecompute: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
+      const double parts = std::max(1, t.parts);
       const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.FwdGpuSeconds(), c.recompute_dispatch_s + hooks) : c.recompute_s;
+      return hooks > 0 ? std::max(c.FwdGpuSeconds() / parts, c.recompute_dispatch_s / parts + hooks)
+                       : c.recompute_s / parts;
     }
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
+      const double parts = std::max(1, t.parts);
       const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.BwdGpuSeconds(), c.bwd_dispatch_s + hooks) : c.bwd_s;
+      return hooks > 0 ? std::max(c.BwdGpuSeconds() / parts, c.bwd_dispatch_s / parts + hooks)
+                       : c.bwd_s / parts;
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

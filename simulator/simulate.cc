@@ -1,7 +1,9 @@
 #include "simulator/simulate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -201,6 +203,33 @@ SimulationContext MakeUnseenFamilySimulationContext(const Workload& w,
                      SoftwareStack::kPyTorchDeepSpeed, false);
 }
 
+double NvmeAioRate(const NvmeProfile& nvme, const AioConfig& aio, bool read) {
+  const double best = read ? nvme.read_bytes_per_s.value : nvme.write_bytes_per_s.value;
+  if (nvme.points.empty() || aio.block_size <= 0) return best;
+  const auto log_gap = [&](const NvmePoint& pt) {
+    return std::abs(std::log(static_cast<double>(std::max<int64_t>(1, pt.block_size))) -
+                    std::log(static_cast<double>(aio.block_size)));
+  };
+  double gap = std::numeric_limits<double>::infinity();
+  for (const NvmePoint& pt : nvme.points) gap = std::min(gap, log_gap(pt));
+  const double depth = static_cast<double>(aio.queue_depth) *
+                       static_cast<double>(std::max<int64_t>(1, aio.intra_op_parallelism));
+  const NvmePoint* pick = nullptr;
+  for (const NvmePoint& pt : nvme.points) {
+    if (log_gap(pt) > gap + 1e-9) continue;
+    const bool fits = pt.queue_depth <= depth;
+    if (pick == nullptr) {
+      pick = &pt;
+    } else if (fits && (pick->queue_depth > depth || pt.queue_depth > pick->queue_depth)) {
+      pick = &pt;
+    } else if (!fits && pick->queue_depth > depth && pt.queue_depth < pick->queue_depth) {
+      pick = &pt;
+    }
+  }
+  const double rate = read ? pick->read_bytes_per_s : pick->write_bytes_per_s;
+  return rate > 0 ? rate : best;
+}
+
 Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                             const SimulateOptions& options) {
   const Workload& w = *ctx.workload;
@@ -223,6 +252,17 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   std::vector<double> durations(g.size());
   for (TaskId id = 0; id < g.size(); ++id) {
     durations[id] = cost.TaskSeconds(g.task(id), ctx.layer_costs, threads);
+    // The profile's NVMe rate is the node's (all its drives); every rank of the node swaps the
+    // same bytes at the same time, so each gets its share. The cost model prices the profile's
+    // best rate; the config's aio settings may reach less (NvmeAioRate).
+    const TaskKind k = g.task(id).kind;
+    if (k == TaskKind::kNvmeRead || k == TaskKind::kNvmeWrite) {
+      const bool read = k == TaskKind::kNvmeRead;
+      const double best = read ? hw.nvme.read_bytes_per_s.value : hw.nvme.write_bytes_per_s.value;
+      const double at_aio = NvmeAioRate(hw.nvme, plan.aio, read);
+      const double slower = (best > 0 && at_aio > 0 && at_aio < best) ? best / at_aio : 1.0;
+      durations[id] *= std::max(1, plan.gpus_per_node) * slower;
+    }
   }
   Schedule sched = ScheduleGraph(g, durations, true);
   MemoryTimeline mem = ComputeMemory(g, options.keep_graph);

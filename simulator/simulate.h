@@ -39,6 +39,13 @@ SimulationContext MakeUnseenFamilySimulationContext(const Workload& w,
                                                     Precision precision,
                                                     int64_t persistence_threshold);
 
+/// The NVMe rate (bytes/s, read or write) at a config's aio settings: of the profile's measured
+/// points, the nearest block size (log scale) to aio.block_size, then the largest queue depth
+/// not above queue_depth x intra_op_parallelism (the smallest when none is); DeepSpeed's aio
+/// handle keeps queue_depth requests of block_size in flight per thread. Without points, the
+/// profile's (best) rate.
+double NvmeAioRate(const NvmeProfile& nvme, const AioConfig& aio, bool read);
+
 /// REQUIRES: |w| and |profile| outlive the context.
 SimulationContext MakeSimulationContext(
     const Workload& w, const HardwareProfile& profile, Precision precision,

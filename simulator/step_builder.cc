@@ -189,8 +189,36 @@ class Builder {
   bool CanPrefetch(int l) const {
     const int64_t budget = std::min(p_.zero.stage3_max_live_parameters - gathered_numel_,
                                     p_.zero.stage3_prefetch_bucket_size);
-    return Gathered(l) > 0 && Gathered(l) <= budget;
+    return !Tiled(l) && Gathered(l) > 0 && Gathered(l) <= budget;
   }
+
+  // Memory-centric tiling (Plan::linear_tiles): a ZeRO-3 block whose Linears are split into
+  // tiles_ tiles is gathered, computed and released one tile at a time. Tile |i| of layer |l|
+  // holds 1/tiles_ of the layer's gathered elements and of its parameters (the remainder goes
+  // to the first tiles).
+  bool Tiled(int l) const {
+    const LayerKind k = w_.layers[l].kind;
+    return tiles_ > 1 && Stage3() && Gathered(l) > 0 &&
+           (k == LayerKind::kEncoderBlock || k == LayerKind::kDecoderBlock);
+  }
+  static int64_t Share(int64_t total, int64_t parts, int64_t i) {
+    return total / parts + (i < total % parts ? 1 : 0);
+  }
+  int64_t TileNumel(int l, int64_t i) const { return Share(Gathered(l), tiles_, i); }
+  // A tile is a Linear of one weight (and at most a bias): DeepSpeed's single-parameter gather
+  // allocates the padded tensor only, without the coalesced gather's flat copy.
+  int64_t TileGatherBytes(int l, int64_t i) const {
+    if (N_ == 1 && !p_.OffloadsParams()) return 0;
+    return e_ * CeilDiv(TileNumel(l, i), N_) * N_;
+  }
+  TaskId GatherTile(int micro, int l, int64_t i);
+  void ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx);
+  void ForwardTiled(int micro, int l);
+  void BackwardTiled(int micro, int l);
+  // cpu_checkpointing: the checkpoint of layer |l| goes to host memory after its forward
+  // (D2H) and comes back before its recomputation (H2D); returns the copy's task.
+  void CheckpointToHost(int micro, int l);
+  TaskId CheckpointFromHost(int micro, int l);
 
   void Initial();
   void LazyStates();
@@ -253,6 +281,12 @@ class Builder {
   int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
+  // Parameters of the layers after each layer (the reuse distance of its forward use).
+  std::vector<int64_t> after_;
+  int64_t tiles_ = 1;
+  // Tiled layers: per tile, gathered now and the gather's task.
+  std::vector<std::vector<char>> tile_gathered_;
+  std::vector<std::vector<TaskId>> tile_task_;
   // The last fp32 gradient copy to the host: the CPU optimizer waits for it (the copies run
   // in order on the D2H engine, so the last one ends last).
   TaskId last_d2h_ = -1;
@@ -339,6 +373,23 @@ Status Builder::Build() {
   gathered_.assign(w_.layers.size(), 0);
   gather_task_.assign(w_.layers.size(), -1);
   retained_.assign(w_.layers.size(), 0);
+  after_.assign(w_.layers.size(), 0);
+  tiles_ = Stage3() ? std::max<int64_t>(1, p_.linear_tiles) : 1;
+  f_.linear_tiles = tiles_;
+  tile_gathered_.assign(w_.layers.size(), {});
+  tile_task_.assign(w_.layers.size(), {});
+  for (size_t l = 0; l < w_.layers.size(); ++l) {
+    if (!Tiled(static_cast<int>(l))) continue;
+    tile_gathered_[l].assign(tiles_, 0);
+    tile_task_[l].assign(tiles_, -1);
+    f_.largest_tile_gather_bytes =
+        std::max(f_.largest_tile_gather_bytes, TileGatherBytes(static_cast<int>(l), 0));
+  }
+  if (p_.CheckpointsOnHost()) {
+    for (const Layer& layer : w_.layers) {
+      if (layer.checkpointed) f_.host_checkpoint_bytes += layer.activation_bytes;
+    }
+  }
   g_.Clear();
   // Gradient accumulation (docs/simulator.md "Gradient accumulation"): micro-steps 1 to GAS - 2
   // are the same micro-step, each starting from the memory the one before left (every one
@@ -548,6 +599,7 @@ void Builder::Initial() {
       int64_t after = 0;
       for (int l = static_cast<int>(w_.layers.size()) - 1; l >= 0; --l) {
         retained_[l] = (Gathered(l) > 0 && after < z.stage3_max_reuse_distance) ? 1 : 0;
+        after_[l] = after;
         after += Gathered(l);
       }
       break;
@@ -596,6 +648,12 @@ void Builder::Forward(int micro) {
   bucket_index_ = 0;
   for (int l = 0; l < L; ++l) {
     const Layer& layer = w_.layers[l];
+    if (Tiled(l)) {
+      if (l + 1 < L && !gathered_[l + 1] && CanPrefetch(l + 1)) Gather(micro, l + 1);
+      ForwardTiled(micro, l);
+      CheckpointToHost(micro, l);
+      continue;
+    }
     TaskId gather = -1;
     if (Stage3() && Gathered(l) > 0) {
       gather = gathered_[l] ? gather_task_[l] : Gather(micro, l);
@@ -626,6 +684,7 @@ void Builder::Forward(int micro) {
       gathered_[l] = 0;
       gathered_numel_ -= Gathered(l);
     }
+    CheckpointToHost(micro, l);
   }
 }
 
@@ -655,6 +714,11 @@ void Builder::Backward(int micro) {
   bucket_producers_.clear();
   for (int l = L - 1; l >= 0; --l) {
     const Layer& layer = w_.layers[l];
+    if (Tiled(l)) {
+      if (l >= 1 && !gathered_[l - 1] && CanPrefetch(l - 1)) Gather(micro, l - 1);
+      BackwardTiled(micro, l);
+      continue;
+    }
     TaskId gather = -1;
     if (Stage3() && Gathered(l) > 0) {
       gather = gathered_[l] ? gather_task_[l] : Gather(micro, l);
@@ -663,6 +727,7 @@ void Builder::Backward(int micro) {
       }
     }
     TaskId recompute = -1;
+    const TaskId reload = CheckpointFromHost(micro, l);
     if (layer.checkpointed) {
       Task r;
       r.kind = TaskKind::kRecompute;
@@ -671,7 +736,7 @@ void Builder::Backward(int micro) {
       r.layer = l;
       r.micro_step = micro;
       recompute = last_compute_ =
-          g_.Add(r, {last_compute_, gather},
+          g_.Add(r, {last_compute_, gather, reload},
                  {Alloc(layer.recompute_bytes, MemCategory::kActivations, true)});
     }
     Task t;
@@ -710,6 +775,168 @@ void Builder::Backward(int micro) {
     if (ReducesInBackward(micro) && layer.params > 0) AddToBucket(micro, l, last_compute_);
   }
   EndOfBackward(micro);
+}
+
+TaskId Builder::GatherTile(int micro, int l, int64_t i) {
+  const int64_t numel = TileNumel(l, i);
+  TaskId h2d = -1;
+  if (p_.OffloadsParams()) {
+    Task copy;
+    copy.kind = TaskKind::kCopyH2D;
+    copy.resource = Resource::kH2D;
+    copy.layer = l;
+    copy.micro_step = micro;
+    copy.index = static_cast<int32_t>(i);
+    copy.bytes = static_cast<double>(e_ * CeilDiv(numel, N_));
+    h2d = g_.Add(copy, {}, {});
+  }
+  Task t;
+  t.kind = TaskKind::kAllGather;
+  t.resource = CommStream();
+  t.layer = l;
+  t.micro_step = micro;
+  t.index = static_cast<int32_t>(i);
+  t.bytes = static_cast<double>(e_ * CeilDiv(numel, N_) * N_);
+  t.ranks = N_;
+  t.inter_node = inter_node_;
+  // One gather per tile module: each of the block's tiled Linears is fetched on its own.
+  t.kernels = 2 * std::max(1, lp_[l].gathered_tensors);
+  const TaskId id = g_.Add(t, {h2d}, {Alloc(TileGatherBytes(l, i), MemCategory::kGatheredParams)});
+  tile_gathered_[l][i] = 1;
+  tile_task_[l][i] = id;
+  gathered_numel_ += numel;
+  return id;
+}
+
+void Builder::ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx) {
+  fx->push_back(Free(TileGatherBytes(l, i), MemCategory::kGatheredParams));
+  tile_gathered_[l][i] = 0;
+  gathered_numel_ -= TileNumel(l, i);
+}
+
+void Builder::ForwardTiled(int micro, int l) {
+  const Layer& layer = w_.layers[l];
+  const int64_t reuse = p_.zero.stage3_max_reuse_distance;
+  for (int64_t i = 0; i < tiles_; ++i) {
+    const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
+    Task t;
+    t.kind = TaskKind::kForward;
+    t.layer = l;
+    t.micro_step = micro;
+    t.index = static_cast<int32_t>(i);
+    t.zero3_hooks = true;
+    t.gathered_tensors = lp_[l].gathered_tensors;
+    t.parts = static_cast<int32_t>(tiles_);
+    std::vector<MemEffect> fx;
+    if (i == tiles_ - 1) fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+    // The tile's next use is its backward: the block's later tiles and the layers after it
+    // come in between (the module trace, as for whole layers).
+    const int64_t distance = after_[l] + (Gathered(l) - Gathered(l) / tiles_ * (i + 1));
+    if (!(distance < reuse)) ReleaseTile(l, i, &fx);
+    last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
+  }
+}
+
+void Builder::BackwardTiled(int micro, int l) {
+  const Layer& layer = w_.layers[l];
+  const int64_t reuse = p_.zero.stage3_max_reuse_distance;
+  const TaskId reload = CheckpointFromHost(micro, l);
+  if (layer.checkpointed) {
+    // The checkpoint function runs the block's forward again, tile by tile; a tile stays
+    // gathered when its backward comes within the reuse distance (the later tiles, counted
+    // once as for whole layers).
+    for (int64_t i = 0; i < tiles_; ++i) {
+      const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
+      Task r;
+      r.kind = TaskKind::kRecompute;
+      r.layer = l;
+      r.micro_step = micro;
+      r.index = static_cast<int32_t>(i);
+      r.zero3_hooks = true;
+      r.gathered_tensors = lp_[l].gathered_tensors;
+      r.parts = static_cast<int32_t>(tiles_);
+      std::vector<MemEffect> fx;
+      if (i == tiles_ - 1) {
+        fx.push_back(Alloc(layer.recompute_bytes, MemCategory::kActivations, true));
+      }
+      const int64_t distance = (Gathered(l) / tiles_) * (tiles_ - 1 - i);
+      if (!(distance < reuse)) ReleaseTile(l, i, &fx);
+      last_compute_ = g_.Add(r, {last_compute_, gather, reload}, fx);
+    }
+  }
+  int64_t first = lp_[l].offset + layer.params;  // gradients appear from the last tile down
+  for (int64_t i = tiles_ - 1; i >= 0; --i) {
+    const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
+    Task t;
+    t.kind = TaskKind::kBackward;
+    t.layer = l;
+    t.micro_step = micro;
+    t.index = static_cast<int32_t>(i);
+    t.zero3_hooks = true;
+    t.gathered_tensors = lp_[l].gathered_tensors;
+    t.parts = static_cast<int32_t>(tiles_);
+    std::vector<MemEffect> fx;
+    if (i == tiles_ - 1) {
+      // The block's backward working memory (as untiled: the outputs of a tiled Linear are
+      // concatenated back to the whole intermediate, so its largest saved tensor is unchanged).
+      const int64_t work = lp_[l].largest_saved_bytes;
+      fx.push_back(Alloc(work, MemCategory::kTemporaries));
+      fx.push_back(Alloc(work, MemCategory::kTemporaries));
+      fx.push_back(Free(work, MemCategory::kTemporaries));
+      fx.push_back(Free(work, MemCategory::kTemporaries));
+    }
+    if (i == 0) {
+      fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
+                        MemCategory::kActivations));
+    }
+    const int64_t params = Share(layer.params, tiles_, i);
+    if (params > 0) fx.push_back(Alloc(e_ * params, MemCategory::kGradients, true));
+    ReleaseTile(l, i, &fx);
+    last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
+    first -= params;
+    if (params > 0) {
+      if (bucket_elems_ > 0 && bucket_elems_ + params > rbs_) FlushBucket(micro);
+      AddChunk(micro, l, first, params, std::max(1, lp_[l].tensors), last_compute_, params);
+    }
+  }
+}
+
+void Builder::CheckpointToHost(int micro, int l) {
+  const Layer& layer = w_.layers[l];
+  if (!p_.CheckpointsOnHost() || !layer.checkpointed || layer.activation_bytes <= 0) return;
+  // CheckpointFunction.forward with cpu_checkpointing: copy_to_device(args, cpu) is a blocking
+  // .to('cpu') into pageable memory; the GPU inputs are then emptied (arg.data = empty), so
+  // the host waits for the copy before the next layer.
+  Task c;
+  c.kind = TaskKind::kCopyD2H;
+  c.resource = Resource::kD2H;
+  c.layer = l;
+  c.micro_step = micro;
+  c.pinned = false;
+  c.bytes = static_cast<double>(layer.activation_bytes);
+  last_compute_ = g_.Add(
+      c, {last_compute_},
+      {Alloc(layer.activation_bytes, MemCategory::kActivations, false, MemSpace::kPageableHost),
+       Free(layer.activation_bytes, MemCategory::kActivations)});
+}
+
+TaskId Builder::CheckpointFromHost(int micro, int l) {
+  const Layer& layer = w_.layers[l];
+  if (!p_.CheckpointsOnHost() || !layer.checkpointed || layer.activation_bytes <= 0) return -1;
+  // CheckpointFunction.backward: move_to_device(saved, cuda) before the recomputation; the host
+  // copy is dropped (saved_data = None).
+  Task c;
+  c.kind = TaskKind::kCopyH2D;
+  c.resource = Resource::kH2D;
+  c.layer = l;
+  c.micro_step = micro;
+  c.pinned = false;
+  c.bytes = static_cast<double>(layer.activation_bytes);
+  return last_compute_ = g_.Add(
+             c, {last_compute_},
+             {Alloc(layer.activation_bytes, MemCategory::kActivations),
+              Free(layer.activation_bytes, MemCategory::kActivations, true,
+                   MemSpace::kPageableHost)});
 }
 
 void Builder::AddToBucket(int micro, int l, TaskId produced) {

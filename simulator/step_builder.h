@@ -64,6 +64,12 @@ struct StepFacts {
   int64_t persistent_numel = 0;   // ZeRO-3 persistent parameters (fully held on every rank)
   int64_t buckets_per_micro_step = 0;
   bool overlap_comm = false;
+  /// Memory-centric tiling: tiles per block (1 = none) and the GPU bytes of the largest tile
+  /// one ZeRO-3 gather brings in (0 without tiling).
+  int64_t linear_tiles = 1;
+  int64_t largest_tile_gather_bytes = 0;
+  /// Activation checkpoints kept in host memory (cpu_checkpointing): bytes per micro-step.
+  int64_t host_checkpoint_bytes = 0;
 };
 
 /// How a graph stands for the step's GAS micro-steps.

@@ -107,6 +107,10 @@ struct Task {
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.
   bool zero3_hooks = false;
   int32_t gathered_tensors = 0;
+  // Layer tasks of a tiled block (Plan::linear_tiles): the task is one of |parts| tiles and
+  // does 1/parts of the layer's kernels' work; its hooks are charged whole (each tile is a set
+  // of modules of its own).
+  int32_t parts = 1;
 
   // Edges and effects, as ranges into StepGraph's flat arrays.
   uint32_t deps_begin = 0, deps_count = 0;

@@ -182,6 +182,19 @@ check "host: the report says NaN" grep -q "NaN or infinite" "$tmp/out"
 bad "host executor on a large model" "executor host trains on the CPU" validate --executor host \
   --model gpt2-xl --ds-config "$ex/zero2_gas2.json" --seq-len 16 --gpus 2 --steps 2
 
+# --- ZeRO-Infinity flags and node profiles (docs/zero-infinity.md) ---
+badnf "unknown node" "unknown node profile 'dgx-9'.*dgx-2" --model gpt2 --gpus 1 --node dgx-9
+badnf "host cores 0" "--host-cores must be an integer from 1" --model gpt2 --gpus 1 --host-cores 0
+bad "tiles 0" "--tiles must be an integer from 1 to 4096" simulate --model "$ex/gpt2-tiny.json" \
+  --gpus 1 --ds-config "$ex/zero3_offload.json" --tiles 0
+bad "tiles below stage 3" "tiling .* needs ZeRO stage 3" check --model "$ex/gpt2-tiny.json" \
+  --gpus 1 --ds-config "$ex/zero2_gas2.json" --tiles 4
+printf 'name: n\ndescription: d\ngpu_profile: v100-32gb\ngpus_per_node: {value: 2.5, datasheet: "x"}\n' \
+  >"$tmp/node.yaml"
+bad "node profile with a fractional GPU count" "node.yaml.*gpus_per_node.*integer" \
+  --model gpt2 --gpus 1 --node "$tmp/node.yaml"
+check "nothing written for the node errors" test -z "$(ls -A "$work")"
+
 # --- writes that fail say why ---
 bad "--markdown is a folder" "is a folder" accuracy --markdown "$tmp"
 bad "--markdown in a missing folder" "does not exist" accuracy --markdown "$tmp/no/such/r.md"

@@ -745,7 +745,10 @@ std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_g
       for (const ScoredPlan& s : res->ranked) {
         if (s.prediction.host_peak_bytes_per_node < p->prediction.host_peak_bytes_per_node) p = &s;
       }
-      const double need = static_cast<double>(p->prediction.host_peak_bytes_per_node);
+      // The plan's peak plus the host headroom the fit rule keeps free; 0.5 % more so that the
+      // three digits printed are not rounded below what is needed.
+      const double need = 1.005 * static_cast<double>(p->prediction.host_peak_bytes_per_node) /
+                          (1.0 - kHostHeadroom);
       return FitSuggestion{fmt::format("--host-memory {} (per node)", FormatBytes(need)), *p};
     }
   }
@@ -755,7 +758,7 @@ std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_g
     r.progress = nullptr;
     r.nvme_bytes = int64_t{1} << 50;
     if (auto p = best_of(r)) {
-      const double need = static_cast<double>(p->prediction.nvme_bytes_per_node);
+      const double need = 1.005 * static_cast<double>(p->prediction.nvme_bytes_per_node);
       return FitSuggestion{fmt::format("--nvme {} (per node)", FormatBytes(need)), *p};
     }
   }

@@ -7,7 +7,7 @@
 namespace dsplan {
 
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
-                                         int64_t capacity) {
+                                         int64_t capacity, bool lazy_states) {
   CountingSegmentSource source(capacity);
   CachingAllocator a(&source);
   EffectReplayer replay(&a);
@@ -19,7 +19,9 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   // when the first step starts: they are allocated at the first optimizer task of the first
   // iteration, from whatever the step's activations left cached, and stay.
   int64_t lazy_bytes = 0;
-  for (int64_t b : graph.lazy_gpu_states) lazy_bytes += b;
+  if (lazy_states) {
+    for (int64_t b : graph.lazy_gpu_states) lazy_bytes += b;
+  }
   const int64_t initial_states = graph.initial[static_cast<int>(MemSpace::kGpu)]
                                               [static_cast<int>(MemCategory::kOptimizerStates)];
   if (lazy_bytes > initial_states) lazy_bytes = 0;  // not a split of the initial states

@@ -43,8 +43,11 @@ struct AllocatorResult {
 /// after an earlier copy (EffectReplayer::StateKey); the copies then cycle, so the remaining
 /// ones are skipped but for the cycle's remainder. Every copy frees what it allocates, so the
 /// state cycles after a few copies.
+/// |lazy_states|: the optimizer states of StepGraph::lazy_gpu_states are created at the first
+/// optimizer task of the first iteration, as PyTorch's optimizers do, instead of with the
+/// initial state (as dsplan's executor allocates them).
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
-                                         int64_t capacity = 0);
+                                         int64_t capacity = 0, bool lazy_states = false);
 
 }  // namespace dsplan
 

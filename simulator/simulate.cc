@@ -18,11 +18,7 @@ namespace {
 // CUDA and NCCL libraries, the model's config and the data pipeline. Measured at 2.07-2.28 GiB
 // in ../shared/calibration runs without offload (steps_host_rss_peak_mb).
 constexpr int64_t kProcessHostBytes = int64_t{2150} << 20;
-// Host RAM a plan must leave free: the OS, the page cache, other processes, and the host
-// prediction's error. Measured against the offload runs' resident peak: +0.3 % and +0.9 % on
-// stage 1/2 CPU offload, 11 % low on the one stage-3 run with parameters offloaded too (a
-// pinned buffer not yet modeled). A headroom, not a validated band (docs/simulator.md).
-constexpr double kHostHeadroom = 0.05;
+
 
 // PyTorch allocates a cuBLAS(Lt) workspace per (handle, stream) through its caching allocator
 // and keeps it: one for the forward thread and one for the autograd thread. Its size is 32 MiB
@@ -291,7 +287,11 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   if (options.model_allocator) {
     const int64_t capacity = std::max<int64_t>(
         1, p.gpu_capacity_bytes - p.gpu_context_bytes - p.gpu_nccl_bytes);
-    const AllocatorResult a = SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0);
+    // PyTorch's optimizers create their states in the first step(); dsplan's runtime allocates
+    // them with the model states.
+    const AllocatorResult a =
+        SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0,
+                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed);
     p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
     allocator_oom = a.out_of_memory;
   }
@@ -306,8 +306,13 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   const int per_node = plan.gpus_per_node;
   const MemoryPeak& pinned = mem.peak[static_cast<int>(MemSpace::kPinnedHost)];
   const MemoryPeak& pageable = mem.peak[static_cast<int>(MemSpace::kPageableHost)];
-  p.host_pinned_bytes_per_node = pinned.bytes * per_node;
-  p.host_peak_bytes_per_node = (pinned.bytes + pageable.bytes + kProcessHostBytes) * per_node;
+  // PyTorch's host allocator rounds each pinned buffer up to a power of two; dsplan's runtime
+  // pins exact sizes.
+  const int64_t pinned_bytes =
+      pinned.bytes +
+      (ctx.stack == SoftwareStack::kPyTorchDeepSpeed ? g.pinned_rounding_bytes : 0);
+  p.host_pinned_bytes_per_node = pinned_bytes * per_node;
+  p.host_peak_bytes_per_node = (pinned_bytes + pageable.bytes + kProcessHostBytes) * per_node;
   p.host_capacity_bytes_per_node = options.host_memory_bytes > 0
                                        ? options.host_memory_bytes
                                        : static_cast<int64_t>(hw.host.ram_bytes.value);

@@ -105,23 +105,21 @@ namespace {
 // every request up to the next power of two before cudaHostAlloc
 // (ATen/core/CachingHostAllocator.h, allocate: PowerOf2Ceil). Measured: gpt2-xl with stage 2 CPU
 // offload pinned 16,640 MiB for two 5,941 MiB fp32 buffers and a 245 MiB one (8 + 8 + 0.25 GiB);
-// docs/simulator.md "Host memory".
+// docs/simulator.md "Host memory". dsplan's own runtime pins exactly what it asks for, so the
+// graph keeps exact sizes and the PyTorch stack's prediction adds the rounding.
 int64_t PinnedBytes(int64_t bytes) {
   if (bytes <= 1) return bytes;
   int64_t p = 1;
   while (p < bytes && p <= (std::numeric_limits<int64_t>::max() >> 1)) p <<= 1;
   return p < bytes ? bytes : p;
 }
-int64_t InSpace(int64_t bytes, MemSpace s) {
-  return s == MemSpace::kPinnedHost ? PinnedBytes(bytes) : bytes;
-}
 
 MemEffect Alloc(int64_t bytes, MemCategory c, bool at_end = false,
                 MemSpace s = MemSpace::kGpu) {
-  return MemEffect{InSpace(bytes, s), s, c, at_end};
+  return MemEffect{bytes, s, c, at_end};
 }
 MemEffect Free(int64_t bytes, MemCategory c, bool at_end = true, MemSpace s = MemSpace::kGpu) {
-  return MemEffect{-InSpace(bytes, s), s, c, at_end};
+  return MemEffect{-bytes, s, c, at_end};
 }
 // A free in sequence with the task's start effects (a transient inside a multi-part task).
 MemEffect FreeNow(int64_t bytes, MemCategory c) { return Free(bytes, c, false); }
@@ -167,10 +165,11 @@ class Builder {
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
   }
-  // One buffer of |bytes| in place before the step (pinned buffers as the host allocator
-  // rounds them).
+  // One buffer of |bytes| in place before the step; a pinned one also records what PyTorch's
+  // host allocator adds to it (StepGraph::pinned_rounding_bytes).
   void Init(MemSpace s, MemCategory c, int64_t bytes) {
-    g_.initial[static_cast<int>(s)][static_cast<int>(c)] += InSpace(bytes, s);
+    g_.initial[static_cast<int>(s)][static_cast<int>(c)] += bytes;
+    if (s == MemSpace::kPinnedHost) g_.pinned_rounding_bytes += PinnedBytes(bytes) - bytes;
   }
   // Elements a ZeRO-3 fetch of layer |l| gathers: its non-persistent parameters, and the
   // word-embedding table for a tied head.

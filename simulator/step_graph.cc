@@ -153,6 +153,7 @@ void StepGraph::Clear() {
   effects_.clear();
   initial = {};
   lazy_gpu_states.clear();
+  pinned_rounding_bytes = 0;
   repeat = {};
 }
 
@@ -195,6 +196,7 @@ Result<StepGraph> Unroll(const StepGraph& graph, int64_t max_tasks) {
   StepGraph out;
   out.initial = graph.initial;
   out.lazy_gpu_states = graph.lazy_gpu_states;
+  out.pinned_rounding_bytes = graph.pinned_rounding_bytes;
   out.Reserve(static_cast<size_t>(total));
   auto copy_task = [&](TaskId id, int64_t shift, int64_t micro_shift) {
     Task t = graph.task(id);

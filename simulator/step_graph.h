@@ -147,6 +147,10 @@ class StepGraph {
   /// its first iteration instead, where they take space from the segments the first step's
   /// activations left cached (docs/simulator.md, "Reserved memory").
   std::vector<int64_t> lazy_gpu_states;
+  /// What PyTorch's CachingHostAllocator adds to the pinned buffers in place before the step: it
+  /// rounds every pinned request up to a power of two. Not part of |initial| (dsplan's runtime
+  /// pins exact sizes); the PyTorch stack's host prediction adds it.
+  int64_t pinned_rounding_bytes = 0;
 
   /// The repeated micro-step of a compact graph (inactive: every task runs once).
   RepeatedBlock repeat;

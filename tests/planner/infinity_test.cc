@@ -225,7 +225,9 @@ TEST_F(InfinityTest, ProposedTilesKeepATileUnderASixteenthOfTheGpu) {
 // GPUs fit, but DeepSpeed 0.14.5 keeps the 16-bit gradient partitions of every rank in host
 // memory (stage3.py: grad_partitions_flat_buffer on the optimizer's device, "cpu" for CPU and
 // NVMe offload alike), 2 bytes x 1e12 = 2 TB per node, more than the node's 1.5 TB
-// (docs/validation/papers.md). With 2.5 TB the plan fits, tiled and on NVMe.
+// (docs/validation/papers.md). With 3 TB the plan fits, tiled and on NVMe (2.5 TB no longer
+// does: PyTorch's pinned allocator rounds each rank's gradient buffer up to a power of two,
+// 2.27 TiB per node, and 5 % of the RAM is kept free).
 TEST_F(InfinityTest, OneTrillionParametersOnOneDgx2) {
   auto profile = FindHardwareProfile("dgx-2", DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(profile.ok()) << profile.status().ToString();
@@ -253,7 +255,7 @@ TEST_F(InfinityTest, OneTrillionParametersOnOneDgx2) {
   }
   EXPECT_TRUE(host_limited_tiled);
 
-  r.host_memory_bytes = 2'500'000'000'000;
+  r.host_memory_bytes = 3'000'000'000'000;
   res = RunPlanner(r);
   ASSERT_TRUE(res.ok()) << res.status().ToString();
   ASSERT_FALSE(res->recommendations.empty());

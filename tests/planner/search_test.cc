@@ -85,7 +85,8 @@ Prediction FreshSimulate(const ModelSpec& spec, const Plan& plan,
 /// The fit rule of the planner, written out: the reserved peak at the top of its error band,
 /// plus context, NCCL and the headroom, within the device (no host or NVMe override).
 bool FitsGpu(const Prediction& p, Headroom h = Headroom()) {
-  const double upper = static_cast<double>(p.gpu_peak_reserved_bytes) * (1 + p.memory_band.upper);
+  const double upper = static_cast<double>(p.gpu_peak_reserved_bytes) * (1 + p.memory_band.upper) +
+                       static_cast<double>(p.memory_band.upper_bytes);
   return upper + p.gpu_context_bytes + NcclWorkspaceBytes(p.plan) + h.Bytes(p.gpu_capacity_bytes) <=
          p.gpu_capacity_bytes;
 }

@@ -201,6 +201,53 @@ TEST_F(StepBuilderTest, CpuOffloadMovesMasterAndStatesToTheHost) {
   }
 }
 
+// PyTorch's CachingHostAllocator rounds every pinned buffer up to a power of two; the graph
+// keeps exact sizes and records what the rounding adds, buffer by buffer (stage 1/2 with
+// pin_memory: the fp32 master, the fp32 gradient partition, the largest parameter's buffer).
+TEST_F(StepBuilderTest, PinnedBuffersRecordThePowerOfTwoRoundingOfEachBuffer) {
+  auto pow2 = [](int64_t b) {
+    int64_t p = 1;
+    while (p < b) p <<= 1;
+    return p;
+  };
+  Plan p = MakePlan(2, 1);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_optimizer.pin_memory = true;
+  const BuiltStep b = Build(p);
+  const int64_t part = b.facts.partition_numel;
+  const int64_t master = 4 * part, grads = 4 * part;
+  const int64_t pinned = Init(b, kPinned, MemCategory::kMaster) +
+                         Init(b, kPinned, MemCategory::kGradients) +
+                         Init(b, kPinned, MemCategory::kCommBuffers);
+  EXPECT_EQ(Init(b, kPinned, MemCategory::kMaster), master);
+  EXPECT_EQ(Init(b, kPinned, MemCategory::kGradients), grads);
+  const int64_t largest = Init(b, kPinned, MemCategory::kCommBuffers);
+  EXPECT_GT(largest, 0);
+  EXPECT_EQ(b.graph.pinned_rounding_bytes,
+            pow2(master) - master + pow2(grads) - grads + pow2(largest) - largest);
+  EXPECT_EQ(pinned, master + grads + largest);
+  // Without pin_memory the gradients and the buffer are pageable; the fp32 master is pinned
+  // whatever pin_memory says (stage 1/2 offload).
+  p.zero.offload_optimizer.pin_memory = false;
+  const BuiltStep u = Build(p);
+  EXPECT_EQ(u.graph.pinned_rounding_bytes, pow2(master) - master);
+}
+
+// Adam's two states per flat fp32 partition are created by the first step(), not before it:
+// the graph lists them (for the allocator replay) and still counts them in the steady state.
+TEST_F(StepBuilderTest, LazyStatesAreAdamsTwoTensorsPerPartition) {
+  const BuiltStep b = Build(MakePlan(2, 4));
+  const int64_t part = b.facts.partition_numel;
+  EXPECT_EQ(b.graph.lazy_gpu_states, (std::vector<int64_t>{4 * part, 4 * part}));
+  EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 8 * part);
+  Plan off = MakePlan(2, 4);
+  off.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  EXPECT_TRUE(Build(off).graph.lazy_gpu_states.empty());  // CPU Adam's states are on the host
+  Plan adagrad = MakePlan(2, 4);
+  adagrad.optimizer = OptimizerType::kAdagrad;  // DeepSpeed builds Adagrad's states eagerly
+  EXPECT_TRUE(Build(adagrad).graph.lazy_gpu_states.empty());
+}
+
 // Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
 // persistent parameters (at most the threshold each) keep a GPU partition.
 TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {

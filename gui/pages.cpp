@@ -46,6 +46,16 @@
 
 namespace dsplan::gui {
 namespace {
+
+// Puts |x| at the bottom and |y| on the left of |chart| and attaches every series to both.
+void AttachAxes(QChart* chart, QAbstractAxis* x, QAbstractAxis* y) {
+  chart->addAxis(x, Qt::AlignBottom);
+  chart->addAxis(y, Qt::AlignLeft);
+  for (QAbstractSeries* s : chart->series()) {
+    s->attachAxis(x);
+    s->attachAxis(y);
+  }
+}
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 QTableView* makeTable(QAbstractItemModel* model, int sortRole) {
@@ -357,12 +367,7 @@ void MemoryPage::setDetail(const StepDetail& d) {
   y->setLabelFormat(QStringLiteral("%.0f"));
   x->applyNiceNumbers();
   y->applyNiceNumbers();
-  chart->addAxis(x, Qt::AlignBottom);
-  chart->addAxis(y, Qt::AlignLeft);
-  for (QAbstractSeries* s : chart->series()) {
-    s->attachAxis(x);
-    s->attachAxis(y);
-  }
+  AttachAxes(chart, x, y);
 }
 
 // ---------------------------------------------------------------- Timeline
@@ -989,12 +994,7 @@ void ValidationPage::display(const ValidationData& d) {
   y->setRange(0, std::max(ymax, 1e-6) * 1.15);
   y->setLabelFormat(QStringLiteral("%.0f"));
   y->applyNiceNumbers();
-  chart->addAxis(x, Qt::AlignBottom);
-  chart->addAxis(y, Qt::AlignLeft);
-  for (QAbstractSeries* s : chart->series()) {
-    s->attachAxis(x);
-    s->attachAxis(y);
-  }
+  AttachAxes(chart, x, y);
 }
 
 }  // namespace dsplan::gui

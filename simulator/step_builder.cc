@@ -212,6 +212,7 @@ class Builder {
   }
   TaskId GatherTile(int micro, int l, int64_t i);
   void ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx);
+  Task TileTask(TaskKind kind, int micro, int l, int64_t i) const;
   void ForwardTiled(int micro, int l);
   void BackwardTiled(int micro, int l);
   // cpu_checkpointing: the checkpoint of layer |l| goes to host memory after its forward
@@ -813,19 +814,25 @@ void Builder::ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx) {
   gathered_numel_ -= TileNumel(l, i);
 }
 
+// One tile's share of layer |l|'s |kind| task: 1/parts of its kernels, the layer's hooks whole.
+Task Builder::TileTask(TaskKind kind, int micro, int l, int64_t i) const {
+  Task t;
+  t.kind = kind;
+  t.layer = l;
+  t.micro_step = micro;
+  t.index = static_cast<int32_t>(i);
+  t.zero3_hooks = true;
+  t.gathered_tensors = lp_[l].gathered_tensors;
+  t.parts = static_cast<int32_t>(tiles_);
+  return t;
+}
+
 void Builder::ForwardTiled(int micro, int l) {
   const Layer& layer = w_.layers[l];
   const int64_t reuse = p_.zero.stage3_max_reuse_distance;
   for (int64_t i = 0; i < tiles_; ++i) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
-    Task t;
-    t.kind = TaskKind::kForward;
-    t.layer = l;
-    t.micro_step = micro;
-    t.index = static_cast<int32_t>(i);
-    t.zero3_hooks = true;
-    t.gathered_tensors = lp_[l].gathered_tensors;
-    t.parts = static_cast<int32_t>(tiles_);
+    const Task t = TileTask(TaskKind::kForward, micro, l, i);
     std::vector<MemEffect> fx;
     if (i == tiles_ - 1) fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
     // The tile's next use is its backward: the block's later tiles and the layers after it
@@ -846,14 +853,7 @@ void Builder::BackwardTiled(int micro, int l) {
     // once as for whole layers).
     for (int64_t i = 0; i < tiles_; ++i) {
       const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
-      Task r;
-      r.kind = TaskKind::kRecompute;
-      r.layer = l;
-      r.micro_step = micro;
-      r.index = static_cast<int32_t>(i);
-      r.zero3_hooks = true;
-      r.gathered_tensors = lp_[l].gathered_tensors;
-      r.parts = static_cast<int32_t>(tiles_);
+      const Task r = TileTask(TaskKind::kRecompute, micro, l, i);
       std::vector<MemEffect> fx;
       if (i == tiles_ - 1) {
         fx.push_back(Alloc(layer.recompute_bytes, MemCategory::kActivations, true));
@@ -866,14 +866,7 @@ void Builder::BackwardTiled(int micro, int l) {
   int64_t first = lp_[l].offset + layer.params;  // gradients appear from the last tile down
   for (int64_t i = tiles_ - 1; i >= 0; --i) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
-    Task t;
-    t.kind = TaskKind::kBackward;
-    t.layer = l;
-    t.micro_step = micro;
-    t.index = static_cast<int32_t>(i);
-    t.zero3_hooks = true;
-    t.gathered_tensors = lp_[l].gathered_tensors;
-    t.parts = static_cast<int32_t>(tiles_);
+    const Task t = TileTask(TaskKind::kBackward, micro, l, i);
     std::vector<MemEffect> fx;
     if (i == tiles_ - 1) {
       // The block's backward working memory (as untiled: the outputs of a tiled Linear are

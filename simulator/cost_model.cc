@@ -573,29 +573,23 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     // fetch_sub_module; docs/stack-costs.md). So a layer takes the longer of its kernels and its
     // host work with the hooks. dsplan's runtime has no Python hooks: its gathers are the graph's
     // own collective tasks.
-    case TaskKind::kForward: {
-      if (t.layer < 0) return 0;
-      const LayerCost& c = layers[t.layer];
-      const double parts = std::max(1, t.parts);
-      const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.FwdGpuSeconds() / parts, c.fwd_dispatch_s / parts + hooks)
-                       : c.fwd_s / parts;
-    }
-    case TaskKind::kRecompute: {
-      if (t.layer < 0) return 0;
-      const LayerCost& c = layers[t.layer];
-      const double parts = std::max(1, t.parts);
-      const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.FwdGpuSeconds() / parts, c.recompute_dispatch_s / parts + hooks)
-                       : c.recompute_s / parts;
-    }
+    case TaskKind::kForward:
+    case TaskKind::kRecompute:
     case TaskKind::kBackward: {
       if (t.layer < 0) return 0;
       const LayerCost& c = layers[t.layer];
+      // A tiled layer's task is one of |parts| tiles: 1/parts of its kernels and host work.
       const double parts = std::max(1, t.parts);
+      const bool bwd = t.kind == TaskKind::kBackward;
+      const double gpu = bwd ? c.BwdGpuSeconds() : c.FwdGpuSeconds();
+      const double host = t.kind == TaskKind::kForward    ? c.fwd_dispatch_s
+                          : t.kind == TaskKind::kRecompute ? c.recompute_dispatch_s
+                                                           : c.bwd_dispatch_s;
+      const double plain = t.kind == TaskKind::kForward    ? c.fwd_s
+                           : t.kind == TaskKind::kRecompute ? c.recompute_s
+                                                            : c.bwd_s;
       const double hooks = HookSeconds(t, c);
-      return hooks > 0 ? std::max(c.BwdGpuSeconds() / parts, c.bwd_dispatch_s / parts + hooks)
-                       : c.bwd_s / parts;
+      return hooks > 0 ? std::max(gpu / parts, host / parts + hooks) : plain / parts;
     }
     case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:

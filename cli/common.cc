@@ -309,4 +309,13 @@ Lengths ResolveLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
   return l;
 }
 
+CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes) {
+  cmd->add_option("--gpus", gpus, "GPUs per node")
+      ->capture_default_str()
+      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
+  return cmd->add_option("--nodes", nodes, "Nodes")
+      ->capture_default_str()
+      ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
+}
+
 }  // namespace dsplan

@@ -46,6 +46,10 @@ Status CheckIntFlag(const char* flag, int64_t v, int64_t lo, int64_t hi);
 /// an integer or lies outside [lo, hi] is refused with one line naming |flag| and the valid
 /// range. Anything else passes unchanged to CLI11's own conversion and range checks.
 CLI::Validator CountFlag(const std::string& flag, int64_t lo, int64_t hi);
+/// Adds --gpus (GPUs per node) and --nodes to |cmd|, both positive counts with their defaults
+/// shown in --help. Returns the --nodes option (to ask whether it was given).
+CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes);
+
 /// GPUs per node x nodes: both positive, and the product at most kMaxWorldSize.
 Status CheckCluster(int64_t gpus_per_node, int64_t nodes);
 /// The most GPUs in one job dsplan plans for (the largest published training runs use ~25,000).

@@ -12,12 +12,7 @@ namespace dsplan {
 void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_option("--model", f.model, "Catalog name (dsplan models) or path to a HF config.json")
       ->required(required);
-  cmd->add_option("--gpus", f.gpus, "GPUs per node")
-      ->capture_default_str()
-      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
-  cmd->add_option("--nodes", f.nodes, "Nodes")
-      ->capture_default_str()
-      ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
+  AddGpusAndNodesFlags(cmd, f.gpus, f.nodes);
   cmd->add_option("--seq-len", f.seq_len,
                   "Tokens per sample (T5: encoder length). Default: 512 for T5 and BERT, else "
                   "1024 (capped at a learned position table)");

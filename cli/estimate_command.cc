@@ -117,12 +117,7 @@ DeclaredCommand AddEstimateCommand(CLI::App& app) {
   cmd->add_option("--largest-layer-params", f.largest_layer_params,
                   "With --params: the largest module's own parameters (DeepSpeed's ZeRO-3 "
                   "estimator term; default 0)");
-  cmd->add_option("--gpus", f.gpus, "GPUs per node")
-      ->capture_default_str()
-      ->transform(CountFlag("--gpus", 1, kMaxWorldSize));
-  cmd->add_option("--nodes", f.nodes, "Nodes")
-      ->capture_default_str()
-      ->transform(CountFlag("--nodes", 1, kMaxWorldSize));
+  AddGpusAndNodesFlags(cmd, f.gpus, f.nodes);
   cmd->add_option("--hardware", f.hardware,
                   "Hardware profile for dsplan's prediction (name or YAML). Default: "
                   "h200-measured when present, else h200-sxm");

@@ -213,6 +213,8 @@ class Builder {
   TaskId GatherTile(int micro, int l, int64_t i);
   void ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx);
   Task TileTask(TaskKind kind, int micro, int l, int64_t i) const;
+  TaskId PartitionToGpu(int micro, int l, int64_t index, int64_t numel);
+  Task AllGatherTask(int micro, int l, int64_t index, int64_t numel) const;
   void ForwardTiled(int micro, int l);
   void BackwardTiled(int micro, int l);
   // cpu_checkpointing: the checkpoint of layer |l| goes to host memory after its forward
@@ -607,28 +609,39 @@ void Builder::Initial() {
   }
 }
 
-TaskId Builder::Gather(int micro, int l) {
-  if (Gathered(l) <= 0) return -1;
-  const int64_t bytes = GatherBytes(l);
-  TaskId h2d = -1;
-  if (p_.OffloadsParams()) {
-    // The partition is copied to the GPU before the all-gather.
-    Task copy;
-    copy.kind = TaskKind::kCopyH2D;
-    copy.resource = Resource::kH2D;
-    copy.layer = l;
-    copy.micro_step = micro;
-    copy.bytes = static_cast<double>(e_ * CeilDiv(Gathered(l), N_));
-    h2d = g_.Add(copy, {}, {});
-  }
+// With offload_param, the rank's partition of |numel| gathered elements (of layer |l|, tile
+// |index|) is copied to the GPU before the all-gather; -1 when parameters stay on the GPU.
+TaskId Builder::PartitionToGpu(int micro, int l, int64_t index, int64_t numel) {
+  if (!p_.OffloadsParams()) return -1;
+  Task copy;
+  copy.kind = TaskKind::kCopyH2D;
+  copy.resource = Resource::kH2D;
+  copy.layer = l;
+  copy.micro_step = micro;
+  copy.index = static_cast<int32_t>(index);
+  copy.bytes = static_cast<double>(e_ * CeilDiv(numel, N_));
+  return g_.Add(copy, {}, {});
+}
+
+// The all-gather of |numel| elements of layer |l| (tile |index|): every rank's padded partition.
+Task Builder::AllGatherTask(int micro, int l, int64_t index, int64_t numel) const {
   Task t;
   t.kind = TaskKind::kAllGather;
   t.resource = CommStream();
   t.layer = l;
   t.micro_step = micro;
-  t.bytes = static_cast<double>(e_ * CeilDiv(Gathered(l), N_) * N_);
+  t.index = static_cast<int32_t>(index);
+  t.bytes = static_cast<double>(e_ * CeilDiv(numel, N_) * N_);
   t.ranks = N_;
   t.inter_node = inter_node_;
+  return t;
+}
+
+TaskId Builder::Gather(int micro, int l) {
+  if (Gathered(l) <= 0) return -1;
+  const int64_t bytes = GatherBytes(l);
+  const TaskId h2d = PartitionToGpu(micro, l, 0, Gathered(l));
+  Task t = AllGatherTask(micro, l, 0, Gathered(l));
   t.kernels = 2;
   std::vector<MemEffect> fx = {Alloc(bytes, MemCategory::kGatheredParams)};
   if (N_ > 1 && lp_[l].tensors > 1) {
@@ -779,26 +792,8 @@ void Builder::Backward(int micro) {
 
 TaskId Builder::GatherTile(int micro, int l, int64_t i) {
   const int64_t numel = TileNumel(l, i);
-  TaskId h2d = -1;
-  if (p_.OffloadsParams()) {
-    Task copy;
-    copy.kind = TaskKind::kCopyH2D;
-    copy.resource = Resource::kH2D;
-    copy.layer = l;
-    copy.micro_step = micro;
-    copy.index = static_cast<int32_t>(i);
-    copy.bytes = static_cast<double>(e_ * CeilDiv(numel, N_));
-    h2d = g_.Add(copy, {}, {});
-  }
-  Task t;
-  t.kind = TaskKind::kAllGather;
-  t.resource = CommStream();
-  t.layer = l;
-  t.micro_step = micro;
-  t.index = static_cast<int32_t>(i);
-  t.bytes = static_cast<double>(e_ * CeilDiv(numel, N_) * N_);
-  t.ranks = N_;
-  t.inter_node = inter_node_;
+  const TaskId h2d = PartitionToGpu(micro, l, i, numel);
+  Task t = AllGatherTask(micro, l, i, numel);
   // One gather per tile module: each of the block's tiled Linears is fetched on its own.
   t.kernels = 2 * std::max(1, lp_[l].gathered_tensors);
   const TaskId id = g_.Add(t, {h2d}, {Alloc(TileGatherBytes(l, i), MemCategory::kGatheredParams)});

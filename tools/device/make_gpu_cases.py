@@ -150,6 +150,8 @@ def simulate(a, model, ds_config, scratch, seq, gck):
 def seq_args(cfg):
     if cfg["model_type"] == "t5":
         return ["--seq-len", "512", "--target-len", "128"], {"src_len": 512, "tgt_len": 128}
+    if cfg["model_type"] == "bert":
+        return ["--seq-len", "512"], {"seq_len": 512}
     return ["--seq-len", "1024"], {"seq_len": 1024}
 
 

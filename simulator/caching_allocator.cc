@@ -41,14 +41,15 @@ int64_t CachingAllocator::SegmentSize(int64_t size) {
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev,
-                               int next) {
+int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream,
+                               int prev, int next) {
   const int id = static_cast<int>(blocks_.size());
   Block b;
   b.size = size;
   b.offset = offset;
   b.segment = seg;
   b.small = small;
+  b.stream = stream;
   b.prev = prev;
   b.next = next;
   blocks_.push_back(b);
@@ -64,12 +65,12 @@ void CachingAllocator::Absorb(int a, int b) {
   blocks_[b].segment = -1;
 }
 
-Result<int> CachingAllocator::Malloc(int64_t request) {
+Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
   int best = -1;
-  auto fit = free_[small].lower_bound({size, -1});
-  if (fit != free_[small].end()) best = fit->second;
+  auto fit = free_[small].lower_bound({stream, size, -1});
+  if (fit != free_[small].end() && std::get<0>(*fit) == stream) best = std::get<2>(*fit);
   if (best < 0) {
     const int64_t seg_bytes = SegmentSize(size);
     void* base = nullptr;
@@ -91,15 +92,15 @@ Result<int> CachingAllocator::Malloc(int64_t request) {
     reserved_ += seg_bytes;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     const int seg_id = static_cast<int>(segments_.size());
-    best = NewBlock(seg_bytes, 0, seg_id, small, -1, -1);
+    best = NewBlock(seg_bytes, 0, seg_id, small, stream, -1, -1);
     segments_.push_back({base, seg_bytes, best});
   }
   RemoveFree(best);
   const int64_t rest = blocks_[best].size - size;
   if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
     blocks_[best].size = size;
-    const int r = NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, small, best,
-                           blocks_[best].next);
+    const int r = NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, small,
+                           stream, best, blocks_[best].next);
     if (blocks_[r].next >= 0) blocks_[blocks_[r].next].prev = r;
     blocks_[best].next = r;
   }
@@ -197,7 +198,7 @@ void CachingAllocator::AppendStateKey(std::vector<int64_t>* key,
     if ((*number)[i] < 0) continue;
     const Block& b = blocks_[i];
     key->insert(key->end(), {-2, seg_number[b.segment], b.offset, b.size, b.free ? 1 : 0,
-                             b.small ? 1 : 0, b.prev < 0 ? -1 : (*number)[b.prev],
+                             b.small ? 1 : 0, b.stream, b.prev < 0 ? -1 : (*number)[b.prev],
                              b.next < 0 ? -1 : (*number)[b.next]});
   }
 }
@@ -236,7 +237,7 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
   if (e.space != MemSpace::kGpu || e.bytes == 0) return -2;
   std::vector<std::pair<int64_t, int>>& live = live_[static_cast<size_t>(e.category)];
   if (e.bytes > 0) {
-    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes));
+    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes, e.side_stream ? 1 : 0));
     if (b >= 0) live.push_back({e.bytes, b});
     return b;
   }
@@ -256,9 +257,10 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
   while (left > 0 && !live.empty()) {
     auto [size, block] = live.back();
     live.pop_back();
+    const int stream = a_->BlockStream(block);
     a_->Free(block);
     if (size > left) {
-      DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(size - left));
+      DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(size - left, stream));
       if (b < 0) return -1;
       live.push_back({size - left, b});
     }

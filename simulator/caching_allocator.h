@@ -18,9 +18,12 @@
 //  * when the source cannot supply a segment (or the limit would be exceeded), every cached
 //    segment with nothing allocated in it is released and the request retried once; if that
 //    fails too, the request reports out-of-memory.
-// One simplification against PyTorch: PyTorch keeps free blocks per CUDA stream (a block freed
-// by a tensor allocated on the side stream is reused only by that stream); here there is one set
-// of pools.
+//  * blocks belong to the CUDA stream that allocated them: a free block is reused only by a
+//    request on the same stream, and a segment is carved up only for its stream (PyTorch's
+//    block pools order blocks by (stream, size, address)). DeepSpeed allocates some buffers on
+//    its side streams (with overlap_comm, ZeRO-1/2's grads_in_partition and the flattened
+//    buckets under reduction_stream): they get segments of their own that the default stream's
+//    requests never reuse (docs/simulator.md, "Reserved memory").
 //
 // Thread safety: none; one owner (the simulation, or the executor's issuing thread).
 #ifndef DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
@@ -30,6 +33,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -95,7 +99,8 @@ class CachingAllocator {
 
   /// A block id >= 0, or -1 when out of memory (oom_message() says why). Errors: the source
   /// failed for a reason other than memory.
-  Result<int> Malloc(int64_t request);
+  /// |stream|: 0 the default stream, other values other streams (pools are per stream).
+  Result<int> Malloc(int64_t request, int stream = 0);
   /// REQUIRES: |block| is allocated.
   void Free(int block);
   /// Releases every segment that is one free block (except kept ones). Returns the bytes
@@ -109,6 +114,7 @@ class CachingAllocator {
 
   void* Ptr(int block) const;
   int64_t BlockSize(int block) const { return blocks_[block].size; }
+  int BlockStream(int block) const { return blocks_[block].stream; }
 
   int64_t allocated() const { return allocated_; }
   int64_t reserved() const { return reserved_; }
@@ -130,6 +136,7 @@ class CachingAllocator {
     int64_t offset = 0;  // from the segment's base
     bool free = true;
     bool small = false;
+    int stream = 0;
     int segment = -1;
     int prev = -1, next = -1;  // neighbours in the segment, address order
   };
@@ -140,16 +147,18 @@ class CachingAllocator {
     bool keep = false;
   };
 
-  int NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev, int next);
+  int NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream, int prev, int next);
   void Absorb(int a, int b);
-  void InsertFree(int id) { free_[blocks_[id].small].insert({blocks_[id].size, id}); }
-  void RemoveFree(int id) { free_[blocks_[id].small].erase({blocks_[id].size, id}); }
+  using FreeKey = std::tuple<int, int64_t, int>;  // (stream, size, id)
+  FreeKey KeyOf(int id) const { return {blocks_[id].stream, blocks_[id].size, id}; }
+  void InsertFree(int id) { free_[blocks_[id].small].insert(KeyOf(id)); }
+  void RemoveFree(int id) { free_[blocks_[id].small].erase(KeyOf(id)); }
 
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  std::set<std::pair<int64_t, int>> free_[2];  // by (size, id)
+  std::set<FreeKey> free_[2];  // by (stream, size, id)
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::string oom_message_;
 };

@@ -198,6 +198,29 @@ double CostModel::EagerRate(KernelClass c, bool backward) const {
   return (backward ? s.bwd_bytes_per_s[i] : s.fwd_bytes_per_s[i]) * scale;
 }
 
+double CostModel::PyTorchOptimizerSeconds(const Task& t, double dispatch) const {
+  // The step's kernels at PyTorch's rates for each: the fp64 copies and norms of the gradient
+  // norm, the widening copies, and the rest (flatten, unscale, Adam, the copy back) at the
+  // streaming class's. The host walks the partition's parameter tensors in Python (measured per
+  // tensor); the kernels run while it does, so the step takes the longer of the two.
+  const StackCosts& s = MeasuredStackCosts();
+  const double scale = EagerRate(KernelClass::kStream, false) /
+                       s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
+  const double rest =
+      std::max(0.0, t.bytes - t.fp64_cast_bytes - t.fp64_norm_bytes - t.cast_up_bytes);
+  double gpu = rest / EagerRate(KernelClass::kStream, false) +
+               t.cast_up_bytes / EagerRate(KernelClass::kCastUp, false) +
+               (t.fp64_cast_bytes > 0 ? t.fp64_cast_bytes / (s.fp64_cast_bytes_per_s * scale) : 0) +
+               (t.fp64_norm_bytes > 0 ? t.fp64_norm_bytes / (s.fp64_norm_bytes_per_s * scale) : 0);
+  if (t.flops > 0) gpu += t.flops / PeakFlops(Precision::kFp32);
+  double host = t.kernels * dispatch;
+  if (t.step_param_tensors > 0) {
+    host = t.step_stage == 3 ? s.z3_step_s + t.step_param_tensors * s.z3_step_per_param_s
+                             : s.z12_step_s + t.step_param_tensors * s.z12_step_per_param_s;
+  }
+  return std::max(gpu, host);
+}
+
 double CostModel::EagerSeconds(const Op& op, bool backward) const {
   if (stack_ == SoftwareStack::kDsplanRuntime) {
     return MemoryBoundSeconds(backward ? op.bwd_bytes : op.fwd_bytes);
@@ -591,8 +614,10 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       const double hooks = HookSeconds(t, c);
       return hooks > 0 ? std::max(gpu / parts, host / parts + hooks) : plain / parts;
     }
-    case TaskKind::kGradCopy:
     case TaskKind::kGpuOptimizer:
+      if (stack_ == SoftwareStack::kPyTorchDeepSpeed) return PyTorchOptimizerSeconds(t, dispatch);
+      [[fallthrough]];
+    case TaskKind::kGradCopy:
       // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the
       // host's dispatch bounds them when the tensors are small. dsplan's runtime issues the
       // task's bytes as |kernels| streaming launches.

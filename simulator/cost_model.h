@@ -101,6 +101,8 @@ class CostModel {
   /// Bytes/s of PyTorch's kernels of class |c| on this profile's GPU (the measured rate, scaled
   /// by this profile's streaming rate over the measured machine's).
   double EagerRate(KernelClass c, bool backward) const;
+  /// A GPU optimizer task on the PyTorch stack (see Task::fp64_cast_bytes).
+  double PyTorchOptimizerSeconds(const Task& t, double dispatch) const;
   /// An elementwise op's kernels as eager PyTorch runs them (Op::eager), at EagerRate; dsplan's
   /// runtime: its least traffic at the streaming rate.
   double EagerSeconds(const Op& op, bool backward) const;

@@ -87,6 +87,18 @@ StackCosts Build() {
   s.z3_fwd_per_param_s = 120.9e-6;
   s.z3_bwd_per_module_s = 281.2e-6;
   s.z3_bwd_per_param_s = 188.8e-6;
+  // "zero3" grid of stack-costs-call2.json, the stage-2 and stage-3 columns alone: the step
+  // time (engine.step(), synchronized) of the six stacks of 32 to 385 tiny modules with 32 to
+  // 256 parameter tensors, least squares t = a + b * parameter tensors. The stacks' tensors
+  // are tiny, so this is host time (residuals at most 1.9 ms and 0.9 ms).
+  s.z12_step_s = 2.09e-3;
+  s.z12_step_per_param_s = 45.8e-6;
+  s.z3_step_s = 2.89e-3;
+  s.z3_step_per_param_s = 74.6e-6;
+  // The fp64 copy and norm of the step's gradient-norm loop: the class rates of a widening cast
+  // and of a reduction until measured on their own (tools/probes/optimizer_kernels.py).
+  s.fp64_cast_bytes_per_s = 1.964e12;
+  s.fp64_norm_bytes_per_s = 2.154e12;
   s.families = kFamilies;
   s.num_families = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
   s.rests = kRests;

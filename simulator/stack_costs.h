@@ -54,6 +54,15 @@ struct StackCosts {
   /// gradient hooks), beyond stage 2's.
   double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
   double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  /// DeepSpeed's optimizer step on the host with a GPU optimizer: a fixed part and a part per
+  /// parameter tensor of the rank's partition (the per-gradient norm loop and the per-tensor
+  /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules. Stage 0's
+  /// BF16_Optimizer was not measured: it is priced with stages 1/2's (an assumption).
+  double z12_step_s = 0, z12_step_per_param_s = 0;
+  double z3_step_s = 0, z3_step_per_param_s = 0;
+  /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
+  /// copy) and `torch.norm` of the fp64 copy.
+  double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
   const FamilyBlockHost* families = nullptr;
   int num_families = 0;
   const FamilyRestHost* rests = nullptr;

@@ -162,6 +162,11 @@ class Builder {
            (Stage0Like() && f_.wrapper != OptimizerWrapper::kBf16Optimizer);
   }
   Resource CommStream() const { return f_.overlap_comm ? Resource::kComm : Resource::kCompute; }
+  /// |e| allocated under DeepSpeed's side stream when overlap_comm puts the work there.
+  MemEffect OnSideStream(MemEffect e) const {
+    e.side_stream = f_.overlap_comm;
+    return e;
+  }
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
   }
@@ -1005,9 +1010,12 @@ void Builder::FlushBucket(int micro) {
   if (Stage3()) {
     // reduce_scatter_coalesced interleaves the ranks' chunks with torch.cat (a bucket-sized
     // copy), then partition_grads adds this rank's chunk into grad_partitions_flat_buffer.
+    // At world size 1 too: only a bucket of one tensor whose numel the world size divides is
+    // reduced in place (coalesced_collectives.reduce_scatter_coalesced). With overlap_comm the
+    // copy is made on reduce_and_partition_stream, so it comes from that stream's pool.
     r.kind = z.reduce_scatter ? TaskKind::kReduceScatter : TaskKind::kAllReduce;
-    if (N_ > 1) {
-      fx.push_back(Alloc(comm_e_ * bucket_elems_, MemCategory::kCommBuffers));
+    if (N_ > 1 || bucket_tensors_ > 1) {
+      fx.push_back(OnSideStream(Alloc(comm_e_ * bucket_elems_, MemCategory::kCommBuffers)));
       fx.push_back(Free(comm_e_ * bucket_elems_, MemCategory::kCommBuffers));
     }
   } else {
@@ -1027,15 +1035,17 @@ void Builder::FlushBucket(int micro) {
                             : bucket_tensors_ > 1;
     const int64_t flat = (copies ? e_ * bucket_elems_ : 0) +
                          (comm_e_ != e_ ? comm_e_ * bucket_elems_ : 0);
+    // Under overlap_comm average_tensor and copy_grads_in_partition run on reduction_stream:
+    // these buffers come from that stream's pool of the caching allocator.
     if (flat > 0) {
-      fx.push_back(Alloc(flat, MemCategory::kCommBuffers));
+      fx.push_back(OnSideStream(Alloc(flat, MemCategory::kCommBuffers)));
       fx.push_back(FreeNow(flat, MemCategory::kCommBuffers));
     }
     // The first flush of a step allocates grads_in_partition (16-bit, the whole tensors that
     // overlap this rank's partition); with optimizer offload the owned slices go to the host
     // instead.
     if (!partition_buffer_live_ && !p_.OffloadsOptimizer()) {
-      fx.push_back(Alloc(e_ * grads_part_, MemCategory::kGradients));
+      fx.push_back(OnSideStream(Alloc(e_ * grads_part_, MemCategory::kGradients)));
       partition_buffer_live_ = true;
       partition_buffer_micro_ = micro;
     } else if (micro > partition_buffer_micro_ && !second_partition_buffer_ &&
@@ -1045,7 +1055,7 @@ void Builder::FlushBucket(int micro) {
       // only the reference, so copy_grads_in_partition allocates a new one in each later
       // micro-step; its gradients are add_-ed into averaged_gradients at the epilogue and it
       // is freed there (zero_grad).
-      fx.push_back(Alloc(e_ * grads_part_, MemCategory::kGradients));
+      fx.push_back(OnSideStream(Alloc(e_ * grads_part_, MemCategory::kGradients)));
       second_partition_buffer_ = true;
     }
   }
@@ -1186,6 +1196,10 @@ void Builder::OptimizerStep() {
                 adam_bytes * part_ + (4.0 + e_) * part_;
       t.elements = static_cast<double>(part_);
       t.kernels = 3 * param_tensors_ + 30;
+      // BF16_Optimizer.step walks every parameter tensor in Python too (update_hp_grads,
+      // the per-tensor norms, clipping, update_lp_params).
+      t.step_param_tensors = static_cast<int32_t>(param_tensors_);
+      t.step_stage = 0;
       fx = {Alloc(4 * largest_param_, MemCategory::kTemporaries),
             FreeNow(4 * largest_param_, MemCategory::kTemporaries),
             Alloc(comm_e_ * P_, MemCategory::kCommBuffers),
@@ -1223,10 +1237,19 @@ void Builder::OptimizerStep() {
         // flatten(averaged_gradients).to(fp32): a 16-bit flat copy and its fp32 cast;
         // grads_in_partition is freed; AdamW with its temporary; the fp32 grad is dropped;
         // fp32 -> 16-bit copy.
-        t.bytes = (e_ + 8.0) * part_ + (2.0 * e_ + 4.0) * part_ + adam_bytes * part_ +
-                  (4.0 + e_) * part_;
+        // Per element: the norm's fp64 copy (e + 8) and its read (8); the flatten (2e) and the
+        // cast to fp32 (e + 4, none in fp32); unscale_and_clip_grads' mul_ (8, always run);
+        // Adam; the copy back (4 + e).
+        const double cast32 = e_ < 4 ? e_ + 4.0 : 0.0;
+        t.fp64_cast_bytes = (e_ + 8.0) * part_;
+        t.fp64_norm_bytes = 8.0 * part_;
+        t.cast_up_bytes = cast32 * part_;
+        t.bytes = t.fp64_cast_bytes + t.fp64_norm_bytes + t.cast_up_bytes +
+                  (2.0 * e_ + 8.0 + adam_bytes + 4.0 + e_) * part_;
         t.elements = static_cast<double>(part_);
         t.kernels = 2 * param_tensors_ / N_ + 30;
+        t.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
+        t.step_stage = static_cast<int8_t>(z.stage);
         fx = {Alloc(8 * largest_param_, MemCategory::kTemporaries),
               FreeNow(8 * largest_param_, MemCategory::kTemporaries),
               Alloc(e_ * part_, MemCategory::kTemporaries),
@@ -1290,19 +1313,27 @@ void Builder::OptimizerStep() {
       Task norm;
       norm.kind = TaskKind::kGpuOptimizer;
       norm.kernels = (off ? 2 : 3) * static_cast<int>(CeilDiv(param_tensors_, N_));
-      norm.bytes = off ? 0.0 : 18.0 * part_;
+      if (!off) {
+        norm.fp64_cast_bytes = (acc_ + 8.0) * part_;
+        norm.fp64_norm_bytes = 8.0 * part_;
+        norm.bytes = norm.fp64_cast_bytes + norm.fp64_norm_bytes;
+        norm.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
+        norm.step_stage = 3;
+      }
       int64_t remaining = part_;
       TaskId prev = last_compute_ = g_.Add(norm, {last_compute_, last_reduce_}, {});
       for (int64_t sg = 0; sg < f_.subgroups; ++sg) {
         const int64_t n = std::min(remaining, subgroup_sizes_[sg]);
         remaining -= n;
         if (!off || sg >= cpu_subgroups_) {
-          // flatten(grads).to(fp32): a 16-bit then an fp32 copy of the sub-group; AdamW; the
-          // fp32 master is copied into the 16-bit partition.
+          // flatten(grads).to(fp32): a 16-bit then an fp32 copy of the sub-group;
+          // unscale_and_clip_grads' mul_ on the fp32 gradient (always run); AdamW; the fp32
+          // master is copied into the 16-bit partition.
           Task s;
           s.kind = TaskKind::kGpuOptimizer;
           s.index = static_cast<int>(sg);
-          s.bytes = (2.0 * acc_ + 4.0) * n + adam_bytes * n + (4.0 + e_) * n;
+          s.cast_up_bytes = (acc_ < 4 ? acc_ + 4.0 : 0.0) * n;
+          s.bytes = 2.0 * acc_ * n + s.cast_up_bytes + 8.0 * n + adam_bytes * n + (4.0 + e_) * n;
           s.elements = static_cast<double>(n);
           s.kernels = 30;
           // A GPU sub-group of a partial offload keeps its fp32 gradient buffer (Initial).

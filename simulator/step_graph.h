@@ -85,6 +85,9 @@ struct MemEffect {
   MemSpace space = MemSpace::kGpu;
   MemCategory category = MemCategory::kTemporaries;
   bool at_end = false;
+  /// A GPU allocation made on one of DeepSpeed's side streams (reduction_stream under
+  /// overlap_comm): PyTorch's caching allocator serves it from that stream's pool.
+  bool side_stream = false;
 };
 
 struct Task {
@@ -111,6 +114,14 @@ struct Task {
   // does 1/parts of the layer's kernels' work; its hooks are charged whole (each tile is a set
   // of modules of its own).
   int32_t parts = 1;
+  // GPU optimizer tasks on the PyTorch stack: the bytes (within |bytes|) of the widening
+  // copies to fp64 and the fp64 norms of DeepSpeed's per-gradient norm, and of the widening
+  // copies to fp32, each priced at PyTorch's rate for that kernel; and the parameter tensors
+  // DeepSpeed's step walks in Python on this rank (ZeRO stage |step_stage|), whose host time is
+  // measured per tensor (simulator/stack_costs.h).
+  double fp64_cast_bytes = 0, fp64_norm_bytes = 0, cast_up_bytes = 0;
+  int32_t step_param_tensors = 0;
+  int8_t step_stage = 0;
 
   // Edges and effects, as ranges into StepGraph's flat arrays.
   uint32_t deps_begin = 0, deps_count = 0;

@@ -6,7 +6,7 @@
 // "segments_start", "segments_end"}. The question it answers: given PyTorch's own sequence of
 // allocations and frees, does dsplan's allocator policy reserve what PyTorch reserved? If it
 // does, a reserved-memory miss lies in the sequence dsplan's step graph produces; if it does
-// not, in the policy (for instance per-stream pools, which dsplan does not model).
+// not, in the policy. Each allocation is replayed on its own stream's pool, as PyTorch does.
 //
 // usage: alloc_trace_replay TRACE.json   (prints one JSON object)
 #include <cstdint>
@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
   std::map<uint64_t, int> live;  // real address -> our block
   int64_t real_reserved = 0, real_allocated = 0;
   std::set<int> streams;
+  std::map<int64_t, int> stream_index;  // the trace's stream handle -> the allocator's stream
+  auto stream_of = [&stream_index](int64_t handle) {
+    if (handle == 0) return 0;
+    auto [it, added] = stream_index.insert({handle, static_cast<int>(stream_index.size()) + 1});
+    return it->second;
+  };
   // The segments at the start: recreate each with one request of its size, then carve its
   // blocks in address order and free the free ones.
   try {
@@ -57,8 +63,9 @@ int main(int argc, char** argv) {
       const uint64_t base = seg.at(0).get<uint64_t>();
       const int64_t total = seg.at(1).get<int64_t>();
       streams.insert(seg.at(2).get<int>());
+      const int stream = stream_of(seg.at(2).get<int64_t>());
       real_reserved += total;
-      auto whole = a.Malloc(total);
+      auto whole = a.Malloc(total, stream);
       if (!whole.ok() || *whole < 0) return Fail("could not recreate a start segment");
       a.Free(*whole);
       uint64_t addr = base;
@@ -66,7 +73,7 @@ int main(int argc, char** argv) {
       for (const auto& b : seg.at(4)) {
         const int64_t size = b.at(0).get<int64_t>();
         const std::string state = b.at(1).get<std::string>();
-        auto blk = a.Malloc(size);
+        auto blk = a.Malloc(size, stream);
         if (!blk.ok() || *blk < 0) return Fail("could not recreate a start block");
         if (state == "active_allocated" || state == "active_pending_free") {
           live[addr] = *blk;
@@ -112,7 +119,7 @@ int main(int argc, char** argv) {
       }
       streams.insert(e.at(3).get<int>());
       if (action == "alloc") {
-        auto blk = a.Malloc(size);
+        auto blk = a.Malloc(size, stream_of(e.at(3).get<int64_t>()));
         if (!blk.ok() || *blk < 0) return Fail("replay ran out of memory");
         live[addr] = *blk;
         real_allocated += size;

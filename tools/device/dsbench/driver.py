@@ -248,6 +248,53 @@ def build(s, D):
     STATE.update(engine=engine, key=engine_key(s), cfg=cfg, is_t5=is_t5, is_mlm=is_mlm)
 
 
+
+def kprof_step(engine, batch):
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+    res, state = {}, {}
+    for name in ("fwd", "bwd", "opt"):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            ta = time.perf_counter()
+            if name == "fwd":
+                state["loss"] = engine(**batch).loss
+            elif name == "bwd":
+                engine.backward(state["loss"])
+            else:
+                engine.step()
+            torch.cuda.synchronize()
+            wall = time.perf_counter() - ta
+        by, iv, n_cpu_top = {}, [], 0
+        for e in prof.events():
+            if e.device_type == DeviceType.CUDA:
+                d = e.time_range.elapsed_us()
+                b = by.setdefault(e.name[:140], [0, 0.0])
+                b[0] += 1
+                b[1] += d / 1e6
+                iv.append((e.time_range.start, e.time_range.end))
+            elif e.cpu_parent is None and e.name.startswith("aten::"):
+                n_cpu_top += 1
+        iv.sort()
+        busy, cur_s, cur_e = 0.0, None, None
+        for s0, e0 in iv:
+            if cur_e is None or s0 > cur_e:
+                if cur_e is not None:
+                    busy += cur_e - cur_s
+                cur_s, cur_e = s0, e0
+            else:
+                cur_e = max(cur_e, e0)
+        if cur_e is not None:
+            busy += cur_e - cur_s
+        top = sorted(by.items(), key=lambda kv: -kv[1][1])
+        res[name] = {"wall_s": round(wall, 5), "gpu_busy_s": round(busy / 1e6, 5),
+                     "kernel_s": round(sum(v[1] for v in by.values()), 5),
+                     "n_kernels": sum(v[0] for v in by.values()), "n_aten_top": n_cpu_top,
+                     "top": [[k, v[0], round(v[1], 6)] for k, v in top[:60]]}
+    state.clear()
+    return res
+
+
 def run_sub(s, D):
     if STATE["key"] != engine_key(s):
         teardown()
@@ -327,6 +374,13 @@ def run_sub(s, D):
         D["steps_max_reserved_mb"] = round(run_max_r, 1)
         dump()
     mem(D, "steps_end")
+    # DSBENCH_KPROF=1: one more step after the timed ones, each phase (forward, backward,
+    # optimizer step) under its own torch.profiler, reduced to the phase's wall time, the GPU's
+    # busy time (union of kernel and copy intervals), and the kernels by name (count, seconds).
+    # It tells where a step's time goes in real DeepSpeed without changing the timed steps.
+    if os.environ.get("DSBENCH_KPROF") and ga == 1:
+        D["kprof"] = kprof_step(engine, batch)
+        dump()
     if memhist:
         marks.append(("end", time.time_ns() // 1000))
         snap = torch.cuda.memory._snapshot()

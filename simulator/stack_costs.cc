@@ -61,6 +61,16 @@ StackCosts Build() {
   set(KernelClass::kDropout, 2.371e12, 2.724e12);
   set(KernelClass::kSoftmax, 1.160e12, 1.756e12);
   set(KernelClass::kLogSoftmax, 1.822e12, 2.479e12);
+  // Layout-dependent copies (docs/validation/deepspeed/plans-1203b/copy-kernels-h200.json,
+  // tools/probes/copy_kernels.py: bf16, 32-160 MiB, CUDA events, median over the shapes of
+  // partial-rotary and attention blocks): transpose(1, 2).contiguous() 1.45 TB/s (a contiguous
+  // copy 3.95); a multiply reading a narrow strided slice 1.33; rotate_half of a 16-40 element
+  // slice 0.715; a last-dimension cat of pieces not multiples of 16 elements 1.34 (of pieces
+  // that are, 3.1: the streaming class). Backward is taken at the same rate.
+  set(KernelClass::kPermuteCopy, 1.448e12, 1.448e12);
+  set(KernelClass::kStridedMul, 1.335e12, 1.335e12);
+  set(KernelClass::kRotateHalf, 0.715e12, 0.715e12);
+  set(KernelClass::kCatUnaligned, 1.339e12, 1.339e12);
   // "op_kinds" (stack-costs-call2.json): a chain of 400 ops of one kind on tiny bf16 tensors,
   // forward and backward wall time / 400 (the batched-gemm and dropout chains less their extra
   // elementwise op).
@@ -95,10 +105,12 @@ StackCosts Build() {
   s.z12_step_per_param_s = 45.8e-6;
   s.z3_step_s = 2.89e-3;
   s.z3_step_per_param_s = 74.6e-6;
-  // The fp64 copy and norm of the step's gradient-norm loop: the class rates of a widening cast
-  // and of a reduction until measured on their own (tools/probes/optimizer_kernels.py).
-  s.fp64_cast_bytes_per_s = 1.964e12;
-  s.fp64_norm_bytes_per_s = 2.154e12;
+  // The fp64 copy and norm of the step's gradient-norm loop (optimizer-kernels-h200.json,
+  // tools/probes/optimizer_kernels.py: 256 Mi bf16 elements in 64 tensors, 2 + 6 timed, median).
+  // The probe also measured the step's other kernels near the classes that price them: flatten
+  // 4.20, cast to fp32 2.11, unscale 4.20, copy back 4.37, FusedAdam 3.37 TB/s.
+  s.fp64_cast_bytes_per_s = 1.978e12;
+  s.fp64_norm_bytes_per_s = 2.182e12;
   s.families = kFamilies;
   s.num_families = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
   s.rests = kRests;

@@ -500,9 +500,11 @@ T AddT(Tracer& tr, const std::string& name, const T& a, const T& b) {
   return y;
 }
 
-T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype) {
+T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype, bool permuted) {
   T y = tr.New(name, x.shape, dtype);
-  // A cast (or a layout copy); backward converts the gradient back.
+  // A cast (or a layout copy); backward converts the gradient back. Out of a permuted view
+  // (|permuted|) the forward copy reads strided memory at the permuted-copy rate; its backward
+  // is a view (the gradient's copy is priced as the cast's, if any).
   const double bytes = B(x) + B(y);
   const KernelClass up = DTypeBytes(dtype) > DTypeBytes(x.dtype)   ? KernelClass::kCastUp
                          : DTypeBytes(dtype) < DTypeBytes(x.dtype) ? KernelClass::kCastDown
@@ -511,7 +513,7 @@ T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype) {
                            : up == KernelClass::kCastDown ? KernelClass::kCastUp
                                                           : KernelClass::kStream;
   EagerWork w;
-  w.Fwd(up, bytes);
+  w.Fwd(permuted ? KernelClass::kPermuteCopy : up, bytes);
   w.Bwd(down, bytes);
   Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 0.0, w);
   return y;
@@ -530,11 +532,25 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   const int64_t hd = x.shape.back();
   const double r = rotary_dim > 0 && rotary_dim < hd ? static_cast<double>(rotary_dim) / hd : 1.0;
   const double b = B(x) * r;
+  // A partial rotary (transformers' gpt_neox, phi, gptj: q[..., :rotary_dim]) works on a narrow
+  // strided slice: the muls by cos read it strided, rotate_half negates and concatenates halves
+  // of 8-32 elements, and the final cat with the pass-through part is unaligned unless both
+  // pieces are multiples of 16 elements (measured rates, simulator/stack_costs.cc).
+  const bool partial = r < 1;
+  const KernelClass strided = partial ? KernelClass::kStridedMul : KernelClass::kStream;
+  const KernelClass rotate = partial ? KernelClass::kRotateHalf : KernelClass::kStream;
+  const bool aligned = rotary_dim % 16 == 0 && (hd - rotary_dim) % 16 == 0;
+  const KernelClass cat = aligned ? KernelClass::kStream : KernelClass::kCatUnaligned;
   EagerWork w;
-  for (double k : {2.0, 1.0, 2.0, 2.0, 3.0}) w.Fwd(KernelClass::kStream, k * b);
-  if (r < 1) w.Fwd(KernelClass::kStream, 2.0 * B(x));
-  for (double k : {2.0, 2.0, 1.0, 1.5, 1.5, 3.0}) w.Bwd(KernelClass::kStream, k * b);
-  if (r < 1) w.Bwd(KernelClass::kStream, 2.0 * B(x));
+  w.Fwd(strided, 2.0 * b);  // x_rot * cos
+  w.Fwd(rotate, 3.0 * b);   // rotate_half: neg, cat
+  w.Fwd(KernelClass::kStream, 2.0 * b);  // * sin
+  w.Fwd(KernelClass::kStream, 3.0 * b);  // add
+  if (partial) w.Fwd(cat, 2.0 * B(x));
+  w.Bwd(strided, 2.0 * b);
+  w.Bwd(rotate, 3.0 * b);
+  for (double k : {1.5, 1.5, 3.0}) w.Bwd(KernelClass::kStream, k * b);
+  if (partial) w.Bwd(cat, 2.0 * B(x));
   Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 3.0, w);
   return y;
 }
@@ -545,7 +561,7 @@ namespace {
 // not contiguous in [b, h, s, d] is copied first; |copy| says whether it must be.
 T KernelInput(Tracer& tr, const std::string& name, const T& x, bool copy, DType dtype) {
   if (!copy && x.dtype == dtype) return x;
-  return Copy(tr, name, x, dtype);
+  return Copy(tr, name, x, dtype, copy);
 }
 
 Op AttentionGemm(const std::string& name, OpKind kind, int64_t batch, int64_t m, int64_t n,
@@ -597,7 +613,7 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.bwd_bytes = 2 * op.fwd_bytes + B(out);
     tr.AddOp(std::move(op));
     if (a.q_layout == Layout::kBhsd) {
-      return tr.View(Copy(tr, a.name + ".context_merged", out, e), {b, sq, h * hdv});
+      return tr.View(Copy(tr, a.name + ".context_merged", out, e, /*permuted=*/true), {b, sq, h * hdv});
     }
     return tr.View(out, {b, sq, h * hdv});
   }
@@ -649,7 +665,7 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   pv.fp32 = v.dtype == DType::kF32;
   tr.AddOp(std::move(pv));
   // transpose(1, 2).contiguous() (and the cast back from fp32 on the math path): a real copy.
-  T merged = Copy(tr, a.name + ".context_merged", ctx, e);
+  T merged = Copy(tr, a.name + ".context_merged", ctx, e, /*permuted=*/true);
   return tr.View(merged, {b, sq, h * hdv});
 }
 

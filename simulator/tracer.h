@@ -128,7 +128,7 @@ T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b);
 /// a + b (saves nothing).
 T AddT(Tracer& tr, const std::string& name, const T& a, const T& b);
 /// A copy of |x| into a new contiguous storage (transpose(...).contiguous(), cat, cast).
-T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype);
+T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype, bool permuted = false);
 
 /// How a q/k/v tensor sits in memory; it decides which tensors the attention kernels copy and
 /// so which storages stay alive (docs/activations.md, "attention").

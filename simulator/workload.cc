@@ -75,6 +75,10 @@ const char* KernelClassName(KernelClass c) {
     case KernelClass::kDropout: return "dropout";
     case KernelClass::kSoftmax: return "softmax";
     case KernelClass::kLogSoftmax: return "log_softmax";
+    case KernelClass::kPermuteCopy: return "permute_copy";
+    case KernelClass::kStridedMul: return "strided_mul";
+    case KernelClass::kRotateHalf: return "rotate_half";
+    case KernelClass::kCatUnaligned: return "cat_unaligned";
   }
   return "?";
 }

@@ -90,8 +90,12 @@ enum class KernelClass : uint8_t {
   kDropout,     // fused dropout (mask written in forward, read in backward)
   kSoftmax,     // softmax over attention rows
   kLogSoftmax,  // log_softmax over vocabulary rows (the loss)
+  kPermuteCopy,   // a copy out of a permuted view (transpose(1, 2).contiguous())
+  kStridedMul,    // elementwise over a narrow strided slice (x[..., :rotary_dim] * cos)
+  kRotateHalf,    // rotate_half of a narrow slice: negate one half, concatenate
+  kCatUnaligned,  // torch.cat along the last dimension of pieces not multiples of 16 elements
 };
-inline constexpr int kKernelClassCount = 9;
+inline constexpr int kKernelClassCount = 13;
 const char* KernelClassName(KernelClass c);
 
 /// The kernels eager PyTorch runs for one traced op, forward and backward: bytes by class and

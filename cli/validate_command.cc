@@ -52,6 +52,7 @@ struct ValidateFlags {
   bool no_op_profile = false;
   std::string executor = "gpu";
   bool copy_task = false;
+  bool dry_run = false;      // replay the prediction instead of running (MakeDryRunExecutor)
   bool steps_given = false;  // --steps was on the line (--copy-task has its own default)
 };
 
@@ -111,6 +112,16 @@ Status CheckFlags(const ValidateFlags& f) {
     return Status::InvalidArgument(
         fmt::format("--cpu-threads must be 0 (automatic) or positive (got {})", f.cpu_threads));
   }
+  if (f.dry_run && (f.copy_task || f.executor != "gpu")) {
+    return Status::InvalidArgument(
+        "--dry-run replays the prediction in place of the GPU run; it does not combine with "
+        "--copy-task or --executor host");
+  }
+  if (f.dry_run && !f.calibrate.empty()) {
+    return Status::InvalidArgument(
+        "--calibrate needs measured task times; --dry-run measures nothing (its \"measured\" "
+        "column is the prediction): drop one of them");
+  }
   if (!f.calibrate.empty() && !f.sim.hardware.empty() && SamePath(f.calibrate, f.sim.hardware)) {
     return Status::InvalidArgument(fmt::format(
         "--calibrate {} is the --hardware profile this run reads; dsplan never overwrites its "
@@ -139,7 +150,7 @@ Status CheckFlags(const ValidateFlags& f) {
 }
 
 std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execution& e,
-                   int threads) {
+                   int threads, bool dry_run) {
   const Plan& plan = run.parsed.plan;
   const Workload& w = *run.workload;
   std::string out;
@@ -151,6 +162,10 @@ std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execut
   out += fmt::format("# plan      {} on {} GPU(s)\n", PlanSummary(plan), plan.world_size());
   out += fmt::format("# device    {}, {}; {}\n", e.device_name,
                      FormatBytes(static_cast<double>(e.device_total_bytes)), e.driver);
+  if (dry_run) {
+    out += "# dry run   nothing ran: the \"measured\" column replays the simulator's schedule "
+           "(each task at its predicted start and duration, the predicted memory peaks)\n";
+  }
   out += fmt::format("# libraries {}\n", e.libraries);
   out += fmt::format("# attention {}\n", e.attention_path);
   out += fmt::format("# build     dsplan {} ({}), CPU optimizer threads {}\n", DSPLAN_VERSION,
@@ -353,6 +368,7 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
     j["software_stack"] = SoftwareStackName(SoftwareStack::kDsplanRuntime);
     j["predicted_fits"] = pred.fits;
     j["deepspeed_predicted_step_s"] = ds_run.prediction.step_time_s;
+    if (f.dry_run) j["dry_run"] = true;
   }
   if (!f.json_out.empty()) {
     const OutputPolicy policy{inputs, f.sim.force, "--json-out"};
@@ -365,7 +381,7 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
   } else if (f.sim.quiet) {
     fmt::print("{}\n", report.verdict);
   } else {
-    fmt::print("{}", Header(run, ds_run.prediction, exec, cpu_threads));
+    fmt::print("{}", Header(run, ds_run.prediction, exec, cpu_threads, f.dry_run));
     if (!exec.out_of_memory && report.measured_step_s > 0) {
       fmt::print("# measured  {:.0f} tokens/s per GPU, {:.0f} TFLOP/s per GPU, MFU {:.1f}% of {:.0f} "
                  "TFLOP/s ({})\n",
@@ -391,7 +407,12 @@ int RunGpuValidation(const ValidateFlags& f, const Ranks& ranks) {
   const Plan& plan = run->parsed.plan;
   const Prediction& pred = run->prediction;
   const Workload& w = *run->workload;
-  const std::unique_ptr<Executor> executor = MakeGpuExecutor();
+  // --dry-run: the prediction replayed (runtime/executor.h), on any machine.
+  const std::unique_ptr<Executor> executor =
+      f.dry_run ? MakeDryRunExecutor(
+                      pred, CostModel(*run->profile, plan.precision, SoftwareStack::kDsplanRuntime)
+                                .Layers(w))
+                : MakeGpuExecutor();
   if (!executor->available()) {
     return ranks.Fail(Status::Unsupported(
         "this dsplan was built without CUDA, so it cannot run the plan: install the CUDA toolkit "
@@ -444,6 +465,10 @@ DeclaredCommand AddValidateCommand(CLI::App& app) {
   cmd->add_flag("--copy-task", f.copy_task,
                 "Real math on the GPU: train a tiny GPT-2 written in CUDA on a copy task and check "
                 "that the loss falls (needs no --model or --ds-config)");
+  cmd->add_flag("--dry-run", f.dry_run,
+                "Run nothing: replay the prediction as the measurement (the simulator's schedule, "
+                "task by task, and its memory peaks) and print the same report, predicted and "
+                "\"measured\" equal; needs no GPU. For trying validate's output and for tests");
   cmd->add_option("--warmup", f.warmup, "Warm-up steps, not measured")->capture_default_str();
   cmd->add_option("--trace", f.sim.trace,
                   "Write measured and predicted timelines as a Chrome trace (Perfetto)");
@@ -491,6 +516,11 @@ int RunValidate(const ValidateFlags& f) {
   if (f.sim.model.empty() || f.sim.ds_config.empty()) {
     return fail_early(Status::InvalidArgument(
         "validate needs --model and --ds-config (or --copy-task, which needs neither)"));
+  }
+  if (f.dry_run && launch->distributed()) {
+    return fail_early(Status::InvalidArgument(fmt::format(
+        "--dry-run runs nothing and needs one process; run it without {} ({})", launch->launcher,
+        launch->evidence)));
   }
   // Ranks as MPI processes. The session lives until this function returns (MPI_Finalize).
   std::unique_ptr<MpiSession> mpi;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "core/checked_math.h"
 #include "core/text.h"
+#include "planner/ds_config_keys.h"
 
 namespace dsplan {
 namespace {
@@ -141,6 +143,74 @@ Result<Precision> ToDtype(const json& v, const std::string& key) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Table-driven reads (planner/ds_config_keys.h).
+
+/// Reads |v| as the row's type into its Plan member; the error names the row's dotted key.
+/// REQUIRES: the row has a member (bool_ref, opt_bool_ref, int_ref or double_ref).
+Status ReadInto(const DsConfigKey& k, const json& v, Plan& p) {
+  const std::string key = k.name;
+  if (k.bool_ref != nullptr) {
+    DSPLAN_ASSIGN_OR_RETURN(*k.bool_ref(p), ToBool(v, key));
+  } else if (k.opt_bool_ref != nullptr) {
+    DSPLAN_ASSIGN_OR_RETURN(bool b, ToBool(v, key));
+    *k.opt_bool_ref(p) = b;
+  } else if (k.int_ref != nullptr) {
+    if (k.type == DsKeyType::kSize) {
+      DSPLAN_ASSIGN_OR_RETURN(*k.int_ref(p), NonNegativeInt(v, key));
+    } else {
+      DSPLAN_ASSIGN_OR_RETURN(*k.int_ref(p), ToInt(v, key));
+    }
+  } else if (k.double_ref != nullptr) {
+    DSPLAN_ASSIGN_OR_RETURN(double d, ToDouble(v, key));
+    if (k.type == DsKeyType::kFraction && (d < 0 || d > 1)) {
+      return Status::InvalidArgument(
+          fmt::format("{} must be between 0 and 1, got {}", key, d));
+    }
+    *k.double_ref(p) = d;
+  }
+  return Status();
+}
+
+/// Type-checks |v| as the row's type (R::kChecked rows: accepted, no Plan member).
+Status CheckType(const DsConfigKey& k, const json& v) {
+  switch (k.type) {
+    case DsKeyType::kBool: return ToBool(v, k.name).status();
+    case DsKeyType::kSize: return NonNegativeInt(v, k.name).status();
+    case DsKeyType::kInt: return ToInt(v, k.name).status();
+    case DsKeyType::kNumber: return ToDouble(v, k.name).status();
+    default: return Status();
+  }
+}
+
+/// "a, b, c": the keys of |section| a warning lists as valid.
+std::string ValidList(std::string_view section) {
+  std::vector<std::string> names;
+  for (const DsConfigKey* k : DsConfigKeysIn(section)) {
+    if (!k->unlisted) names.emplace_back(k->Leaf());
+  }
+  return Join(names);
+}
+
+/// The rows of |section| with |rule| that |given| says are present, in the order of their
+/// "has no effect" warnings.
+template <typename Given>
+std::vector<const DsConfigKey*> NoEffectKeys(std::string_view section,
+                                             std::initializer_list<DsKeyNoEffect> rules,
+                                             Given given) {
+  std::vector<const DsConfigKey*> out;
+  for (const DsConfigKey* k : DsConfigKeysIn(section)) {
+    if (std::find(rules.begin(), rules.end(), k->no_effect) != rules.end() &&
+        given(std::string(k->Leaf()))) {
+      out.push_back(k);
+    }
+  }
+  std::stable_sort(out.begin(), out.end(), [](const DsConfigKey* a, const DsConfigKey* b) {
+    return a->warn_order < b->warn_order;
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
 // pydantic sections: the keys each model accepts (DeepSpeed 0.16.5), with aliases.
 
 struct FieldName {
@@ -148,49 +218,20 @@ struct FieldName {
   const char* alias;  // the alias DeepSpeed documents, or nullptr
 };
 
-// DeepSpeedZeroConfig. Canonical names below are the ds_config spellings we use in messages.
+/// The keys of a pydantic section, from the key table (planner/ds_config_keys.h), in the order
+/// of DeepSpeed's model.
+std::vector<FieldName> FieldsOf(std::string_view section) {
+  std::vector<FieldName> f;
+  for (const DsConfigKey* k : DsConfigKeysIn(section)) {
+    // The leaf is the tail of the row's name literal, so it ends with the literal's NUL.
+    f.push_back({k->name + (std::strlen(k->name) - k->Leaf().size()), k->alias});
+  }
+  return f;
+}
+
+// DeepSpeedZeroConfig. Canonical names are the ds_config spellings we use in messages.
 const std::vector<FieldName>& ZeroFields() {
-  static const std::vector<FieldName> f = {
-      {"stage", nullptr},
-      {"contiguous_gradients", nullptr},
-      {"reduce_scatter", nullptr},
-      {"reduce_bucket_size", nullptr},
-      {"use_multi_rank_bucket_allreduce", nullptr},
-      {"allgather_partitions", nullptr},
-      {"allgather_bucket_size", nullptr},
-      {"overlap_comm", nullptr},
-      {"load_from_fp32_weights", nullptr},
-      {"elastic_checkpoint", nullptr},
-      {"offload_param", nullptr},
-      {"offload_optimizer", nullptr},
-      {"sub_group_size", nullptr},
-      {"cpu_offload_param", nullptr},
-      {"cpu_offload_use_pin_memory", nullptr},
-      {"cpu_offload", nullptr},
-      {"stage3_prefetch_bucket_size", "prefetch_bucket_size"},
-      {"stage3_param_persistence_threshold", "param_persistence_threshold"},
-      {"stage3_model_persistence_threshold", "model_persistence_threshold"},
-      {"stage3_max_live_parameters", "max_live_parameters"},
-      {"stage3_max_reuse_distance", "max_reuse_distance"},
-      {"stage3_gather_16bit_weights_on_model_save", "gather_16bit_weights_on_model_save"},
-      {"stage3_module_granularity_threshold", "module_granularity_threshold"},
-      {"stage3_use_all_reduce_for_fetch_params", "use_all_reduce_for_fetch_params"},
-      {"stage3_gather_fp16_weights_on_model_save", nullptr},
-      {"ignore_unused_parameters", nullptr},
-      {"legacy_stage1", nullptr},
-      {"round_robin_gradients", nullptr},
-      {"zero_hpz_partition_size", nullptr},
-      {"zero_quantized_weights", nullptr},
-      {"zero_quantized_nontrainable_weights", nullptr},
-      {"zero_quantized_gradients", nullptr},
-      {"zeropp_loco_param", nullptr},
-      {"mics_shard_size", nullptr},
-      {"mics_hierarchical_params_gather", nullptr},
-      {"memory_efficient_linear", nullptr},
-      {"pipeline_loading_checkpoint", nullptr},
-      {"override_module_apply", nullptr},
-      {"log_trace_cache_warnings", nullptr},
-  };
+  static const std::vector<FieldName> f = FieldsOf("zero_optimization");
   return f;
 }
 
@@ -204,10 +245,7 @@ const std::set<std::string>& NewerZeroFields() {
 }
 
 const std::vector<FieldName>& OffloadOptimizerFields() {
-  static const std::vector<FieldName> f = {
-      {"device", nullptr},        {"nvme_path", nullptr},      {"buffer_count", nullptr},
-      {"pin_memory", nullptr},    {"pipeline_read", nullptr},  {"pipeline_write", nullptr},
-      {"fast_init", nullptr},     {"ratio", nullptr}};
+  static const std::vector<FieldName> f = FieldsOf("zero_optimization.offload_optimizer");
   return f;
 }
 const std::set<std::string>& NewerOffloadOptimizerFields() {
@@ -217,9 +255,7 @@ const std::set<std::string>& NewerOffloadOptimizerFields() {
 }
 
 const std::vector<FieldName>& OffloadParamFields() {
-  static const std::vector<FieldName> f = {
-      {"device", nullptr},       {"nvme_path", nullptr},  {"buffer_count", nullptr},
-      {"buffer_size", nullptr},  {"max_in_cpu", nullptr}, {"pin_memory", nullptr}};
+  static const std::vector<FieldName> f = FieldsOf("zero_optimization.offload_param");
   return f;
 }
 
@@ -446,18 +482,9 @@ class Parser {
                              key));
             continue;
           }
-          if (k == "loss_scale") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.loss_scale, ToDouble(v, key));
-          } else if (k == "initial_scale_power") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.initial_scale_power, ToInt(v, key));
-          } else if (k == "loss_scale_window") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.loss_scale_window, ToInt(v, key));
-          } else if (k == "hysteresis") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.hysteresis, ToInt(v, key));
-          } else if (k == "consecutive_hysteresis") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.consecutive_hysteresis, ToBool(v, key));
-          } else if (k == "min_loss_scale") {
-            DSPLAN_ASSIGN_OR_RETURN(p.fp16.min_loss_scale, ToDouble(v, key));
+          const DsConfigKey* row = FindDsConfigKey(key);
+          if (row != nullptr && row->read == DsKeyRead::kPlain) {
+            DSPLAN_RETURN_IF_ERROR(ReadInto(*row, v, p));
           } else if (k == "auto_cast") {
             DSPLAN_ASSIGN_OR_RETURN(bool ac, ToBool(v, key));
             if (ac) Warn("fp16.auto_cast is true: dsplan models the module cast to fp16, not autocast");
@@ -469,10 +496,7 @@ class Parser {
                   "weights; remove it or set it false");
             }
           } else {
-            Warn(fmt::format("DeepSpeed ignores {} (valid: enabled, auto_cast, loss_scale, "
-                             "initial_scale_power, loss_scale_window, hysteresis, "
-                             "consecutive_hysteresis, min_loss_scale)",
-                             key));
+            Warn(fmt::format("DeepSpeed ignores {} (valid: {})", key, ValidList("fp16")));
           }
         }
       }
@@ -503,7 +527,7 @@ class Parser {
           }
           continue;
         }
-        Warn(fmt::format("DeepSpeed ignores {}.{} (valid: enabled, immediate_grad_update)", name, k));
+        Warn(fmt::format("DeepSpeed ignores {}.{} (valid: {})", name, k, ValidList("bf16")));
       }
     }
     if (fp16 && bf16) {
@@ -555,8 +579,8 @@ class Parser {
     DSPLAN_ASSIGN_OR_RETURN(
         auto fields, CheckPydanticKeys(zj, "zero_optimization", ZeroFields(), NewerZeroFields(),
                                        &out_.warnings));
-    auto get = [&](const char* k) -> const json* {
-      auto it = fields.find(k);
+    auto get = [&](std::string_view k) -> const json* {
+      auto it = fields.find(std::string(k));
       return it == fields.end() ? nullptr : &it->second;
     };
     auto key = [](const char* k) { return std::string("zero_optimization.") + k; };
@@ -586,20 +610,14 @@ class Parser {
         continue;
       }
       const std::string& k = it->first;
-      const bool hf_fills = k == "reduce_bucket_size" ||
-                            (stage3 && (k == "stage3_prefetch_bucket_size" ||
-                                        k == "stage3_param_persistence_threshold"));
+      const DsConfigKey* row = FindDsConfigKey("zero_optimization." + k);
+      const bool hf_fills =
+          row != nullptr && row->from_hidden != nullptr && row->int_ref != nullptr &&
+          (row->on_auto == DsKeyAuto::kHiddenSize ||
+           (stage3 && row->on_auto == DsKeyAuto::kHiddenSizeStage3));
       if (hf_fills && h > 0) {
-        if (k == "reduce_bucket_size") {
-          z.reduce_bucket_size = h * h;
-        } else if (k == "stage3_prefetch_bucket_size") {
-          z.stage3_prefetch_bucket_size = static_cast<int64_t>(0.9 * double(h) * double(h));
-        } else {
-          z.stage3_param_persistence_threshold = 10 * h;
-        }
-        const int64_t v = k == "reduce_bucket_size" ? z.reduce_bucket_size
-                          : k == "stage3_prefetch_bucket_size" ? z.stage3_prefetch_bucket_size
-                                                               : z.stage3_param_persistence_threshold;
+        const int64_t v = row->from_hidden(h);
+        *row->int_ref(out_.plan) = v;
         Resolved("zero_optimization." + k, std::to_string(v),
                  fmt::format("the model's hidden_size {}", h));
       } else if (hf_fills) {
@@ -655,47 +673,13 @@ class Parser {
            "maps it to stage3_gather_16bit_weights_on_model_save");
     }
 
-    // Plain fields.
-    auto read_bool = [&](const char* k, bool* dst) -> Status {
-      if (const json* v = get(k)) {
-        DSPLAN_ASSIGN_OR_RETURN(*dst, ToBool(*v, key(k)));
-      }
-      return Status();
-    };
-    auto read_size = [&](const char* k, int64_t* dst) -> Status {
-      if (const json* v = get(k)) {
-        DSPLAN_ASSIGN_OR_RETURN(*dst, NonNegativeInt(*v, key(k)));
-      }
-      return Status();
-    };
-    DSPLAN_RETURN_IF_ERROR(read_bool("contiguous_gradients", &z.contiguous_gradients));
-    DSPLAN_RETURN_IF_ERROR(read_bool("reduce_scatter", &z.reduce_scatter));
-    DSPLAN_RETURN_IF_ERROR(read_size("reduce_bucket_size", &z.reduce_bucket_size));
-    DSPLAN_RETURN_IF_ERROR(
-        read_bool("use_multi_rank_bucket_allreduce", &z.use_multi_rank_bucket_allreduce));
-    DSPLAN_RETURN_IF_ERROR(read_size("allgather_bucket_size", &z.allgather_bucket_size));
-    if (const json* v = get("overlap_comm")) {
-      DSPLAN_ASSIGN_OR_RETURN(bool oc, ToBool(*v, key("overlap_comm")));
-      z.overlap_comm = oc;
-    }
-    DSPLAN_RETURN_IF_ERROR(read_size("sub_group_size", &z.sub_group_size));
-    DSPLAN_RETURN_IF_ERROR(read_size("stage3_prefetch_bucket_size", &z.stage3_prefetch_bucket_size));
-    DSPLAN_RETURN_IF_ERROR(
-        read_size("stage3_param_persistence_threshold", &z.stage3_param_persistence_threshold));
-    DSPLAN_RETURN_IF_ERROR(
-        read_size("stage3_model_persistence_threshold", &z.stage3_model_persistence_threshold));
-    DSPLAN_RETURN_IF_ERROR(read_size("stage3_max_live_parameters", &z.stage3_max_live_parameters));
-    DSPLAN_RETURN_IF_ERROR(read_size("stage3_max_reuse_distance", &z.stage3_max_reuse_distance));
-    DSPLAN_RETURN_IF_ERROR(read_bool("stage3_gather_16bit_weights_on_model_save",
-                                     &z.gather_16bit_weights_on_model_save));
-    DSPLAN_RETURN_IF_ERROR(read_bool("round_robin_gradients", &z.round_robin_gradients));
+    // Plain fields: the table's reads, in DeepSpeed's field order.
+    DSPLAN_RETURN_IF_ERROR(ReadPlain("zero_optimization", fields));
 
     // Accepted, type-checked, no effect on memory or time.
-    for (const char* k : {"load_from_fp32_weights", "elastic_checkpoint", "ignore_unused_parameters",
-                          "memory_efficient_linear", "pipeline_loading_checkpoint",
-                          "override_module_apply", "log_trace_cache_warnings",
-                          "mics_hierarchical_params_gather"}) {
-      if (const json* v = get(k)) DSPLAN_RETURN_IF_ERROR(ToBool(*v, key(k)).status());
+    for (const DsConfigKey* k : DsConfigKeysIn("zero_optimization")) {
+      if (k->read != DsKeyRead::kChecked) continue;
+      if (const json* v = get(k->Leaf())) DSPLAN_RETURN_IF_ERROR(CheckType(*k, *v));
     }
     if (const json* v = get("stage3_module_granularity_threshold")) {
       DSPLAN_ASSIGN_OR_RETURN(int64_t t, ToInt(*v, key("stage3_module_granularity_threshold")));
@@ -731,26 +715,20 @@ class Parser {
             "implementation (>= 0.5.9) and raises; remove it");
       }
     }
+    auto given = [&](const std::string& k) { return get(k) != nullptr; };
     if (z.stage < 3) {
-      for (const char* k :
-           {"stage3_prefetch_bucket_size", "stage3_param_persistence_threshold",
-            "stage3_model_persistence_threshold", "stage3_max_live_parameters",
-            "stage3_max_reuse_distance", "stage3_gather_16bit_weights_on_model_save",
-            "stage3_module_granularity_threshold", "stage3_use_all_reduce_for_fetch_params",
-            "sub_group_size"}) {
-        if (get(k)) {
-          Warn(fmt::format("zero_optimization.{} has no effect at stage {} (stage 3 only)", k,
-                           z.stage));
-        }
+      for (const DsConfigKey* k :
+           NoEffectKeys("zero_optimization", {DsKeyNoEffect::kBelowStage3}, given)) {
+        Warn(fmt::format("{} has no effect at stage {} (stage 3 only)", k->name, z.stage));
       }
     } else if (get("round_robin_gradients") && z.round_robin_gradients) {
       Warn("zero_optimization.round_robin_gradients has no effect at stage 3 (stages 1 and 2 "
            "with CPU offload only)");
     }
     if (z.stage == 0) {
-      for (const char* k : {"reduce_bucket_size", "overlap_comm", "contiguous_gradients",
-                            "reduce_scatter", "round_robin_gradients"}) {
-        if (get(k)) Warn(fmt::format("zero_optimization.{} has no effect at stage 0", k));
+      for (const DsConfigKey* k :
+           NoEffectKeys("zero_optimization", {DsKeyNoEffect::kStage0}, given)) {
+        Warn(fmt::format("{} has no effect at stage 0", k->name));
       }
     }
 
@@ -832,29 +810,13 @@ class Parser {
     if (f.count("nvme_path") && !f["nvme_path"].is_null()) {
       DSPLAN_ASSIGN_OR_RETURN(o.nvme_path, ToString(f["nvme_path"], sec + ".nvme_path"));
     }
-    if (f.count("buffer_count")) {
-      DSPLAN_ASSIGN_OR_RETURN(o.buffer_count, NonNegativeInt(f["buffer_count"], sec + ".buffer_count"));
-    }
-    for (auto [k, dst] : {std::pair{"pin_memory", &o.pin_memory},
-                          {"pipeline_read", &o.pipeline_read},
-                          {"pipeline_write", &o.pipeline_write},
-                          {"fast_init", &o.fast_init}}) {
-      if (f.count(k)) {
-        DSPLAN_ASSIGN_OR_RETURN(*dst, ToBool(f[k], sec + "." + k));
-      }
-    }
-    if (f.count("ratio")) {
-      DSPLAN_ASSIGN_OR_RETURN(o.ratio, ToDouble(f["ratio"], sec + ".ratio"));
-      if (o.ratio < 0 || o.ratio > 1) {
-        return Status::InvalidArgument(
-            fmt::format("{}.ratio must be between 0 and 1, got {}", sec, o.ratio));
-      }
-    }
+    DSPLAN_RETURN_IF_ERROR(ReadPlain(sec, f));
     const int stage = out_.plan.zero.stage;
+    auto given = [&](const std::string& k) { return f.count(k) > 0; };
     if (o.device == OffloadDevice::kNone) {
-      for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "pipeline_read",
-                            "pipeline_write", "fast_init", "ratio"}) {
-        if (f.count(k)) Warn(fmt::format("{}.{} has no effect: device is \"none\"", sec, k));
+      for (const DsConfigKey* k :
+           NoEffectKeys(sec, {DsKeyNoEffect::kDeviceNone, DsKeyNoEffect::kWithoutNvme}, given)) {
+        Warn(fmt::format("{} has no effect: device is \"none\"", k->name));
       }
       return Status();
     }
@@ -876,12 +838,9 @@ class Parser {
       o.device = OffloadDevice::kCpu;
     }
     if (o.device == OffloadDevice::kCpu) {
-      for (const char* k : {"nvme_path", "buffer_count", "pipeline_read", "pipeline_write",
-                            "fast_init"}) {
-        if (f.count(k)) {
-          Warn(fmt::format("{}.{} has no effect without NVMe (device is \"cpu\"{})", sec, k,
-                           stage < 3 ? " in effect" : ""));
-        }
+      for (const DsConfigKey* k : NoEffectKeys(sec, {DsKeyNoEffect::kWithoutNvme}, given)) {
+        Warn(fmt::format("{} has no effect without NVMe (device is \"cpu\"{})", k->name,
+                         stage < 3 ? " in effect" : ""));
       }
     }
     return Status();
@@ -899,23 +858,16 @@ class Parser {
     if (f.count("nvme_path") && !f["nvme_path"].is_null()) {
       DSPLAN_ASSIGN_OR_RETURN(o.nvme_path, ToString(f["nvme_path"], sec + ".nvme_path"));
     }
-    for (auto [k, dst] : {std::pair{"buffer_count", &o.buffer_count},
-                          {"buffer_size", &o.buffer_size},
-                          {"max_in_cpu", &o.max_in_cpu}}) {
-      if (f.count(k)) {
-        DSPLAN_ASSIGN_OR_RETURN(*dst, NonNegativeInt(f[k], sec + "." + k));
-      }
-    }
-    if (f.count("pin_memory")) {
-      DSPLAN_ASSIGN_OR_RETURN(o.pin_memory, ToBool(f["pin_memory"], sec + ".pin_memory"));
-    }
+    DSPLAN_RETURN_IF_ERROR(ReadPlain(sec, f));
+    auto given = [&](const std::string& k) { return f.count(k) > 0; };
     if (o.device == OffloadDevice::kNone) {
-      for (const char* k : {"pin_memory", "nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
-        if (f.count(k)) Warn(fmt::format("{}.{} has no effect: device is \"none\"", sec, k));
+      for (const DsConfigKey* k :
+           NoEffectKeys(sec, {DsKeyNoEffect::kDeviceNone, DsKeyNoEffect::kWithoutNvme}, given)) {
+        Warn(fmt::format("{} has no effect: device is \"none\"", k->name));
       }
     } else if (o.device == OffloadDevice::kCpu) {
-      for (const char* k : {"nvme_path", "buffer_count", "buffer_size", "max_in_cpu"}) {
-        if (f.count(k)) Warn(fmt::format("{}.{} has no effect without NVMe (device is \"cpu\")", sec, k));
+      for (const DsConfigKey* k : NoEffectKeys(sec, {DsKeyNoEffect::kWithoutNvme}, given)) {
+        Warn(fmt::format("{} has no effect without NVMe (device is \"cpu\")", k->name));
       }
     }
     if (o.device != OffloadDevice::kNone && out_.plan.zero.stage != 3) {
@@ -923,6 +875,16 @@ class Parser {
           "zero_optimization.offload_param (device \"{}\") needs ZeRO stage 3 but the config has "
           "stage {}; remove offload_param or set \"stage\": 3",
           OffloadDeviceName(o.device), out_.plan.zero.stage));
+    }
+    return Status();
+  }
+
+  /// The table's plain reads of a pydantic section's fields (canonical names), in table order.
+  Status ReadPlain(const std::string& sec, const std::map<std::string, json>& f) {
+    for (const DsConfigKey* k : DsConfigKeysIn(sec)) {
+      if (k->read != DsKeyRead::kPlain) continue;
+      auto it = f.find(std::string(k->Leaf()));
+      if (it != f.end()) DSPLAN_RETURN_IF_ERROR(ReadInto(*k, it->second, out_.plan));
     }
     return Status();
   }
@@ -1375,7 +1337,8 @@ class Parser {
             p.grad_accum_dtype = g;
           }
         } else {
-          Warn(fmt::format("DeepSpeed ignores data_types.{} (valid: grad_accum_dtype)", it.key()));
+          Warn(fmt::format("DeepSpeed ignores data_types.{} (valid: {})", it.key(),
+                           ValidList("data_types")));
         }
       }
     }
@@ -1437,23 +1400,14 @@ class Parser {
       const std::string& k = it.key();
       const json& v = it.value();
       const std::string key = "aio." + k;
-      if (k == "block_size") {
-        DSPLAN_ASSIGN_OR_RETURN(a.block_size, NonNegativeInt(v, key));
-      } else if (k == "queue_depth") {
-        DSPLAN_ASSIGN_OR_RETURN(a.queue_depth, NonNegativeInt(v, key));
+      const DsConfigKey* row = FindDsConfigKey(key);
+      if (row != nullptr && row->read == DsKeyRead::kPlain) {
+        DSPLAN_RETURN_IF_ERROR(ReadInto(*row, v, out_.plan));
       } else if (k == "intra_op_parallelism" || k == "thread_count") {
         // handled below
         DSPLAN_RETURN_IF_ERROR(NonNegativeInt(v, key).status());
-      } else if (k == "single_submit") {
-        DSPLAN_ASSIGN_OR_RETURN(a.single_submit, ToBool(v, key));
-      } else if (k == "overlap_events") {
-        DSPLAN_ASSIGN_OR_RETURN(a.overlap_events, ToBool(v, key));
-      } else if (k == "use_gds") {
-        DSPLAN_ASSIGN_OR_RETURN(a.use_gds, ToBool(v, key));
       } else {
-        Warn(fmt::format("DeepSpeed ignores {} (valid: block_size, queue_depth, "
-                         "intra_op_parallelism, single_submit, overlap_events, use_gds)",
-                         key));
+        Warn(fmt::format("DeepSpeed ignores {} (valid: {})", key, ValidList("aio")));
       }
     }
     const bool has_iop = j.contains("intra_op_parallelism");
@@ -1498,26 +1452,17 @@ class Parser {
       const std::string& k = it.key();
       const json& v = it.value();
       const std::string key = "activation_checkpointing." + k;
-      if (k == "partition_activations") {
-        DSPLAN_ASSIGN_OR_RETURN(a.partition_activations, ToBool(v, key));
-      } else if (k == "cpu_checkpointing") {
-        DSPLAN_ASSIGN_OR_RETURN(a.cpu_checkpointing, ToBool(v, key));
-      } else if (k == "contiguous_memory_optimization") {
-        DSPLAN_ASSIGN_OR_RETURN(a.contiguous_memory_optimization, ToBool(v, key));
+      const DsConfigKey* row = FindDsConfigKey(key);
+      if (row != nullptr && row->read == DsKeyRead::kPlain) {
+        DSPLAN_RETURN_IF_ERROR(ReadInto(*row, v, out_.plan));
       } else if (k == "number_checkpoints") {
         if (!v.is_null()) {
           DSPLAN_ASSIGN_OR_RETURN(int64_t n, NonNegativeInt(v, key));
           a.number_checkpoints = n;
         }
-      } else if (k == "synchronize_checkpoint_boundary") {
-        DSPLAN_ASSIGN_OR_RETURN(a.synchronize_checkpoint_boundary, ToBool(v, key));
-      } else if (k == "profile") {
-        DSPLAN_ASSIGN_OR_RETURN(a.profile, ToBool(v, key));
       } else {
-        Warn(fmt::format("DeepSpeed ignores {} (valid: partition_activations, cpu_checkpointing, "
-                         "contiguous_memory_optimization, number_checkpoints, "
-                         "synchronize_checkpoint_boundary, profile)",
-                         key));
+        Warn(fmt::format("DeepSpeed ignores {} (valid: {})", key,
+                         ValidList("activation_checkpointing")));
       }
     }
     if (a.cpu_checkpointing && !out_.plan.gradient_checkpointing) {
@@ -1718,7 +1663,6 @@ json SchedulerJson(const std::string& type) {
 json EmitDsConfig(const Plan& p, EmitStyle style) {
   const bool hf = style == EmitStyle::kHfAuto;
   const ZeroConfig& z = p.zero;
-  const ZeroConfig d;  // DeepSpeed's defaults
   json c = json::object();
 
   if (hf) {
@@ -1782,41 +1726,36 @@ json EmitDsConfig(const Plan& p, EmitStyle style) {
 
   json zo = json::object();
   zo["stage"] = z.stage;
+  // overlap_comm is explicit from stage 1 (its default depends on the stage); stage 0 ignores it
+  // and gets it only to keep a value the plan set.
   if (z.stage > 0) {
     zo["overlap_comm"] = z.OverlapComm();
-    zo["contiguous_gradients"] = z.contiguous_gradients;
-    zo["reduce_scatter"] = z.reduce_scatter;
-    zo["reduce_bucket_size"] = z.reduce_bucket_size;
-  } else {
-    // Stage 0 ignores these; write them only to keep a non-default value.
-    if (z.overlap_comm) zo["overlap_comm"] = *z.overlap_comm;
-    if (z.contiguous_gradients != d.contiguous_gradients) zo["contiguous_gradients"] = z.contiguous_gradients;
-    if (z.reduce_scatter != d.reduce_scatter) zo["reduce_scatter"] = z.reduce_scatter;
-    if (z.reduce_bucket_size != d.reduce_bucket_size) zo["reduce_bucket_size"] = z.reduce_bucket_size;
+  } else if (z.overlap_comm) {
+    zo["overlap_comm"] = *z.overlap_comm;
   }
-  if (z.use_multi_rank_bucket_allreduce != d.use_multi_rank_bucket_allreduce) {
-    zo["use_multi_rank_bucket_allreduce"] = z.use_multi_rank_bucket_allreduce;
-  }
-  // allgather_bucket_size does nothing on modern PyTorch: write it only when not the default.
-  if (z.allgather_bucket_size != d.allgather_bucket_size) {
-    zo["allgather_bucket_size"] = z.allgather_bucket_size;
-  }
-  if (z.round_robin_gradients) zo["round_robin_gradients"] = true;
-  const bool s3 = z.stage == 3;
-  auto s3key = [&](const char* k, int64_t v, int64_t def) {
-    if (s3 || v != def) zo[k] = v;
-  };
-  s3key("sub_group_size", z.sub_group_size, d.sub_group_size);
-  s3key("stage3_prefetch_bucket_size", z.stage3_prefetch_bucket_size, d.stage3_prefetch_bucket_size);
-  s3key("stage3_param_persistence_threshold", z.stage3_param_persistence_threshold,
-        d.stage3_param_persistence_threshold);
-  if (z.stage3_model_persistence_threshold != d.stage3_model_persistence_threshold) {
-    zo["stage3_model_persistence_threshold"] = z.stage3_model_persistence_threshold;
-  }
-  s3key("stage3_max_live_parameters", z.stage3_max_live_parameters, d.stage3_max_live_parameters);
-  s3key("stage3_max_reuse_distance", z.stage3_max_reuse_distance, d.stage3_max_reuse_distance);
-  if (s3 || z.gather_16bit_weights_on_model_save) {
-    zo["stage3_gather_16bit_weights_on_model_save"] = z.gather_16bit_weights_on_model_save;
+  // The other ZeRO keys by the table's emit rule (planner/ds_config_keys.h).
+  {
+    Plan plan = p;     // the table's members take a mutable Plan; only read here
+    Plan defaults;     // DeepSpeed's defaults
+    const bool s3 = z.stage == 3;
+    for (const DsConfigKey* k : DsConfigKeysIn("zero_optimization")) {
+      if (k->emit == DsKeyEmit::kByHand) continue;
+      json value;
+      bool is_default = true;
+      if (k->bool_ref != nullptr) {
+        value = *k->bool_ref(plan);
+        is_default = *k->bool_ref(plan) == *k->bool_ref(defaults);
+      } else if (k->int_ref != nullptr) {
+        value = *k->int_ref(plan);
+        is_default = *k->int_ref(plan) == *k->int_ref(defaults);
+      } else {
+        continue;
+      }
+      const bool write = k->emit == DsKeyEmit::kAboveStage0 ? z.stage > 0 || !is_default
+                         : k->emit == DsKeyEmit::kStage3    ? s3 || !is_default
+                                                            : !is_default;
+      if (write) zo[std::string(k->Leaf())] = value;
+    }
   }
 
   const OffloadOptimizerConfig& oo = z.offload_optimizer;

@@ -353,7 +353,7 @@ std::vector<Family> Search::Families() const {
       if (r_.offload_optimizer && *r_.offload_optimizer != o.opt) continue;
       if (r_.offload_param && *r_.offload_param != o.par) continue;
       for (bool gc : gcs) {
-        const std::vector<int64_t> bs = stage == 0 ? std::vector<int64_t>{500'000'000} : buckets;
+        const std::vector<int64_t> bs = stage == 0 ? std::vector<int64_t>{ZeroConfig{}.reduce_bucket_size} : buckets;
         for (int64_t b : bs) {
           std::vector<std::optional<bool>> overlaps = {std::nullopt};
           if (stage == 1 || stage == 2) overlaps.push_back(true);
@@ -411,7 +411,7 @@ std::vector<Family> Search::Families() const {
   for (size_t i = 0; i < out.size(); ++i) {
     const Plan& p = out[i].plan;
     const bool default_knobs = !p.zero.overlap_comm.has_value() &&
-                               (p.zero.reduce_bucket_size == 500'000'000 || buckets.size() == 1 ||
+                               (p.zero.reduce_bucket_size == ZeroConfig{}.reduce_bucket_size || buckets.size() == 1 ||
                                 p.zero.stage == 0);
     if (default_knobs) primary_of.emplace(ChoiceSummary(p), static_cast<int>(i));
   }

@@ -41,6 +41,8 @@
 namespace dsplan {
 
 class Comm;
+struct LayerCost;
+struct Prediction;
 
 struct ExecuteOptions {
   int warmup_steps = 2;       // steps run before measuring (allocator warm-up, autotuning)
@@ -113,13 +115,14 @@ struct Execution {
   bool operator==(const Execution&) const = default;
 };
 
-/// Runs a StepGraph on real hardware and measures it: the simulator prices the graph, an
-/// executor runs the same graph (DESIGN.md "two executors"). MakeGpuExecutor() gives this
-/// build's GPU executor, as MakeGpuProbe() gives its probe (runtime/profiler/device_probe.h).
+/// Runs a StepGraph and reports what it measured: the simulator prices the graph, an executor
+/// runs the same graph (DESIGN.md "two executors"). MakeGpuExecutor() gives this build's GPU
+/// executor, as MakeGpuProbe() gives its probe (runtime/profiler/device_probe.h);
+/// MakeDryRunExecutor() one that runs nothing and reports the prediction.
 class Executor {
  public:
   virtual ~Executor() = default;
-  /// "cuda", or "none" in a build without CUDA.
+  /// "cuda", "dry-run", or "none" in a build without CUDA.
   virtual const char* name() const = 0;
   /// False when Run can only fail (a build without CUDA); Run then says how to get one.
   virtual bool available() const = 0;
@@ -139,6 +142,20 @@ class Executor {
 /// built with CUDA, else one that is not available and says how to get it
 /// (runtime/no_gpu_executor.cc). One Run at a time per process.
 std::unique_ptr<Executor> MakeGpuExecutor();
+
+/// An executor that runs nothing (runtime/dry_run_executor.cc): its Execution is |prediction|
+/// replayed, for `dsplan validate --dry-run` and for tests of everything downstream of an
+/// Execution on machines without a GPU. Each measured step takes the predicted step time; each
+/// task starts at its scheduled start and lasts its predicted duration; the per-op-class split
+/// of layer tasks (options.profile_ops) is |layer_costs|'; the memory fields are the predicted
+/// peaks (device memory = reserved + context, no scratch), host and NVMe bytes the node's
+/// predicted bytes per GPU. A plan predicted not to fit reports out-of-memory at the task of
+/// the GPU memory peak. So CompareExecution of the two gives every row with measured equal to
+/// predicted (up to the rounding of start + duration).
+/// REQUIRES: |prediction| was simulated with keep_graph, outlives the executor, and is the
+/// prediction of the graph passed to Run (Run refuses a graph of another size).
+std::unique_ptr<Executor> MakeDryRunExecutor(const Prediction& prediction,
+                                             std::vector<LayerCost> layer_costs);
 
 }  // namespace dsplan
 

@@ -33,6 +33,30 @@ run validate --model gpt2-xl --ds-config "$cfg" --executor tpu
 check "unknown executor exits 2" test "$rc" -eq 2
 check "unknown executor names the valid ones" grep -q "tpu not in {gpu,host}" "$tmp/err"
 
+# --dry-run: nothing runs; the "measured" column is the prediction replayed, on any machine.
+run validate --dry-run --model gpt2-xl --ds-config "$cfg" --gpus 2
+check "dry run exits 0" test "$rc" -eq 0
+check "dry run says it ran nothing" grep -q "^# dry run   nothing ran" "$tmp/out"
+check "dry run passes" grep -q "^PASS: step time +0.0%" "$tmp/out"
+# (a row with no work on either side shows "-" for its error)
+check "dry run: every row agrees to the rounding" \
+  awk '/^   / && $0 !~ /([+-]0\.0%|  -)( +\*)?$/ {bad=1} END {exit bad}' "$tmp/out"
+run validate --dry-run --model gpt2-xl --ds-config "$fx/calib_gpt2-xl_s2_mb8_offopt-cpu.json" --gpus 2 --json
+check "dry run --json exits 0" test "$rc" -eq 0
+check "dry run --json: flagged, passes, measured equals predicted" \
+  json "j['dry_run'] and j['pass'] and all(abs(r['error']) < 1e-9 for r in j['rows']) and j['rows'][0]['measured'] == j['rows'][0]['predicted']"
+check "dry run --json: a GPU run would not be flagged" json "'dry_run' in j"
+run validate --dry-run --model gpt2-xl --ds-config "$cfg" --trace "$tmp/dry.trace.json"
+check "dry run writes the trace" test -s "$tmp/dry.trace.json"
+run validate --dry-run --model llama-2-13b --ds-config "$cfg" --gpus 1
+check "dry run of a plan that does not fit: out of memory as predicted, exit 0" test "$rc" -eq 0
+check "dry run of a plan that does not fit: says so" grep -q "^PASS: the plan ran out of memory, as predicted" "$tmp/out"
+bad "dry run with --calibrate" "--dry-run measures nothing" validate --dry-run --model gpt2-xl \
+  --ds-config "$cfg" --calibrate "$tmp/cal.yaml"
+check "dry run with --calibrate writes nothing" test ! -e "$tmp/cal.yaml"
+bad "dry run with the host executor" "does not combine" validate --dry-run --executor host \
+  --model gpt2-xl --ds-config "$cfg"
+
 # --executor host: a real ZeRO run on CPU threads, checked against unpartitioned training.
 ex=$2/examples/host
 run validate --executor host --model "$ex/gpt2-tiny.json" --ds-config "$ex/zero2_gas2.json" \

@@ -1,9 +1,15 @@
 // ParseDsConfig: DeepSpeed's loader semantics (deepspeed.md §5) and the HF Trainer's "auto".
 #include "planner/ds_config.h"
 
+#include <cstdlib>
+#include <set>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "planner/ds_config_keys.h"
 
 namespace dsplan {
 namespace {
@@ -760,6 +766,210 @@ TEST(JsonTest, TopLevelTypoSuggestsTheKey) {
                              "you mean 'gradient_accumulation_steps'?)"))
       << Warnings(*r);
   EXPECT_EQ(r->plan.grad_accum, 1);
+}
+
+
+// --- the key table (planner/ds_config_keys.h) ------------------------------------------------------
+
+// docs/ds-config.md lists exactly the table's rows (between its markers). With
+// DSPLAN_UPDATE_DOCS=1 the test rewrites that part of the doc instead of failing.
+TEST(KeyTableTest, DocListsEveryKey) {
+  const std::string path = std::string(DSPLAN_TEST_DATA_DIR) + "/docs/ds-config.md";
+  std::ifstream in(path);
+  ASSERT_TRUE(in) << path;
+  std::stringstream buf;
+  buf << in.rdbuf();
+  std::string doc = buf.str();
+  const std::string begin =
+      "<!-- key table: generated from planner/ds_config_keys.cc; do not edit by hand -->\n";
+  const std::string end = "<!-- end of key table -->";
+  const size_t b = doc.find(begin);
+  const size_t e = doc.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/ds-config.md lost its key-table markers";
+  ASSERT_NE(e, std::string::npos) << "docs/ds-config.md lost its key-table markers";
+  ASSERT_LT(b, e);
+  const std::string listed = doc.substr(b + begin.size(), e - b - begin.size());
+  const std::string table = DsConfigKeyTableMarkdown();
+  if (listed != table && std::getenv("DSPLAN_UPDATE_DOCS") != nullptr) {
+    doc.replace(b + begin.size(), e - b - begin.size(), table);
+    std::ofstream(path) << doc;
+    GTEST_SKIP() << "rewrote the key list of " << path;
+  }
+  EXPECT_EQ(listed, table) << "docs/ds-config.md's key list differs from the key table; run "
+                              "DSPLAN_UPDATE_DOCS=1 planner_test --gtest_filter='KeyTable*'";
+  // Every row is in the doc once, by name.
+  for (const DsConfigKey& k : DsConfigKeys()) {
+    const std::string cell = std::string("| `") + k.name + "`";
+    EXPECT_NE(doc.find(cell), std::string::npos) << k.name;
+  }
+}
+
+TEST(KeyTableTest, NamesAreUniqueAndFindable) {
+  std::set<std::string> seen;
+  for (const DsConfigKey& k : DsConfigKeys()) {
+    EXPECT_TRUE(seen.insert(k.name).second) << "twice: " << k.name;
+    EXPECT_EQ(FindDsConfigKey(k.name), &k) << k.name;
+    int members = (k.bool_ref != nullptr) + (k.int_ref != nullptr) + (k.double_ref != nullptr) +
+                  (k.opt_bool_ref != nullptr);
+    EXPECT_LE(members, 1) << k.name;
+    if (k.read == DsKeyRead::kPlain) EXPECT_EQ(members, 1) << k.name << " is read into nothing";
+    EXPECT_FALSE(std::string(k.effect).empty()) << k.name;
+  }
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.prefetch_bucket_size"),
+            FindDsConfigKey("zero_optimization.stage3_prefetch_bucket_size"));
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.no_such_key"), nullptr);
+}
+
+// Defaults come from the config structs: the doc's text for a member is the default Plan's value.
+TEST(KeyTableTest, DefaultsAreTheConfigStructs) {
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.reduce_bucket_size")->DefaultText(), "5e8");
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.stage3_prefetch_bucket_size")->DefaultText(),
+            "5e7");
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.stage3_param_persistence_threshold")->DefaultText(),
+            "1e5");
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.stage3_model_persistence_threshold")->DefaultText(),
+            "sys.maxsize");
+  EXPECT_EQ(FindDsConfigKey("zero_optimization.contiguous_gradients")->DefaultText(), "true");
+  EXPECT_EQ(FindDsConfigKey("aio.block_size")->DefaultText(), "1048576");
+  EXPECT_EQ(FindDsConfigKey("gradient_clipping")->DefaultText(), "0");
+}
+
+// Each plain key of the pydantic sections is accepted at its non-default value and lands in its
+// Plan member; the emitted explicit config carries it back.
+TEST(KeyTableTest, PlainKeysReadIntoTheirMember) {
+  for (const std::string section : {"zero_optimization", "zero_optimization.offload_optimizer",
+                                    "zero_optimization.offload_param"}) {
+    for (const DsConfigKey* k : DsConfigKeysIn(section)) {
+      if (k->read != DsKeyRead::kPlain) continue;
+      json cfg = Base();
+      cfg["zero_optimization"] = {{"stage", 3}};
+      json* block = &cfg["zero_optimization"];
+      if (section != "zero_optimization") {
+        const std::string sub = section.substr(section.rfind('.') + 1);
+        (*block)[sub] = {{"device", "nvme"}, {"nvme_path", "/tmp"}};
+        block = &(*block)[sub];
+        cfg["zero_optimization"]["offload_param"] = {{"device", "nvme"}, {"nvme_path", "/tmp"}};
+      }
+      const std::string leaf(k->Leaf());
+      Plan defaults;
+      json value;
+      if (k->bool_ref != nullptr) value = !*k->bool_ref(defaults);
+      if (k->opt_bool_ref != nullptr) value = false;  // stage 3's default is true
+      if (k->int_ref != nullptr) value = *k->int_ref(defaults) == 0 ? 7 : *k->int_ref(defaults) - 1;
+      if (k->double_ref != nullptr) value = 0.5;
+      (*block)[leaf] = value;
+      auto r = ParseDsConfig(cfg, Cluster(1, 1));
+      ASSERT_TRUE(r.ok()) << k->name << ": " << r.status().ToString();
+      Plan got = r->plan;
+      if (k->bool_ref != nullptr) EXPECT_EQ(*k->bool_ref(got), value.get<bool>()) << k->name;
+      if (k->opt_bool_ref != nullptr) EXPECT_EQ(*k->opt_bool_ref(got), false) << k->name;
+      if (k->int_ref != nullptr) EXPECT_EQ(*k->int_ref(got), value.get<int64_t>()) << k->name;
+      if (k->double_ref != nullptr) EXPECT_EQ(*k->double_ref(got), 0.5) << k->name;
+      auto back = ParseDsConfig(EmitDsConfig(got, EmitStyle::kExplicit), Cluster(1, 1));
+      ASSERT_TRUE(back.ok()) << k->name << ": " << back.status().ToString();
+      got.zero.overlap_comm = got.zero.OverlapComm();  // the emitter makes it explicit
+      EXPECT_EQ(back->plan.zero, got.zero) << k->name;
+    }
+  }
+}
+
+// A size key refuses a negative value and a bool key a word, naming the dotted key.
+TEST(KeyTableTest, PlainKeysCheckTheirType) {
+  for (const DsConfigKey* k : DsConfigKeysIn("zero_optimization")) {
+    if (k->read != DsKeyRead::kPlain) continue;
+    json cfg = Base();
+    const bool is_bool = k->bool_ref != nullptr || k->opt_bool_ref != nullptr;
+    cfg["zero_optimization"] = {{"stage", 2}, {std::string(k->Leaf()), is_bool ? json("maybe") : json(-3)}};
+    const std::string msg = ErrorOf(cfg);
+    EXPECT_NE(msg.find(std::string(k->name) + (is_bool ? " must be true or false" : " must be >= 0")),
+              std::string::npos)
+        << msg;
+  }
+}
+
+// The "has no effect" warnings, in the order they have always come in.
+TEST(KeyTableTest, NoEffectWarningsFollowTheTable) {
+  json cfg = Base();
+  cfg["zero_optimization"] = {{"stage", 0},
+                              {"round_robin_gradients", true},
+                              {"reduce_scatter", true},
+                              {"overlap_comm", true},
+                              {"contiguous_gradients", true},
+                              {"reduce_bucket_size", 1000},
+                              {"sub_group_size", 10},
+                              {"stage3_max_live_parameters", 10},
+                              {"stage3_prefetch_bucket_size", 10}};
+  auto r = ParseDsConfig(cfg, Cluster(1, 1));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<std::string> no_effect;
+  for (const std::string& w : r->warnings) {
+    if (w.find("has no effect at stage 0") != std::string::npos) no_effect.push_back(w);
+  }
+  const std::vector<std::string> expected = {
+      "zero_optimization.stage3_prefetch_bucket_size has no effect at stage 0 (stage 3 only)",
+      "zero_optimization.stage3_max_live_parameters has no effect at stage 0 (stage 3 only)",
+      "zero_optimization.sub_group_size has no effect at stage 0 (stage 3 only)",
+      "zero_optimization.reduce_bucket_size has no effect at stage 0",
+      "zero_optimization.overlap_comm has no effect at stage 0",
+      "zero_optimization.contiguous_gradients has no effect at stage 0",
+      "zero_optimization.reduce_scatter has no effect at stage 0",
+      "zero_optimization.round_robin_gradients has no effect at stage 0",
+  };
+  EXPECT_EQ(no_effect, expected) << Warnings(*r);
+
+  // Every key the table marks as stage-3-only warns below stage 3.
+  for (const DsConfigKey* k : DsConfigKeysIn("zero_optimization")) {
+    if (k->no_effect != DsKeyNoEffect::kBelowStage3) continue;
+    json c = Base();
+    c["zero_optimization"] = {{"stage", 2}, {std::string(k->Leaf()), k->type == DsKeyType::kBool ? json(false) : json(1)}};
+    auto p = ParseDsConfig(c, Cluster(1, 1));
+    ASSERT_TRUE(p.ok()) << k->name << ": " << p.status().ToString();
+    EXPECT_TRUE(HasWarning(*p, std::string(k->name) + " has no effect at stage 2 (stage 3 only)"))
+        << k->name << "\n" << Warnings(*p);
+  }
+
+  // Offload keys with device "none": pin_memory first, then the table's order.
+  json o = Base();
+  o["zero_optimization"] = {
+      {"stage", 3},
+      {"offload_param",
+       {{"device", "none"}, {"max_in_cpu", 1}, {"pin_memory", true}, {"nvme_path", "/x"}}}};
+  auto po = ParseDsConfig(o, Cluster(1, 1));
+  ASSERT_TRUE(po.ok()) << po.status().ToString();
+  std::vector<std::string> none;
+  for (const std::string& w : po->warnings) {
+    if (w.find("device is \"none\"") != std::string::npos) none.push_back(w);
+  }
+  EXPECT_EQ(none, (std::vector<std::string>{
+                      "zero_optimization.offload_param.pin_memory has no effect: device is \"none\"",
+                      "zero_optimization.offload_param.nvme_path has no effect: device is \"none\"",
+                      "zero_optimization.offload_param.max_in_cpu has no effect: device is \"none\""}))
+      << Warnings(*po);
+}
+
+// The Trainer's hidden-size rules come from the table: h*h at any stage, the stage-3 keys only at
+// stage 3 (below, "auto" is dropped with a warning).
+TEST(KeyTableTest, HiddenSizeAutoFollowsTheTable) {
+  DsConfigContext ctx = Cluster(1, 1);
+  ctx.hidden_size = 1000;
+  json cfg = Base();
+  cfg["zero_optimization"] = {{"stage", 3},
+                              {"reduce_bucket_size", "auto"},
+                              {"stage3_prefetch_bucket_size", "auto"},
+                              {"stage3_param_persistence_threshold", "auto"}};
+  auto r = ParseDsConfig(cfg, ctx);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->plan.zero.reduce_bucket_size, 1'000'000);
+  EXPECT_EQ(r->plan.zero.stage3_prefetch_bucket_size, 900'000);
+  EXPECT_EQ(r->plan.zero.stage3_param_persistence_threshold, 10'000);
+  cfg["zero_optimization"]["stage"] = 2;
+  auto r2 = ParseDsConfig(cfg, ctx);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(r2->plan.zero.reduce_bucket_size, 1'000'000);
+  EXPECT_EQ(r2->plan.zero.stage3_prefetch_bucket_size, ZeroConfig{}.stage3_prefetch_bucket_size);
+  EXPECT_TRUE(HasWarning(*r2, "zero_optimization.stage3_prefetch_bucket_size is \"auto\", which "
+                              "the HF Trainer does not fill"))
+      << Warnings(*r2);
 }
 
 }  // namespace

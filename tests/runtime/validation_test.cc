@@ -2,6 +2,8 @@
 // Executions are built from a real prediction's schedule with known distortions, so the
 // expected errors follow from the distortion, not from the report's output.
 #include <cmath>
+#include <memory>
+#include <utility>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -9,6 +11,7 @@
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "planner/ds_config.h"
+#include "runtime/executor.h"
 #include "runtime/validation.h"
 #include "simulator/cost_model.h"
 #include "simulator/simulate.h"
@@ -317,6 +320,87 @@ TEST(Validation, RuntimeAttentionIsPricedAsItsTiledGemms) {
   EXPECT_GT(full, causal * 1.5);
   EXPECT_LT(full, causal * 2.5);
   EXPECT_GT(rt.OpBackwardSeconds(op), 2 * full);
+}
+
+
+// --- the dry-run executor (runtime/executor.h MakeDryRunExecutor) ---------------------------------
+
+// Its Execution is the prediction: each step the predicted step time, each task at its scheduled
+// start for its predicted duration, the predicted memory; so every row of the comparison agrees.
+TEST(DryRunExecutor, ReplaysThePredictionAndEveryRowAgrees) {
+  for (const auto& [stage, offload] : {std::pair{0, false}, {1, true}, {2, false}}) {
+    const Fixture f = Make(stage, offload);
+    ASSERT_TRUE(f.pred.fits);
+    const std::unique_ptr<Executor> ex = MakeDryRunExecutor(f.pred, f.costs);
+    EXPECT_STREQ(ex->name(), "dry-run");
+    EXPECT_TRUE(ex->available());
+    ExecuteOptions o;
+    o.steps = 3;
+    auto e = ex->Run(f.pred.graph, f.workload, f.plan, o);
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    ASSERT_EQ(e->step_s.size(), 3u);
+    for (double s : e->step_s) EXPECT_EQ(s, f.pred.step_time_s);
+    ASSERT_EQ(e->start_s.size(), static_cast<size_t>(f.pred.graph.size()));
+    for (TaskId id = 0; id < f.pred.graph.size(); ++id) {
+      EXPECT_EQ(e->start_s[id], f.pred.schedule.start_s[id]);
+      EXPECT_NEAR(e->end_s[id] - e->start_s[id], f.pred.durations[id], 1e-12);
+    }
+    EXPECT_EQ(e->peak_allocated_bytes, f.pred.gpu_peak_allocated_bytes);
+    EXPECT_EQ(e->device_used_peak_bytes, f.pred.gpu_total_bytes);
+    EXPECT_FALSE(e->out_of_memory);
+
+    const ValidationReport r =
+        CompareExecution(f.pred, f.workload, f.costs, *e, ValidationThresholds{});
+    EXPECT_TRUE(r.pass) << r.verdict;
+    EXPECT_EQ(r.measured_step_s, r.predicted_step_s);
+    // Step time, at least forward and backward GEMMs, and the four memory rows.
+    EXPECT_GE(r.rows.size(), 7u);
+    for (const ValidationRow& row : r.rows) {
+      EXPECT_LT(std::abs(row.Error()), 1e-9) << "stage " << stage << ": " << row.quantity;
+    }
+    for (int c = 0; c < kNumTaskClasses; ++c) {
+      EXPECT_EQ(r.predicted.tasks[c], r.measured.tasks[c]) << TaskClassName(TaskClass(c));
+    }
+  }
+}
+
+// Without the op profile the layer tasks are whole, as the GPU executor reports them then.
+TEST(DryRunExecutor, NoOpProfileLeavesLayerTasksWhole) {
+  const Fixture f = Make(0, false);
+  ExecuteOptions o;
+  o.profile_ops = false;
+  auto e = MakeDryRunExecutor(f.pred, f.costs)->Run(f.pred.graph, f.workload, f.plan, o);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->op_class.empty());
+}
+
+// A plan predicted not to fit "runs out of memory" at the GPU peak, which the report accepts as
+// agreeing with the prediction.
+TEST(DryRunExecutor, APlanThatDoesNotFitRunsOutOfMemoryAsPredicted) {
+  Fixture f = Make(0, false);
+  f.pred.fits = false;
+  f.pred.reason = "needs more than the GPU has";
+  auto e = MakeDryRunExecutor(f.pred, f.costs)->Run(f.pred.graph, f.workload, f.plan, {});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->out_of_memory);
+  EXPECT_EQ(e->oom_task, f.pred.memory.peak[static_cast<int>(MemSpace::kGpu)].task);
+  const ValidationReport r =
+      CompareExecution(f.pred, f.workload, f.costs, *e, ValidationThresholds{});
+  EXPECT_TRUE(r.pass) << r.verdict;
+  EXPECT_NE(r.verdict.find("as predicted"), std::string::npos) << r.verdict;
+}
+
+// The graph must be the prediction's: another graph is refused, naming both sizes.
+TEST(DryRunExecutor, RefusesAGraphThatIsNotThePredictions) {
+  const Fixture a = Make(0, false);
+  const Fixture b = Make(2, true);
+  ASSERT_NE(a.pred.graph.size(), b.pred.graph.size());
+  auto e = MakeDryRunExecutor(a.pred, a.costs)->Run(b.pred.graph, b.workload, b.plan, {});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Status::Code::kInvalidArgument);
+  EXPECT_NE(e.status().message().find(std::to_string(b.pred.graph.size()) + " tasks"),
+            std::string::npos)
+      << e.status().message();
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // HardwareProfile: the numbers the cost model consumes, for one kind of machine.
 //
-// One YAML file per machine in profiles/ (format: docs/profile-format.md). Every number carries
+// One YAML file per machine in profiles/ (format: docs/profile-format.md; read and written by
+// core/profile_yaml.h). Every number carries
 // its Source: a datasheet value with its reference, or a measurement with its method (warm-up,
 // iterations, how ranks were combined, date, dsplan version). Datasheet profiles ship for common
 // GPUs; `dsplan profile` measures the machine it runs on and writes a measured one.
@@ -270,34 +271,16 @@ struct NodeProfile {
   bool operator==(const NodeProfile&) const = default;
 };
 
-/// Parses a node profile; |source| names it in errors.
-Result<NodeProfile> ParseNodeProfile(const std::string& text, const std::string& source);
-/// |name_or_path|: a file path, or a name in <data_dir>/profiles/nodes/.
-Result<NodeProfile> FindNodeProfile(const std::string& name_or_path, const std::string& data_dir);
-/// Names of the node profiles in <data_dir>/profiles/nodes/, sorted (empty when none).
-std::vector<std::string> ListNodeProfiles(const std::string& data_dir);
 /// |gpu| built into |node|: gpus_per_node, host cores and RAM, the CPU Adam table (when the
 /// node gives per-core rates), NVMe (drives x per-drive rates and capacity), the inter- and
 /// intra-node collective bandwidths (when given). The name becomes "<gpu>@<node>".
 HardwareProfile ApplyNodeProfile(const HardwareProfile& gpu, const NodeProfile& node);
 
-/// Parses profile YAML text; |source| names it in errors (the file, or "<fuzz>").
-Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std::string& source);
-
-/// Reads a profile YAML. Unknown keys, missing required keys, wrong types or units are errors
-/// naming the file and key.
-Result<HardwareProfile> LoadHardwareProfile(const std::string& path);
-/// |name_or_path|: a file path (contains '/' or ends in .yaml), or a profile name in
-/// <data_dir>/profiles/, or a node profile (a file with a gpu_profile key, or a name in
-/// <data_dir>/profiles/nodes/), which is applied over its GPU profile. Unknown names list the
-/// available ones.
-Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
-                                            const std::string& data_dir);
-/// Names of the profiles in <data_dir>/profiles/, sorted.
-Result<std::vector<std::string>> ListHardwareProfiles(const std::string& data_dir);
-/// Writes |profile| as YAML that LoadHardwareProfile reads back unchanged.
-Status WriteHardwareProfile(const HardwareProfile& profile, const std::string& path);
-
 }  // namespace dsplan
+
+// The YAML reader and writer (ParseHardwareProfile, FindHardwareProfile, WriteHardwareProfile,
+// node profiles): declared in core/profile_yaml.h, included here so that callers that read
+// profiles need no second include.
+#include "core/profile_yaml.h"
 
 #endif  // DSPLAN_CORE_HARDWARE_PROFILE_H_

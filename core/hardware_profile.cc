@@ -31,6 +31,42 @@ const char* GemmLayoutName(GemmLayout l) {
   return "?";
 }
 
+const char* StackKernelClassName(int i) {
+  static constexpr const char* kNames[kStackKernelClasses] = {
+      "stream", "cast_up", "cast_down", "reduce", "norm",
+      "activation", "dropout", "softmax", "log_softmax"};
+  return i >= 0 && i < kStackKernelClasses ? kNames[i] : "?";
+}
+
+const char* StackOpKindName(int i) {
+  static constexpr const char* kNames[kStackOpKinds] = {
+      "gemm", "batched_gemm", "attention", "norm", "activation",
+      "dropout", "elementwise", "embedding", "softmax", "loss"};
+  return i >= 0 && i < kStackOpKinds ? kNames[i] : "?";
+}
+
+std::string HardwareProfile::StackSummary() const {
+  if (!stack.present) return fmt::format("stack costs: {}", kBuiltInStackCosts);
+  std::string versions = "PyTorch " + (stack.versions.torch.empty() ? "?" : stack.versions.torch);
+  if (!stack.versions.deepspeed.empty()) versions += " / DeepSpeed " + stack.versions.deepspeed;
+  std::string out = fmt::format("stack costs: {} on {} with {} on {}",
+                                SourceKindName(stack.source.kind),
+                                stack.gpu.empty() ? "?" : stack.gpu, versions,
+                                stack.date.empty() ? "?" : stack.date);
+  std::vector<std::string> notes;
+  if (!stack.zero3) {
+    notes.push_back(fmt::format("ZeRO-3 hooks not measured: {}", kBuiltInStackCosts));
+  }
+  if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
+  if (!stack.gemm.empty()) {
+    notes.push_back(fmt::format("GEMMs measured through PyTorch ({})",
+                                SourceKindName(stack.gemm_source.kind)));
+  }
+  for (size_t i = 0; i < notes.size(); ++i) out += (i == 0 ? " (" : "; ") + notes[i];
+  if (!notes.empty()) out += ")";
+  return out;
+}
+
 Result<GemmLayout> ParseGemmLayout(const std::string& s) {
   for (GemmLayout l : {GemmLayout::kNT, GemmLayout::kNN, GemmLayout::kTN}) {
     if (s == GemmLayoutName(l)) return l;
@@ -203,6 +239,8 @@ std::string HardwareProfile::SourceSummary() const {
     out += fmt::format("{}not measured (runtime attention: priced as tiled GEMMs)",
                        out.empty() ? "" : "; ");
   }
+  // Where the PyTorch stack's host times, kernel rates and hook costs come from.
+  out += (out.empty() ? "" : "; ") + StackSummary();
   return out;
 }
 

@@ -521,6 +521,175 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
   return g;
 }
 
+// stack: the software stack's measured costs (optional; docs/profile-format.md "stack").
+Result<std::pair<double, double>> ReadFwdBwd(const Reader& r, const YAML::Node& n,
+                                             const std::string& key, Unit unit) {
+  DSPLAN_RETURN_IF_ERROR(r.Tuple(n, key, 2, "[forward, backward]"));
+  std::pair<double, double> out;
+  DSPLAN_ASSIGN_OR_RETURN(out.first, r.Value(n[0], key + "[0]", unit));
+  DSPLAN_ASSIGN_OR_RETURN(out.second, r.Value(n[1], key + "[1]", unit));
+  return out;
+}
+
+// A mapping whose keys are exactly |names| (each required), each a [forward, backward] pair.
+Status ReadNamedPairs(const Reader& r, const YAML::Node& map, const std::string& key,
+                      const char* (*name)(int), int count, Unit unit, bool positive,
+                      double* fwd, double* bwd) {
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(map, "stack", key.substr(6).c_str()));
+  if (!n.IsMap()) return r.Error(n, key, "expected a mapping");
+  for (const auto& kv : n) {
+    if (!kv.first.IsScalar()) return r.Error(kv.first, key, "a key is a list or mapping");
+    bool ok = false;
+    for (int i = 0; i < count; ++i) ok = ok || kv.first.Scalar() == name(i);
+    if (!ok) {
+      std::string valid;
+      for (int i = 0; i < count; ++i) valid += (i ? ", " : "") + std::string(name(i));
+      return r.Error(kv.first, Reader::Join(key, Escape(kv.first.Scalar())),
+                     fmt::format("unknown key (valid here: {})", valid));
+    }
+  }
+  for (int i = 0; i < count; ++i) {
+    DSPLAN_ASSIGN_OR_RETURN(YAML::Node v, r.Required(n, key, name(i)));
+    const std::string k = Reader::Join(key, name(i));
+    DSPLAN_ASSIGN_OR_RETURN(auto fb, ReadFwdBwd(r, v, k, unit));
+    if (positive && (fb.first <= 0 || fb.second <= 0)) {
+      return r.Error(v, k, "the forward and backward rates must be positive");
+    }
+    fwd[i] = fb.first;
+    bwd[i] = fb.second;
+  }
+  return Status();
+}
+
+Result<std::string> OptionalString(const Reader& r, const YAML::Node& map, const std::string& key,
+                                   const char* child) {
+  YAML::Node n = map[child];
+  if (!n.IsDefined() || n.IsNull()) return std::string();
+  return r.String(n, Reader::Join(key, child));
+}
+
+Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
+                               const std::vector<Row>* fast_gemm) {
+  StackProfile s;
+  YAML::Node n = root["stack"];
+  if (!n.IsDefined() || n.IsNull()) return s;
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(
+      n, "stack",
+      {"measured", "datasheet", "assumption", "gpu", "date", "versions",
+       "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "blocks", "rests",
+       "gemm_source", "gemm"}));
+  s.present = true;
+  DSPLAN_ASSIGN_OR_RETURN(s.source, r.SourceOf(n, "stack"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node gpu, r.Required(n, "stack", "gpu"));
+  DSPLAN_ASSIGN_OR_RETURN(s.gpu, r.String(gpu, "stack.gpu"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node date, r.Required(n, "stack", "date"));
+  DSPLAN_ASSIGN_OR_RETURN(s.date, r.String(date, "stack.date"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node v, r.Required(n, "stack", "versions"));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(v, "stack.versions",
+                                    {"torch", "cuda", "transformers", "deepspeed", "python"}));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node torch, r.Required(v, "stack.versions", "torch"));
+  DSPLAN_ASSIGN_OR_RETURN(s.versions.torch, r.String(torch, "stack.versions.torch"));
+  DSPLAN_ASSIGN_OR_RETURN(s.versions.cuda, OptionalString(r, v, "stack.versions", "cuda"));
+  DSPLAN_ASSIGN_OR_RETURN(s.versions.transformers,
+                          OptionalString(r, v, "stack.versions", "transformers"));
+  DSPLAN_ASSIGN_OR_RETURN(s.versions.deepspeed,
+                          OptionalString(r, v, "stack.versions", "deepspeed"));
+  DSPLAN_ASSIGN_OR_RETURN(s.versions.python, OptionalString(r, v, "stack.versions", "python"));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node ref, r.Required(n, "stack", "reference_stream_bytes_per_s"));
+  DSPLAN_ASSIGN_OR_RETURN(s.reference_stream_bytes_per_s,
+                          r.Value(ref, "stack.reference_stream_bytes_per_s", Unit::kBytesPerS));
+  if (s.reference_stream_bytes_per_s <= 0) {
+    return r.Error(ref, "stack.reference_stream_bytes_per_s", "must be positive");
+  }
+  DSPLAN_RETURN_IF_ERROR(ReadNamedPairs(r, n, "stack.kernels", StackKernelClassName,
+                                        kStackKernelClasses, Unit::kBytesPerS, true,
+                                        s.kernel_fwd_bytes_per_s.data(),
+                                        s.kernel_bwd_bytes_per_s.data()));
+  DSPLAN_RETURN_IF_ERROR(ReadNamedPairs(r, n, "stack.ops", StackOpKindName, kStackOpKinds,
+                                        Unit::kSeconds, false, s.op_fwd_s.data(),
+                                        s.op_bwd_s.data()));
+  DSPLAN_ASSIGN_OR_RETURN(YAML::Node ks, r.Required(n, "stack", "kernel_s"));
+  DSPLAN_ASSIGN_OR_RETURN(auto kernel, ReadFwdBwd(r, ks, "stack.kernel_s", Unit::kSeconds));
+  s.kernel_fwd_s = kernel.first;
+  s.kernel_bwd_s = kernel.second;
+  YAML::Node z3 = n["zero3"];
+  if (z3.IsDefined() && !z3.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(z3, "stack.zero3",
+                                      {"fwd_per_module_s", "fwd_per_param_s", "bwd_per_module_s",
+                                       "bwd_per_param_s"}));
+    s.zero3 = true;
+    const std::pair<const char*, double*> fields[] = {
+        {"fwd_per_module_s", &s.z3_fwd_per_module_s}, {"fwd_per_param_s", &s.z3_fwd_per_param_s},
+        {"bwd_per_module_s", &s.z3_bwd_per_module_s}, {"bwd_per_param_s", &s.z3_bwd_per_param_s}};
+    for (const auto& [name, out] : fields) {
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(z3, "stack.zero3", name));
+      DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join("stack.zero3", name), Unit::kSeconds));
+    }
+  }
+  YAML::Node blocks = n["blocks"];
+  if (blocks.IsDefined() && !blocks.IsNull()) {
+    if (!blocks.IsSequence()) return r.Error(blocks, "stack.blocks", "expected a list");
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      const std::string p = fmt::format("stack.blocks[{}]", i);
+      const YAML::Node b = blocks[i];
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(b, p, 8,
+                                     "[model_type, encoder|decoder, fwd_s, bwd_s, ckpt_fwd_s, "
+                                     "ckpt_bwd_s, modules, param_tensors]"));
+      StackBlockPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(pt.model_type, r.String(b[0], p + "[0]"));
+      DSPLAN_ASSIGN_OR_RETURN(std::string kind, r.String(b[1], p + "[1]"));
+      if (kind != "encoder" && kind != "decoder") {
+        return r.Error(b[1], p + "[1]",
+                       fmt::format("{} is not a block kind (valid: encoder, decoder)", Quote(kind)));
+      }
+      pt.encoder = kind == "encoder";
+      DSPLAN_ASSIGN_OR_RETURN(pt.fwd_s, r.Value(b[2], p + "[2]", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(pt.bwd_s, r.Value(b[3], p + "[3]", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(pt.ckpt_fwd_s, r.Value(b[4], p + "[4]", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(pt.ckpt_bwd_s, r.Value(b[5], p + "[5]", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(int64_t modules, r.Int(b[6], p + "[6]", 0, 1 << 20));
+      DSPLAN_ASSIGN_OR_RETURN(int64_t params, r.Int(b[7], p + "[7]", 0, 1 << 20));
+      pt.modules = static_cast<int32_t>(modules);
+      pt.param_tensors = static_cast<int32_t>(params);
+      for (const StackBlockPoint& q : s.blocks) {
+        if (q.model_type == pt.model_type && q.encoder == pt.encoder) {
+          return r.Error(b, p, "repeats an earlier row's model_type and block kind");
+        }
+      }
+      s.blocks.push_back(pt);
+    }
+  }
+  YAML::Node rests = n["rests"];
+  if (rests.IsDefined() && !rests.IsNull()) {
+    if (!rests.IsSequence()) return r.Error(rests, "stack.rests", "expected a list");
+    for (size_t i = 0; i < rests.size(); ++i) {
+      const std::string p = fmt::format("stack.rests[{}]", i);
+      const YAML::Node b = rests[i];
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(b, p, 3, "[model_type, fwd_s, bwd_s]"));
+      StackRestPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(pt.model_type, r.String(b[0], p + "[0]"));
+      DSPLAN_ASSIGN_OR_RETURN(pt.fwd_s, r.Value(b[1], p + "[1]", Unit::kSeconds));
+      DSPLAN_ASSIGN_OR_RETURN(pt.bwd_s, r.Value(b[2], p + "[2]", Unit::kSeconds));
+      for (const StackRestPoint& q : s.rests) {
+        if (q.model_type == pt.model_type) {
+          return r.Error(b, p, "repeats an earlier row's model_type");
+        }
+      }
+      s.rests.push_back(pt);
+    }
+  }
+  DSPLAN_ASSIGN_OR_RETURN(s.gemm, ReadGemmTable(r, n, "stack.gemm", fast_gemm));
+  YAML::Node gs = n["gemm_source"];
+  if (gs.IsDefined() && !gs.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(gs, "stack.gemm_source", {"datasheet", "measured",
+                                                                "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(s.gemm_source, r.SourceOf(gs, "stack.gemm_source"));
+  } else if (!s.gemm.empty()) {
+    return r.Error(n, "stack.gemm_source", "missing: a GEMM table needs its source (the method)");
+  }
+  return s;
+}
+
 Result<HostProfile> ReadHost(const Reader& r, const YAML::Node& root) {
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node n, r.Required(root, "", "host"));
   DSPLAN_RETURN_IF_ERROR(r.CheckMap(
@@ -656,7 +825,7 @@ Result<HardwareProfile> ReadProfile(const Reader& r, const YAML::Node& root,
                                     const FastTables& fast) {
   DSPLAN_RETURN_IF_ERROR(r.CheckMap(root, "(top level)", {"name", "description", "base",
                                                           "gpus_per_node", "gpu", "host",
-                                                          "links", "nvme"}));
+                                                          "links", "nvme", "stack"}));
   HardwareProfile p;
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node name, r.Required(root, "", "name"));
   DSPLAN_ASSIGN_OR_RETURN(p.name, r.String(name, "name"));
@@ -673,6 +842,7 @@ Result<HardwareProfile> ReadProfile(const Reader& r, const YAML::Node& root,
   DSPLAN_ASSIGN_OR_RETURN(p.host, ReadHost(r, root));
   DSPLAN_ASSIGN_OR_RETURN(p.links, ReadLinks(r, root));
   DSPLAN_ASSIGN_OR_RETURN(p.nvme, ReadNvme(r, root));
+  DSPLAN_ASSIGN_OR_RETURN(p.stack, ReadStack(r, root, fast.stack ? &fast.stack_rows : nullptr));
   return p;
 }
 
@@ -715,6 +885,17 @@ void EmitCopy(YAML::Emitter& e, const char* key, const CopyCurve& c) {
   e << YAML::EndMap;
 }
 
+void EmitGemmRows(YAML::Emitter& e, const std::vector<GemmPoint>& rows) {
+  e << YAML::Key << "gemm" << YAML::Value << YAML::BeginSeq;
+  for (const GemmPoint& pt : rows) {
+    e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.m << pt.n << pt.k
+      << Num(pt.flops_per_s) << GemmLayoutName(pt.layout);
+    if (pt.batch > 1) e << pt.batch;
+    e << YAML::EndSeq;
+  }
+  e << YAML::EndSeq;
+}
+
 std::string EmitProfile(const HardwareProfile& p) {
   YAML::Emitter e;
   e << YAML::BeginMap;
@@ -740,16 +921,7 @@ std::string EmitProfile(const HardwareProfile& p) {
   if (!g.gemm.empty() || !g.gemm_source.detail.empty()) {
     EmitSourceMap(e, "gemm_source", g.gemm_source);
   }
-  if (!g.gemm.empty()) {
-    e << YAML::Key << "gemm" << YAML::Value << YAML::BeginSeq;
-    for (const GemmPoint& pt : g.gemm) {
-      e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.m << pt.n << pt.k
-        << Num(pt.flops_per_s) << GemmLayoutName(pt.layout);
-      if (pt.batch > 1) e << pt.batch;
-      e << YAML::EndSeq;
-    }
-    e << YAML::EndSeq;
-  }
+  if (!g.gemm.empty()) EmitGemmRows(e, g.gemm);
   if (!g.streaming.empty()) {
     EmitSourceMap(e, "streaming_source", g.streaming_source);
     e << YAML::Key << "streaming" << YAML::Value << YAML::BeginSeq;
@@ -825,6 +997,69 @@ std::string EmitProfile(const HardwareProfile& p) {
     }
   }
   e << YAML::EndMap;
+  const StackProfile& s = p.stack;
+  if (s.present) {
+    auto pair = [&e](const char* key, double f, double b) {
+      e << YAML::Key << key << YAML::Value << YAML::Flow << YAML::BeginSeq << Num(f) << Num(b)
+        << YAML::EndSeq;
+    };
+    e << YAML::Key << "stack" << YAML::Value << YAML::BeginMap;
+    EmitSource(e, s.source);
+    e << YAML::Key << "gpu" << YAML::Value << YAML::DoubleQuoted << s.gpu;
+    e << YAML::Key << "date" << YAML::Value << YAML::DoubleQuoted << s.date;
+    e << YAML::Key << "versions" << YAML::Value << YAML::Flow << YAML::BeginMap;
+    const std::pair<const char*, const std::string*> versions[] = {
+        {"torch", &s.versions.torch}, {"cuda", &s.versions.cuda},
+        {"transformers", &s.versions.transformers}, {"deepspeed", &s.versions.deepspeed},
+        {"python", &s.versions.python}};
+    for (const auto& [key, value] : versions) {
+      if (key == std::string("torch") || !value->empty()) {
+        e << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << *value;
+      }
+    }
+    e << YAML::EndMap;
+    e << YAML::Key << "reference_stream_bytes_per_s" << YAML::Value
+      << Num(s.reference_stream_bytes_per_s);
+    e << YAML::Key << "kernels" << YAML::Value << YAML::BeginMap;
+    for (int i = 0; i < kStackKernelClasses; ++i) {
+      pair(StackKernelClassName(i), s.kernel_fwd_bytes_per_s[i], s.kernel_bwd_bytes_per_s[i]);
+    }
+    e << YAML::EndMap;
+    e << YAML::Key << "ops" << YAML::Value << YAML::BeginMap;
+    for (int i = 0; i < kStackOpKinds; ++i) pair(StackOpKindName(i), s.op_fwd_s[i], s.op_bwd_s[i]);
+    e << YAML::EndMap;
+    pair("kernel_s", s.kernel_fwd_s, s.kernel_bwd_s);
+    if (s.zero3) {
+      e << YAML::Key << "zero3" << YAML::Value << YAML::BeginMap;
+      e << YAML::Key << "fwd_per_module_s" << YAML::Value << Num(s.z3_fwd_per_module_s);
+      e << YAML::Key << "fwd_per_param_s" << YAML::Value << Num(s.z3_fwd_per_param_s);
+      e << YAML::Key << "bwd_per_module_s" << YAML::Value << Num(s.z3_bwd_per_module_s);
+      e << YAML::Key << "bwd_per_param_s" << YAML::Value << Num(s.z3_bwd_per_param_s);
+      e << YAML::EndMap;
+    }
+    if (!s.blocks.empty()) {
+      e << YAML::Key << "blocks" << YAML::Value << YAML::BeginSeq;
+      for (const StackBlockPoint& b : s.blocks) {
+        e << YAML::Flow << YAML::BeginSeq << b.model_type << (b.encoder ? "encoder" : "decoder")
+          << Num(b.fwd_s) << Num(b.bwd_s) << Num(b.ckpt_fwd_s) << Num(b.ckpt_bwd_s) << b.modules
+          << b.param_tensors << YAML::EndSeq;
+      }
+      e << YAML::EndSeq;
+    }
+    if (!s.rests.empty()) {
+      e << YAML::Key << "rests" << YAML::Value << YAML::BeginSeq;
+      for (const StackRestPoint& b : s.rests) {
+        e << YAML::Flow << YAML::BeginSeq << b.model_type << Num(b.fwd_s) << Num(b.bwd_s)
+          << YAML::EndSeq;
+      }
+      e << YAML::EndSeq;
+    }
+    if (!s.gemm.empty()) {
+      EmitSourceMap(e, "gemm_source", s.gemm_source);
+      EmitGemmRows(e, s.gemm);
+    }
+    e << YAML::EndMap;
+  }
   e << YAML::EndMap;
   return std::string(e.c_str()) + "\n";
 }

@@ -390,12 +390,12 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
       out, err);
   if (rc == 127) {
     res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
-                                    Quote(o.python), kNoSection));
+                                    Quote(o.python, 400), kNoSection));
     return res;
   }
   if (rc != 0) {
     res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
-                                    Quote(o.python), LastLine(ReadAll(err)), kNoSection));
+                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
     return res;
   }
   std::istringstream probe(ReadAll(out));

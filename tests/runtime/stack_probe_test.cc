@@ -162,6 +162,31 @@ TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
   EXPECT_NE(wrong.status().message().find("expected dsplan-stack-costs/1"), std::string::npos);
 }
 
+// A real run on the H200 machine in a Python environment without DeepSpeed (2026-12-03, the
+// script as committed before it wrote block_kind): a section without zero3, BERT's block read
+// as an encoder block, T5's as both.
+TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(Read(kStack + "stack-costs-call4-no-deepspeed.json"), "call4.json",
+                                kH200Stream, "tools/probes/stack_costs.py", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->zero3);
+  EXPECT_TRUE(s->versions.deepspeed.empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
+            std::string::npos)
+      << notes[0];
+  const StackCosts c = StackCostsFromProfile(*s);
+  EXPECT_NE(c.Block("bert", LayerKind::kEncoderBlock), nullptr);
+  EXPECT_NE(c.Block("t5", LayerKind::kEncoderBlock), nullptr);
+  EXPECT_NE(c.Block("t5", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_NE(c.Block("gpt2", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_EQ(c.Block("llama", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_EQ(c.z3_fwd_per_param_s, MeasuredStackCosts().z3_fwd_per_param_s);
+  EXPECT_NE(s->source.detail.find("(op_kinds, kernels, 3 families)"), std::string::npos)
+      << s->source.detail;
+}
+
 TEST(StackProbeTest, TorchGemmOutputBecomesTheStackGemmTable) {
   StackProfile s;
   Status st = AddTorchGemmFromJson(Read(kStack + "torch-gemm-h200-bf16.json"),

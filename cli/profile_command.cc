@@ -21,6 +21,7 @@
 #include "runtime/profiler/device_probe.h"
 #include "runtime/profiler/host_bench.h"
 #include "runtime/profiler/profiler.h"
+#include "runtime/profiler/stack_probe.h"
 #include "simulator/workload.h"
 
 
@@ -37,6 +38,9 @@ struct ProfileFlags {
   std::string only;
   std::string models;
   bool quick = false;
+  bool stack = false;  // also measure the PyTorch + DeepSpeed stack (python3 with torch)
+  std::string python = "python3";
+  std::string stack_models;
   bool force = false;  // replace an existing --out file
   bool tiny = false;  // test-only sizes (hidden flag): seconds, not minutes
 };
@@ -160,6 +164,17 @@ DeclaredCommand AddProfileCommand(CLI::App& app) {
                   "names or HF config paths) at every token count, in the forward and both "
                   "backward layouts");
   cmd->add_flag("--quick", f.quick, "Fewer shapes and sizes: under a minute on one H200");
+  cmd->add_flag("--stack", f.stack,
+                "Also measure the PyTorch + DeepSpeed stack (host time per op, block and ZeRO-3 "
+                "hook, PyTorch's kernel rates, the GEMM rows through PyTorch) with "
+                "tools/probes/stack_costs.py and torch_gemm.py; needs python3 with torch and a "
+                "CUDA GPU (docs/stack-costs.md)");
+  cmd->add_option("--python", f.python,
+                  "Python interpreter for --stack (default python3 on PATH)")
+      ->capture_default_str();
+  cmd->add_option("--stack-models", f.stack_models,
+                  "Catalog models whose family blocks --stack times, one per family (default: "
+                  "one of each of the 14 families)");
   cmd->add_flag("--test-sizes", f.tiny, "Tiny sizes for tests (numbers are not meaningful)")
       ->group("");
   return {cmd, [flags] { return RunProfile(*flags); }};
@@ -236,6 +251,50 @@ int RunProfile(const ProfileFlags& f) {
   if (!result->notes.empty()) {
     fmt::print("\n# Not measured / warnings\n");
     for (const std::string& n : result->notes) fmt::print("#  - {}\n", n);
+  }
+  // A stack section describes the host and software it was measured with: one in the base is
+  // not carried into this machine's profile.
+  if (result->profile.stack.present) {
+    result->profile.stack = StackProfile{};
+    fmt::print("# the base's stack section is not carried over (it describes the machine it was "
+               "measured on){}\n",
+               f.stack ? "" : "; measure this one with --stack");
+  }
+  if (f.stack) {
+    // The stack's scripts live beside the catalog (the source tree, or DSPLAN_DATA_DIR).
+    StackProbeOptions so;
+    so.python = f.python;
+    so.tools_dir = (fs::path(DataDir()) / "tools" / "probes").string();
+    so.catalog_dir = (fs::path(DataDir()) / "models").string();
+    so.models = f.stack_models.empty() ? DefaultStackModels() : f.stack_models;
+    so.dsplan_version = o.dsplan_version;
+    std::error_code ec;
+    const fs::path work = fs::temp_directory_path(ec) /
+                          fmt::format("dsplan-stack-{}", static_cast<long>(getpid()));
+    fs::create_directories(work, ec);
+    std::vector<std::string> stack_notes;
+    if (ec) {
+      stack_notes.push_back(fmt::format("stack not measured: cannot create {}: {}; the profile "
+                                        "keeps no stack section",
+                                        work.string(), ec.message()));
+    } else {
+      so.work_dir = work.string();
+      fmt::print("\n# Stack: {} {} (this takes a few minutes)\n", so.python,
+                 (fs::path(so.tools_dir) / "stack_costs.py").string());
+      std::fflush(stdout);
+      StackProbeResult sr = MeasureStack(result->profile, so);
+      stack_notes = sr.notes;
+      if (sr.stack.present) {
+        result->profile.stack = std::move(sr.stack);
+        fmt::print("# stack: {}\n", result->profile.stack.source.detail);
+        if (!result->profile.stack.gemm.empty()) {
+          fmt::print("# stack GEMMs through PyTorch: {} rows\n",
+                     result->profile.stack.gemm.size());
+        }
+      }
+      fs::remove_all(work, ec);
+    }
+    for (const std::string& n : stack_notes) fmt::print("# {}\n", n);
   }
   Status w = WriteHardwareProfile(result->profile, f.out);
   if (!w.ok()) return Fail(w);

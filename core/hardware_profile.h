@@ -1,6 +1,7 @@
 // HardwareProfile: the numbers the cost model consumes, for one kind of machine.
 //
-// One YAML file per machine in profiles/ (format: docs/profile-format.md). Every number carries
+// One YAML file per machine in profiles/ (format: docs/profile-format.md; read and written by
+// core/profile_yaml.h). Every number carries
 // its Source: a datasheet value with its reference, or a measurement with its method (warm-up,
 // iterations, how ranks were combined, date, dsplan version). Datasheet profiles ship for common
 // GPUs; `dsplan profile` measures the machine it runs on and writes a measured one.
@@ -10,6 +11,7 @@
 #ifndef DSPLAN_CORE_HARDWARE_PROFILE_H_
 #define DSPLAN_CORE_HARDWARE_PROFILE_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -211,6 +213,78 @@ struct NvmeProfile {
   bool operator==(const NvmeProfile&) const = default;
 };
 
+/// The software stack users train with (PyTorch eager + transformers + DeepSpeed), measured by
+/// tools/probes/stack_costs.py (`dsplan profile --stack`): profile section `stack:` (format:
+/// docs/profile-format.md, meaning: docs/stack-costs.md). Without the section the cost model
+/// uses the costs compiled into simulator/stack_costs.cc (measured on one H200 machine).
+///
+/// The kernel classes and op kinds are those of simulator/workload.h (KernelClass, OpKind), in
+/// their order; StackKernelClassName / StackOpKindName give the YAML keys.
+inline constexpr int kStackKernelClasses = 9;
+inline constexpr int kStackOpKinds = 10;
+const char* StackKernelClassName(int i);  // "stream", "cast_up", ..., "log_softmax"
+const char* StackOpKindName(int i);       // "gemm", "batched_gemm", ..., "loss"
+
+/// Versions of the measured stack (empty: not recorded / not installed).
+struct StackVersions {
+  std::string torch, cuda, transformers, deepspeed, python;
+
+  bool operator==(const StackVersions&) const = default;
+};
+
+/// Host time of one transformer block of a family, plain and under non-reentrant gradient
+/// checkpointing, with its submodules and parameter tensors (simulator/stack_costs.h).
+struct StackBlockPoint {
+  std::string model_type;
+  bool encoder = false;  // the family's encoder block (T5, BERT), else its decoder block
+  double fwd_s = 0, bwd_s = 0, ckpt_fwd_s = 0, ckpt_bwd_s = 0;
+  int32_t modules = 0, param_tensors = 0;
+
+  bool operator==(const StackBlockPoint&) const = default;
+};
+
+/// Host time of the rest of a family's model (embeddings, masks, head, loss).
+struct StackRestPoint {
+  std::string model_type;
+  double fwd_s = 0, bwd_s = 0;
+
+  bool operator==(const StackRestPoint&) const = default;
+};
+
+struct StackProfile {
+  bool present = false;            // false: no stack section (the built-in costs apply)
+  /// How and where it was measured (the tool, the machine, the versions, the date).
+  Source source;
+  std::string gpu;                 // the GPU it was measured on ("NVIDIA H200")
+  std::string date;                // "2026-12-03"
+  StackVersions versions;
+  /// The streaming rate (hbm x memory-bound efficiency) of the machine the kernel rates were
+  /// measured on; another GPU's profile scales them by its own over this one.
+  double reference_stream_bytes_per_s = 0;
+  /// Bytes read + written per second by PyTorch's kernels of each class, forward / backward.
+  std::array<double, kStackKernelClasses> kernel_fwd_bytes_per_s{}, kernel_bwd_bytes_per_s{};
+  /// Host seconds of one op of each kind, forward / backward.
+  std::array<double, kStackOpKinds> op_fwd_s{}, op_bwd_s{};
+  /// Host seconds of one more plain eager tensor op.
+  double kernel_fwd_s = 0, kernel_bwd_s = 0;
+  /// DeepSpeed ZeRO-3's hooks, when DeepSpeed was measured (|zero3| false: the built-in ones).
+  bool zero3 = false;
+  double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
+  double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  std::vector<StackBlockPoint> blocks;
+  std::vector<StackRestPoint> rests;
+  /// GEMMs measured through PyTorch (tools/probes/torch_gemm.py: F.linear, matmul, bmm), in the
+  /// row format of gpu.gemm; the cost model prices the PyTorch stack's GEMMs from it.
+  std::vector<GemmPoint> gemm;
+  Source gemm_source;
+
+  bool operator==(const StackProfile&) const = default;
+};
+
+/// What the cost model says of its stack costs when a profile has no stack section.
+inline constexpr const char* kBuiltInStackCosts =
+    "built-in, measured on H200 with PyTorch 2.11 / DeepSpeed 0.14.5 on 2026-12-03";
+
 struct HardwareProfile {
   std::string name;                 // "h200-sxm", "h200-measured"
   std::string description;
@@ -223,14 +297,20 @@ struct HardwareProfile {
   HostProfile host;
   LinkProfile links;
   NvmeProfile nvme;
+  /// The software stack's measured costs (optional section `stack:`).
+  StackProfile stack;
 
   /// True when every number the cost model uses for this machine was measured: every Number
   /// except the peak_flops_* specs (which the measured GEMM table supersedes), a non-empty
   /// measured GEMM table and CPU Adam table, and, when gpus_per_node > 1, at least one measured
   /// intra-node collective curve; every collective curve present must be measured.
   bool FullyMeasured() const;
-  /// "measured (GEMM, HBM, PCIe, CPU Adam); datasheet (NVLink, network)" — for reports.
+  /// "measured (GEMM, HBM, PCIe, CPU Adam); datasheet (NVLink, network); stack costs: ..." —
+  /// for reports; the last part says where the PyTorch stack's costs come from (StackSummary).
   std::string SourceSummary() const;
+  /// "stack costs: measured on NVIDIA H200 with PyTorch 2.12.0 / DeepSpeed 0.15.1 on
+  /// 2027-01-10 (...)" or "stack costs: built-in, measured on H200 ...".
+  std::string StackSummary() const;
 
   /// Field-by-field equality, |file| included (compare copies with file cleared to test a
   /// round trip).
@@ -270,34 +350,16 @@ struct NodeProfile {
   bool operator==(const NodeProfile&) const = default;
 };
 
-/// Parses a node profile; |source| names it in errors.
-Result<NodeProfile> ParseNodeProfile(const std::string& text, const std::string& source);
-/// |name_or_path|: a file path, or a name in <data_dir>/profiles/nodes/.
-Result<NodeProfile> FindNodeProfile(const std::string& name_or_path, const std::string& data_dir);
-/// Names of the node profiles in <data_dir>/profiles/nodes/, sorted (empty when none).
-std::vector<std::string> ListNodeProfiles(const std::string& data_dir);
 /// |gpu| built into |node|: gpus_per_node, host cores and RAM, the CPU Adam table (when the
 /// node gives per-core rates), NVMe (drives x per-drive rates and capacity), the inter- and
 /// intra-node collective bandwidths (when given). The name becomes "<gpu>@<node>".
 HardwareProfile ApplyNodeProfile(const HardwareProfile& gpu, const NodeProfile& node);
 
-/// Parses profile YAML text; |source| names it in errors (the file, or "<fuzz>").
-Result<HardwareProfile> ParseHardwareProfile(const std::string& text, const std::string& source);
-
-/// Reads a profile YAML. Unknown keys, missing required keys, wrong types or units are errors
-/// naming the file and key.
-Result<HardwareProfile> LoadHardwareProfile(const std::string& path);
-/// |name_or_path|: a file path (contains '/' or ends in .yaml), or a profile name in
-/// <data_dir>/profiles/, or a node profile (a file with a gpu_profile key, or a name in
-/// <data_dir>/profiles/nodes/), which is applied over its GPU profile. Unknown names list the
-/// available ones.
-Result<HardwareProfile> FindHardwareProfile(const std::string& name_or_path,
-                                            const std::string& data_dir);
-/// Names of the profiles in <data_dir>/profiles/, sorted.
-Result<std::vector<std::string>> ListHardwareProfiles(const std::string& data_dir);
-/// Writes |profile| as YAML that LoadHardwareProfile reads back unchanged.
-Status WriteHardwareProfile(const HardwareProfile& profile, const std::string& path);
-
 }  // namespace dsplan
+
+// The YAML reader and writer (ParseHardwareProfile, FindHardwareProfile, WriteHardwareProfile,
+// node profiles): declared in core/profile_yaml.h, included here so that callers that read
+// profiles need no second include.
+#include "core/profile_yaml.h"
 
 #endif  // DSPLAN_CORE_HARDWARE_PROFILE_H_

@@ -78,11 +78,12 @@ struct CostModel::GemmTableSlot {
 
 CostModel::CostModel(const HardwareProfile& profile, Precision precision, SoftwareStack stack)
     : profile_(&profile), precision_(precision), stack_(stack),
-      gemm_slot_(std::make_shared<GemmTableSlot>()) {}
+      stack_costs_(StackCostsOf(profile)), gemm_slot_(std::make_shared<GemmTableSlot>()) {}
 
 const GemmTable& CostModel::gemm_table() const {
-  std::call_once(gemm_slot_->once,
-                 [this] { gemm_slot_->table = SharedGemmTable(profile_->gpu.gemm); });
+  std::call_once(gemm_slot_->once, [this] {
+    gemm_slot_->table = StackGemmTable(*profile_, stack_ == SoftwareStack::kPyTorchDeepSpeed);
+  });
   return *gemm_slot_->table;
 }
 
@@ -189,7 +190,7 @@ double CostModel::MemoryBoundSeconds(double bytes) const {
 double CostModel::EagerRate(KernelClass c, bool backward) const {
   // The measured rate of PyTorch's kernels of this class on the machine of the stack
   // measurement, scaled by this profile's streaming rate over that machine's.
-  const StackCosts& s = MeasuredStackCosts();
+  const StackCosts& s = *stack_costs_;
   const GpuProfile& g = profile_->gpu;
   const double eff = g.memory_bound_efficiency.value > 0 ? g.memory_bound_efficiency.value : 0.8;
   const double bw = g.hbm_bytes_per_s.value > 0 ? g.hbm_bytes_per_s.value : 1e12;
@@ -203,7 +204,7 @@ double CostModel::PyTorchOptimizerSeconds(const Task& t, double dispatch) const 
   // norm, the widening copies, and the rest (flatten, unscale, Adam, the copy back) at the
   // streaming class's. The host walks the partition's parameter tensors in Python (measured per
   // tensor); the kernels run while it does, so the step takes the longer of the two.
-  const StackCosts& s = MeasuredStackCosts();
+  const StackCosts& s = *stack_costs_;
   const double scale = EagerRate(KernelClass::kStream, false) /
                        s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
   const double rest =
@@ -365,12 +366,12 @@ double CostModel::RuntimeAttentionSeconds(const Op& op, bool backward) const {
 double CostModel::DispatchSeconds() const {
   // Host time of one kernel issued from a Python loop over tensors (DeepSpeed's gradient
   // copies, optimizer and collective calls): a plain eager tensor op, measured
-  // (MeasuredStackCosts), never below the measured bare kernel launch. dsplan's runtime issues
+  // (the profile's stack costs), never below the measured bare kernel launch. dsplan's runtime issues
   // each kernel from C++ at the measured launch cost.
   const double launch = profile_->gpu.kernel_launch_s.value > 0 ? profile_->gpu.kernel_launch_s.value
                                                                  : 5e-6;
   if (stack_ == SoftwareStack::kDsplanRuntime) return launch;
-  return std::max(MeasuredStackCosts().kernel_fwd_s, launch);
+  return std::max(stack_costs_->kernel_fwd_s, launch);
 }
 
 LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
@@ -380,7 +381,7 @@ LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
 LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
                                    OpMemo* memo) const {
   LayerCost c;
-  const StackCosts& stack = MeasuredStackCosts();
+  const StackCosts& stack = *stack_costs_;
   double op_fwd_host = 0, op_bwd_host = 0;
   int32_t module_ops = 0;
   for (const Op& op : layer.ops) {
@@ -480,7 +481,7 @@ std::vector<LayerCost> CostModel::Layers(const Workload& w, bool family_measured
   // embedding layer, the others keep only their kernels.
   const FamilyRestHost* rest = stack_ == SoftwareStack::kDsplanRuntime
                                    ? nullptr
-                                   : MeasuredStackCosts().Rest(family);
+                                   : stack_costs_->Rest(family);
   if (rest) {
     bool first = true;
     for (size_t i = 0; i < out.size(); ++i) {
@@ -577,8 +578,8 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
   if (stack_ == SoftwareStack::kDsplanRuntime || !t.zero3_hooks) return 0;
   // DeepSpeed ZeRO-3's hooks on every submodule of the layer and per partitioned parameter
   // tensor (fetch and release in forward and recompute; the backward hooks and gradient
-  // reduction bookkeeping in backward), measured (MeasuredStackCosts).
-  const StackCosts& s = MeasuredStackCosts();
+  // reduction bookkeeping in backward), measured (the profile's stack section or the built-in).
+  const StackCosts& s = *stack_costs_;
   if (t.kind == TaskKind::kBackward) {
     return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s;
   }

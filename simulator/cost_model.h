@@ -1,7 +1,8 @@
 // CostModel: task durations from a HardwareProfile (DESIGN.md "Simulator").
 //
 //  * GEMMs: FLOPs / achieved FLOP/s, where the achieved rate comes from the profile's measured
-//    GEMM table (nearest shape in log space) or, for datasheet profiles, the large-GEMM
+//    GEMM table (nearest shape in log space; for the PyTorch stack the table measured through
+//    PyTorch when the profile has one, simulator/gemm_table.h StackGemmTable) or, for datasheet profiles, the large-GEMM
 //    efficiency times the dtype's peak; never faster than the roofline of its bytes.
 //  * Memory-bound ops (elementwise, norms, softmax, casts, optimizer): bytes / (HBM bandwidth x
 //    memory-bound efficiency).
@@ -31,6 +32,7 @@
 namespace dsplan {
 
 class GemmTable;
+struct StackCosts;
 
 /// Seconds of one layer's compute, split by op class (for the validation report and the
 /// breakdown).
@@ -134,6 +136,9 @@ class CostModel {
   /// Host dispatch time per kernel (PyTorch eager, or the runtime's launch).
   double DispatchSeconds() const;
   SoftwareStack stack() const { return stack_; }
+  /// The PyTorch stack's costs this model prices with: the profile's stack section, else the
+  /// built-in ones (simulator/stack_costs.h).
+  const StackCosts& stack_costs() const { return *stack_costs_; }
 
   /// The duration of |task|; compute tasks of layers read |layers| (from Layers()).
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
@@ -155,13 +160,15 @@ class CostModel {
   /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
   double CpuAdamRate(int threads) const;
 
-  /// The index of the profile's measured GEMMs (simulator/gemm_table.h), on first use.
+  /// The index of the measured GEMMs this stack runs at (simulator/gemm_table.h
+  /// StackGemmTable), on first use.
   const GemmTable& gemm_table() const;
 
   struct GemmTableSlot;
   const HardwareProfile* profile_;
   Precision precision_;
   SoftwareStack stack_;
+  std::shared_ptr<const StackCosts> stack_costs_;
   std::shared_ptr<GemmTableSlot> gemm_slot_;
 };
 

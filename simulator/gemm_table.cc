@@ -179,6 +179,25 @@ std::shared_ptr<const GemmTable> SharedGemmTable(const std::vector<GemmPoint>& r
   return table;
 }
 
+std::vector<GemmPoint> StackGemmRows(const HardwareProfile& profile, bool pytorch_stack) {
+  const std::vector<GemmPoint>& device = profile.gpu.gemm;
+  const std::vector<GemmPoint>& torch = profile.stack.gemm;
+  if (!pytorch_stack || torch.empty()) return device;
+  std::vector<GemmPoint> rows = torch;
+  bool covered[3] = {false, false, false};
+  for (const GemmPoint& pt : torch) covered[static_cast<int>(pt.dtype)] = true;
+  for (const GemmPoint& pt : device) {
+    if (!covered[static_cast<int>(pt.dtype)]) rows.push_back(pt);
+  }
+  return rows;
+}
+
+std::shared_ptr<const GemmTable> StackGemmTable(const HardwareProfile& profile,
+                                                bool pytorch_stack) {
+  if (!pytorch_stack || profile.stack.gemm.empty()) return SharedGemmTable(profile.gpu.gemm);
+  return SharedGemmTable(StackGemmRows(profile, pytorch_stack));
+}
+
 double ScanNearestRate(const std::vector<GemmPoint>& rows, Precision p, double m, double n,
                        double k) {
   double best = std::numeric_limits<double>::infinity(), rate = 0;

@@ -73,6 +73,17 @@ class GemmTable {
 /// distinct table and kept for the process; a few tables at most are alive at once).
 std::shared_ptr<const GemmTable> SharedGemmTable(const std::vector<GemmPoint>& rows);
 
+/// The rows the cost model prices |pytorch_stack|'s GEMMs from, the one place that chooses: for
+/// the PyTorch + DeepSpeed stack, the profile's stack.gemm (measured through PyTorch,
+/// tools/probes/torch_gemm.py) when it has rows, plus gpu.gemm's rows of every dtype stack.gemm
+/// has none of; otherwise (dsplan's runtime, or no stack.gemm) gpu.gemm (dsplan's cuBLASLt
+/// probe).
+std::vector<GemmPoint> StackGemmRows(const HardwareProfile& profile, bool pytorch_stack);
+/// SharedGemmTable(StackGemmRows(profile, pytorch_stack)), without copying the rows when they
+/// are gpu.gemm's.
+std::shared_ptr<const GemmTable> StackGemmTable(const HardwareProfile& profile,
+                                                bool pytorch_stack);
+
 /// The reference scans over every row the index must agree with.
 double ScanNearestRate(const std::vector<GemmPoint>& rows, Precision p, double m, double n,
                        double k);

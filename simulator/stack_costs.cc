@@ -6,7 +6,7 @@ namespace {
 // tools/probes/stack_costs.py, "families" (2- against 6-block models at width 64, 15 timed
 // steps, median), docs/validation/stack/stack-costs-call2.json. The block's modules and
 // parameter tensors are counted from the built model (6- minus 2-block, / 4).
-constexpr FamilyBlockHost kFamilies[] = {
+const FamilyBlockHost kFamilies[] = {
     {"gpt2", LayerKind::kDecoderBlock, 920e-6, 1113e-6, 2165e-6, 3487e-6, 13, 12},
     {"t5", LayerKind::kEncoderBlock, 1958e-6, 1387e-6, 2872e-6, 3436e-6, 18, 8},
     {"t5", LayerKind::kDecoderBlock, 2847e-6, 2040e-6, 3116e-6, 7519e-6, 26, 13},
@@ -27,7 +27,7 @@ constexpr FamilyBlockHost kFamilies[] = {
 
 // The same runs: the 2-block model's time less two blocks (negative differences, within the
 // noise, as 0). T5: the decoder series' rest (2 encoder blocks included) less 2 encoder blocks.
-constexpr FamilyRestHost kRests[] = {
+const FamilyRestHost kRests[] = {
     {"gpt2", 1412e-6, 776e-6},    {"t5", 3123e-6, 3929e-6},     {"llama", 1566e-6, 2351e-6},
     {"opt", 1400e-6, 304e-6},     {"gpt_neox", 1108e-6, 1152e-6}, {"qwen2", 1946e-6, 1207e-6},
     {"bloom", 1316e-6, 312e-6},   {"gemma", 2866e-6, 933e-6},   {"phi", 2138e-6, 375e-6},
@@ -111,25 +111,23 @@ StackCosts Build() {
   // 4.20, cast to fp32 2.11, unscale 4.20, copy back 4.37, FusedAdam 3.37 TB/s.
   s.fp64_cast_bytes_per_s = 1.978e12;
   s.fp64_norm_bytes_per_s = 2.182e12;
-  s.families = kFamilies;
-  s.num_families = static_cast<int>(sizeof(kFamilies) / sizeof(kFamilies[0]));
-  s.rests = kRests;
-  s.num_rests = static_cast<int>(sizeof(kRests) / sizeof(kRests[0]));
+  s.families.assign(std::begin(kFamilies), std::end(kFamilies));
+  s.rests.assign(std::begin(kRests), std::end(kRests));
   return s;
 }
 
 }  // namespace
 
 const FamilyBlockHost* StackCosts::Block(std::string_view model_type, LayerKind kind) const {
-  for (int i = 0; i < num_families; ++i) {
-    if (families[i].model_type == model_type && families[i].kind == kind) return &families[i];
+  for (const FamilyBlockHost& f : families) {
+    if (f.model_type == model_type && f.kind == kind) return &f;
   }
   return nullptr;
 }
 
 const FamilyRestHost* StackCosts::Rest(std::string_view model_type) const {
-  for (int i = 0; i < num_rests; ++i) {
-    if (rests[i].model_type == model_type) return &rests[i];
+  for (const FamilyRestHost& r : rests) {
+    if (r.model_type == model_type) return &r;
   }
   return nullptr;
 }
@@ -137,6 +135,57 @@ const FamilyRestHost* StackCosts::Rest(std::string_view model_type) const {
 const StackCosts& MeasuredStackCosts() {
   static const StackCosts costs = Build();
   return costs;
+}
+
+// The section's kernel classes and op kinds are named in KernelClass / OpKind order
+// (core/hardware_profile.h); the names must agree.
+// The section holds the classes stack_costs.py measures, the first kStackKernelClasses of
+// KernelClass; the layout classes after them (permuted copies, the partial rotary's kernels)
+// and the optimizer step's costs come from other probes and stay the built-in ones.
+static_assert(kStackKernelClasses <= kKernelClassCount, "stack section kernel classes");
+static_assert(kStackOpKinds == kOpKindCount, "stack section op kinds");
+
+StackCosts StackCostsFromProfile(const StackProfile& p) {
+  StackCosts s;
+  s.source = p.source.detail;
+  s.reference_stream_bytes_per_s = p.reference_stream_bytes_per_s;
+  const StackCosts& built_in = MeasuredStackCosts();
+  s.fwd_bytes_per_s = built_in.fwd_bytes_per_s;
+  s.bwd_bytes_per_s = built_in.bwd_bytes_per_s;
+  for (int i = 0; i < kStackKernelClasses; ++i) {
+    s.fwd_bytes_per_s[i] = p.kernel_fwd_bytes_per_s[i];
+    s.bwd_bytes_per_s[i] = p.kernel_bwd_bytes_per_s[i];
+  }
+  s.z12_step_s = built_in.z12_step_s;
+  s.z12_step_per_param_s = built_in.z12_step_per_param_s;
+  s.z3_step_s = built_in.z3_step_s;
+  s.z3_step_per_param_s = built_in.z3_step_per_param_s;
+  s.fp64_cast_bytes_per_s = built_in.fp64_cast_bytes_per_s;
+  s.fp64_norm_bytes_per_s = built_in.fp64_norm_bytes_per_s;
+  s.op_fwd_s = p.op_fwd_s;
+  s.op_bwd_s = p.op_bwd_s;
+  s.kernel_fwd_s = p.kernel_fwd_s;
+  s.kernel_bwd_s = p.kernel_bwd_s;
+  s.z3_fwd_per_module_s = p.zero3 ? p.z3_fwd_per_module_s : built_in.z3_fwd_per_module_s;
+  s.z3_fwd_per_param_s = p.zero3 ? p.z3_fwd_per_param_s : built_in.z3_fwd_per_param_s;
+  s.z3_bwd_per_module_s = p.zero3 ? p.z3_bwd_per_module_s : built_in.z3_bwd_per_module_s;
+  s.z3_bwd_per_param_s = p.zero3 ? p.z3_bwd_per_param_s : built_in.z3_bwd_per_param_s;
+  for (const StackBlockPoint& b : p.blocks) {
+    s.families.push_back({b.model_type,
+                          b.encoder ? LayerKind::kEncoderBlock : LayerKind::kDecoderBlock, b.fwd_s,
+                          b.bwd_s, b.ckpt_fwd_s, b.ckpt_bwd_s, b.modules, b.param_tensors});
+  }
+  for (const StackRestPoint& r : p.rests) s.rests.push_back({r.model_type, r.fwd_s, r.bwd_s});
+  return s;
+}
+
+std::shared_ptr<const StackCosts> StackCostsOf(const HardwareProfile& profile) {
+  if (!profile.stack.present) {
+    // The built-in costs live for the process: a non-owning pointer.
+    return std::shared_ptr<const StackCosts>(std::shared_ptr<const StackCosts>(),
+                                             &MeasuredStackCosts());
+  }
+  return std::make_shared<const StackCosts>(StackCostsFromProfile(profile.stack));
 }
 
 KernelClass DefaultKernelClass(OpKind kind) {

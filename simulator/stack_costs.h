@@ -6,11 +6,19 @@
 // measure them; tools/probes/stack_costs.py does, on tiny shapes where wall time is host time
 // and on large tensors for kernel rates. Nothing here is fitted to a training run
 // (docs/stack-costs.md; the raw results are in docs/validation/stack/).
+//
+// A profile's `stack:` section (`dsplan profile --stack`) holds these costs as measured on the
+// user's machine and stack; without one, the costs compiled in here (one H200 machine,
+// PyTorch 2.11, DeepSpeed 0.14.5) apply, and SourceSummary says so.
 
 #include <array>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <string_view>
+#include <vector>
 
+#include "core/hardware_profile.h"
 #include "simulator/workload.h"
 
 namespace dsplan {
@@ -19,7 +27,7 @@ namespace dsplan {
 /// non-reentrant gradient checkpointing (forward through the checkpoint wrapper; backward
 /// including the recomputation), and the block's submodules and parameter tensors.
 struct FamilyBlockHost {
-  std::string_view model_type;
+  std::string model_type;
   LayerKind kind = LayerKind::kDecoderBlock;
   double fwd_s = 0, bwd_s = 0;
   double ckpt_fwd_s = 0, ckpt_bwd_s = 0;
@@ -30,13 +38,13 @@ struct FamilyBlockHost {
 /// Host time of the rest of a family's model (embeddings, masks and position tables, final
 /// norm, head and loss), forward and backward: the 2-block model less two blocks.
 struct FamilyRestHost {
-  std::string_view model_type;
+  std::string model_type;
   double fwd_s = 0, bwd_s = 0;
 };
 
 struct StackCosts {
   /// What was measured, where and with which versions.
-  std::string_view source;
+  std::string source;
   /// The streaming rate (bytes/s) of the profile of the machine the kernel rates were measured
   /// on (h200-measured: hbm_bytes_per_s x memory_bound_efficiency). A profile of another GPU
   /// scales the kernel rates by its own streaming rate over this one (an assumption: PyTorch's
@@ -63,10 +71,8 @@ struct StackCosts {
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
-  const FamilyBlockHost* families = nullptr;
-  int num_families = 0;
-  const FamilyRestHost* rests = nullptr;
-  int num_rests = 0;
+  std::vector<FamilyBlockHost> families;
+  std::vector<FamilyRestHost> rests;
 
   double OpFwd(OpKind k) const { return op_fwd_s[static_cast<int>(k)]; }
   double OpBwd(OpKind k) const { return op_bwd_s[static_cast<int>(k)]; }
@@ -77,8 +83,17 @@ struct StackCosts {
 };
 
 /// PyTorch 2.11 + transformers 5.17 + DeepSpeed 0.14.5 on the H200 device machine (16-core
-/// x86 host), 2026-12-03.
+/// x86 host), 2026-12-03: the built-in costs (HardwareProfile::StackSummary names them
+/// kBuiltInStackCosts).
 const StackCosts& MeasuredStackCosts();
+
+/// The costs a profile's stack section holds; the ZeRO-3 hook costs are the built-in ones when
+/// the section has none (DeepSpeed was not measured; StackSummary says so).
+StackCosts StackCostsFromProfile(const StackProfile& stack);
+
+/// The stack costs the cost model uses for |profile|: its stack section when present, else the
+/// built-in ones (MeasuredStackCosts, not copied).
+std::shared_ptr<const StackCosts> StackCostsOf(const HardwareProfile& profile);
 
 /// The class that prices an op of |kind| without its own eager decomposition.
 KernelClass DefaultKernelClass(OpKind kind);

@@ -50,6 +50,26 @@ if [ -d /dev/shm ] && [ "$(stat -f -c %T /dev/shm)" = tmpfs ]; then
   check "tmpfs NVMe path still writes the profile" test -s "$tmp/shm.yaml"
 fi
 
+# --stack without an interpreter, or with one that has no torch: one line says so, the profile is
+# still written and has no stack section.
+run profile --test-sizes --base h200-sxm --only cpu-adam --stack --python /nonexistent-dsplan-py \
+    --out "$tmp/nostack.yaml"
+check "--stack without python exits 0" test "$rc" -eq 0
+check "--stack without python says so" \
+    grep -q "stack not measured: '/nonexistent-dsplan-py' not found.*no stack section" "$tmp/out"
+check "--stack without python writes the profile" test -s "$tmp/nostack.yaml"
+check "--stack without python writes no stack section" bash -c "! grep -q '^stack:' '$tmp/nostack.yaml'"
+check "the summary names the built-in stack costs" \
+    grep -q "stack costs: built-in, measured on H200 with PyTorch 2.11 / DeepSpeed 0.14.5" "$tmp/out"
+printf '#!/bin/sh\necho "ModuleNotFoundError: No module named torch" >&2\nexit 1\n' >"$tmp/py-no-torch"
+chmod +x "$tmp/py-no-torch"
+run profile --test-sizes --base h200-sxm --only cpu-adam --stack --python "$tmp/py-no-torch" \
+    --out "$tmp/notorch.yaml"
+check "--stack without torch exits 0" test "$rc" -eq 0
+check "--stack without torch says why in one line" \
+    grep -q "stack not measured: '$tmp/py-no-torch' cannot import torch (ModuleNotFoundError: No module named torch)" "$tmp/out"
+check "--stack without torch writes no stack section" bash -c "! grep -q '^stack:' '$tmp/notorch.yaml'"
+
 # Bad input: exit 2 before measuring, with the reason.
 run profile --test-sizes --base h200-sxm --out /nonexistent-dsplan-dir/p.yaml
 check "unwritable --out exits 2" test "$rc" -eq 2

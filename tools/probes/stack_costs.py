@@ -287,6 +287,8 @@ def family_costs(cfg):
     """Per-block forward/backward host time (plain eager), with and without checkpointing."""
     mt = cfg["model_type"]
     out = {"model_type": mt}
+    if mt != "t5":  # T5 reports encoder_ and decoder_ blocks; the others one kind of block
+        out["block_kind"] = "encoder" if mt == "bert" else "decoder"  # BERT: encoder-only
     variants = [("", None)]
     if mt == "t5":
         variants = [("encoder_", "enc"), ("decoder_", "dec")]

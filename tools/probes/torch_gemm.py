@@ -39,10 +39,14 @@ DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 def read_rows(path, dtypes):
-    rows, in_gemm = [], False
+    """The rows of the profile's gpu.gemm table (not those of a stack: section's gemm)."""
+    rows, in_gemm, top = [], False, None
     with open(path) as f:
         for line in f:
-            if re.match(r"^\s*gemm:\s*$", line):
+            key = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
+            if key:
+                top = key.group(1)
+            if top == "gpu" and re.match(r"^\s+gemm:\s*$", line):
                 in_gemm = True
                 continue
             if in_gemm:

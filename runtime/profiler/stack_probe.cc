@@ -1,0 +1,471 @@
+#include "runtime/profiler/stack_probe.h"
+
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/output_file.h"
+#include "core/text.h"
+
+namespace dsplan {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// A measured number at |obj|[|key|]: finite; negative host-time differences (noise around 0)
+// are allowed where |clamp| and read as 0.
+Result<double> Num(const json& obj, const std::string& where, const char* key, bool clamp = false) {
+  if (!obj.is_object() || !obj.contains(key)) {
+    return Status::InvalidArgument(fmt::format("{}.{}: missing", where, key));
+  }
+  const json& v = obj.at(key);
+  if (!v.is_number() || !std::isfinite(v.get<double>())) {
+    return Status::InvalidArgument(fmt::format("{}.{}: expected a number", where, key));
+  }
+  const double x = v.get<double>();
+  if (x < 0 && !clamp) {
+    return Status::InvalidArgument(fmt::format("{}.{}: {} is negative", where, key, x));
+  }
+  return x < 0 ? 0.0 : x;
+}
+
+Result<double> Positive(const json& obj, const std::string& where, const char* key) {
+  DSPLAN_ASSIGN_OR_RETURN(double x, Num(obj, where, key));
+  if (x <= 0) return Status::InvalidArgument(fmt::format("{}.{}: must be positive", where, key));
+  return x;
+}
+
+std::string Str(const json& obj, const char* key) {
+  if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_string()) return "";
+  return obj.at(key).get<std::string>();
+}
+
+// The last line of a Python traceback (the exception), for a one-line note.
+std::string LastLine(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  return Escape(nl == std::string::npos ? t : t.substr(nl + 1), 200);
+}
+
+Result<json> ParseJson(const std::string& text, const std::string& source, const char* schema) {
+  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded() || !doc.is_object()) {
+    return Status::InvalidArgument(fmt::format("{}: not a JSON object", Escape(source)));
+  }
+  if (Str(doc, "schema") != schema) {
+    return Status::InvalidArgument(fmt::format("{}: schema is {}, expected {}", Escape(source),
+                                               Quote(Str(doc, "schema")), schema));
+  }
+  return doc;
+}
+
+}  // namespace
+
+const char* DefaultStackModels() {
+  return "gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,"
+         "falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b";
+}
+
+Result<StackProfile> StackProfileFromJson(const std::string& json_text, const std::string& source,
+                                          double reference_stream_bytes_per_s,
+                                          const std::string& tool,
+                                          std::vector<std::string>* notes) {
+  DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-stack-costs/1"));
+  const std::string file = Escape(source);
+  auto note = [&](std::string n) {
+    if (notes) notes->push_back(std::move(n));
+  };
+  if (doc.contains("errors") && doc["errors"].is_object()) {
+    for (const auto& [section, trace] : doc["errors"].items()) {
+      note(fmt::format("stack {} failed: {}", Escape(section, 60),
+                       trace.is_string() ? LastLine(trace.get<std::string>()) : "?"));
+    }
+  }
+  if (!(reference_stream_bytes_per_s > 0) || !std::isfinite(reference_stream_bytes_per_s)) {
+    return Status::InvalidArgument("the profile's streaming rate must be positive");
+  }
+  StackProfile s;
+  s.present = true;
+  s.reference_stream_bytes_per_s = reference_stream_bytes_per_s;
+  const json versions = doc.value("versions", json::object());
+  s.versions.torch = Str(versions, "torch");
+  s.versions.cuda = Str(versions, "cuda");
+  s.versions.transformers = Str(versions, "transformers");
+  s.versions.deepspeed = Str(versions, "deepspeed");
+  s.versions.python = Str(versions, "python");
+  s.gpu = Str(versions, "gpu");
+  s.date = Str(doc, "date");
+  if (s.versions.torch.empty() || s.gpu.empty() || s.date.empty()) {
+    return Status::InvalidArgument(
+        fmt::format("{}: versions.torch, versions.gpu and date are required", file));
+  }
+
+  // PyTorch's memory-bound kernels (docs/stack-costs.md §1): the classes the cost model prices
+  // and the kernel each was timed with. stream, the casts and reduce use their forward rate both
+  // ways (their backward runs another class's kernel).
+  if (!doc.contains("kernels") || !doc["kernels"].is_object()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: kernels missing (PyTorch's kernel rates were not measured); the stack section needs "
+        "them",
+        file));
+  }
+  const json& k = doc["kernels"];
+  struct KernelSource {
+    const char* name;   // StackKernelClassName order
+    const char* timed;  // stack_costs.py's kernel
+    bool both_fwd;
+  };
+  static constexpr KernelSource kKernels[kStackKernelClasses] = {
+      {"stream", "elementwise", true},       {"cast_up", "cast_fp32", true},
+      {"cast_down", "cast_fp32_to_bf16", true}, {"reduce", "reduce_fp32_lastdim", true},
+      {"norm", "norm", false},               {"activation", "activation", false},
+      {"dropout", "dropout", false},         {"softmax", "softmax", false},
+      {"log_softmax", "log_softmax_vocab", false}};
+  for (int i = 0; i < kStackKernelClasses; ++i) {
+    const KernelSource& ks = kKernels[i];
+    const std::string where = fmt::format("{}: kernels.{}", file, ks.timed);
+    if (!k.contains(ks.timed)) {
+      return Status::InvalidArgument(fmt::format("{}: missing", where));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(double f, Positive(k[ks.timed], where, "fwd_bytes_per_s"));
+    double b = f;
+    if (!ks.both_fwd) {
+      DSPLAN_ASSIGN_OR_RETURN(b, Positive(k[ks.timed], where, "bwd_bytes_per_s"));
+    }
+    s.kernel_fwd_bytes_per_s[i] = f;
+    s.kernel_bwd_bytes_per_s[i] = b;
+  }
+
+  // Host time per op kind (§3): embedding is a module call with one kernel (Linear's forward,
+  // LayerNorm's backward), the loss a softmax-class kernel pair; one more plain tensor op costs
+  // an elementwise op.
+  if (!doc.contains("op_kinds") || !doc["op_kinds"].is_object()) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: op_kinds missing (the per-op host times were not measured); the stack section needs "
+        "them",
+        file));
+  }
+  const json& ops = doc["op_kinds"];
+  auto op = [&](const char* kind, bool bwd) -> Result<double> {
+    const std::string where = fmt::format("{}: op_kinds.{}", file, kind);
+    if (!ops.contains(kind)) return Status::InvalidArgument(fmt::format("{}: missing", where));
+    return Num(ops[kind], where, bwd ? "bwd_s" : "fwd_s");
+  };
+  static constexpr const char* kOpFrom[kStackOpKinds][2] = {
+      {"gemm", "gemm"},       {"batched_gemm", "batched_gemm"}, {"attention", "attention"},
+      {"norm", "norm"},       {"activation", "activation"},     {"dropout", "dropout"},
+      {"elementwise", "elementwise"}, {"gemm", "norm"},         {"softmax", "softmax"},
+      {"softmax", "softmax"}};
+  for (int i = 0; i < kStackOpKinds; ++i) {
+    DSPLAN_ASSIGN_OR_RETURN(s.op_fwd_s[i], op(kOpFrom[i][0], false));
+    DSPLAN_ASSIGN_OR_RETURN(s.op_bwd_s[i], op(kOpFrom[i][1], true));
+  }
+  DSPLAN_ASSIGN_OR_RETURN(s.kernel_fwd_s, op("elementwise", false));
+  DSPLAN_ASSIGN_OR_RETURN(s.kernel_bwd_s, op("elementwise", true));
+
+  // Families (§3): one block (T5: an encoder and a decoder block) and the rest of the model.
+  int families = 0;
+  if (doc.contains("families") && doc["families"].is_object()) {
+    for (const auto& [model_type, f] : doc["families"].items()) {
+      const std::string where = fmt::format("{}: families.{}", file, Escape(model_type, 60));
+      if (!f.is_object()) return Status::InvalidArgument(where + ": expected an object");
+      auto block = [&](const std::string& prefix, bool encoder) -> Status {
+        StackBlockPoint b;
+        b.model_type = model_type;
+        b.encoder = encoder;
+        DSPLAN_ASSIGN_OR_RETURN(b.fwd_s, Num(f, where, (prefix + "block_fwd_s").c_str(), true));
+        DSPLAN_ASSIGN_OR_RETURN(b.bwd_s, Num(f, where, (prefix + "block_bwd_s").c_str(), true));
+        DSPLAN_ASSIGN_OR_RETURN(b.ckpt_fwd_s,
+                                Num(f, where, (prefix + "ckpt_block_fwd_s").c_str(), true));
+        DSPLAN_ASSIGN_OR_RETURN(b.ckpt_bwd_s,
+                                Num(f, where, (prefix + "ckpt_block_bwd_s").c_str(), true));
+        DSPLAN_ASSIGN_OR_RETURN(double modules,
+                                Num(f, where, (prefix + "modules_per_block").c_str()));
+        DSPLAN_ASSIGN_OR_RETURN(double params,
+                                Num(f, where, (prefix + "params_per_block").c_str()));
+        if (modules > 1e6 || params > 1e6) {
+          return Status::InvalidArgument(where + ": implausible module or parameter count");
+        }
+        b.modules = static_cast<int32_t>(std::lround(modules));
+        b.param_tensors = static_cast<int32_t>(std::lround(params));
+        s.blocks.push_back(b);
+        return Status();
+      };
+      StackRestPoint rest;
+      rest.model_type = model_type;
+      if (model_type == "t5") {
+        DSPLAN_RETURN_IF_ERROR(block("encoder_", true));
+        DSPLAN_RETURN_IF_ERROR(block("decoder_", false));
+        // The decoder series' rest holds its 2 encoder blocks: less those.
+        const StackBlockPoint& enc = s.blocks[s.blocks.size() - 2];
+        DSPLAN_ASSIGN_OR_RETURN(double rf, Num(f, where, "decoder_rest_fwd_s", true));
+        DSPLAN_ASSIGN_OR_RETURN(double rb, Num(f, where, "decoder_rest_bwd_s", true));
+        rest.fwd_s = std::max(0.0, rf - 2 * enc.fwd_s);
+        rest.bwd_s = std::max(0.0, rb - 2 * enc.bwd_s);
+      } else {
+        // Encoder-only families (BERT) time their encoder block; the script says so from now
+        // on (block_kind), older outputs by the family.
+        std::string kind = Str(f, "block_kind");
+        if (kind.empty()) kind = model_type == "bert" ? "encoder" : "decoder";
+        if (kind != "encoder" && kind != "decoder") {
+          return Status::InvalidArgument(where + ": block_kind must be encoder or decoder");
+        }
+        DSPLAN_RETURN_IF_ERROR(block("", kind == "encoder"));
+        DSPLAN_ASSIGN_OR_RETURN(rest.fwd_s, Num(f, where, "rest_fwd_s", true));
+        DSPLAN_ASSIGN_OR_RETURN(rest.bwd_s, Num(f, where, "rest_bwd_s", true));
+      }
+      s.rests.push_back(rest);
+      ++families;
+    }
+  }
+  if (families == 0) {
+    note("stack families not measured: every family's host time is priced per op");
+  }
+
+  // ZeRO-3's hooks (§4): the least-squares fit over the synthetic stacks.
+  if (doc.contains("zero3") && doc["zero3"].is_object() &&
+      doc["zero3"].contains("fit_stage3_minus_stage2")) {
+    const json& fit = doc["zero3"]["fit_stage3_minus_stage2"];
+    const std::string where = file + ": zero3.fit_stage3_minus_stage2";
+    if (!fit.contains("fwd_s") || !fit.contains("bwd_s")) {
+      return Status::InvalidArgument(where + ": fwd_s and bwd_s are required");
+    }
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_fwd_per_module_s, Num(fit["fwd_s"], where + ".fwd_s", "per_module_s"));
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_fwd_per_param_s, Num(fit["fwd_s"], where + ".fwd_s", "per_param_s"));
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_bwd_per_module_s, Num(fit["bwd_s"], where + ".bwd_s", "per_module_s"));
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_bwd_per_param_s, Num(fit["bwd_s"], where + ".bwd_s", "per_param_s"));
+    s.zero3 = true;
+  } else {
+    note(fmt::format("stack ZeRO-3 hooks not measured ({}): plans use the built-in ones ({})",
+                     s.versions.deepspeed.empty() ? "DeepSpeed not importable" : "no zero3 result",
+                     kBuiltInStackCosts));
+  }
+
+  std::string what = "op_kinds, kernels";
+  if (families > 0) what += fmt::format(", {} families", families);
+  if (s.zero3) what += ", zero3";
+  std::string vers = "PyTorch " + s.versions.torch;
+  if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;
+  if (!s.versions.transformers.empty()) vers += ", transformers " + s.versions.transformers;
+  vers += ", DeepSpeed " + (s.versions.deepspeed.empty() ? std::string("not installed")
+                                                        : s.versions.deepspeed);
+  if (!s.versions.python.empty()) vers += ", Python " + s.versions.python;
+  const std::string cpu = Str(versions, "cpu");
+  const std::string cpus = versions.contains("cpus") && versions["cpus"].is_number_integer()
+                               ? fmt::format("{} CPUs", versions["cpus"].get<int64_t>())
+                               : std::string("? CPUs");
+  s.source = Source{SourceKind::kMeasured,
+                    fmt::format("{} ({}) on {} ({}{}); {}; {}", tool, what, s.gpu, cpus,
+                                cpu.empty() ? "" : ", " + cpu, vers, s.date)};
+  return s;
+}
+
+Status AddTorchGemmFromJson(const std::string& json_text, const std::string& source,
+                            StackProfile* stack) {
+  DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-torch-gemm/1"));
+  const std::string file = Escape(source);
+  if (!doc.contains("rows") || !doc["rows"].is_array()) {
+    return Status::InvalidArgument(file + ": rows missing");
+  }
+  std::vector<GemmPoint> rows;
+  const json& r = doc["rows"];
+  for (size_t i = 0; i < r.size(); ++i) {
+    const json& row = r[i];
+    const std::string where = fmt::format("{}: rows[{}]", file, i);
+    if (!row.is_array() || row.size() < 6 || row.size() > 7) {
+      return Status::InvalidArgument(
+          where + ": expected [dtype, m, n, k, flops_per_s, layout] or [..., batch]");
+    }
+    GemmPoint pt;
+    if (!row[0].is_string() || !row[5].is_string()) {
+      return Status::InvalidArgument(where + ": dtype and layout must be strings");
+    }
+    auto prec = ParsePrecision(row[0].get<std::string>());
+    if (!prec.ok()) return prec.status().WithPrefix(where);
+    pt.dtype = *prec;
+    auto layout = ParseGemmLayout(row[5].get<std::string>());
+    if (!layout.ok()) return layout.status().WithPrefix(where);
+    pt.layout = *layout;
+    int64_t* dims[] = {&pt.m, &pt.n, &pt.k};
+    for (int d = 0; d < 3; ++d) {
+      if (!row[1 + d].is_number_integer() || row[1 + d].get<int64_t>() < 1 ||
+          row[1 + d].get<int64_t>() > (int64_t{1} << 40)) {
+        return Status::InvalidArgument(where + ": m, n and k must be integers from 1 to 2^40");
+      }
+      *dims[d] = row[1 + d].get<int64_t>();
+    }
+    if (!row[4].is_number() || !std::isfinite(row[4].get<double>()) || row[4].get<double>() <= 0) {
+      return Status::InvalidArgument(where + ": flops_per_s must be a positive number");
+    }
+    pt.flops_per_s = row[4].get<double>();
+    if (row.size() == 7) {
+      if (!row[6].is_number_integer() || row[6].get<int64_t>() < 1 ||
+          row[6].get<int64_t>() > (int64_t{1} << 40)) {
+        return Status::InvalidArgument(where + ": batch must be an integer of at least 1");
+      }
+      pt.batch = row[6].get<int64_t>();
+    }
+    rows.push_back(pt);
+  }
+  if (rows.empty()) return Status::InvalidArgument(file + ": no rows");
+  std::string vers = "PyTorch " + Str(doc, "torch");
+  if (!Str(doc, "cuda").empty()) vers += ", CUDA " + Str(doc, "cuda");
+  stack->gemm = std::move(rows);
+  stack->gemm_source =
+      Source{SourceKind::kMeasured,
+             fmt::format("tools/probes/torch_gemm.py: {}; {}; {}; cuBLAS workspace: {}; {}",
+                         Str(doc, "method"), Str(doc, "device"), vers,
+                         Str(doc, "cublas_workspace"), Str(doc, "date"))};
+  return Status();
+}
+
+namespace {
+
+// Runs |argv| (argv[0] looked up on PATH) with stdout to |out_path| and stderr to |err_path|
+// (empty: inherited); the exit status, 127 when it could not start, or -1 when it could not be
+// waited for.
+int RunProcess(const std::vector<std::string>& argv, const std::string& out_path,
+               const std::string& err_path) {
+  std::vector<char*> args;
+  std::vector<std::string> copy = argv;
+  for (std::string& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  std::fflush(stdout);
+  std::fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out < 0 || dup2(out, STDOUT_FILENO) < 0) _exit(126);
+    if (!err_path.empty()) {
+      const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (err < 0 || dup2(err, STDERR_FILENO) < 0) _exit(126);
+    }
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) return -1;
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return -1;
+}
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const char* kNoSection =
+    "the profile keeps no stack section (plans use the built-in stack costs)";
+
+}  // namespace
+
+StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
+  StackProbeResult res;
+  const fs::path work(o.work_dir);
+  const std::string out = (work / "stack-probe.out").string();
+  const std::string err = (work / "stack-probe.err").string();
+
+  // 1. python3 with torch and a CUDA GPU.
+  const int rc = RunProcess(
+      {o.python, "-c",
+       "import torch; print(torch.__version__); "
+       "print(1 if torch.cuda.is_available() and torch.cuda.device_count() > 0 else 0)"},
+      out, err);
+  if (rc == 127) {
+    res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
+                                    Quote(o.python, 400), kNoSection));
+    return res;
+  }
+  if (rc != 0) {
+    res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
+                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
+    return res;
+  }
+  std::istringstream probe(ReadAll(out));
+  std::string torch_version, gpu;
+  std::getline(probe, torch_version);
+  std::getline(probe, gpu);
+  if (gpu != "1") {
+    res.notes.push_back(fmt::format(
+        "stack not measured: torch {} sees no CUDA GPU; {}", Escape(torch_version, 60),
+        kNoSection));
+    return res;
+  }
+
+  // 2. The stack's costs.
+  const double stream =
+      profile.gpu.hbm_bytes_per_s.value * profile.gpu.memory_bound_efficiency.value;
+  const std::string stack_json = (work / "stack-costs.json").string();
+  const std::string script = (fs::path(o.tools_dir) / "stack_costs.py").string();
+  const int src = RunProcess({o.python, script, "--models", o.models, "--catalog", o.catalog_dir,
+                              "--out", stack_json},
+                             (work / "stack-costs.stdout").string(), "");
+  const std::string stack_text = ReadAll(stack_json);
+  if (src != 0 && stack_text.empty()) {
+    res.notes.push_back(fmt::format("stack not measured: {} exited with {}; {}", script, src,
+                                    kNoSection));
+    return res;
+  }
+  auto stack = StackProfileFromJson(stack_text, stack_json, stream,
+                                    "tools/probes/stack_costs.py", &res.notes);
+  if (!stack.ok()) {
+    res.notes.push_back(fmt::format("stack not measured: {}; {}", stack.status().message(),
+                                    kNoSection));
+    return res;
+  }
+  if (!o.dsplan_version.empty()) {
+    stack->source.detail += fmt::format("; dsplan {}", o.dsplan_version);
+  }
+
+  // 3. The profile's GEMM rows through PyTorch.
+  if (!o.gemm) {
+    res.notes.push_back("stack GEMMs not measured through PyTorch (not asked)");
+  } else if (profile.gpu.gemm.empty()) {
+    res.notes.push_back(
+        "stack GEMMs not measured through PyTorch: the profile has no GEMM rows to measure "
+        "(measure gemm too)");
+  } else {
+    const std::string rows_yaml = (work / "gemm-rows.yaml").string();
+    const std::string gemm_json = (work / "torch-gemm.json").string();
+    const std::string gemm_script = (fs::path(o.tools_dir) / "torch_gemm.py").string();
+    HardwareProfile rows_only = profile;
+    rows_only.stack = StackProfile{};
+    Status w = WriteHardwareProfile(rows_only, rows_yaml);
+    int grc = -1;
+    if (w.ok()) {
+      grc = RunProcess({o.python, gemm_script, "--profile", rows_yaml, "--dtypes", o.gemm_dtypes,
+                        "--out", gemm_json},
+                       (work / "torch-gemm.stdout").string(), "");
+    }
+    Status g = !w.ok()  ? w
+               : grc != 0 ? Status::Internal(fmt::format("{} exited with {}", gemm_script, grc))
+                          : AddTorchGemmFromJson(ReadAll(gemm_json), gemm_json, &*stack);
+    if (!g.ok()) {
+      res.notes.push_back(fmt::format(
+          "stack GEMMs not measured through PyTorch ({}): plans price the PyTorch stack's GEMMs "
+          "from gpu.gemm",
+          g.message()));
+    }
+  }
+  res.stack = std::move(*stack);
+  return res;
+}
+
+}  // namespace dsplan

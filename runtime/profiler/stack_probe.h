@@ -1,0 +1,64 @@
+// `dsplan profile --stack`: measures the software stack users train with (PyTorch eager +
+// transformers + DeepSpeed) on this machine by running tools/probes/stack_costs.py and
+// tools/probes/torch_gemm.py with python3, and turns their JSON output into the profile's
+// `stack:` section (core/hardware_profile.h StackProfile; docs/stack-costs.md).
+//
+// Nothing is measured silently or filled in: when python3, torch or a CUDA GPU is missing the
+// section is not written and one note says which and why; when DeepSpeed or transformers is
+// missing, the parts they measure are left out of the section and a note says so (the cost model
+// then uses the built-in ZeRO-3 hook costs, or per-op host costs for the families, and the
+// profile's summary says so).
+#ifndef DSPLAN_RUNTIME_PROFILER_STACK_PROBE_H_
+#define DSPLAN_RUNTIME_PROFILER_STACK_PROBE_H_
+
+#include <string>
+#include <vector>
+
+#include "core/hardware_profile.h"
+#include "core/status.h"
+
+namespace dsplan {
+
+/// One catalog model per family whose blocks the stack measurement times (tools/probes/
+/// stack_costs.py --models).
+const char* DefaultStackModels();
+
+/// The `stack:` section from the JSON that tools/probes/stack_costs.py writes (schema
+/// dsplan-stack-costs/1). |reference_stream_bytes_per_s|: the streaming rate of the profile the
+/// section goes into (the kernel rates were measured on its GPU). |tool| names what ran, for the
+/// source. Sections that are missing or failed in the document become |notes|; the document must
+/// hold op_kinds and kernels (else an error naming what is missing). |source| names the
+/// document in errors.
+Result<StackProfile> StackProfileFromJson(const std::string& json_text, const std::string& source,
+                                          double reference_stream_bytes_per_s,
+                                          const std::string& tool,
+                                          std::vector<std::string>* notes);
+
+/// The rows and source of a tools/probes/torch_gemm.py document (schema dsplan-torch-gemm/1),
+/// into |stack| (stack.gemm, stack.gemm_source); every row is checked.
+Status AddTorchGemmFromJson(const std::string& json_text, const std::string& source,
+                            StackProfile* stack);
+
+struct StackProbeOptions {
+  std::string python = "python3";  // the interpreter (a name on PATH or a path)
+  std::string tools_dir;           // where stack_costs.py and torch_gemm.py are
+  std::string catalog_dir;         // models/ for stack_costs.py --catalog
+  std::string models;              // comma-separated catalog ids (DefaultStackModels())
+  std::string work_dir;            // an existing folder for the probes' files
+  bool gemm = true;                // also measure the profile's GEMM rows through PyTorch
+  std::string gemm_dtypes = "bf16,fp16";
+  std::string dsplan_version;      // "0.1.0 (abc1234)"
+};
+
+struct StackProbeResult {
+  StackProfile stack;              // present only when measured
+  std::vector<std::string> notes;  // what was not measured and why (one line each)
+};
+
+/// Measures the stack for |profile| (the profile being written: its streaming rate and, for
+/// stack.gemm, its gpu.gemm rows). Never fails: what cannot be measured becomes a note.
+StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& options);
+
+}  // namespace dsplan
+
+#endif  // DSPLAN_RUNTIME_PROFILER_STACK_PROBE_H_

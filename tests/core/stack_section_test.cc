@@ -1,0 +1,226 @@
+// The profile's stack: section (the PyTorch + DeepSpeed stack's measured costs) and the fast
+// GEMM row scanner: round trips, one-line errors naming file, line and key, and the same result
+// whether the rows are scanned or read by yaml-cpp.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/hardware_profile.h"
+
+namespace dsplan {
+namespace {
+
+const std::string kData = DSPLAN_TEST_DATA_DIR;
+
+std::string Shipped(const std::string& name) {
+  std::ifstream in(kData + "/profiles/" + name + ".yaml");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void Replace(std::string* text, const std::string& from, const std::string& to) {
+  const size_t at = text->find(from);
+  ASSERT_NE(at, std::string::npos) << from;
+  text->replace(at, from.size(), to);
+}
+
+// A stack section as `dsplan profile --stack` writes it, with two GEMM rows.
+const char* kStackSection = R"(stack:
+  measured: "tools/probes/stack_costs.py (op_kinds, kernels, 1 families) on Test GPU; PyTorch 9.9"
+  gpu: "Test GPU"
+  date: "2027-01-01"
+  versions: {torch: "9.9.0", cuda: "13.1", python: "3.13.0"}
+  reference_stream_bytes_per_s: 3 TB/s
+  kernels:
+    stream: [3e12, 3e12]
+    cast_up: [2e12, 2e12]
+    cast_down: [3e12, 3e12]
+    reduce: [2e12, 2e12]
+    norm: [1.9e12, 1.4e12]
+    activation: [2.3e12, 2.4e12]
+    dropout: [2.3e12, 2.7e12]
+    softmax: [1.1e12, 1.7e12]
+    log_softmax: [1.8e12, 2.4e12]
+  ops:
+    gemm: [40us, 150us]
+    batched_gemm: [45e-6, 70e-6]
+    attention: [37e-6, 63e-6]
+    norm: [31e-6, 70e-6]
+    activation: [12e-6, 21e-6]
+    dropout: [30e-6, 33e-6]
+    elementwise: [9e-6, 7e-6]
+    embedding: [40e-6, 70e-6]
+    softmax: [13e-6, 28e-6]
+    loss: [13e-6, 28e-6]
+  kernel_s: [9e-6, 7e-6]
+  blocks:
+    - [gpt2, decoder, 1e-3, 1.2e-3, 2.2e-3, 3.5e-3, 13, 12]
+  rests:
+    - [gpt2, 1.4e-3, 0]
+  gemm_source: {measured: "torch_gemm.py, test"}
+  gemm:
+    - [bf16, 4096, 1024, 1024, 500e12, nt]
+    - [bf16, 4096, 1024, 1024, 300e12, nt, 8]
+)";
+
+std::string WithStack() { return Shipped("h200-sxm") + kStackSection; }
+
+TEST(StackSectionTest, ReadsWritesAndSummarises) {
+  auto p = ParseHardwareProfile(WithStack(), "with-stack.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const StackProfile& s = p->stack;
+  EXPECT_TRUE(s.present);
+  EXPECT_FALSE(s.zero3);
+  EXPECT_EQ(s.source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(s.versions.torch, "9.9.0");
+  EXPECT_EQ(s.versions.deepspeed, "");
+  EXPECT_DOUBLE_EQ(s.reference_stream_bytes_per_s, 3e12);
+  EXPECT_DOUBLE_EQ(s.kernel_bwd_bytes_per_s[4], 1.4e12);  // norm
+  EXPECT_DOUBLE_EQ(s.op_fwd_s[0], 40e-6);                 // gemm, "40us"
+  ASSERT_EQ(s.blocks.size(), 1u);
+  EXPECT_FALSE(s.blocks[0].encoder);
+  EXPECT_EQ(s.blocks[0].modules, 13);
+  ASSERT_EQ(s.gemm.size(), 2u);
+  EXPECT_EQ(s.gemm[1].batch, 8);
+  EXPECT_EQ(s.gemm_source.detail, "torch_gemm.py, test");
+  // The summary says what the stack costs are, and that ZeRO-3's hooks are the built-in ones.
+  const std::string sum = p->SourceSummary();
+  EXPECT_NE(sum.find("stack costs: measured on Test GPU with PyTorch 9.9.0 on 2027-01-01 "
+                     "(ZeRO-3 hooks not measured: built-in"),
+            std::string::npos)
+      << sum;
+  EXPECT_NE(sum.find("GEMMs measured through PyTorch"), std::string::npos) << sum;
+
+  // Written and read back: the same profile.
+  const std::string path = testing::TempDir() + "/dsplan-stack-section.yaml";
+  ASSERT_TRUE(WriteHardwareProfile(*p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  back->file = p->file;
+  EXPECT_TRUE(*back == *p);
+  std::remove(path.c_str());
+}
+
+TEST(StackSectionTest, WithoutTheSectionTheSummaryNamesTheBuiltInCosts) {
+  auto p = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->stack.present);
+  const std::string sum = p->SourceSummary();
+  EXPECT_NE(sum.find("; stack costs: built-in, measured on H200 with PyTorch 2.11 / DeepSpeed "
+                     "0.14.5 on 2026-12-03"),
+            std::string::npos)
+      << sum;
+}
+
+// Each broken section is one line naming the file, the line and the key, and what is valid.
+TEST(StackSectionTest, BadSectionsAreOneClearLine) {
+  struct Case {
+    const char* from;
+    const char* to;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"    log_softmax: [1.8e12, 2.4e12]\n", "",
+       "stack.kernels.log_softmax: missing (required)"},
+      {"    stream: [3e12, 3e12]", "    strem: [3e12, 3e12]",
+       "stack.kernels.strem: unknown key (valid here: stream, cast_up, cast_down, reduce, norm, "
+       "activation, dropout, softmax, log_softmax)"},
+      {"    norm: [1.9e12, 1.4e12]", "    norm: [1.9e12, 0]",
+       "stack.kernels.norm: the forward and backward rates must be positive"},
+      {"    gemm: [40us, 150us]", "    gemm: [40us, 150 GB/s]",
+       "stack.ops.gemm[1]: '150 GB/s' has the wrong unit for this key"},
+      {"    gemm: [40us, 150us]", "    gemm: [40us]",
+       "stack.ops.gemm: expected a list [forward, backward]"},
+      {"[gpt2, decoder,", "[gpt2, decodr,",
+       "stack.blocks[0][1]: 'decodr' is not a block kind (valid: encoder, decoder)"},
+      {"  gemm_source: {measured: \"torch_gemm.py, test\"}\n", "",
+       "stack.gemm_source: missing: a GEMM table needs its source"},
+      {"    - [bf16, 4096, 1024, 1024, 300e12, nt, 8]", "    - [bf16, 4096, 1024, 1024, 300e12, nt, 0]",
+       "with-stack.yaml:121: stack.gemm[1][6]: must be at least 1, got 0"},
+      {"  versions: {torch: \"9.9.0\",", "  versions: {torc: \"9.9.0\",",
+       "stack.versions.torc: unknown key (valid here: torch, cuda, transformers, deepspeed, "
+       "python)"},
+      {"  measured: \"tools/probes", "  measurd: \"tools/probes", "stack.measurd: unknown key"},
+      {"  reference_stream_bytes_per_s: 3 TB/s", "  reference_stream_bytes_per_s: 0",
+       "stack.reference_stream_bytes_per_s: must be positive"},
+  };
+  for (const Case& c : cases) {
+    std::string text = WithStack();
+    Replace(&text, c.from, c.to);
+    auto p = ParseHardwareProfile(text, "with-stack.yaml");
+    ASSERT_FALSE(p.ok()) << c.to;
+    const std::string m = p.status().message();
+    EXPECT_EQ(m.rfind("with-stack.yaml", 0), 0u) << m;
+    EXPECT_NE(m.find(c.message), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
+}
+
+// The scanner and yaml-cpp read the same rows: h200-measured's 6,528 rows as written, and with
+// every dtype quoted (which the scanner leaves to yaml-cpp).
+TEST(StackSectionTest, ScannedAndYamlCppRowsAgree) {
+  const std::string text = Shipped("h200-measured") + kStackSection;
+  std::string quoted = text;
+  for (size_t pos = 0; (pos = quoted.find("- [bf16,", pos)) != std::string::npos; pos += 10) {
+    quoted.replace(pos, 8, "- [\"bf16\",");
+  }
+  for (size_t pos = 0; (pos = quoted.find("- [fp16,", pos)) != std::string::npos; pos += 10) {
+    quoted.replace(pos, 8, "- [\"fp16\",");
+  }
+  ASSERT_NE(quoted, text);
+  auto fast = ParseHardwareProfile(text, "a.yaml");
+  auto slow = ParseHardwareProfile(quoted, "a.yaml");
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  ASSERT_TRUE(slow.ok()) << slow.status().ToString();
+  EXPECT_GT(fast->gpu.gemm.size(), 6000u);
+  EXPECT_EQ(fast->stack.gemm.size(), 2u);
+  EXPECT_TRUE(*fast == *slow);
+  // The same error, at the same line, either way.
+  std::string bad = text, bad_quoted = quoted;
+  Replace(&bad, "- [bf16, 256, 3072, 1024, 125203102881696.95, nt]",
+          "- [bf16, 256, 3072, 1024, 125203102881696.95, nx]");
+  Replace(&bad_quoted, "- [\"bf16\", 256, 3072, 1024, 125203102881696.95, nt]",
+          "- [\"bf16\", 256, 3072, 1024, 125203102881696.95, nx]");
+  auto e1 = ParseHardwareProfile(bad, "a.yaml");
+  auto e2 = ParseHardwareProfile(bad_quoted, "a.yaml");
+  ASSERT_FALSE(e1.ok());
+  ASSERT_FALSE(e2.ok());
+  EXPECT_EQ(e1.status().message(), e2.status().message());
+  EXPECT_NE(e1.status().message().find("a.yaml:22: gpu.gemm[1][5]: unknown GEMM layout 'nx'"),
+            std::string::npos)
+      << e1.status().message();
+}
+
+// What the scanner must not take for a table: a "gemm:" key inside another section, or rows it
+// cannot read exactly, leave the document to yaml-cpp (the same errors as before).
+TEST(StackSectionTest, UnusualTablesAreLeftToYamlCpp) {
+  std::string text = Shipped("h200-measured");
+  std::string host = text;
+  Replace(&host, "host:\n", "host:\n  gemm:\n    - [bf16, 1, 2, 3, 4, nt]\n");
+  auto h = ParseHardwareProfile(host, "h.yaml");
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("host.gemm: unknown key"), std::string::npos)
+      << h.status().message();
+  std::string multi = text;
+  Replace(&multi, "    - [bf16, 256, 3072, 1024, 125203102881696.95, nt]",
+          "    - [bf16, 256, 3072,\n       1024, 125203102881696.95, nt]");
+  auto m = ParseHardwareProfile(multi, "m.yaml");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto plain = ParseHardwareProfile(text, "m.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(m->gpu.gemm == plain->gpu.gemm);
+  std::string nulls = text;
+  Replace(&nulls, "    - [bf16, 256, 3072, 1024, 125203102881696.95, nt]",
+          "    - [bf16, ~, 3072, 1024, 125203102881696.95, nt]");
+  auto n = ParseHardwareProfile(nulls, "n.yaml");
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("n.yaml:22: gpu.gemm[1][1]: expected an integer"),
+            std::string::npos)
+      << n.status().message();
+}
+
+}  // namespace
+}  // namespace dsplan

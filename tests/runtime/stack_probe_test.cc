@@ -1,0 +1,315 @@
+// `dsplan profile --stack` without a GPU: the conversion of tools/probes/stack_costs.py's and
+// torch_gemm.py's real outputs (docs/validation/stack/, measured on the H200 machine) into the
+// profile's stack section, and what happens when python3, torch or a GPU is missing.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/hardware_profile.h"
+#include "runtime/profiler/stack_probe.h"
+#include "simulator/stack_costs.h"
+
+namespace dsplan {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const std::string kData = DSPLAN_TEST_DATA_DIR;
+const std::string kStack = kData + "/docs/validation/stack/";
+// h200-measured's streaming rate (hbm x memory-bound efficiency), as in stack_costs.cc.
+constexpr double kH200Stream = 4.2299e12 * 0.99243;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The document the compiled-in costs were transcribed from: kernel-rates.json's kernels,
+// stack-costs-call2.json's op kinds, families and ZeRO-3 fit, and call 3's BERT and Mixtral.
+json MergedH200Document() {
+  json doc = json::parse(Read(kStack + "stack-costs-call2.json"));
+  doc["kernels"] = json::parse(Read(kStack + "kernel-rates.json"))["kernels"];
+  const json call3 = json::parse(Read(kStack + "stack-costs-call3.json"));
+  doc["families"]["bert"] = call3["families"]["bert"];
+  doc["families"]["mixtral"] = call3["families"]["mixtral"];
+  return doc;
+}
+
+// The compiled-in numbers are rounded to 3-4 digits when transcribed.
+void ExpectNear(double got, double built_in, const std::string& what) {
+  EXPECT_NEAR(got, built_in, std::max(0.6e-6, 0.001 * std::abs(built_in))) << what;
+}
+
+TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(MergedH200Document().dump(), "merged.json", kH200Stream,
+                                "tools/probes/stack_costs.py", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->present);
+  EXPECT_TRUE(s->zero3);
+  EXPECT_EQ(s->gpu, "NVIDIA H200");
+  EXPECT_EQ(s->date, "2026-12-03");
+  EXPECT_EQ(s->versions.torch, "2.11.0+cu130");
+  EXPECT_EQ(s->versions.deepspeed, "0.14.5");
+  EXPECT_EQ(s->versions.transformers, "5.17.0");
+  EXPECT_EQ(s->source.kind, SourceKind::kMeasured);
+  EXPECT_NE(s->source.detail.find("PyTorch 2.11.0+cu130"), std::string::npos) << s->source.detail;
+  EXPECT_NE(s->source.detail.find("DeepSpeed 0.14.5"), std::string::npos);
+  EXPECT_TRUE(notes.empty()) << notes.front();
+
+  const StackCosts converted = StackCostsFromProfile(*s);
+  const StackCosts& b = MeasuredStackCosts();
+  ExpectNear(converted.reference_stream_bytes_per_s, b.reference_stream_bytes_per_s, "stream");
+  for (int i = 0; i < kKernelClassCount; ++i) {
+    ExpectNear(converted.fwd_bytes_per_s[i], b.fwd_bytes_per_s[i], StackKernelClassName(i));
+    ExpectNear(converted.bwd_bytes_per_s[i], b.bwd_bytes_per_s[i], StackKernelClassName(i));
+  }
+  for (int i = 0; i < kOpKindCount; ++i) {
+    ExpectNear(converted.op_fwd_s[i], b.op_fwd_s[i], StackOpKindName(i));
+    ExpectNear(converted.op_bwd_s[i], b.op_bwd_s[i], StackOpKindName(i));
+  }
+  ExpectNear(converted.kernel_fwd_s, b.kernel_fwd_s, "kernel fwd");
+  ExpectNear(converted.kernel_bwd_s, b.kernel_bwd_s, "kernel bwd");
+  ExpectNear(converted.z3_fwd_per_module_s, b.z3_fwd_per_module_s, "z3");
+  ExpectNear(converted.z3_fwd_per_param_s, b.z3_fwd_per_param_s, "z3");
+  ExpectNear(converted.z3_bwd_per_module_s, b.z3_bwd_per_module_s, "z3");
+  ExpectNear(converted.z3_bwd_per_param_s, b.z3_bwd_per_param_s, "z3");
+  ASSERT_EQ(converted.families.size(), b.families.size());
+  for (const FamilyBlockHost& f : b.families) {
+    const FamilyBlockHost* c = converted.Block(f.model_type, f.kind);
+    ASSERT_NE(c, nullptr) << f.model_type;
+    ExpectNear(c->fwd_s, f.fwd_s, f.model_type);
+    ExpectNear(c->bwd_s, f.bwd_s, f.model_type);
+    ExpectNear(c->ckpt_fwd_s, f.ckpt_fwd_s, f.model_type);
+    ExpectNear(c->ckpt_bwd_s, f.ckpt_bwd_s, f.model_type);
+    EXPECT_EQ(c->modules, f.modules) << f.model_type;
+    EXPECT_EQ(c->param_tensors, f.param_tensors) << f.model_type;
+  }
+  ASSERT_EQ(converted.rests.size(), b.rests.size());
+  for (const FamilyRestHost& r : b.rests) {
+    const FamilyRestHost* c = converted.Rest(r.model_type);
+    ASSERT_NE(c, nullptr) << r.model_type;
+    ExpectNear(c->fwd_s, r.fwd_s, r.model_type);
+    ExpectNear(c->bwd_s, r.bwd_s, r.model_type);
+  }
+}
+
+TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
+  // kernel-rates.json alone: no op kinds, so no section.
+  std::vector<std::string> notes;
+  auto kernels_only = StackProfileFromJson(Read(kStack + "kernel-rates.json"), "kernel-rates.json",
+                                           kH200Stream, "t", &notes);
+  ASSERT_FALSE(kernels_only.ok());
+  EXPECT_NE(kernels_only.status().message().find("kernel-rates.json: op_kinds missing"),
+            std::string::npos)
+      << kernels_only.status().message();
+  // Call 1's op_kinds section failed (orthogonal_ on bf16): the failure is a note, and without
+  // op kinds there is no section.
+  notes.clear();
+  json call1 = json::parse(Read(kStack + "stack-costs-call1.json"));
+  auto c1 = StackProfileFromJson(call1.dump(), "call1.json", kH200Stream, "t", &notes);
+  EXPECT_FALSE(c1.ok());
+  // Each failed part of the run is one line: op_kinds, and the GPT-J family of that run.
+  ASSERT_EQ(notes.size(), 2u);
+  bool op_kinds = false;
+  for (const std::string& n : notes) {
+    op_kinds = op_kinds || n.find("stack op_kinds failed: ") != std::string::npos;
+    EXPECT_EQ(n.find('\n'), std::string::npos) << n;
+  }
+  EXPECT_TRUE(op_kinds) << notes.front();
+  // Without DeepSpeed: no zero3 in the document; the section has none and a note says so.
+  notes.clear();
+  json no_ds = MergedH200Document();
+  no_ds.erase("zero3");
+  no_ds["versions"]["deepspeed"] = nullptr;
+  auto s = StackProfileFromJson(no_ds.dump(), "no-ds.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->zero3);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
+            std::string::npos)
+      << notes[0];
+  EXPECT_NE(s->source.detail.find("DeepSpeed not installed"), std::string::npos);
+  // ZeRO-3's costs then are the built-in ones, and the summary says so.
+  const StackCosts c = StackCostsFromProfile(*s);
+  EXPECT_EQ(c.z3_fwd_per_module_s, MeasuredStackCosts().z3_fwd_per_module_s);
+  HardwareProfile p;
+  p.stack = *s;
+  EXPECT_NE(p.StackSummary().find("ZeRO-3 hooks not measured"), std::string::npos)
+      << p.StackSummary();
+  // A broken value names where it is.
+  json bad = MergedH200Document();
+  bad["kernels"]["norm"]["bwd_bytes_per_s"] = -1;
+  auto b = StackProfileFromJson(bad.dump(), "bad.json", kH200Stream, "t", nullptr);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("bad.json: kernels.norm.bwd_bytes_per_s: -1 is negative"),
+            std::string::npos)
+      << b.status().message();
+  auto wrong = StackProfileFromJson(Read(kStack + "torch-gemm-h200-bf16.json"), "g.json",
+                                    kH200Stream, "t", nullptr);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("expected dsplan-stack-costs/1"), std::string::npos);
+}
+
+// A real run on the H200 machine in a Python environment without DeepSpeed (2026-12-03, the
+// script as committed before it wrote block_kind): a section without zero3, BERT's block read
+// as an encoder block, T5's as both.
+TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(Read(kStack + "stack-costs-call4-no-deepspeed.json"), "call4.json",
+                                kH200Stream, "tools/probes/stack_costs.py", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_FALSE(s->zero3);
+  EXPECT_TRUE(s->versions.deepspeed.empty());
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
+            std::string::npos)
+      << notes[0];
+  const StackCosts c = StackCostsFromProfile(*s);
+  EXPECT_NE(c.Block("bert", LayerKind::kEncoderBlock), nullptr);
+  EXPECT_NE(c.Block("t5", LayerKind::kEncoderBlock), nullptr);
+  EXPECT_NE(c.Block("t5", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_NE(c.Block("gpt2", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_EQ(c.Block("llama", LayerKind::kDecoderBlock), nullptr);
+  EXPECT_EQ(c.z3_fwd_per_param_s, MeasuredStackCosts().z3_fwd_per_param_s);
+  EXPECT_NE(s->source.detail.find("(op_kinds, kernels, 3 families)"), std::string::npos)
+      << s->source.detail;
+}
+
+TEST(StackProbeTest, TorchGemmOutputBecomesTheStackGemmTable) {
+  StackProfile s;
+  Status st = AddTorchGemmFromJson(Read(kStack + "torch-gemm-h200-bf16.json"),
+                                   "torch-gemm-h200-bf16.json", &s);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(s.gemm.size(), 3264u);
+  EXPECT_EQ(s.gemm.front().m, 8192);
+  EXPECT_EQ(s.gemm.front().layout, GemmLayout::kNT);
+  EXPECT_NEAR(s.gemm.front().flops_per_s, 823619048188635.9, 1);
+  EXPECT_EQ(s.gemm_source.kind, SourceKind::kMeasured);
+  EXPECT_NE(s.gemm_source.detail.find("PyTorch 2.11.0+cu130, CUDA 13.0"), std::string::npos)
+      << s.gemm_source.detail;
+  bool batched = false;
+  for (const GemmPoint& g : s.gemm) batched = batched || g.batch > 1;
+  EXPECT_TRUE(batched);
+  json bad = json::parse(Read(kStack + "torch-gemm-h200-bf16.json"));
+  bad["rows"][3][5] = "xy";
+  StackProfile t;
+  Status e = AddTorchGemmFromJson(bad.dump(), "g.json", &t);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.message().find("g.json: rows[3]"), std::string::npos) << e.message();
+  EXPECT_TRUE(t.gemm.empty());
+}
+
+class StackProbeRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("dsplan-stack-probe-test-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  // An executable shell script standing in for python3.
+  std::string FakePython(const std::string& body) {
+    const std::string path = (dir_ / "python3").string();
+    std::ofstream(path) << "#!/bin/sh\n" << body;
+    chmod(path.c_str(), 0755);
+    return path;
+  }
+  StackProbeOptions Options(const std::string& python) {
+    StackProbeOptions o;
+    o.python = python;
+    o.tools_dir = kData + "/tools/probes";
+    o.catalog_dir = kData + "/models";
+    o.models = "gpt2-xl";
+    o.work_dir = (dir_ / "work").string();
+    fs::create_directories(o.work_dir);
+    return o;
+  }
+  HardwareProfile Profile() {
+    auto p = FindHardwareProfile("h200-measured", kData);
+    EXPECT_TRUE(p.ok());
+    return p.ok() ? *p : HardwareProfile{};
+  }
+  fs::path dir_;
+};
+
+TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
+  HardwareProfile p = Profile();
+  auto none = MeasureStack(p, Options((dir_ / "no-such-python").string()));
+  EXPECT_FALSE(none.stack.present);
+  ASSERT_EQ(none.notes.size(), 1u);
+  EXPECT_NE(none.notes[0].find("no-such-python' not found"), std::string::npos) << none.notes[0];
+  EXPECT_NE(none.notes[0].find("no stack section"), std::string::npos);
+
+  auto no_torch = MeasureStack(
+      p, Options(FakePython("echo \"ModuleNotFoundError: No module named 'torch'\" >&2\n"
+                            "exit 1\n")));
+  EXPECT_FALSE(no_torch.stack.present);
+  ASSERT_EQ(no_torch.notes.size(), 1u);
+  EXPECT_NE(no_torch.notes[0].find("cannot import torch (ModuleNotFoundError: No module named "
+                                   "'torch')"),
+            std::string::npos)
+      << no_torch.notes[0];
+
+  auto no_gpu = MeasureStack(p, Options(FakePython("echo 2.11.0+cpu\necho 0\n")));
+  EXPECT_FALSE(no_gpu.stack.present);
+  ASSERT_EQ(no_gpu.notes.size(), 1u);
+  EXPECT_NE(no_gpu.notes[0].find("torch 2.11.0+cpu sees no CUDA GPU"), std::string::npos)
+      << no_gpu.notes[0];
+}
+
+TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
+  // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
+  // machine's real output to its --out, after checking it was given the profile's rows.
+  const std::string merged = (dir_ / "merged.json").string();
+  std::ofstream(merged) << MergedH200Document().dump();
+  const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
+  const std::string py = FakePython(
+      "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
+      "script=$1; out=''; prof=''\n"
+      "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --profile) prof=$2;; esac; shift; done\n"
+      "case $script in\n"
+      "  */stack_costs.py) cp '" + merged + "' \"$out\";;\n"
+      "  */torch_gemm.py) grep -q '^  gemm:' \"$prof\" || exit 3; cp '" + gemm + "' \"$out\";;\n"
+      "  *) exit 4;;\n"
+      "esac\n");
+  StackProbeOptions o = Options(py);
+  o.dsplan_version = "0.1.0 (test)";
+  auto r = MeasureStack(Profile(), o);
+  ASSERT_TRUE(r.stack.present) << (r.notes.empty() ? "" : r.notes.front());
+  EXPECT_TRUE(r.notes.empty()) << r.notes.front();
+  EXPECT_TRUE(r.stack.zero3);
+  EXPECT_EQ(r.stack.blocks.size(), 15u);
+  EXPECT_EQ(r.stack.gemm.size(), 3264u);
+  EXPECT_NE(r.stack.source.detail.find("dsplan 0.1.0 (test)"), std::string::npos);
+
+  // The section survives a write and a read unchanged.
+  HardwareProfile p = Profile();
+  p.stack = r.stack;
+  const std::string out = (dir_ / "with-stack.yaml").string();
+  ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
+  auto back = LoadHardwareProfile(out);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  back->file = p.file;
+  EXPECT_TRUE(back->stack == p.stack);
+  EXPECT_TRUE(*back == p);
+  EXPECT_NE(back->SourceSummary().find("stack costs: measured on NVIDIA H200 with PyTorch "
+                                       "2.11.0+cu130 / DeepSpeed 0.14.5 on 2026-12-03"),
+            std::string::npos)
+      << back->SourceSummary();
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -68,8 +68,9 @@ Result<int> CachingAllocator::Malloc(int64_t request) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
   int best = -1;
-  auto fit = free_[small].lower_bound({size, -1});
-  if (fit != free_[small].end()) best = fit->second;
+  const FreeList& pool = free_[small];
+  auto fit = std::lower_bound(pool.begin(), pool.end(), std::pair<int64_t, int>{size, -1});
+  if (fit != pool.end()) best = fit->second;
   if (best < 0) {
     const int64_t seg_bytes = SegmentSize(size);
     void* base = nullptr;

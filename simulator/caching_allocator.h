@@ -26,9 +26,9 @@
 #ifndef DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
 #define DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,14 +142,27 @@ class CachingAllocator {
 
   int NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev, int next);
   void Absorb(int a, int b);
-  void InsertFree(int id) { free_[blocks_[id].small].insert({blocks_[id].size, id}); }
-  void RemoveFree(int id) { free_[blocks_[id].small].erase({blocks_[id].size, id}); }
+  // The free blocks of a pool as a vector sorted by (size, id): the same order a std::set
+  // would keep, without a heap node per insertion (the replay inserts and removes a block per
+  // memory effect; a pool holds at most a few hundred free blocks, so shifting is cheap).
+  using FreeList = std::vector<std::pair<int64_t, int>>;
+  void InsertFree(int id) {
+    FreeList& f = free_[blocks_[id].small];
+    const std::pair<int64_t, int> k{blocks_[id].size, id};
+    f.insert(std::lower_bound(f.begin(), f.end(), k), k);
+  }
+  void RemoveFree(int id) {
+    FreeList& f = free_[blocks_[id].small];
+    const std::pair<int64_t, int> k{blocks_[id].size, id};
+    auto it = std::lower_bound(f.begin(), f.end(), k);
+    if (it != f.end() && *it == k) f.erase(it);
+  }
 
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  std::set<std::pair<int64_t, int>> free_[2];  // by (size, id)
+  FreeList free_[2];  // by (size, id)
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::string oom_message_;
 };

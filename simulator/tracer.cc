@@ -9,7 +9,7 @@
 
 namespace dsplan {
 
-Tracer::Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention)
+Tracer::Tracer(const ModelSpec& spec, const RunShape& options, AttentionImpl attention)
     : spec_(spec), opt_(options), attention_(attention) {
   switch (opt_.precision) {
     case Precision::kBf16: act_dtype_ = DType::kBF16; break;
@@ -138,7 +138,7 @@ Result<Workload> Tracer::Finish() {
   DSPLAN_RETURN_IF_ERROR(status_);
   Workload w;
   w.spec = spec_;
-  w.options = opt_;
+  w.shape = opt_;
   w.attention = attention_;
   w.tensors = params_;
   const int n = static_cast<int>(layers_.size());

@@ -28,10 +28,10 @@ struct T {
 
 class Tracer {
  public:
-  Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention);
+  Tracer(const ModelSpec& spec, const RunShape& options, AttentionImpl attention);
 
   const ModelSpec& spec() const { return spec_; }
-  const WorkloadOptions& options() const { return opt_; }
+  const RunShape& options() const { return opt_; }
   AttentionImpl attention() const { return attention_; }
   /// Dtype of parameters, buffers and (so) activations.
   DType act_dtype() const { return act_dtype_; }
@@ -90,7 +90,7 @@ class Tracer {
   static void PushUnique(std::vector<int>& v, int s);
 
   const ModelSpec& spec_;
-  WorkloadOptions opt_;
+  RunShape opt_;
   AttentionImpl attention_;
   DType act_dtype_;
   std::vector<Storage> storages_;

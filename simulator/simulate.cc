@@ -486,15 +486,25 @@ Simulator::Entry* Simulator::EntryFor(const RunShape& shape) {
     auto it = entries_.find(shape);
     if (it != entries_.end()) return it->second.get();
   }
-  // Built outside the lock (a T5 workload takes a while); the first one stored wins.
+  // Built outside the lock (a T5 workload takes a while); the first one stored wins. One
+  // trace gives the shape with checkpointing off and on (the planner asks for both), so the
+  // other one is stored too.
+  RunShape other = shape;
+  other.gradient_checkpointing = !shape.gradient_checkpointing;
   auto e = std::make_unique<Entry>();
-  auto w = BuildWorkload(spec_, shape);
+  auto e_other = std::make_unique<Entry>();
+  auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
   if (w.ok()) {
-    e->workload = std::make_unique<Workload>(std::move(*w));
+    Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
+    Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
+    e->workload = std::make_unique<Workload>(std::move(mine));
+    e_other->workload = std::make_unique<Workload>(std::move(theirs));
   } else {
     e->status = w.status();
+    e_other->status = w.status();
   }
   std::lock_guard<std::mutex> lock(mu_);
+  entries_.try_emplace(other, std::move(e_other));
   auto [it, inserted] = entries_.try_emplace(shape, std::move(e));
   return it->second.get();
 }

@@ -68,7 +68,11 @@ class Tracer {
 
   Status status() const { return status_; }
   /// Computes per-layer totals and the activation accounting; the Tracer is spent after.
-  Result<Workload> Finish();
+  Result<Workload> Finish() { return Finish(opt_.gradient_checkpointing); }
+  /// The workload of the trace with gradient checkpointing |gradient_checkpointing|, whatever
+  /// the options said: checkpointing changes only which saved storages stay alive and what is
+  /// recomputed, not the ops, so one trace gives both. May be called more than once.
+  Result<Workload> Finish(bool gradient_checkpointing) const;
 
  private:
   struct Storage {
@@ -96,6 +100,7 @@ class Tracer {
   std::vector<Storage> storages_;
   std::vector<TensorSpec> params_;
   std::vector<Layer> layers_;
+  std::vector<bool> checkpointable_;  // per layer (BeginLayer)
   std::vector<LayerState> layer_state_;
   Status status_;
 };

@@ -1,5 +1,9 @@
 #include "simulator/workload.h"
 
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "simulator/families/families.h"
@@ -125,7 +129,12 @@ Status CheckRunShape(const ModelSpec& spec, const RunShape& shape) {
   return Status();
 }
 
-Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape) {
+namespace {
+
+// Traces |spec| for |shape| (checked) and returns the workloads for each checkpointing setting
+// in |settings|: one trace serves both (checkpointing changes what stays alive, not the ops).
+Result<std::vector<Workload>> Trace(const ModelSpec& spec, const RunShape& shape,
+                                    std::initializer_list<bool> settings) {
   DSPLAN_RETURN_IF_ERROR(CheckRunShape(spec, shape));
   AttentionImpl attention = shape.attention;
   if (attention == AttentionImpl::kAuto) {
@@ -137,13 +146,33 @@ Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape) {
     case Family::kBert: TraceBert(tr); break;
     default: TraceDecoderOnly(tr); break;
   }
-  DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish());
-  w.tokens = shape.micro_batch *
-             (shape.seq_len + (spec.encoder_decoder()
-                                 ? (shape.target_len > 0 ? shape.target_len
-                                                         : shape.seq_len)
-                                 : 0));
-  return w;
+  const int64_t tokens =
+      shape.micro_batch *
+      (shape.seq_len + (spec.encoder_decoder()
+                            ? (shape.target_len > 0 ? shape.target_len : shape.seq_len)
+                            : 0));
+  std::vector<Workload> out;
+  out.reserve(settings.size());
+  for (bool gc : settings) {
+    DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish(gc));
+    w.tokens = tokens;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape) {
+  DSPLAN_ASSIGN_OR_RETURN(std::vector<Workload> w,
+                          Trace(spec, shape, {shape.gradient_checkpointing}));
+  return std::move(w.front());
+}
+
+Result<std::pair<Workload, Workload>> BuildWorkloadsWithAndWithoutCheckpointing(
+    const ModelSpec& spec, const RunShape& shape) {
+  DSPLAN_ASSIGN_OR_RETURN(std::vector<Workload> w, Trace(spec, shape, {false, true}));
+  return std::make_pair(std::move(w[0]), std::move(w[1]));
 }
 
 void ResolveRunLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -165,6 +166,12 @@ struct Workload {
 /// Errors: non-positive sizes, a T5 model without a target length, an attention implementation
 /// the family lacks, or sizes whose products overflow.
 Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape);
+
+/// BuildWorkload(spec, shape) with gradient checkpointing off (first) and on (second), from one
+/// trace: checkpointing changes which saved tensors stay alive and what is recomputed, not the
+/// ops, so both equal what BuildWorkload gives for either setting. What the Simulator builds.
+Result<std::pair<Workload, Workload>> BuildWorkloadsWithAndWithoutCheckpointing(
+    const ModelSpec& spec, const RunShape& shape);
 
 /// BuildWorkload's checks of |shape| against |spec| alone (sizes, a target length only for
 /// encoder-decoder models, learned position tables, the attention implementation), without

@@ -64,13 +64,23 @@ void CachingAllocator::Absorb(int a, int b) {
   blocks_[b].segment = -1;
 }
 
+int CachingAllocator::BestFit(bool small, int64_t size) const {
+  int best = -1;
+  int64_t best_size = 0;
+  for (const auto& [bytes, id] : free_[small]) {
+    if (bytes < size) continue;
+    if (best < 0 || bytes < best_size || (bytes == best_size && id < best)) {
+      best = id;
+      best_size = bytes;
+    }
+  }
+  return best;
+}
+
 Result<int> CachingAllocator::Malloc(int64_t request) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
-  int best = -1;
-  const FreeList& pool = free_[small];
-  auto fit = std::lower_bound(pool.begin(), pool.end(), std::pair<int64_t, int>{size, -1});
-  if (fit != pool.end()) best = fit->second;
+  int best = BestFit(small, size);
   if (best < 0) {
     const int64_t seg_bytes = SegmentSize(size);
     void* base = nullptr;

@@ -132,6 +132,7 @@ class CachingAllocator {
     bool small = false;
     int segment = -1;
     int prev = -1, next = -1;  // neighbours in the segment, address order
+    int free_pos = -1;         // index in its pool's free list; -1 when not in it
   };
   struct Segment {
     void* base = nullptr;
@@ -142,21 +143,29 @@ class CachingAllocator {
 
   int NewBlock(int64_t size, int64_t offset, int seg, bool small, int prev, int next);
   void Absorb(int a, int b);
-  // The free blocks of a pool as a vector sorted by (size, id): the same order a std::set
-  // would keep, without a heap node per insertion (the replay inserts and removes a block per
-  // memory effect; a pool holds at most a few hundred free blocks, so shifting is cheap).
+  // The free blocks of a pool as an unordered vector of (size, id), each block knowing its
+  // position (Block::free_pos): inserting and removing are O(1) (the replay does both for
+  // nearly every memory effect), and Malloc scans the pool once for the smallest (size, id)
+  // that is large enough, the block an ordered set's lower_bound would give (a pool holds at
+  // most a few hundred free blocks).
   using FreeList = std::vector<std::pair<int64_t, int>>;
   void InsertFree(int id) {
     FreeList& f = free_[blocks_[id].small];
-    const std::pair<int64_t, int> k{blocks_[id].size, id};
-    f.insert(std::lower_bound(f.begin(), f.end(), k), k);
+    blocks_[id].free_pos = static_cast<int>(f.size());
+    f.push_back({blocks_[id].size, id});
   }
   void RemoveFree(int id) {
+    const int pos = blocks_[id].free_pos;
+    if (pos < 0) return;
     FreeList& f = free_[blocks_[id].small];
-    const std::pair<int64_t, int> k{blocks_[id].size, id};
-    auto it = std::lower_bound(f.begin(), f.end(), k);
-    if (it != f.end() && *it == k) f.erase(it);
+    f[pos] = f.back();
+    blocks_[f[pos].second].free_pos = pos;
+    f.pop_back();
+    blocks_[id].free_pos = -1;
   }
+  /// The best-fitting free block of a pool for |size| bytes: the smallest sufficient one, ties
+  /// to the lower id (the older block; PyTorch breaks them by address). -1 when none.
+  int BestFit(bool small, int64_t size) const;
 
   SegmentSource* source_;
   int64_t limit_;

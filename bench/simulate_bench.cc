@@ -1,8 +1,9 @@
-// Full simulations per second (issue 3's goal: >= 10,000 per core for t5-3b on 4 GPUs, stage 3
+// Full simulations per second (issue 15's goal: >= 20,000 per core for t5-3b on 4 GPUs, stage 3
 // with offload). Each iteration is one Simulate(): build the StepGraph, price every task, schedule,
 // walk the memory timeline and replay the caching allocator. "ReuseContext" reuses one
-// SimulationContext (the workload's layer costs and parameter facts), as the planner does;
-// "WithContext" also builds the context each time. The workload itself is built once (see
+// SimulationContext (the workload's layer costs and parameter facts); "SimulatorSimulate" goes
+// through a Simulator, which finds that context in its cache, as the planner and the commands
+// do; "WithContext" also builds the context each time. The workload itself is built once (see
 // workload_bench for its cost). Run: build/bench/simulate_bench
 #include <benchmark/benchmark.h>
 
@@ -35,6 +36,7 @@ constexpr Case kGpt2XlStage2 = {"gpt2-xl", 4, 2, OffloadDevice::kNone, OffloadDe
                                 1024};
 
 struct Setup {
+  ModelSpec spec;
   Workload workload;
   HardwareProfile profile;
   Plan plan;
@@ -57,12 +59,7 @@ std::optional<Setup> Prepare(const Case& c, std::string* err) {
   p.zero.offload_param.device = c.offload_param;
   p.seq_len = c.seq_len;
   p.target_len = spec->encoder_decoder() ? 128 : 0;
-  WorkloadOptions o;
-  o.micro_batch = p.micro_batch;
-  o.seq_len = p.seq_len;
-  o.target_len = p.target_len;
-  o.precision = p.precision;
-  auto w = BuildWorkload(*spec, o);
+  auto w = BuildWorkload(*spec, p.shape());
   if (!w.ok()) {
     *err = w.status().ToString();
     return std::nullopt;
@@ -73,7 +70,7 @@ std::optional<Setup> Prepare(const Case& c, std::string* err) {
     *err = hw.status().ToString();
     return std::nullopt;
   }
-  return Setup{std::move(*w), std::move(*hw), p};
+  return Setup{*spec, std::move(*w), std::move(*hw), p};
 }
 
 int64_t Threshold(const Plan& p) {
@@ -104,6 +101,27 @@ void BM_SimulateReuseContext(benchmark::State& state, Case c) {
     return;
   }
   SimulateLoop(state, s->workload, s->profile, s->plan);
+}
+
+// The same simulation through the Simulator, as every caller now makes it: the plan's workload
+// and context come from the Simulator's cache (built before the timed loop).
+void BM_SimulatorSimulate(benchmark::State& state, Case c) {
+  std::string err;
+  auto s = Prepare(c, &err);
+  if (!s) {
+    state.SkipWithError(err.c_str());
+    return;
+  }
+  Simulator sim(s->spec, s->profile);
+  for (auto _ : state) {
+    auto pred = sim.Simulate(s->plan);
+    if (!pred.ok()) {
+      state.SkipWithError(pred.status().ToString().c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(pred->step_time_s);
+  }
+  state.SetItemsProcessed(state.iterations());
 }
 
 void BM_SimulateWithContext(benchmark::State& state, Case c) {
@@ -181,6 +199,8 @@ BENCHMARK_CAPTURE(BM_SimulateGradAccum, gpt2_xl_8gpu_s3, kGpt2XlStage3, false)
 BENCHMARK_CAPTURE(BM_SimulateNoAllocatorModel, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateReuseContext, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_SimulatorSimulate, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_SimulateWithContext, t5_3b_4gpu_s3_offload_cpu, kT5Stage3Offload)
     ->Unit(benchmark::kMicrosecond);

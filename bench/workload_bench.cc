@@ -14,7 +14,7 @@ void BM_BuildWorkload(benchmark::State& state, const char* model) {
     state.SkipWithError(spec.status().ToString().c_str());
     return;
   }
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 8;
   o.seq_len = spec->encoder_decoder() ? 512 : 1024;
   for (auto _ : state) {

@@ -10,6 +10,7 @@
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/text.h"
+#include "simulator/workload.h"
 
 namespace dsplan {
 
@@ -293,20 +294,9 @@ Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::stri
 
 Lengths ResolveLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
                        std::optional<int64_t> target_len) {
-  Lengths l;
-  if (seq_len) {
-    l.seq_len = *seq_len;
-  } else if (spec.family == Family::kT5 || spec.family == Family::kBert) {
-    l.seq_len = 512;
-  } else {
-    l.seq_len = 1024;
-    if (spec.max_positions > 0 && spec.max_positions < l.seq_len &&
-        (spec.family == Family::kGpt2 || spec.family == Family::kOpt)) {
-      l.seq_len = spec.max_positions;
-    }
-  }
-  l.target_len = target_len ? *target_len : (spec.encoder_decoder() ? 128 : 0);
-  return l;
+  RunShape shape;
+  ResolveRunLengths(spec, seq_len, target_len, &shape);
+  return {shape.seq_len, shape.target_len};
 }
 
 CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes) {

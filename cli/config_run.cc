@@ -97,12 +97,12 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
         "activation_checkpointing.cpu_checkpointing for --stack dsplan-runtime and validate");
   }
   const Plan& plan = run.parsed.plan;
-  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(run.spec, WorkloadOptionsForPlan(plan)));
-  run.workload = std::make_unique<Workload>(std::move(w));
+  DSPLAN_RETURN_IF_ERROR(CheckRunShape(run.spec, plan.shape()));
   DSPLAN_ASSIGN_OR_RETURN(HardwareProfile hw, LoadMachine(f.hardware, f.node, f.host_cores));
-  run.profile = std::make_unique<HardwareProfile>(std::move(hw));
-  const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-  SimulationContext sc = MakeSimulationContext(*run.workload, *run.profile, plan.precision, threshold, stack);
+  run.simulator = std::make_unique<Simulator>(
+      run.spec, std::make_shared<const HardwareProfile>(std::move(hw)), stack);
+  run.profile = &run.simulator->profile();
+  DSPLAN_ASSIGN_OR_RETURN(run.workload, run.simulator->WorkloadFor(plan.shape()));
   SimulateOptions so;
   so.keep_graph = keep_graph;
   if (!f.headroom.empty()) {
@@ -117,7 +117,7 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   if (!f.nvme.empty()) {
     DSPLAN_ASSIGN_OR_RETURN(so.nvme_bytes, ParseSize(f.nvme, "--nvme"));
   }
-  DSPLAN_ASSIGN_OR_RETURN(run.prediction, Simulate(sc, plan, so));
+  DSPLAN_ASSIGN_OR_RETURN(run.prediction, run.simulator->Simulate(plan, so));
   // What DeepSpeed itself refuses at start-up does not fit, whatever the memory says.
   if (const std::string e = NvmeParamBufferError(*run.workload, plan); !e.empty()) {
     run.prediction.fits = false;

@@ -59,8 +59,10 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required = true);
 struct ConfigRun {
   ModelSpec spec;
   ParsedDsConfig parsed;
-  std::unique_ptr<Workload> workload;
-  std::unique_ptr<HardwareProfile> profile;
+  /// Owns the profile; holds the plan's workload and context.
+  std::unique_ptr<Simulator> simulator;
+  const Workload* workload = nullptr;       // the plan's, owned by |simulator|
+  const HardwareProfile* profile = nullptr;  // owned by |simulator|
   Prediction prediction;
 };
 

@@ -168,8 +168,8 @@ int RunEstimate(const EstimateFlags& f) {
 
   int64_t params = f.params.value_or(0);
   int64_t largest = f.largest_layer_params.value_or(0);
-  std::optional<Workload> w;
-  std::optional<HardwareProfile> profile;
+  std::unique_ptr<Simulator> sim;
+  const Workload* w = nullptr;
   int64_t seq_len = 0, target_len = 0;
   if (!f.model.empty()) {
     auto spec = LoadModel(f.model, DataDir());
@@ -177,39 +177,34 @@ int RunEstimate(const EstimateFlags& f) {
     const Lengths len = ResolveLengths(*spec, f.seq_len, std::nullopt);
     seq_len = len.seq_len;
     target_len = len.target_len;
-    WorkloadOptions o;
-    o.micro_batch = f.micro_batch;
-    o.seq_len = seq_len;
-    o.target_len = target_len;
-    o.precision = Precision::kBf16;
-    auto built = BuildWorkload(*spec, o);
-    if (!built.ok()) return Fail(built.status());
-    w = std::move(*built);
-    params = w->params;
-    largest = LargestModuleParams(*w);
+    // The shape every row's plan has (RowPlan).
+    RunShape shape;
+    shape.micro_batch = f.micro_batch;
+    shape.seq_len = seq_len;
+    shape.target_len = target_len;
+    shape.precision = Precision::kBf16;
+    if (Status s = CheckRunShape(*spec, shape); !s.ok()) return Fail(s);
     const std::string hw = f.hardware.empty() ? DefaultHardwareName() : f.hardware;
     auto p = FindHardwareProfile(hw, DataDir());
     if (!p.ok()) return Fail(p.status());
-    profile = std::move(*p);
+    sim = std::make_unique<Simulator>(*spec, std::make_shared<const HardwareProfile>(std::move(*p)));
+    auto built = sim->WorkloadFor(shape);
+    if (!built.ok()) return Fail(built.status());
+    w = *built;
+    params = w->params;
+    largest = LargestModuleParams(*w);
   }
 
+  const HardwareProfile* profile = sim ? &sim->profile() : nullptr;
   std::vector<Row> rows;
-  // One context per persistence threshold: stages 0-2 use none, stage 3 DeepSpeed's default.
-  std::optional<SimulationContext> ctx012, ctx3;
-  const int64_t threshold3 = ZeroConfig{}.stage3_param_persistence_threshold;
   for (const RowSpec& rs : kRows) {
     Row r;
     r.spec = rs;
     r.paper = ZeroPaperBytesPerGpu(rs.stage, params, total_gpus, rs.offload_optimizer,
                                    rs.offload_param);
     r.ds = DeepSpeedRow(rs, params, largest, f.gpus, f.nodes);
-    if (w) {
-      std::optional<SimulationContext>& ctx = rs.stage == 3 ? ctx3 : ctx012;
-      if (!ctx) {
-        ctx = MakeSimulationContext(*w, *profile, Precision::kBf16,
-                                    rs.stage == 3 ? threshold3 : 0);
-      }
-      auto pred = Simulate(*ctx, RowPlan(rs, f, seq_len, target_len));
+    if (sim) {
+      auto pred = sim->Simulate(RowPlan(rs, f, seq_len, target_len));
       if (!pred.ok()) return Fail(pred.status());
       r.simulated = true;
       r.peak_bytes = pred->gpu_total_bytes;

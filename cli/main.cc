@@ -58,20 +58,9 @@ struct WorkloadFlags {
                   "Activation checkpointing of every block (HF, use_reentrant=False)");
   }
 
-  Result<WorkloadOptions> Resolve(const ModelSpec& spec) const {
-    WorkloadOptions o;
+  Result<RunShape> Resolve(const ModelSpec& spec) const {
+    RunShape o;
     o.micro_batch = micro_batch;
-    if (seq_len) {
-      o.seq_len = *seq_len;
-    } else if (spec.family == Family::kT5 || spec.family == Family::kBert) {
-      o.seq_len = 512;
-    } else {
-      o.seq_len = 1024;
-      if ((spec.family == Family::kGpt2 || spec.family == Family::kOpt) &&
-          spec.max_positions < o.seq_len) {
-        o.seq_len = spec.max_positions;
-      }
-    }
     if (seq_len && (*seq_len <= 0 || *seq_len > kMaxSeqLen)) {
       return Status::InvalidArgument(fmt::format(
           "--seq-len must be an integer from 1 to {}, got {}", kMaxSeqLen, *seq_len));
@@ -82,10 +71,8 @@ struct WorkloadFlags {
             fmt::format("--target-len must be an integer from 1 to {}, got {}", kMaxSeqLen,
                         *target_len));
       }
-      o.target_len = *target_len;
-    } else if (spec.encoder_decoder()) {
-      o.target_len = 128;
     }
+    ResolveRunLengths(spec, seq_len, target_len, &o);
     DSPLAN_ASSIGN_OR_RETURN(o.precision, ParsePrecision(precision));
     DSPLAN_ASSIGN_OR_RETURN(o.attention, ParseAttentionImpl(attention));
     o.gradient_checkpointing = gradient_checkpointing;

@@ -514,6 +514,10 @@ int RunPlan(PlanFlags g) {
   if (tty) {
     r.progress = [](double f) { fmt::print(stderr, "\rsearching... {:3.0f}%", 100 * f); };
   }
+  // One Simulator for the search, the fit suggestions and the report: each run shape's
+  // workload is built once.
+  Simulator sim(*spec, *profile);
+  r.simulator = &sim;
   auto result = RunPlanner(r);
   if (tty) fmt::print(stderr, "\r{:20}\r", "");
   if (!result.ok()) return Fail(result.status());
@@ -579,10 +583,9 @@ int RunPlan(PlanFlags g) {
     nlohmann::json recs = nlohmann::json::array();
     for (int i = 0; i < top; ++i) {
       const ScoredPlan& s = res.recommendations[i];
-      WorkloadOptions o = WorkloadOptionsForPlan(s.plan);
-      auto w = BuildWorkload(*spec, o);
+      auto w = sim.WorkloadFor(s.plan.shape());
       if (!w.ok()) return Fail(w.status());
-      nlohmann::json j = PredictionToJson(s.prediction, *w);
+      nlohmann::json j = PredictionToJson(s.prediction, **w);
       j["rank"] = i + 1;
       j["summary"] = PlanSummary(s.plan);
       j["global_batch"] = s.plan.train_batch();

@@ -99,7 +99,7 @@ Result<ModelShapes> ModelGemmShapes(const std::string& csv) {
     if (!spec.ok()) return spec.status().WithPrefix("--models");
     for (int64_t seq : {128, 256, 512, 1024, 2048}) {
       if (spec->max_positions > 0 && seq > spec->max_positions) break;
-      WorkloadOptions wo;
+      RunShape wo;
       wo.micro_batch = 1;
       wo.seq_len = seq;
       wo.target_len = spec->encoder_decoder() ? seq : 0;

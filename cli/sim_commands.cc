@@ -162,7 +162,8 @@ int RunCheck(const SimulateFlags& f) {
   r.spec = run->spec;
   r.nodes = plan.nodes;
   r.gpus_per_node = plan.gpus_per_node;
-  r.profile = run->profile.get();
+  r.profile = run->profile;
+  r.simulator = run->simulator.get();  // the config's workloads and contexts, reused
   r.seq_len = plan.seq_len;
   r.target_len = plan.target_len;
   r.attention = plan.attention;

@@ -237,3 +237,64 @@ Status ValidatePlan(const Plan& p) {
 }
 
 }  // namespace dsplan
+
+namespace dsplan {
+
+Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_batch,
+                                 std::optional<int64_t> grad_accum,
+                                 std::optional<int64_t> global_batch) {
+  BatchTriple t;
+  if (global_batch) {
+    if (*global_batch < 1 || *global_batch % ranks != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} must be a positive multiple of the {} GPUs (micro-batch x "
+          "accumulation x GPUs)",
+          *global_batch, ranks));
+    }
+    const int64_t per_gpu = *global_batch / ranks;
+    if (micro_batch && *micro_batch > 0 && per_gpu % *micro_batch != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} is not divisible by --micro-batch {} x {} GPUs = {}: the global "
+          "batch must be micro-batch x accumulation x GPUs",
+          *global_batch, *micro_batch, ranks, *micro_batch * ranks));
+    }
+    if (grad_accum && *grad_accum > 0 && per_gpu % *grad_accum != 0) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} is not divisible by --grad-accum {} x {} GPUs = {}: the global "
+          "batch must be micro-batch x accumulation x GPUs",
+          *global_batch, *grad_accum, ranks, *grad_accum * ranks));
+    }
+    if (micro_batch && grad_accum &&
+        CheckedProduct({*micro_batch, *grad_accum, ranks}) != *global_batch) {
+      return Status::InvalidArgument(fmt::format(
+          "--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *global_batch,
+          *micro_batch, *grad_accum, ranks));
+    }
+  }
+  if (micro_batch && *micro_batch < 1) {
+    return Status::InvalidArgument("--micro-batch must be a positive integer");
+  }
+  if (grad_accum && (*grad_accum < 1 || *grad_accum > kMaxGradAccum)) {
+    return Status::InvalidArgument(fmt::format(
+        "--grad-accum must be an integer from 1 to {}, got {}", kMaxGradAccum, *grad_accum));
+  }
+  if (global_batch) {
+    const int64_t per_gpu = *global_batch / ranks;
+    if (micro_batch) {
+      t.micro_batch = *micro_batch;
+      t.grad_accum = per_gpu / *micro_batch;
+    } else {
+      t.grad_accum = grad_accum.value_or(1);
+      t.micro_batch = per_gpu / t.grad_accum;
+    }
+    t.global_batch = *global_batch;
+  } else {
+    t.micro_batch = micro_batch.value_or(1);
+    t.grad_accum = grad_accum.value_or(1);
+    t.global_batch = CheckedProduct({t.micro_batch, t.grad_accum, ranks})
+                         .value_or(std::numeric_limits<int64_t>::max());
+  }
+  return t;
+}
+
+}  // namespace dsplan

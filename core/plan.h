@@ -172,17 +172,61 @@ struct SchedulerParams {
   bool operator==(const SchedulerParams&) const = default;
 };
 
-struct Plan {
+/// The run shape: what one micro-batch looks like to the model, and so everything a Workload
+/// is built from (simulator/workload.h BuildWorkload(spec, shape)). It is part of the Plan (a
+/// Plan is a RunShape plus the DeepSpeed configuration and the cluster), so the micro-batch,
+/// the lengths and checkpointing have one representation from the command line to the
+/// workload: flags and ds_config keys fill it, the search varies it, the Simulator caches
+/// workloads by it.
+struct RunShape {
+  /// Samples per GPU per micro-step (ds_config: train_micro_batch_size_per_gpu).
+  int64_t micro_batch = 1;
+  /// Tokens per sample; for an encoder-decoder model the encoder (source) length.
+  int64_t seq_len = 1024;
+  /// Encoder-decoder: the decoder (target) length; 0 = the same as seq_len.
+  int64_t target_len = 0;
+  /// HF gradient_checkpointing_enable(use_reentrant=False): every transformer block is
+  /// recomputed in backward; only its inputs stay alive.
+  bool gradient_checkpointing = false;
+  /// transformers' attn_implementation (kAuto: what transformers picks).
+  AttentionImpl attention = AttentionImpl::kAuto;
+  /// The training dtype (ds_config bf16/fp16 blocks): weights, activations and communication.
+  Precision precision = Precision::kBf16;
+
+  bool operator==(const RunShape&) const = default;
+};
+
+/// The batch triple DeepSpeed checks (config.py _batch_assertion): train_batch_size =
+/// micro-batch x accumulation x data-parallel ranks.
+struct BatchTriple {
+  int64_t micro_batch = 1;
+  int64_t grad_accum = 1;
+  int64_t global_batch = 1;
+};
+
+/// The one place the batch triple is resolved from what was pinned (the CLI's --micro-batch,
+/// --grad-accum and --global-batch, or the search's candidate micro-batch): a missing value is
+/// derived from the others (accumulation 1 when neither it nor the global batch is given);
+/// a global batch must be a positive multiple of micro-batch x accumulation x |ranks|.
+/// Errors name the flags and say what is valid. REQUIRES: |ranks| >= 1.
+Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_batch,
+                                 std::optional<int64_t> grad_accum,
+                                 std::optional<int64_t> global_batch);
+
+struct Plan : RunShape {
+  // The run shape (micro_batch, seq_len, target_len, gradient_checkpointing, attention,
+  // precision) is the base: RunShape above.
+  const RunShape& shape() const { return *this; }
+  RunShape& shape() { return *this; }
+
   // --- cluster (not in ds_config.json) ---
   int nodes = 1;
   int gpus_per_node = 1;
 
-  // --- batch (ds_config: train_micro_batch_size_per_gpu, gradient_accumulation_steps) ---
-  int64_t micro_batch = 1;
+  // --- batch (ds_config: gradient_accumulation_steps; the micro-batch is the shape's) ---
   int64_t grad_accum = 1;
 
-  // --- precision ---
-  Precision precision = Precision::kBf16;
+  // --- precision (the dtype itself is the shape's) ---
   /// data_types.grad_accum_dtype; none = DeepSpeed's default (fp32 for bf16 at stage 0, else the
   /// model dtype).
   std::optional<Precision> grad_accum_dtype;
@@ -212,11 +256,7 @@ struct Plan {
   AioConfig aio;
   ActivationCheckpointingConfig activation_checkpointing;
 
-  // --- the workload (not in ds_config.json) ---
-  int64_t seq_len = 1024;
-  int64_t target_len = 0;       // encoder-decoder: decoder length
-  bool gradient_checkpointing = false;
-  AttentionImpl attention = AttentionImpl::kAuto;
+  // --- the model code (not in ds_config.json; lengths and checkpointing are the shape's) ---
   /// Memory-centric tiling (ZeRO-Infinity; deepspeed.zero.TiledLinear): every Linear of each
   /// transformer block is split into this many tiles along its output dimension, so ZeRO-3
   /// gathers, computes and releases 1/T of the block's weights at a time. A change to the model

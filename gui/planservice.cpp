@@ -256,14 +256,11 @@ void PlanService::requestWhatIf(const Plan& plan) {
     r.detail = std::move(*d);
     // The largest micro-batch that fits with everything else unchanged: doubling, then
     // bisection (every memory term grows with the micro-batch), as the planner searches.
+    Simulator sim(*spec, *profile);
     auto fits = [&](int64_t mb) {
       Plan p = plan;
       p.micro_batch = mb;
-      auto w = BuildWorkload(*spec, WorkloadOptionsForPlan(p));
-      if (!w.ok()) return false;
-      const int64_t threshold = p.zero.stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
-      SimulationContext ctx = MakeSimulationContext(*w, *profile, p.precision, threshold);
-      auto pred = Simulate(ctx, p, o);
+      auto pred = sim.Simulate(p, o);
       return pred.ok() && pred->fits;
     };
     constexpr int64_t kMax = 4096;

@@ -99,15 +99,10 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     const Plan& plan = parsed.plan;
-    const WorkloadOptions wo = WorkloadOptionsForPlan(plan);
-    DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, wo));
-    const int64_t threshold =
-        plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-    SimulationContext sc =
-        unseen_families
-            ? MakeUnseenFamilySimulationContext(w, profile, plan.precision, threshold)
-            : MakeSimulationContext(w, profile, plan.precision, threshold);
-    DSPLAN_ASSIGN_OR_RETURN(Prediction p, Simulate(sc, plan));
+    Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);
+    DSPLAN_ASSIGN_OR_RETURN(const Workload* wp, sim.WorkloadFor(plan.shape()));
+    const Workload& w = *wp;
+    DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan));
     AccuracyRow row;
     row.run = run;
     row.wrapper = OptimizerWrapperName(p.facts.wrapper);

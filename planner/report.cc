@@ -66,13 +66,12 @@ std::vector<int64_t> ReservedCurve(const StepGraph& g, int64_t capacity) {
 
 Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfile& profile,
                                       const Plan& plan, const SimulateOptions& options) {
-  DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, WorkloadOptionsForPlan(plan)));
-  const int64_t threshold =
-      plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-  SimulationContext ctx = MakeSimulationContext(w, profile, plan.precision, threshold);
+  Simulator sim(spec, profile);
+  DSPLAN_ASSIGN_OR_RETURN(const Workload* wp, sim.WorkloadFor(plan.shape()));
+  const Workload& w = *wp;
   SimulateOptions o = options;
   o.keep_graph = true;
-  DSPLAN_ASSIGN_OR_RETURN(Prediction p, Simulate(ctx, plan, o));
+  DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan, o));
   StepDetail d;
   const StepGraph& g = p.graph;
   const Schedule& s = p.schedule;
@@ -126,16 +125,10 @@ Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfi
 }
 
 void DefaultLengths(const ModelSpec& spec, int64_t* seq_len, int64_t* target_len) {
-  if (spec.family == Family::kT5 || spec.family == Family::kBert) {
-    *seq_len = 512;
-  } else {
-    *seq_len = 1024;
-    if (spec.max_positions > 0 && spec.max_positions < *seq_len &&
-        (spec.family == Family::kGpt2 || spec.family == Family::kOpt)) {
-      *seq_len = spec.max_positions;
-    }
-  }
-  *target_len = spec.encoder_decoder() ? 128 : 0;
+  RunShape shape;
+  ResolveRunLengths(spec, std::nullopt, std::nullopt, &shape);
+  *seq_len = shape.seq_len;
+  *target_len = shape.target_len;
 }
 
 }  // namespace dsplan

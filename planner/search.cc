@@ -65,7 +65,6 @@ std::string PlanSummary(const Plan& p) {
 
 namespace {
 
-constexpr int64_t kPersistenceThreshold = 100'000;  // DeepSpeed's default
 constexpr double kDefaultLearningRate = 5e-5;       // TrainingArguments.learning_rate default
 constexpr int64_t kDefaultWarmupSteps = 100;
 constexpr int64_t kMaxMicroBatch = 4096;
@@ -77,14 +76,6 @@ struct Family {
   /// micro-batches that matter: their own largest, and the primary's best ones.
   bool primary = true;
   int primary_index = -1;  // for a variant: its choice's primary family
-};
-
-// One (micro-batch, checkpointing) workload and its simulation contexts, shared by families.
-struct WorkloadEntry {
-  Workload workload;
-  SimulationContext ctx;      // stages 0-2
-  SimulationContext ctx3;     // stage 3 (persistence threshold)
-  Status status;
 };
 
 // How "rounded" a micro-batch is: small ones all count as round; above 8, multiples of 8 beat
@@ -194,7 +185,6 @@ class Search {
  private:
   Status Validate();
   std::vector<Family> Families() const;
-  std::shared_ptr<WorkloadEntry> Entry(int64_t mb, bool gc);
   // Simulates |family| at |mb| (GAS from the request); nullopt when the global batch cannot be
   // split into that micro-batch.
   std::optional<ScoredPlan> Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
@@ -205,8 +195,9 @@ class Search {
   const PlannerRequest& r_;
   Precision precision_ = Precision::kBf16;
   int world_ = 1;
-  std::mutex mu_;
-  std::map<std::pair<int64_t, bool>, std::shared_ptr<WorkloadEntry>> cache_;
+  // The request's Simulator, or one of our own: workloads by run shape, contexts by threshold.
+  std::unique_ptr<Simulator> own_sim_;
+  Simulator* sim_ = nullptr;
   std::atomic<int64_t> simulated_{0};
   std::atomic<int64_t> considered_{0};
   int64_t nvme_param_buffer_size_ = 100'000'000;
@@ -230,40 +221,9 @@ Status Search::Validate() {
         r_.gpus_per_node));
   }
   world_ = r_.nodes * r_.gpus_per_node;
-  if (r_.global_batch) {
-    if (*r_.global_batch < 1 || *r_.global_batch % world_ != 0) {
-      return Status::InvalidArgument(fmt::format(
-          "--global-batch {} must be a positive multiple of the {} GPUs (micro-batch x "
-          "accumulation x GPUs)",
-          *r_.global_batch, world_));
-    }
-    const int64_t per_gpu = *r_.global_batch / world_;
-    if (r_.micro_batch && *r_.micro_batch > 0 && per_gpu % *r_.micro_batch != 0) {
-      return Status::InvalidArgument(fmt::format(
-          "--global-batch {} is not divisible by --micro-batch {} x {} GPUs = {}: the global "
-          "batch must be micro-batch x accumulation x GPUs",
-          *r_.global_batch, *r_.micro_batch, world_, *r_.micro_batch * world_));
-    }
-    if (r_.grad_accum && *r_.grad_accum > 0 && per_gpu % *r_.grad_accum != 0) {
-      return Status::InvalidArgument(fmt::format(
-          "--global-batch {} is not divisible by --grad-accum {} x {} GPUs = {}: the global "
-          "batch must be micro-batch x accumulation x GPUs",
-          *r_.global_batch, *r_.grad_accum, world_, *r_.grad_accum * world_));
-    }
-    if (r_.micro_batch && r_.grad_accum &&
-        CheckedProduct({*r_.micro_batch, *r_.grad_accum, int64_t{world_}}) != *r_.global_batch) {
-      return Status::InvalidArgument(fmt::format(
-          "--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *r_.global_batch,
-          *r_.micro_batch, *r_.grad_accum, world_));
-    }
-  }
-  if (r_.micro_batch && *r_.micro_batch < 1) {
-    return Status::InvalidArgument("--micro-batch must be a positive integer");
-  }
-  if (r_.grad_accum && (*r_.grad_accum < 1 || *r_.grad_accum > kMaxGradAccum)) {
-    return Status::InvalidArgument(fmt::format(
-        "--grad-accum must be an integer from 1 to {}, got {}", kMaxGradAccum, *r_.grad_accum));
-  }
+  // The pinned batch values must make a triple (micro-batch x accumulation x GPUs = global).
+  DSPLAN_RETURN_IF_ERROR(
+      ResolveBatch(world_, r_.micro_batch, r_.grad_accum, r_.global_batch).status());
   if (r_.stage && (*r_.stage < 0 || *r_.stage > 3)) {
     return Status::InvalidArgument(fmt::format("--stage must be 0, 1, 2 or 3, got {}", *r_.stage));
   }
@@ -424,63 +384,28 @@ std::vector<Family> Search::Families() const {
   return out;
 }
 
-std::shared_ptr<WorkloadEntry> Search::Entry(int64_t mb, bool gc) {
-  const auto key = std::make_pair(mb, gc);
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = cache_.find(key);
-    if (it != cache_.end()) return it->second;
-  }
-  auto e = std::make_shared<WorkloadEntry>();
-  WorkloadOptions o;
-  o.micro_batch = mb;
-  o.seq_len = r_.seq_len;
-  o.target_len = r_.target_len;
-  o.precision = precision_;
-  o.attention = r_.attention;
-  o.gradient_checkpointing = gc;
-  auto w = BuildWorkload(r_.spec, o);
-  if (!w.ok()) {
-    e->status = w.status();
-  } else {
-    // The contexts point into the entry's own workload, which does not move after this.
-    e->workload = std::move(*w);
-    e->ctx = MakeSimulationContext(e->workload, *r_.profile, precision_, 0);
-    e->ctx3 = MakeSimulationContext(e->workload, *r_.profile, precision_, kPersistenceThreshold);
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = cache_.emplace(key, e);
-  return it->second;
-}
-
 std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for_memory_bound,
                                            std::string* error) {
-  int64_t gas = r_.grad_accum.value_or(1);
-  if (r_.global_batch) {
-    const int64_t per_gpu = *r_.global_batch / world_;
-    if (per_gpu % mb != 0) {
-      if (!for_memory_bound) return std::nullopt;
-      gas = 1;  // memory barely depends on the accumulation count
-    } else {
-      gas = per_gpu / mb;
-    }
-  }
-  auto entry = Entry(mb, f.plan.gradient_checkpointing);
-  if (!entry->status.ok()) {
-    *error = entry->status.message();
+  // The batch triple at this micro-batch. With a global batch, the accumulation follows from
+  // it (a pinned --grad-accum was checked against it in Validate).
+  const auto batch = ResolveBatch(world_, mb, r_.global_batch ? std::nullopt : r_.grad_accum,
+                                  r_.global_batch);
+  int64_t gas = 1;  // memory barely depends on the accumulation count
+  if (batch.ok()) {
+    gas = batch->grad_accum;
+  } else if (!for_memory_bound) {
     return std::nullopt;
   }
   ScoredPlan s;
   s.plan = f.plan;
   s.plan.micro_batch = mb;
   s.plan.grad_accum = gas;
-  const SimulationContext& ctx = f.plan.zero.stage == 3 ? entry->ctx3 : entry->ctx;
   SimulateOptions o;
   o.headroom = r_.headroom;
   o.host_memory_bytes = r_.host_memory_bytes;
   // NVMe: only the space the user declared counts.
   o.nvme_bytes = r_.nvme_bytes;
-  auto pred = Simulate(ctx, s.plan, o);
+  auto pred = sim_->Simulate(s.plan, o);
   ++simulated_;
   if (!pred.ok()) {
     *error = pred.status().message();
@@ -583,14 +508,23 @@ Result<PlannerResult> Search::Run() {
   {
     // Build the micro-batch-1 workload first (threads would race to build it) and size the
     // NVMe parameter swap buffers from its largest parameter.
-    auto e = Entry(1, false);
-    if (!e->status.ok()) return Status::InvalidArgument(e->status.message());
+    if (r_.simulator != nullptr) {
+      sim_ = r_.simulator;
+    } else {
+      own_sim_ = std::make_unique<Simulator>(r_.spec, *r_.profile);
+      sim_ = own_sim_.get();
+    }
     Plan p;
     p.nodes = r_.nodes;
     p.gpus_per_node = r_.gpus_per_node;
     p.precision = precision_;
-    nvme_param_buffer_size_ = NvmeParamBufferSize(e->workload, p);
-    tiles_ = ProposedLinearTiles(e->workload, precision_, r_.profile->gpu.memory_bytes.value);
+    p.seq_len = r_.seq_len;
+    p.target_len = r_.target_len;
+    p.attention = r_.attention;
+    auto w = sim_->WorkloadFor(p.shape());
+    if (!w.ok()) return Status::InvalidArgument(w.status().message());
+    nvme_param_buffer_size_ = NvmeParamBufferSize(**w, p);
+    tiles_ = ProposedLinearTiles(**w, precision_, r_.profile->gpu.memory_bytes.value);
   }
   const std::vector<Family> families = Families();
   if (families.empty()) {
@@ -726,7 +660,14 @@ Result<PlannerResult> RunPlanner(const PlannerRequest& request) {
   return s.Run();
 }
 
-std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request, int max_gpus) {
+std::optional<FitSuggestion> SuggestFit(const PlannerRequest& request_in, int max_gpus) {
+  // One Simulator for every search below: the workloads do not depend on the cluster.
+  PlannerRequest request = request_in;
+  std::unique_ptr<Simulator> own;
+  if (request.simulator == nullptr && request.profile != nullptr) {
+    own = std::make_unique<Simulator>(request.spec, *request.profile);
+    request.simulator = own.get();
+  }
   auto best_of = [](const PlannerRequest& r) -> std::optional<ScoredPlan> {
     auto res = RunPlanner(r);
     if (!res.ok() || res->ranked.empty()) return std::nullopt;

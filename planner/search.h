@@ -8,9 +8,9 @@
 //
 // Method: for each family, a cheap bound first (the family's plan at the smallest micro-batch:
 // if that does not fit, nothing larger will), then the largest micro-batch that fits by
-// doubling and bisection, then every candidate micro-batch is simulated and ranked. Workloads and
-// simulation contexts are built once per (micro-batch, checkpointing) and shared; families run on
-// several threads. Every number comes from the same simulator `dsplan simulate` uses.
+// doubling and bisection, then every candidate micro-batch is simulated and ranked. All of it
+// goes through one Simulator, which builds each run shape's workload and contexts once; families
+// run on several threads. Every number comes from the same simulator `dsplan simulate` uses.
 #ifndef DSPLAN_PLANNER_SEARCH_H_
 #define DSPLAN_PLANNER_SEARCH_H_
 
@@ -69,6 +69,11 @@ struct PlannerRequest {
   /// before its next family or candidate micro-batch and RunPlanner returns kCancelledMessage
   /// as an error.
   const std::atomic<bool>* cancel = nullptr;
+  /// The Simulator to simulate through (may be null: the search makes its own for |spec| and
+  /// |profile|). Sharing one keeps its workloads and contexts across searches of the same model
+  /// and machine (SuggestFit's clusters, the GUI's searches). REQUIRES: built for |spec| and
+  /// |profile| with the PyTorch/DeepSpeed stack.
+  Simulator* simulator = nullptr;
 };
 
 /// The error message of a search stopped through PlannerRequest::cancel.

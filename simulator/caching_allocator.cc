@@ -65,12 +65,23 @@ void CachingAllocator::Absorb(int a, int b) {
   blocks_[b].segment = -1;
 }
 
+int CachingAllocator::BestFit(bool small, int64_t size, int stream) const {
+  int best = -1;
+  int64_t best_size = 0;
+  for (const auto& [bytes, id] : free_[small]) {
+    if (bytes < size || blocks_[id].stream != stream) continue;
+    if (best < 0 || bytes < best_size || (bytes == best_size && id < best)) {
+      best = id;
+      best_size = bytes;
+    }
+  }
+  return best;
+}
+
 Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
-  int best = -1;
-  auto fit = free_[small].lower_bound({stream, size, -1});
-  if (fit != free_[small].end() && std::get<0>(*fit) == stream) best = std::get<2>(*fit);
+  int best = BestFit(small, size, stream);
   if (best < 0) {
     const int64_t seg_bytes = SegmentSize(size);
     void* base = nullptr;

@@ -29,11 +29,10 @@
 #ifndef DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
 #define DSPLAN_SIMULATOR_CACHING_ALLOCATOR_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
-#include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -139,6 +138,7 @@ class CachingAllocator {
     int stream = 0;
     int segment = -1;
     int prev = -1, next = -1;  // neighbours in the segment, address order
+    int free_pos = -1;         // index in its pool's free list; -1 when not in it
   };
   struct Segment {
     void* base = nullptr;
@@ -149,16 +149,36 @@ class CachingAllocator {
 
   int NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream, int prev, int next);
   void Absorb(int a, int b);
-  using FreeKey = std::tuple<int, int64_t, int>;  // (stream, size, id)
-  FreeKey KeyOf(int id) const { return {blocks_[id].stream, blocks_[id].size, id}; }
-  void InsertFree(int id) { free_[blocks_[id].small].insert(KeyOf(id)); }
-  void RemoveFree(int id) { free_[blocks_[id].small].erase(KeyOf(id)); }
+  // The free blocks of a pool as an unordered vector of (size, id), each block knowing its
+  // position (Block::free_pos): inserting and removing are O(1) (the replay does both for
+  // nearly every memory effect), and Malloc scans the pool once for the smallest (size, id)
+  // that is large enough, the block an ordered set's lower_bound would give (a pool holds at
+  // most a few hundred free blocks).
+  using FreeList = std::vector<std::pair<int64_t, int>>;
+  void InsertFree(int id) {
+    FreeList& f = free_[blocks_[id].small];
+    blocks_[id].free_pos = static_cast<int>(f.size());
+    f.push_back({blocks_[id].size, id});
+  }
+  void RemoveFree(int id) {
+    const int pos = blocks_[id].free_pos;
+    if (pos < 0) return;
+    FreeList& f = free_[blocks_[id].small];
+    f[pos] = f.back();
+    blocks_[f[pos].second].free_pos = pos;
+    f.pop_back();
+    blocks_[id].free_pos = -1;
+  }
+  /// The best-fitting free block of a pool for |size| bytes on |stream|: the smallest
+  /// sufficient one, ties to the lower id (the older block; PyTorch breaks them by address).
+  /// -1 when none.
+  int BestFit(bool small, int64_t size, int stream) const;
 
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  std::set<FreeKey> free_[2];  // by (stream, size, id)
+  FreeList free_[2];  // (size, id); a block is reused only by its own stream
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::string oom_message_;
 };

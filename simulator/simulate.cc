@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -155,17 +156,6 @@ const char* MemoryVerdictName(MemoryVerdict v) {
     case MemoryVerdict::kDoesNotFit: return "does_not_fit";
   }
   return "?";
-}
-
-WorkloadOptions WorkloadOptionsForPlan(const Plan& plan) {
-  WorkloadOptions o;
-  o.micro_batch = plan.micro_batch;
-  o.seq_len = plan.seq_len;
-  o.target_len = plan.target_len;
-  o.precision = plan.precision;
-  o.attention = plan.attention;
-  o.gradient_checkpointing = plan.gradient_checkpointing;
-  return o;
 }
 
 namespace {
@@ -465,6 +455,87 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     p.durations = std::move(durations);
   }
   return p;
+}
+
+Simulator::Simulator(ModelSpec spec, std::shared_ptr<const HardwareProfile> profile,
+                     SoftwareStack stack, bool family_measured)
+    : spec_(std::move(spec)),
+      profile_(std::move(profile)),
+      stack_(stack),
+      family_measured_(family_measured) {}
+
+Simulator::Simulator(ModelSpec spec, const HardwareProfile& profile, SoftwareStack stack,
+                     bool family_measured)
+    : Simulator(std::move(spec),
+                std::shared_ptr<const HardwareProfile>(&profile, [](const HardwareProfile*) {}),
+                stack, family_measured) {}
+
+bool Simulator::ShapeLess::operator()(const RunShape& a, const RunShape& b) const {
+  return std::tie(a.micro_batch, a.seq_len, a.target_len, a.gradient_checkpointing, a.attention,
+                  a.precision) < std::tie(b.micro_batch, b.seq_len, b.target_len,
+                                          b.gradient_checkpointing, b.attention, b.precision);
+}
+
+int64_t Simulator::PersistenceThreshold(const Plan& plan) {
+  return plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+}
+
+Simulator::Entry* Simulator::EntryFor(const RunShape& shape) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = entries_.find(shape);
+    if (it != entries_.end()) return it->second.get();
+  }
+  // Built outside the lock (a T5 workload takes a while); the first one stored wins. One
+  // trace gives the shape with checkpointing off and on (the planner asks for both), so the
+  // other one is stored too.
+  RunShape other = shape;
+  other.gradient_checkpointing = !shape.gradient_checkpointing;
+  auto e = std::make_unique<Entry>();
+  auto e_other = std::make_unique<Entry>();
+  auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
+  if (w.ok()) {
+    Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
+    Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
+    e->workload = std::make_unique<Workload>(std::move(mine));
+    e_other->workload = std::make_unique<Workload>(std::move(theirs));
+  } else {
+    e->status = w.status();
+    e_other->status = w.status();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  entries_.try_emplace(other, std::move(e_other));
+  auto [it, inserted] = entries_.try_emplace(shape, std::move(e));
+  return it->second.get();
+}
+
+Result<const Workload*> Simulator::WorkloadFor(const RunShape& shape) {
+  Entry* e = EntryFor(shape);
+  if (!e->status.ok()) return e->status;
+  return static_cast<const Workload*>(e->workload.get());
+}
+
+Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
+                                                       int64_t persistence_threshold) {
+  Entry* e = EntryFor(shape);
+  if (!e->status.ok()) return e->status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = e->contexts.find(persistence_threshold);
+    if (it != e->contexts.end()) return static_cast<const SimulationContext*>(it->second.get());
+  }
+  auto ctx = std::make_unique<SimulationContext>(
+      MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
+                  family_measured_));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto [it, inserted] = e->contexts.try_emplace(persistence_threshold, std::move(ctx));
+  return static_cast<const SimulationContext*>(it->second.get());
+}
+
+Result<Prediction> Simulator::Simulate(const Plan& plan, const SimulateOptions& options) {
+  DSPLAN_ASSIGN_OR_RETURN(const SimulationContext* ctx,
+                          ContextFor(plan.shape(), PersistenceThreshold(plan)));
+  return ::dsplan::Simulate(*ctx, plan, options);
 }
 
 }  // namespace dsplan

@@ -7,6 +7,9 @@
 #define DSPLAN_SIMULATOR_SIMULATE_H_
 
 #include <array>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -193,11 +196,65 @@ struct Prediction {
   std::vector<double> durations;
 };
 
-/// The workload a plan trains: its micro-batch, lengths, precision, attention and checkpointing.
-WorkloadOptions WorkloadOptionsForPlan(const Plan& plan);
-
 Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                             const SimulateOptions& options = {});
+
+/// One model on one machine with one software stack: what every caller simulates through (the
+/// planner's search, `simulate`, `check`, `estimate`, `accuracy`, the GUI's what-if and the
+/// benchmarks). It builds each run shape's Workload once, and for each workload the per-layer
+/// cost facts once per ZeRO-3 persistence threshold (the SimulationContext), so callers never
+/// pick contexts themselves: Simulate(plan) finds the plan's shape and threshold.
+///
+/// Workloads and contexts live as long as the Simulator; the pointers it returns stay valid
+/// until it is destroyed. Thread safety: every member may be called from several threads at
+/// once (the search's workers share one Simulator); a workload or context two threads ask for
+/// at the same time may be built twice, and one of them is kept.
+class Simulator {
+ public:
+  /// |family_measured| false: price the blocks as for a model family the stack measurement
+  /// never saw (CostModel::Layers(w, false); `dsplan accuracy --unseen-families`).
+  Simulator(ModelSpec spec, std::shared_ptr<const HardwareProfile> profile,
+            SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed, bool family_measured = true);
+  /// A Simulator over a profile the caller keeps alive. REQUIRES: |profile| outlives it.
+  Simulator(ModelSpec spec, const HardwareProfile& profile,
+            SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed, bool family_measured = true);
+  Simulator(const Simulator&) = delete;
+  Simulator& operator=(const Simulator&) = delete;
+
+  const ModelSpec& spec() const { return spec_; }
+  const HardwareProfile& profile() const { return *profile_; }
+  SoftwareStack stack() const { return stack_; }
+
+  /// The workload of |shape| (built on first use). Errors: BuildWorkload's.
+  Result<const Workload*> WorkloadFor(const RunShape& shape);
+  /// The simulation context of |shape| at |persistence_threshold| (built on first use).
+  Result<const SimulationContext*> ContextFor(const RunShape& shape,
+                                              int64_t persistence_threshold);
+  /// The persistence threshold a plan's context is built with: the plan's
+  /// stage3_param_persistence_threshold at stage 3, else 0 (no parameter persists).
+  static int64_t PersistenceThreshold(const Plan& plan);
+
+  /// Simulates |plan| with the cached workload and context of its shape.
+  Result<Prediction> Simulate(const Plan& plan, const SimulateOptions& options = {});
+
+ private:
+  struct Entry {
+    Status status;                        // BuildWorkload's error, if any
+    std::unique_ptr<Workload> workload;
+    std::map<int64_t, std::unique_ptr<SimulationContext>> contexts;  // by threshold
+  };
+  struct ShapeLess {
+    bool operator()(const RunShape& a, const RunShape& b) const;
+  };
+  Entry* EntryFor(const RunShape& shape);
+
+  ModelSpec spec_;
+  std::shared_ptr<const HardwareProfile> profile_;
+  SoftwareStack stack_;
+  bool family_measured_;
+  std::mutex mu_;
+  std::map<RunShape, std::unique_ptr<Entry>, ShapeLess> entries_;
+};
 
 }  // namespace dsplan
 

@@ -1430,10 +1430,10 @@ Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParam
   if (params.size() != w.layers.size()) {
     return Status::Internal("BuildStepGraph: layer parameter facts do not match the workload");
   }
-  if (w.options.micro_batch != plan.micro_batch) {
+  if (w.shape.micro_batch != plan.micro_batch) {
     return Status::Internal(fmt::format(
         "BuildStepGraph: workload micro-batch {} differs from the plan's {}",
-        w.options.micro_batch, plan.micro_batch));
+        w.shape.micro_batch, plan.micro_batch));
   }
   BuiltStep out;
   Builder b(w, params, plan, out, workspace_bytes, form);

@@ -9,7 +9,7 @@
 
 namespace dsplan {
 
-Tracer::Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention)
+Tracer::Tracer(const ModelSpec& spec, const RunShape& options, AttentionImpl attention)
     : spec_(spec), opt_(options), attention_(attention) {
   switch (opt_.precision) {
     case Precision::kBf16: act_dtype_ = DType::kBF16; break;
@@ -50,6 +50,7 @@ void Tracer::BeginLayer(const std::string& name, LayerKind kind, bool checkpoint
   l.kind = kind;
   l.checkpointed = checkpointable && opt_.gradient_checkpointing;
   layers_.push_back(std::move(l));
+  checkpointable_.push_back(checkpointable);
   layer_state_.emplace_back();
 }
 
@@ -134,14 +135,19 @@ void Tracer::AddOp(Op op) {
   l.ops.push_back(std::move(op));
 }
 
-Result<Workload> Tracer::Finish() {
+Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
   DSPLAN_RETURN_IF_ERROR(status_);
   Workload w;
   w.spec = spec_;
-  w.options = opt_;
+  w.shape = opt_;
+  w.shape.gradient_checkpointing = gradient_checkpointing;
+  std::vector<Layer> layers = layers_;  // this variant's copy
+  for (size_t i = 0; i < layers.size(); ++i) {
+    layers[i].checkpointed = checkpointable_[i] && gradient_checkpointing;
+  }
   w.attention = attention_;
   w.tensors = params_;
-  const int n = static_cast<int>(layers_.size());
+  const int n = static_cast<int>(layers.size());
 
   // For each storage: the first layer whose ops save it (the view without checkpointing), the
   // first layer that keeps it alive until backward under the options (a checkpointed layer keeps
@@ -153,16 +159,16 @@ Result<Workload> Tracer::Finish() {
     const LayerState& ls = layer_state_[li];
     for (int s : ls.saved)
       if (saved_by[s] < 0) saved_by[s] = li;
-    for (int s : layers_[li].checkpointed ? ls.ckpt_args : ls.saved)
+    for (int s : layers[li].checkpointed ? ls.ckpt_args : ls.saved)
       if (kept_by[s] < 0) kept_by[s] = li;
     for (int s : ls.outputs) {
       is_output[s] = true;
       if (kept_by[s] < 0) kept_by[s] = li;
     }
-    if (layers_[li].checkpointed) {
+    if (layers[li].checkpointed) {
       for (int s : ls.saved)
-        if (storages_[s].layer == li) layers_[li].recompute_bytes += storages_[s].bytes;
-      layers_[li].recompute_flops = layers_[li].fwd_flops;
+        if (storages_[s].layer == li) layers[li].recompute_bytes += storages_[s].bytes;
+      layers[li].recompute_flops = layers[li].fwd_flops;
     }
   }
   for (size_t s = 0; s < storages_.size(); ++s) {
@@ -170,8 +176,8 @@ Result<Workload> Tracer::Finish() {
     // Outputs count in saved_bytes too, so that it is the full no-checkpointing picture.
     const int saver = saved_by[s] >= 0 ? saved_by[s] : (is_output[s] ? kept_by[s] : -1);
     if (saver < 0 && kept_by[s] < 0) continue;
-    if (saver >= 0) layers_[saver].saved_bytes += st.bytes;
-    if (kept_by[s] >= 0) layers_[kept_by[s]].activation_bytes += st.bytes;
+    if (saver >= 0) layers[saver].saved_bytes += st.bytes;
+    if (kept_by[s] >= 0) layers[kept_by[s]].activation_bytes += st.bytes;
     TensorSpec t;
     t.name = st.name;
     t.shape = st.shape;
@@ -184,7 +190,7 @@ Result<Workload> Tracer::Finish() {
     w.tensors.push_back(std::move(t));
   }
 
-  for (const Layer& l : layers_) {
+  for (const Layer& l : layers) {
     w.params += l.params;
     w.fwd_flops += l.fwd_flops;
     w.bwd_flops += l.bwd_flops;
@@ -194,7 +200,7 @@ Result<Workload> Tracer::Finish() {
   }
   for (const TensorSpec& p : params_) w.param_bytes += p.bytes;
   w.flops_per_step = w.fwd_flops + w.bwd_flops + w.recompute_flops;
-  w.layers = std::move(layers_);
+  w.layers = std::move(layers);
   return w;
 }
 

@@ -28,10 +28,10 @@ struct T {
 
 class Tracer {
  public:
-  Tracer(const ModelSpec& spec, const WorkloadOptions& options, AttentionImpl attention);
+  Tracer(const ModelSpec& spec, const RunShape& options, AttentionImpl attention);
 
   const ModelSpec& spec() const { return spec_; }
-  const WorkloadOptions& options() const { return opt_; }
+  const RunShape& options() const { return opt_; }
   AttentionImpl attention() const { return attention_; }
   /// Dtype of parameters, buffers and (so) activations.
   DType act_dtype() const { return act_dtype_; }
@@ -68,7 +68,11 @@ class Tracer {
 
   Status status() const { return status_; }
   /// Computes per-layer totals and the activation accounting; the Tracer is spent after.
-  Result<Workload> Finish();
+  Result<Workload> Finish() { return Finish(opt_.gradient_checkpointing); }
+  /// The workload of the trace with gradient checkpointing |gradient_checkpointing|, whatever
+  /// the options said: checkpointing changes only which saved storages stay alive and what is
+  /// recomputed, not the ops, so one trace gives both. May be called more than once.
+  Result<Workload> Finish(bool gradient_checkpointing) const;
 
  private:
   struct Storage {
@@ -90,12 +94,13 @@ class Tracer {
   static void PushUnique(std::vector<int>& v, int s);
 
   const ModelSpec& spec_;
-  WorkloadOptions opt_;
+  RunShape opt_;
   AttentionImpl attention_;
   DType act_dtype_;
   std::vector<Storage> storages_;
   std::vector<TensorSpec> params_;
   std::vector<Layer> layers_;
+  std::vector<bool> checkpointable_;  // per layer (BeginLayer)
   std::vector<LayerState> layer_state_;
   Status status_;
 };

@@ -1,5 +1,9 @@
 #include "simulator/workload.h"
 
+#include <initializer_list>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "simulator/families/families.h"
@@ -95,57 +99,104 @@ const char* LayerKindName(LayerKind k) {
   return "?";
 }
 
-Result<Workload> BuildWorkload(const ModelSpec& spec, const WorkloadOptions& options) {
-  if (options.micro_batch <= 0) {
+Status CheckRunShape(const ModelSpec& spec, const RunShape& shape) {
+  if (shape.micro_batch <= 0) {
     return Status::InvalidArgument(fmt::format(
-        "micro-batch must be a positive integer, got {}", options.micro_batch));
+        "micro-batch must be a positive integer, got {}", shape.micro_batch));
   }
-  if (options.seq_len <= 0) {
+  if (shape.seq_len <= 0) {
     return Status::InvalidArgument(
-        fmt::format("sequence length must be a positive integer, got {}", options.seq_len));
+        fmt::format("sequence length must be a positive integer, got {}", shape.seq_len));
   }
-  if (options.target_len < 0) {
+  if (shape.target_len < 0) {
     return Status::InvalidArgument(
-        fmt::format("target length must be a positive integer, got {}", options.target_len));
+        fmt::format("target length must be a positive integer, got {}", shape.target_len));
   }
-  if (options.target_len > 0 && !spec.encoder_decoder()) {
+  if (shape.target_len > 0 && !spec.encoder_decoder()) {
     return Status::InvalidArgument(fmt::format(
         "--target-len applies to encoder-decoder models (t5); {} is decoder-only or encoder-only",
         spec.name));
   }
   const bool learned_positions = spec.family == Family::kGpt2 || spec.family == Family::kOpt ||
                                  spec.family == Family::kBert;
-  if (learned_positions && options.seq_len > spec.max_positions) {
+  if (learned_positions && shape.seq_len > spec.max_positions) {
     return Status::InvalidArgument(fmt::format(
         "sequence length {} exceeds {}'s learned position table of {} positions "
         "(max_position_embeddings / n_positions)",
-        options.seq_len, spec.name, spec.max_positions));
+        shape.seq_len, spec.name, spec.max_positions));
   }
-  AttentionImpl attention = options.attention;
-  if (attention == AttentionImpl::kAuto) {
-    attention = FamilySupportsSdpa(spec.family) ? AttentionImpl::kSdpa : AttentionImpl::kEager;
-  } else if (attention == AttentionImpl::kSdpa && !FamilySupportsSdpa(spec.family)) {
+  if (shape.attention == AttentionImpl::kSdpa && !FamilySupportsSdpa(spec.family)) {
     return Status::Unsupported(fmt::format(
         "transformers' {} has no SDPA attention path; use --attention eager (or auto)",
         ModelClassName(spec.family)));
   }
-  Tracer tr(spec, options, attention);
+  return Status();
+}
+
+namespace {
+
+// Traces |spec| for |shape| (checked) and returns the workloads for each checkpointing setting
+// in |settings|: one trace serves both (checkpointing changes what stays alive, not the ops).
+Result<std::vector<Workload>> Trace(const ModelSpec& spec, const RunShape& shape,
+                                    std::initializer_list<bool> settings) {
+  DSPLAN_RETURN_IF_ERROR(CheckRunShape(spec, shape));
+  AttentionImpl attention = shape.attention;
+  if (attention == AttentionImpl::kAuto) {
+    attention = FamilySupportsSdpa(spec.family) ? AttentionImpl::kSdpa : AttentionImpl::kEager;
+  }
+  Tracer tr(spec, shape, attention);
   switch (spec.family) {
     case Family::kT5: TraceT5(tr); break;
     case Family::kBert: TraceBert(tr); break;
     default: TraceDecoderOnly(tr); break;
   }
-  DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish());
-  w.tokens = options.micro_batch *
-             (options.seq_len + (spec.encoder_decoder()
-                                     ? (options.target_len > 0 ? options.target_len
-                                                               : options.seq_len)
-                                     : 0));
-  return w;
+  const int64_t tokens =
+      shape.micro_batch *
+      (shape.seq_len + (spec.encoder_decoder()
+                            ? (shape.target_len > 0 ? shape.target_len : shape.seq_len)
+                            : 0));
+  std::vector<Workload> out;
+  out.reserve(settings.size());
+  for (bool gc : settings) {
+    DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish(gc));
+    w.tokens = tokens;
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape) {
+  DSPLAN_ASSIGN_OR_RETURN(std::vector<Workload> w,
+                          Trace(spec, shape, {shape.gradient_checkpointing}));
+  return std::move(w.front());
+}
+
+Result<std::pair<Workload, Workload>> BuildWorkloadsWithAndWithoutCheckpointing(
+    const ModelSpec& spec, const RunShape& shape) {
+  DSPLAN_ASSIGN_OR_RETURN(std::vector<Workload> w, Trace(spec, shape, {false, true}));
+  return std::make_pair(std::move(w[0]), std::move(w[1]));
+}
+
+void ResolveRunLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
+                       std::optional<int64_t> target_len, RunShape* shape) {
+  if (seq_len) {
+    shape->seq_len = *seq_len;
+  } else if (spec.family == Family::kT5 || spec.family == Family::kBert) {
+    shape->seq_len = 512;
+  } else {
+    shape->seq_len = 1024;
+    if (spec.max_positions > 0 && spec.max_positions < shape->seq_len &&
+        (spec.family == Family::kGpt2 || spec.family == Family::kOpt)) {
+      shape->seq_len = spec.max_positions;
+    }
+  }
+  shape->target_len = target_len ? *target_len : (spec.encoder_decoder() ? 128 : 0);
 }
 
 Result<int64_t> CountParameters(const ModelSpec& spec) {
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 1;
   o.seq_len = 1;
   DSPLAN_ASSIGN_OR_RETURN(Workload w, BuildWorkload(spec, o));

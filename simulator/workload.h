@@ -15,7 +15,9 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/model_spec.h"
@@ -30,17 +32,6 @@ const char* DTypeName(DType t);
 
 /// Whether transformers' modeling code for |f| offers the SDPA path.
 bool FamilySupportsSdpa(Family f);
-
-struct WorkloadOptions {
-  int64_t micro_batch = 1;   // samples per GPU per micro-step
-  int64_t seq_len = 1024;    // tokens per sample; for T5 the encoder (source) length
-  int64_t target_len = 0;    // T5: decoder (target) length; 0 = same as seq_len
-  Precision precision = Precision::kBf16;
-  AttentionImpl attention = AttentionImpl::kAuto;
-  /// HF gradient_checkpointing_enable(use_reentrant=False): every transformer block is
-  /// recomputed in backward; only its inputs stay alive.
-  bool gradient_checkpointing = false;
-};
 
 enum class TensorCategory {
   kParameter,   // a model parameter (in the training dtype)
@@ -159,7 +150,7 @@ struct Layer {
 
 struct Workload {
   ModelSpec spec;
-  WorkloadOptions options;
+  RunShape shape;  // what it was built for
   AttentionImpl attention = AttentionImpl::kSdpa;  // the implementation actually modeled
   std::vector<TensorSpec> tensors;  // parameters first-come, then activations, in trace order
   std::vector<Layer> layers;
@@ -175,9 +166,28 @@ struct Workload {
   int64_t param_bytes = 0;          // parameters in the training dtype
 };
 
-/// Traces |spec| for |options|. Errors: non-positive sizes, a T5 model without a target
-/// length, an attention implementation the family lacks, or sizes whose products overflow.
-Result<Workload> BuildWorkload(const ModelSpec& spec, const WorkloadOptions& options);
+/// Traces |spec| for |shape| (the model and the run shape are all a workload depends on).
+/// Errors: non-positive sizes, a T5 model without a target length, an attention implementation
+/// the family lacks, or sizes whose products overflow.
+Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape);
+
+/// BuildWorkload(spec, shape) with gradient checkpointing off (first) and on (second), from one
+/// trace: checkpointing changes which saved tensors stay alive and what is recomputed, not the
+/// ops, so both equal what BuildWorkload gives for either setting. What the Simulator builds.
+Result<std::pair<Workload, Workload>> BuildWorkloadsWithAndWithoutCheckpointing(
+    const ModelSpec& spec, const RunShape& shape);
+
+/// BuildWorkload's checks of |shape| against |spec| alone (sizes, a target length only for
+/// encoder-decoder models, learned position tables, the attention implementation), without
+/// tracing: what a caller checks before loading anything else.
+Status CheckRunShape(const ModelSpec& spec, const RunShape& shape);
+
+/// The one rule for sequence lengths (the CLI's commands, the GUI and `dsplan model` all use
+/// it): a given length wins; otherwise 512 for T5 and BERT, else 1024 capped at a learned
+/// position table (GPT-2, OPT); the decoder length of an encoder-decoder model 128, else 0.
+/// Sets shape->seq_len and shape->target_len.
+void ResolveRunLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
+                       std::optional<int64_t> target_len, RunShape* shape);
 
 /// The exact parameter count (transformers' sum of numel, tied weights once).
 Result<int64_t> CountParameters(const ModelSpec& spec);

@@ -27,14 +27,14 @@ nlohmann::json WorkloadToJson(const Workload& w, bool with_tensors) {
     j["model"]["num_experts"] = s.num_experts;
     j["model"]["experts_per_token"] = s.experts_per_token;
   }
-  j["options"] = {{"micro_batch", w.options.micro_batch},
-                  {"seq_len", w.options.seq_len},
-                  {"precision", PrecisionName(w.options.precision)},
+  j["options"] = {{"micro_batch", w.shape.micro_batch},
+                  {"seq_len", w.shape.seq_len},
+                  {"precision", PrecisionName(w.shape.precision)},
                   {"attention", AttentionImplName(w.attention)},
-                  {"gradient_checkpointing", w.options.gradient_checkpointing}};
+                  {"gradient_checkpointing", w.shape.gradient_checkpointing}};
   if (s.encoder_decoder()) {
     j["options"]["target_len"] =
-        w.options.target_len > 0 ? w.options.target_len : w.options.seq_len;
+        w.shape.target_len > 0 ? w.shape.target_len : w.shape.seq_len;
   }
   j["params"] = w.params;
   j["param_bytes"] = w.param_bytes;
@@ -113,7 +113,7 @@ std::string BlockRange(const std::string& first, const std::string& last) {
 }  // namespace
 
 std::string WorkloadTable(const Workload& w, bool all_layers) {
-  const bool ckpt = w.options.gradient_checkpointing;
+  const bool ckpt = w.shape.gradient_checkpointing;
   std::string out;
   out += fmt::format("{:<42} {:>5} {:>10} {:>12} {:>12}{}\n", "layer", "count", "params",
                      "fwd FLOPs", "activations", ckpt ? fmt::format(" {:>12}", "recompute") : "");

@@ -186,7 +186,7 @@ Result<ModelLayout> MakeLayout(const Workload& w) {
         "host executor: activation_function '{}' is not implemented; GPT-2's gelu_new is",
         ActivationName(w.spec.activation)));
   }
-  if (w.options.gradient_checkpointing) {
+  if (w.shape.gradient_checkpointing) {
     return Status::Unsupported("host executor: activation checkpointing is not implemented");
   }
   ModelLayout m;
@@ -194,7 +194,7 @@ Result<ModelLayout> MakeLayout(const Workload& w) {
   m.D = w.spec.hidden_size;
   m.H = w.spec.num_heads;
   m.I = w.spec.intermediate_size;
-  m.T = w.options.seq_len;
+  m.T = w.shape.seq_len;
   m.Pos = w.spec.max_positions;
   m.eps = w.spec.norm_eps;
   if (m.T > m.Pos) {
@@ -1558,12 +1558,12 @@ Result<ModelLayout> PrepareRun(const Workload& w, const Plan& plan, const HostRu
         "host executor: {} parameters are more than its MPI messages carry (2^31 bytes); it is "
         "meant for small models", m.numel));
   }
-  if (w.options.micro_batch != plan.micro_batch) {
+  if (w.shape.micro_batch != plan.micro_batch) {
     return Status::InvalidArgument(fmt::format(
         "host executor: the workload's micro-batch {} differs from the plan's {}",
-        w.options.micro_batch, plan.micro_batch));
+        w.shape.micro_batch, plan.micro_batch));
   }
-  if (w.options.seq_len < 2) {
+  if (w.shape.seq_len < 2) {
     return Status::InvalidArgument("host executor: seq_len must be at least 2 (shifted labels)");
   }
   if (plan.precision == Precision::kFp16) {
@@ -1733,7 +1733,7 @@ Result<HostRun> RunHostTraining(const Workload& w, const Plan& plan, const HostR
 Result<HostGradCheck> HostForwardBackward(const Workload& w, uint64_t seed, int perturb_tensor,
                                           int64_t perturb_index, double delta) {
   DSPLAN_ASSIGN_OR_RETURN(ModelLayout m, MakeLayout(w));
-  const int64_t B = w.options.micro_batch, T = m.T;
+  const int64_t B = w.shape.micro_batch, T = m.T;
   Accountant acc;
   std::vector<std::vector<float>> params(m.params.size()), grads(m.params.size());
   for (size_t t = 0; t < m.params.size(); ++t) {

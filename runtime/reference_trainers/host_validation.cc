@@ -40,7 +40,7 @@ Status CompareWithReference(const Workload& w, const Plan& plan, const StepGraph
   ref.micro_batch = plan.train_batch();  // checked (ValidatePlan bounds it)
   ref.grad_accum = 1;
   v.reference_plan = ref;
-  WorkloadOptions ro = w.options;
+  RunShape ro = w.shape;
   ro.micro_batch = ref.micro_batch;
   DSPLAN_ASSIGN_OR_RETURN(Workload rw, BuildWorkload(w.spec, ro));
   HostRunOptions ro_run = options;

@@ -43,7 +43,7 @@ class CheckTest : public ::testing::Test {
 
   /// CheckPlan on |plan| with its own simulation.
   std::vector<std::string> Check(const Plan& plan, Prediction* out = nullptr) {
-    auto w = BuildWorkload(*spec_, WorkloadOptionsForPlan(plan));
+    auto w = BuildWorkload(*spec_, plan.shape());
     EXPECT_TRUE(w.ok()) << w.status().message();
     if (!w.ok()) return {};
     const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;

@@ -34,7 +34,7 @@ class InfinityTest : public ::testing::Test {
                           DSPLAN_TEST_DATA_DIR);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
     spec_ = new ModelSpec(*spec);
-    WorkloadOptions o;
+    RunShape o;
     o.micro_batch = 1;
     o.seq_len = 1024;
     o.precision = Precision::kFp16;
@@ -276,7 +276,7 @@ TEST(NvmeSharingTest, RanksOfANodeShareItsDrives) {
   ASSERT_TRUE(spec.ok());
   auto hw = FindHardwareProfile("v100-32gb", DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(hw.ok());
-  WorkloadOptions o;
+  RunShape o;
   o.seq_len = 256;
   o.precision = Precision::kFp16;
   auto w = BuildWorkload(*spec, o);

@@ -72,7 +72,7 @@ const PlannerResult& Gpt2Default() {
 /// An independent simulation of |plan|, built the way `dsplan simulate` builds it.
 Prediction FreshSimulate(const ModelSpec& spec, const Plan& plan,
                          const HardwareProfile& profile = Profile()) {
-  auto w = BuildWorkload(spec, WorkloadOptionsForPlan(plan));
+  auto w = BuildWorkload(spec, plan.shape());
   EXPECT_TRUE(w.ok()) << w.status().message();
   if (!w.ok()) return {};
   const int64_t threshold = plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;

@@ -212,7 +212,7 @@ TEST(DeviceAllocator, ReplayMatchesTimeline) {
   auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   for (bool gc : {false, true}) {
-    WorkloadOptions o;
+    RunShape o;
     o.micro_batch = 4;
     o.seq_len = 512;
     o.gradient_checkpointing = gc;

@@ -64,7 +64,7 @@ int RunCase(const std::string& c, const HardwareProfile& hw) {
     plan.zero.offload_optimizer.pin_memory = true;
   }
   plan.gradient_checkpointing = f.size() > 6 && f[6] == "gc";
-  auto w = BuildWorkload(*spec, WorkloadOptionsForPlan(plan));
+  auto w = BuildWorkload(*spec, plan.shape());
   if (!w.ok()) {
     fmt::print("{}: {}\n", c, w.status().ToString());
     return 1;

@@ -38,7 +38,7 @@ Workload Tiny(int64_t micro_batch) {
           "n_positions":32,"resid_pdrop":0,"embd_pdrop":0,"attn_pdrop":0})",
       "tiny");
   auto spec = ModelSpecFromHf(*cfg, "tiny");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = micro_batch;
   o.seq_len = kSeq;
   o.precision = Precision::kFp32;

@@ -33,7 +33,7 @@ Workload Tiny(int64_t micro_batch) {
   EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
   auto spec = ModelSpecFromHf(*cfg, "tiny");
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = micro_batch;
   o.seq_len = kSeq;
   o.precision = Precision::kFp32;
@@ -426,7 +426,7 @@ TEST(HostExecutorTest, RejectsWhatItDoesNotImplement) {
   ASSERT_TRUE(cfg.ok());
   auto spec = ModelSpecFromHf(*cfg, "tiny-llama");
   ASSERT_TRUE(spec.ok());
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 2;
   o.seq_len = kSeq;
   auto llama = BuildWorkload(*spec, o);

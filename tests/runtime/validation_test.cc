@@ -43,7 +43,7 @@ Fixture Make(int stage, bool offload, const std::string& model = "gpt2-medium") 
   f.plan.seq_len = 1024;
   f.plan.zero.stage = stage;
   if (offload) f.plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
-  auto w = BuildWorkload(f.spec, WorkloadOptionsForPlan(f.plan));
+  auto w = BuildWorkload(f.spec, f.plan.shape());
   EXPECT_TRUE(w.ok()) << w.status().message();
   f.workload = *w;
   SimulationContext ctx = MakeSimulationContext(f.workload, f.profile, f.plan.precision, 0,

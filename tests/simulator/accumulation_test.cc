@@ -110,7 +110,7 @@ class AccumulationTest : public ::testing::Test {
     auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
     for (bool gc : {false, true}) {
-      WorkloadOptions o;
+      RunShape o;
       o.micro_batch = 2;
       o.seq_len = 128;
       o.gradient_checkpointing = gc;

@@ -20,7 +20,7 @@ Workload Trace(const std::string& json, AttentionImpl attn, int64_t b, int64_t s
   EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
   auto spec = ModelSpecFromHf(*cfg, "probe");
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = b;
   o.seq_len = s;
   o.target_len = target;
@@ -157,7 +157,7 @@ TEST(ActivationsMeasuredTest, CheckpointedLlamaLayerKeepsOneUnit) {
       "probe");
   auto spec = ModelSpecFromHf(*cfg, "probe");
   ASSERT_TRUE(spec.ok());
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 2;
   o.seq_len = 1024;
   o.gradient_checkpointing = true;

@@ -133,7 +133,7 @@ TEST(LargestModuleParamsTest, EmbeddingIsTheLargestModule) {
   for (const char* name : {"gpt2", "t5-small"}) {
     auto spec = LoadModel(name, DSPLAN_TEST_DATA_DIR);
     ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-    WorkloadOptions o;
+    RunShape o;
     o.seq_len = 128;
     o.target_len = spec->encoder_decoder() ? 32 : 0;
     auto w = BuildWorkload(*spec, o);

@@ -65,7 +65,7 @@ Workload Trace(const Record& r) {
   EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
   auto spec = ModelSpecFromHf(*cfg, r.family);
   EXPECT_TRUE(spec.ok()) << spec.status().ToString();
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = r.mb;
   o.seq_len = r.src > 0 ? r.src : r.seq;
   o.target_len = r.tgt;

@@ -19,7 +19,7 @@ Workload Trace(const std::string& model, int64_t mb, int64_t seq, bool ckpt = fa
                AttentionImpl attn = AttentionImpl::kAuto) {
   auto spec = LoadModel(model, DSPLAN_TEST_DATA_DIR);
   EXPECT_TRUE(spec.ok()) << spec.status().message();
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = mb;
   o.seq_len = seq;
   o.gradient_checkpointing = ckpt;

@@ -30,7 +30,7 @@ class StepBuilderTest : public ::testing::Test {
     ASSERT_TRUE(psi.ok());
     psi_ = *psi;
     for (bool gc : {false, true}) {
-      WorkloadOptions o;
+      RunShape o;
       o.micro_batch = 1;
       o.seq_len = 128;
       o.gradient_checkpointing = gc;

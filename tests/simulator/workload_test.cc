@@ -18,7 +18,7 @@ ModelSpec Model(const std::string& name) {
   return s.ok() ? *s : ModelSpec{};
 }
 
-Workload Build(const ModelSpec& spec, WorkloadOptions o) {
+Workload Build(const ModelSpec& spec, RunShape o) {
   auto w = BuildWorkload(spec, o);
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   return w.ok() ? *w : Workload{};
@@ -37,7 +37,7 @@ const Layer& FindLayer(const Workload& w, const std::string& name) {
 TEST(WorkloadTest, DecoderOnlyFlopsMatchClosedForm) {
   for (const char* name : {"llama-2-7b", "gpt2-xl", "mistral-7b", "opt-6.7b", "bloom-7b1"}) {
     ModelSpec s = Model(name);
-    WorkloadOptions o;
+    RunShape o;
     o.micro_batch = 2;
     o.seq_len = 1024;
     o.attention = AttentionImpl::kAuto;
@@ -58,7 +58,7 @@ TEST(WorkloadTest, DecoderOnlyFlopsMatchClosedForm) {
 
 TEST(WorkloadTest, RecomputeAddsOneForward) {
   ModelSpec s = Model("llama-2-7b");
-  WorkloadOptions o;
+  RunShape o;
   o.seq_len = 2048;
   Workload plain = Build(s, o);
   o.gradient_checkpointing = true;
@@ -75,7 +75,7 @@ TEST(WorkloadTest, RecomputeAddsOneForward) {
 
 TEST(WorkloadTest, CheckpointingKeepsOnlyBlockInputs) {
   ModelSpec s = Model("llama-2-7b");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 1;
   o.seq_len = 4096;
   Workload plain = Build(s, o);
@@ -95,7 +95,7 @@ TEST(WorkloadTest, CheckpointingKeepsOnlyBlockInputs) {
 
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   ModelSpec s = Model("llama-2-7b");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 2;
   o.seq_len = 1024;
   Workload w = Build(s, o);
@@ -107,7 +107,7 @@ TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
 
 TEST(WorkloadTest, T5PositionBiasHeldByCheckpointedBlocks) {
   ModelSpec s = Model("t5-3b");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 4;
   o.seq_len = 512;
   o.target_len = 128;
@@ -123,7 +123,7 @@ TEST(WorkloadTest, T5PositionBiasHeldByCheckpointedBlocks) {
 
 TEST(WorkloadTest, Fp32DoublesActivationBytesOfBf16) {
   ModelSpec s = Model("gpt2");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 2;
   o.seq_len = 256;
   o.attention = AttentionImpl::kEager;
@@ -136,7 +136,7 @@ TEST(WorkloadTest, Fp32DoublesActivationBytesOfBf16) {
 
 TEST(WorkloadTest, MixtralRoutesTopKTokensPerExpert) {
   ModelSpec s = Model("mixtral-8x7b");
-  WorkloadOptions o;
+  RunShape o;
   o.seq_len = 1024;
   Workload w = Build(s, o);
   const Layer& block = FindLayer(w, "model.layers.0");
@@ -150,7 +150,7 @@ TEST(WorkloadTest, MixtralRoutesTopKTokensPerExpert) {
 
 TEST(WorkloadTest, OpListCarriesGemmShapes) {
   ModelSpec s = Model("llama-2-7b");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 2;
   o.seq_len = 512;
   Workload w = Build(s, o);
@@ -170,7 +170,7 @@ TEST(WorkloadTest, OpListCarriesGemmShapes) {
 
 TEST(WorkloadTest, BadInputIsAnError) {
   ModelSpec s = Model("gpt2");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = 0;
   EXPECT_EQ(BuildWorkload(s, o).status().code(), Status::Code::kInvalidArgument);
   o.micro_batch = 1;
@@ -184,14 +184,14 @@ TEST(WorkloadTest, BadInputIsAnError) {
   o.target_len = 64;  // decoder-only
   EXPECT_EQ(BuildWorkload(s, o).status().code(), Status::Code::kInvalidArgument);
   ModelSpec bloom = Model("bloom-560m");
-  WorkloadOptions ob;
+  RunShape ob;
   ob.attention = AttentionImpl::kSdpa;
   EXPECT_EQ(BuildWorkload(bloom, ob).status().code(), Status::Code::kUnsupported);
 }
 
 TEST(WorkloadTest, OverflowIsReportedNotWrapped) {
   ModelSpec s = Model("llama-2-70b");
-  WorkloadOptions o;
+  RunShape o;
   o.micro_batch = int64_t{1} << 40;
   o.seq_len = int64_t{1} << 20;
   auto r = BuildWorkload(s, o);

@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
     std::cerr << "op_costs: " << profile.status().message() << "\n";
     return 2;
   }
-  dsplan::WorkloadOptions o;
+  dsplan::RunShape o;
   o.micro_batch = std::atoll(argv[2]);
   o.seq_len = std::atoll(argv[3]);
   if (o.micro_batch <= 0 || o.seq_len <= 0) {

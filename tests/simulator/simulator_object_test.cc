@@ -1,0 +1,168 @@
+// The Simulator object: the same predictions as building the workload and the context by hand,
+// one workload per run shape (cached), and workloads derived from one trace for both
+// checkpointing settings that equal the ones traced separately. And ResolveBatch, the one
+// batch-triple rule.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/hardware_profile.h"
+#include "core/model_catalog.h"
+#include "core/plan.h"
+#include "simulator/simulate.h"
+#include "simulator/workload.h"
+#include "simulator/workload_report.h"
+
+namespace dsplan {
+namespace {
+
+const std::string kData = DSPLAN_TEST_DATA_DIR;
+
+Plan MakePlan(int stage, int64_t mb, bool gc) {
+  Plan p;
+  p.gpus_per_node = 4;
+  p.micro_batch = mb;
+  p.seq_len = 512;
+  p.target_len = 128;
+  p.gradient_checkpointing = gc;
+  p.zero.stage = stage;
+  if (stage == 3) p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  return p;
+}
+
+void ExpectSameWorkload(const Workload& a, const Workload& b) {
+  EXPECT_EQ(WorkloadToJson(a, true).dump(), WorkloadToJson(b, true).dump());
+  ASSERT_EQ(a.layers.size(), b.layers.size());
+  for (size_t i = 0; i < a.layers.size(); ++i) {
+    EXPECT_EQ(a.layers[i].checkpointed, b.layers[i].checkpointed) << a.layers[i].name;
+    EXPECT_EQ(a.layers[i].activation_bytes, b.layers[i].activation_bytes) << a.layers[i].name;
+    EXPECT_EQ(a.layers[i].recompute_bytes, b.layers[i].recompute_bytes) << a.layers[i].name;
+    EXPECT_EQ(a.layers[i].saved_bytes, b.layers[i].saved_bytes) << a.layers[i].name;
+    EXPECT_EQ(a.layers[i].ops.size(), b.layers[i].ops.size()) << a.layers[i].name;
+  }
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.activation_bytes, b.activation_bytes);
+  EXPECT_EQ(a.recompute_peak_bytes, b.recompute_peak_bytes);
+  EXPECT_EQ(a.flops_per_step, b.flops_per_step);
+  EXPECT_EQ(a.shape, b.shape);
+}
+
+TEST(CheckpointingPair, EqualsSeparateTraces) {
+  for (const char* name : {"t5-small", "gpt2", "bert-base-uncased"}) {
+    auto spec = LoadModel(name, kData);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    RunShape shape;
+    shape.micro_batch = 3;
+    ResolveRunLengths(*spec, std::nullopt, std::nullopt, &shape);
+    auto pair = BuildWorkloadsWithAndWithoutCheckpointing(*spec, shape);
+    ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+    shape.gradient_checkpointing = false;
+    auto off = BuildWorkload(*spec, shape);
+    shape.gradient_checkpointing = true;
+    auto on = BuildWorkload(*spec, shape);
+    ASSERT_TRUE(off.ok() && on.ok());
+    SCOPED_TRACE(name);
+    ExpectSameWorkload(pair->first, *off);
+    ExpectSameWorkload(pair->second, *on);
+    EXPECT_LT(on->activation_bytes, off->activation_bytes);  // the settings differ
+  }
+}
+
+TEST(Simulator, SamePredictionAsAHandBuiltContext) {
+  auto spec = LoadModel("t5-small", kData);
+  auto hw = FindHardwareProfile("h200-sxm", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, *hw);
+  for (int stage : {0, 2, 3}) {
+    for (bool gc : {false, true}) {
+      const Plan plan = MakePlan(stage, 2, gc);
+      auto w = BuildWorkload(*spec, plan.shape());
+      ASSERT_TRUE(w.ok());
+      const SimulationContext ctx = MakeSimulationContext(
+          *w, *hw, plan.precision,
+          stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0);
+      auto by_hand = Simulate(ctx, plan);
+      auto through = sim.Simulate(plan);
+      ASSERT_TRUE(by_hand.ok() && through.ok());
+      EXPECT_EQ(by_hand->step_time_s, through->step_time_s) << stage << gc;
+      EXPECT_EQ(by_hand->gpu_peak_reserved_bytes, through->gpu_peak_reserved_bytes);
+      EXPECT_EQ(by_hand->host_peak_bytes_per_node, through->host_peak_bytes_per_node);
+      EXPECT_EQ(by_hand->reason, through->reason);
+    }
+  }
+}
+
+TEST(Simulator, CachesWorkloadsByShapeAndContextsByThreshold) {
+  auto spec = LoadModel("gpt2", kData);
+  auto hw = FindHardwareProfile("h200-sxm", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, *hw);
+  RunShape a;
+  a.seq_len = 256;
+  auto w1 = sim.WorkloadFor(a);
+  auto w2 = sim.WorkloadFor(a);
+  ASSERT_TRUE(w1.ok() && w2.ok());
+  EXPECT_EQ(*w1, *w2);
+  EXPECT_EQ((*w1)->shape, a);
+  RunShape b = a;
+  b.micro_batch = 2;
+  auto w3 = sim.WorkloadFor(b);
+  ASSERT_TRUE(w3.ok());
+  EXPECT_NE(*w1, *w3);
+  EXPECT_EQ((*w3)->tokens, 2 * (*w1)->tokens);
+  auto c0 = sim.ContextFor(a, 0);
+  auto c0b = sim.ContextFor(a, 0);
+  auto c1 = sim.ContextFor(a, 100'000);
+  ASSERT_TRUE(c0.ok() && c0b.ok() && c1.ok());
+  EXPECT_EQ(*c0, *c0b);
+  EXPECT_NE(*c0, *c1);
+  EXPECT_EQ((*c1)->persistence_threshold, 100'000);
+  EXPECT_EQ((*c0)->workload, *w1);
+  // A shape the model cannot take is an error, each time.
+  RunShape bad = a;
+  bad.seq_len = 100'000;
+  EXPECT_FALSE(sim.WorkloadFor(bad).ok());
+  Plan p;
+  p.seq_len = 100'000;
+  EXPECT_FALSE(sim.Simulate(p).ok());
+}
+
+TEST(ResolveBatch, DerivesTheMissingValue) {
+  auto t = ResolveBatch(8, 2, std::nullopt, 64);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->micro_batch, 2);
+  EXPECT_EQ(t->grad_accum, 4);
+  EXPECT_EQ(t->global_batch, 64);
+  t = ResolveBatch(8, std::nullopt, 2, 64);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->micro_batch, 4);
+  EXPECT_EQ(t->grad_accum, 2);
+  t = ResolveBatch(4, 3, std::nullopt, std::nullopt);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->grad_accum, 1);
+  EXPECT_EQ(t->global_batch, 12);
+  t = ResolveBatch(4, 3, 5, std::nullopt);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->global_batch, 60);
+}
+
+TEST(ResolveBatch, RefusesTriplesThatDoNotMultiply) {
+  auto t = ResolveBatch(8, std::nullopt, std::nullopt, 12);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("positive multiple of the 8 GPUs"), std::string::npos);
+  t = ResolveBatch(8, 3, std::nullopt, 64);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("--micro-batch 3"), std::string::npos);
+  t = ResolveBatch(8, std::nullopt, 3, 64);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("--grad-accum 3"), std::string::npos);
+  t = ResolveBatch(8, 2, 2, 64);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("!= --micro-batch 2 x --grad-accum 2"), std::string::npos);
+  EXPECT_FALSE(ResolveBatch(8, 0, std::nullopt, std::nullopt).ok());
+  EXPECT_FALSE(ResolveBatch(8, 1, 0, std::nullopt).ok());
+  EXPECT_FALSE(ResolveBatch(8, 1, kMaxGradAccum + 1, std::nullopt).ok());
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "simulator/allocator.h"
+#include "simulator/caching_allocator.h"
 #include "simulator/step_graph.h"
 
 namespace dsplan {
@@ -231,6 +232,51 @@ TEST(AllocatorTest, LazyOptimizerStatesTakeTheFirstStepsCachedSegment) {
   EXPECT_EQ(lazy.peak_allocated, eager.peak_allocated);
   // One iteration only: the first step, whose lazily created states fit in what it reserved.
   EXPECT_EQ(SimulateCachingAllocator(g, 1, 0, true).peak_reserved, 400 * kMiB);
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+TEST(AllocatorTest, ASideStreamsBlockIsNeverReusedByTheDefaultStream) {
+  // PyTorch keeps free blocks per stream. A 100 MiB buffer allocated on DeepSpeed's reduction
+  // stream and freed, then a 100 MiB request on the default stream: a second segment (200 MiB
+  // reserved). The same two requests on one stream reuse the freed block (100 MiB).
+  const int64_t mib = int64_t{1} << 20;
+  CountingSegmentSource source;
+  CachingAllocator a(&source);
+  auto side = a.Malloc(100 * mib, 1);
+  ASSERT_TRUE(side.ok());
+  a.Free(*side);
+  auto main = a.Malloc(100 * mib, 0);
+  ASSERT_TRUE(main.ok());
+  EXPECT_EQ(a.reserved(), 200 * mib);
+  // Back on the side stream, its own cached block serves it: no new segment.
+  auto again = a.Malloc(100 * mib, 1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(a.reserved(), 200 * mib);
+
+  CountingSegmentSource source1;
+  CachingAllocator one(&source1);
+  auto x = one.Malloc(100 * mib, 0);
+  ASSERT_TRUE(x.ok());
+  one.Free(*x);
+  ASSERT_TRUE(one.Malloc(100 * mib, 0).ok());
+  EXPECT_EQ(one.reserved(), 100 * mib);
+}
+
+TEST(AllocatorTest, GraphEffectsMarkedSideStreamComeFromTheirOwnPool) {
+  // The same effects, once with the first buffer on the side stream: 64 MiB more reserved.
+  const int64_t mib = int64_t{1} << 20;
+  MemEffect side{64 * mib, MemSpace::kGpu, MemCategory::kGradients};
+  side.side_stream = true;
+  MemEffect plain{64 * mib, MemSpace::kGpu, MemCategory::kGradients};
+  const MemEffect free{-64 * mib, MemSpace::kGpu, MemCategory::kGradients};
+  const MemEffect act{64 * mib, MemSpace::kGpu, MemCategory::kActivations};
+  EXPECT_EQ(Once({plain, free, act}).peak_reserved, 64 * mib);
+  EXPECT_EQ(Once({side, free, act}).peak_reserved, 128 * mib);
 }
 
 }  // namespace

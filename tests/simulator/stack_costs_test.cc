@@ -197,3 +197,63 @@ TEST(MathAttention, FalconsUpcastScoresArePricedAsFp32Products) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+TEST(EagerKernels, PartialRotaryReadsNarrowStridedSlices) {
+  // pythia-1.4b: head_dim 128, rotary_dim 32 (both multiples of 16). The muls by cos read the
+  // strided slice, rotate_half works on 16-element halves, the cat back is aligned (stream).
+  // llama-3.2-1b rotates the whole head: only streaming kernels.
+  const Workload p = Trace("pythia-1.4b", 1, 128);
+  const Op* rq = FindOp(p, "layers.0.attention.rotary_q");
+  ASSERT_NE(rq, nullptr);
+  EXPECT_GT(At(KernelClass::kStridedMul, rq->eager.fwd), 0);
+  EXPECT_GT(At(KernelClass::kRotateHalf, rq->eager.fwd), 0);
+  EXPECT_EQ(At(KernelClass::kCatUnaligned, rq->eager.fwd), 0);
+  // rotate_half moves 3 bytes per rotated byte, the strided mul 2.
+  EXPECT_DOUBLE_EQ(At(KernelClass::kRotateHalf, rq->eager.fwd),
+                   1.5 * At(KernelClass::kStridedMul, rq->eager.fwd));
+  const Workload l = Trace("llama-3.2-1b", 1, 128);
+  const Op* lq = FindOp(l, "layers.0.self_attn.rotary_q");
+  ASSERT_NE(lq, nullptr);
+  EXPECT_EQ(At(KernelClass::kStridedMul, lq->eager.fwd), 0);
+  EXPECT_EQ(At(KernelClass::kRotateHalf, lq->eager.fwd), 0);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStream, lq->eager.fwd), Sum(lq->eager.fwd));
+}
+
+TEST(OptimizerStepCost, TakesTheLongerOfItsPassesAndTheHostsWalkOverTensors) {
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  const StackCosts& s = m.stack_costs();
+  const double scale = m.EagerRate(KernelClass::kStream, false) /
+                       s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
+  // GPU-bound: 10 GB of fp64 copies, 8 GB of fp64 norms, 6 GB of widening casts, 30 GB of the
+  // rest, over 10 tensors (host 2.5 ms).
+  Task t;
+  t.kind = TaskKind::kGpuOptimizer;
+  t.fp64_cast_bytes = 10e9;
+  t.fp64_norm_bytes = 8e9;
+  t.cast_up_bytes = 6e9;
+  t.bytes = 54e9;
+  t.step_param_tensors = 10;
+  t.step_stage = 2;
+  const double gpu = 10e9 / (s.fp64_cast_bytes_per_s * scale) +
+                     8e9 / (s.fp64_norm_bytes_per_s * scale) +
+                     6e9 / m.EagerRate(KernelClass::kCastUp, false) +
+                     30e9 / m.EagerRate(KernelClass::kStream, false);
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5), gpu, 1e-9);
+  // Host-bound: a small partition in 2,000 tensors at stage 3.
+  Task h = t;
+  h.fp64_cast_bytes = h.fp64_norm_bytes = h.cast_up_bytes = 0;
+  h.bytes = 1e6;
+  h.step_param_tensors = 2000;
+  h.step_stage = 3;
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(h, 1e-5), s.z3_step_s + 2000 * s.z3_step_per_param_s,
+              1e-12);
+  EXPECT_GT(s.z3_step_per_param_s, s.z12_step_per_param_s);
+}
+
+}  // namespace
+}  // namespace dsplan

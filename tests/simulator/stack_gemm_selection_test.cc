@@ -110,10 +110,19 @@ TEST(StackGemmSelectionTest, TheSectionsHostCostsReplaceTheBuiltInOnes) {
   ASSERT_TRUE(plain.ok());
   const CostModel b(*plain, Precision::kBf16);
   EXPECT_EQ(&b.stack_costs(), &MeasuredStackCosts());
-  // The section's kernel names are simulator/workload.h's, in its order.
-  for (int i = 0; i < kKernelClassCount; ++i) {
+  // The section's kernel names are simulator/workload.h's first kStackKernelClasses, in its
+  // order; the layout classes after them come from another probe and are not in the section.
+  for (int i = 0; i < kStackKernelClasses; ++i) {
     EXPECT_STREQ(StackKernelClassName(i), KernelClassName(static_cast<KernelClass>(i)));
   }
+  // A section keeps the built-in rates of the classes it does not hold, and the optimizer
+  // step's costs.
+  for (int i = kStackKernelClasses; i < kKernelClassCount; ++i) {
+    EXPECT_EQ(m.stack_costs().fwd_bytes_per_s[i], MeasuredStackCosts().fwd_bytes_per_s[i]);
+    EXPECT_GT(m.stack_costs().fwd_bytes_per_s[i], 0);
+  }
+  EXPECT_EQ(m.stack_costs().z12_step_per_param_s, MeasuredStackCosts().z12_step_per_param_s);
+  EXPECT_GT(m.stack_costs().fp64_cast_bytes_per_s, 0);
   for (int i = 0; i < kOpKindCount; ++i) {
     EXPECT_STREQ(StackOpKindName(i), OpKindName(static_cast<OpKind>(i)));
   }

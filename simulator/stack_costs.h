@@ -65,7 +65,8 @@ struct StackCosts {
   /// DeepSpeed's optimizer step on the host with a GPU optimizer: a fixed part and a part per
   /// parameter tensor of the rank's partition (the per-gradient norm loop and the per-tensor
   /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules. Stage 0's
-  /// BF16_Optimizer was not measured: it is priced with stages 1/2's (an assumption).
+  /// BF16_Optimizer is priced with stages 1/2's: measured on the same stacks with FusedAdam it
+  /// is 45.1 us per tensor (docs/stack-costs.md section 5).
   double z12_step_s = 0, z12_step_per_param_s = 0;
   double z3_step_s = 0, z3_step_per_param_s = 0;
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64

@@ -146,30 +146,28 @@ static_assert(kStackKernelClasses <= kKernelClassCount, "stack section kernel cl
 static_assert(kStackOpKinds == kOpKindCount, "stack section op kinds");
 
 StackCosts StackCostsFromProfile(const StackProfile& p) {
-  StackCosts s;
+  // Everything the section does not hold (the layout classes, the optimizer step's costs,
+  // ZeRO-3's hooks when DeepSpeed was not measured) stays the built-in measurement.
+  const StackCosts& built_in = MeasuredStackCosts();
+  StackCosts s = built_in;
+  s.families.clear();
+  s.rests.clear();
   s.source = p.source.detail;
   s.reference_stream_bytes_per_s = p.reference_stream_bytes_per_s;
-  const StackCosts& built_in = MeasuredStackCosts();
-  s.fwd_bytes_per_s = built_in.fwd_bytes_per_s;
-  s.bwd_bytes_per_s = built_in.bwd_bytes_per_s;
   for (int i = 0; i < kStackKernelClasses; ++i) {
     s.fwd_bytes_per_s[i] = p.kernel_fwd_bytes_per_s[i];
     s.bwd_bytes_per_s[i] = p.kernel_bwd_bytes_per_s[i];
   }
-  s.z12_step_s = built_in.z12_step_s;
-  s.z12_step_per_param_s = built_in.z12_step_per_param_s;
-  s.z3_step_s = built_in.z3_step_s;
-  s.z3_step_per_param_s = built_in.z3_step_per_param_s;
-  s.fp64_cast_bytes_per_s = built_in.fp64_cast_bytes_per_s;
-  s.fp64_norm_bytes_per_s = built_in.fp64_norm_bytes_per_s;
   s.op_fwd_s = p.op_fwd_s;
   s.op_bwd_s = p.op_bwd_s;
   s.kernel_fwd_s = p.kernel_fwd_s;
   s.kernel_bwd_s = p.kernel_bwd_s;
-  s.z3_fwd_per_module_s = p.zero3 ? p.z3_fwd_per_module_s : built_in.z3_fwd_per_module_s;
-  s.z3_fwd_per_param_s = p.zero3 ? p.z3_fwd_per_param_s : built_in.z3_fwd_per_param_s;
-  s.z3_bwd_per_module_s = p.zero3 ? p.z3_bwd_per_module_s : built_in.z3_bwd_per_module_s;
-  s.z3_bwd_per_param_s = p.zero3 ? p.z3_bwd_per_param_s : built_in.z3_bwd_per_param_s;
+  if (p.zero3) {
+    s.z3_fwd_per_module_s = p.z3_fwd_per_module_s;
+    s.z3_fwd_per_param_s = p.z3_fwd_per_param_s;
+    s.z3_bwd_per_module_s = p.z3_bwd_per_module_s;
+    s.z3_bwd_per_param_s = p.z3_bwd_per_param_s;
+  }
   for (const StackBlockPoint& b : p.blocks) {
     s.families.push_back({b.model_type,
                           b.encoder ? LayerKind::kEncoderBlock : LayerKind::kDecoderBlock, b.fwd_s,

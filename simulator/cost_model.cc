@@ -215,11 +215,22 @@ double CostModel::PyTorchOptimizerSeconds(const Task& t, double dispatch) const 
                (t.fp64_norm_bytes > 0 ? t.fp64_norm_bytes / (s.fp64_norm_bytes_per_s * scale) : 0);
   if (t.flops > 0) gpu += t.flops / PeakFlops(Precision::kFp32);
   double host = t.kernels * dispatch;
+  double after_host = 0;
   if (t.step_param_tensors > 0) {
-    host = t.step_stage == 3 ? s.z3_step_s + t.step_param_tensors * s.z3_step_per_param_s
-                             : s.z12_step_s + t.step_param_tensors * s.z12_step_per_param_s;
+    const int n = t.step_param_tensors;
+    if (t.step_stage == 3) {
+      host = s.z3_step_s + n * s.z3_step_per_param_s;
+    } else if (t.step_stage == 0) {
+      // BF16_Optimizer: the host's loops, then the kernels it issues after its last
+      // synchronisation (Adam, the copy back, the fill) run on their own.
+      host = t.step_clip ? s.bf16_clip_step_s + n * s.bf16_clip_step_per_param_s
+                         : s.bf16_step_s + n * s.bf16_step_per_param_s;
+      after_host = t.after_sync_bytes / EagerRate(KernelClass::kStream, false);
+    } else {
+      host = s.z12_step_s + n * s.z12_step_per_param_s;
+    }
   }
-  return std::max(gpu, host);
+  return std::max(gpu, host + after_host);
 }
 
 double CostModel::EagerSeconds(const Op& op, bool backward) const {
@@ -621,7 +632,16 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
     case TaskKind::kGradCopy:
       // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the
       // host's dispatch bounds them when the tensors are small. dsplan's runtime issues the
-      // task's bytes as |kernels| streaming launches.
+      // task's bytes as |kernels| streaming launches. On PyTorch, dtype conversions within the
+      // bytes run at their own classes' rates.
+      if (stack_ == SoftwareStack::kPyTorchDeepSpeed &&
+          (t.cast_up_bytes > 0 || t.cast_down_bytes > 0)) {
+        const double rest = std::max(0.0, t.bytes - t.cast_up_bytes - t.cast_down_bytes);
+        return std::max(rest / EagerRate(KernelClass::kStream, false) +
+                            t.cast_up_bytes / EagerRate(KernelClass::kCastUp, false) +
+                            t.cast_down_bytes / EagerRate(KernelClass::kCastDown, false),
+                        t.kernels * dispatch);
+      }
       return std::max(StreamSeconds(t.bytes, t.kernels) +
                           (t.flops > 0 ? t.flops / PeakFlops(Precision::kFp32) : 0),
                       t.kernels * dispatch);

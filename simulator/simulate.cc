@@ -353,6 +353,14 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                              FormatBytes(static_cast<double>(p.gpu_context_bytes)), nccl_text,
                              FormatBytes(static_cast<double>(p.gpu_capacity_bytes)),
                              p.gpu_peak_task, largest_part);
+    } else if (p.gpu_peak_allocated_bytes + p.gpu_context_bytes + p.gpu_nccl_bytes >
+               p.gpu_capacity_bytes) {
+      // The allocations alone exceed the GPU: not a fragmentation failure.
+      p.reason = fmt::format("allocated peak {} + context {}{} > {} of the GPU at {}; {}",
+                             FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes)),
+                             FormatBytes(static_cast<double>(p.gpu_context_bytes)), nccl_text,
+                             FormatBytes(static_cast<double>(p.gpu_capacity_bytes)),
+                             p.gpu_peak_task, largest_part);
     } else {
       p.reason = fmt::format(
           "allocated peak {} + context {}{} fits in {}, but the caching allocator's "

@@ -71,6 +71,12 @@ StackCosts Build() {
   set(KernelClass::kStridedMul, 1.335e12, 1.335e12);
   set(KernelClass::kRotateHalf, 0.715e12, 0.715e12);
   set(KernelClass::kCatUnaligned, 1.339e12, 1.339e12);
+  // An elementwise op with a broadcast operand (docs/validation/stack/
+  // eager-attention-kernels-h200.json, tools/probes/eager_attention_kernels.py: bf16 scores
+  // [b, h, s, s] + a mask [b, 1, s, s], 134-168 Mi elements, CUDA events behind a busy-wait,
+  // median of 10; the same add without the broadcast runs at 4.35): PyTorch's elementwise
+  // kernel does not vectorize a stride-0 operand. 1.53-1.55 TB/s over four shapes.
+  set(KernelClass::kBroadcast, 1.54e12, 1.54e12);
   // "op_kinds" (stack-costs-call2.json): a chain of 400 ops of one kind on tiny bf16 tensors,
   // forward and backward wall time / 400 (the batched-gemm and dropout chains less their extra
   // elementwise op).
@@ -105,6 +111,15 @@ StackCosts Build() {
   s.z12_step_per_param_s = 45.8e-6;
   s.z3_step_s = 2.89e-3;
   s.z3_step_per_param_s = 74.6e-6;
+  // Stage 0's BF16_Optimizer.step() (bf16-optimizer-parts-h200.json,
+  // tools/probes/bf16_optimizer_parts.py): models of 64, 256 and 768 tiny parallel Linear
+  // modules, FusedAdam, engine.step() synchronized, median of 10, least squares t = a + b * n
+  // per setting; without clipping (gradient_clipping 0) and with the clip loop forced
+  // (gradient_clipping 1e-6, so clip_coef < 1 always). Residuals at most 1.1 and 1.4 ms.
+  s.bf16_step_s = 2.357e-3;
+  s.bf16_step_per_param_s = 44.9e-6;
+  s.bf16_clip_step_s = 2.743e-3;
+  s.bf16_clip_step_per_param_s = 56.1e-6;
   // The fp64 copy and norm of the step's gradient-norm loop (optimizer-kernels-h200.json,
   // tools/probes/optimizer_kernels.py: 256 Mi bf16 elements in 64 tensors, 2 + 6 timed, median).
   // The probe also measured the step's other kernels near the classes that price them: flatten

@@ -64,11 +64,14 @@ struct StackCosts {
   double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer: a fixed part and a part per
   /// parameter tensor of the rank's partition (the per-gradient norm loop and the per-tensor
-  /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules. Stage 0's
-  /// BF16_Optimizer is priced with stages 1/2's: measured on the same stacks with FusedAdam it
-  /// is 45.1 us per tensor (docs/stack-costs.md section 5).
+  /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules.
   double z12_step_s = 0, z12_step_per_param_s = 0;
   double z3_step_s = 0, z3_step_per_param_s = 0;
+  /// Stage 0's BF16_Optimizer.step() on the host: fixed and per parameter tensor (the norm loop,
+  /// and with gradient clipping the per-tensor clip loop too), measured on models of tiny
+  /// parallel modules (docs/stack-costs.md section 6).
+  double bf16_step_s = 0, bf16_step_per_param_s = 0;
+  double bf16_clip_step_s = 0, bf16_clip_step_per_param_s = 0;
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;

@@ -1174,6 +1174,48 @@ void Builder::EndOfBackward(int micro) {
                            {Alloc(e_ * bucket, MemCategory::kCommBuffers),
                             Free(e_ * bucket, MemCategory::kCommBuffers)});
   }
+  if (f_.wrapper == OptimizerWrapper::kBf16Optimizer) {
+    // BF16_Optimizer.backward() after autograd: update_hp_grads adds every 16-bit gradient into
+    // its fp32 buffer, hp.add_(lp.grad.to(fp32)): per tensor a widening copy (a temporary of the
+    // tensor's fp32 size) and an fp32 add (12 B/element). Each engine.backward() does it, so
+    // every micro-step. Its host loop runs behind the backward's queued kernels, so the GPU's
+    // passes are what it costs (docs/stack-costs.md section 6).
+    Task u;
+    u.kind = TaskKind::kGradCopy;
+    u.micro_step = micro;
+    u.cast_up_bytes = acc_ > e_ ? static_cast<double>(e_ + acc_) * P_ : 0.0;
+    u.bytes = u.cast_up_bytes + 3.0 * acc_ * P_;
+    u.kernels = 2 * param_tensors_;
+    last_compute_ = g_.Add(u, {last_compute_},
+                           {Alloc(acc_ * largest_param_, MemCategory::kTemporaries),
+                            FreeNow(acc_ * largest_param_, MemCategory::kTemporaries)});
+    if (boundary) {
+      // engine.allreduce_gradients at the boundary (also with one rank): the fp32 flat buffer
+      // is flattened (a view: one tensor per group), cast to the communication dtype,
+      // all-reduced, and copied back with a widening copy.
+      Task c;
+      c.kind = TaskKind::kGradCopy;
+      c.micro_step = micro;
+      if (comm_e_ != acc_) {
+        c.cast_down_bytes = static_cast<double>(acc_ + comm_e_) * P_;
+        c.cast_up_bytes = static_cast<double>(comm_e_ + acc_) * P_;
+        c.bytes = c.cast_down_bytes + c.cast_up_bytes;
+      }
+      c.kernels = 2;
+      std::vector<MemEffect> fx = {Alloc(comm_e_ * P_, MemCategory::kCommBuffers)};
+      if (N_ > 1) {
+        Task r;
+        r.kind = TaskKind::kAllReduce;
+        r.micro_step = micro;
+        r.bytes = static_cast<double>(comm_e_ * P_);
+        r.ranks = N_;
+        r.inter_node = inter_node_;
+        last_compute_ = g_.Add(r, {last_compute_}, {});
+      }
+      fx.push_back(FreeNow(comm_e_ * P_, MemCategory::kCommBuffers));
+      last_compute_ = g_.Add(c, {last_compute_}, fx);
+    }
+  }
 }
 
 void Builder::OptimizerStep() {
@@ -1189,31 +1231,23 @@ void Builder::OptimizerStep() {
   std::vector<MemEffect> fx;
   switch (f_.wrapper) {
     case OptimizerWrapper::kBf16Optimizer: {
-      // update_hp_grads: per parameter hp.add_(lp.grad.float()) (a 4*numel temporary each);
-      // allreduce_gradients casts the fp32 buffer to the communication dtype (also with one
-      // rank) and all-reduces it; clip; AdamW on the fp32 partition; copy back to bf16.
-      t.bytes = (e_ + 4.0 + 2.0 * acc_) * P_ + (acc_ + 2.0 * comm_e_) * P_ + 4.0 * P_ +
-                adam_bytes * part_ + (4.0 + e_) * part_;
+      // BF16_Optimizer.step(): the per-tensor norm loop over the fp32 gradients (a read of
+      // each, plus a few scalar kernels), the clip loop when gradient_clipping > 0 (t.mul_ on
+      // every gradient: 8 B/element; counted as run, the planner's conservative case), then
+      // FusedAdam on the fp32 partition, the copy back to 16 bits and clear_hp_grads' fill.
+      // The step synchronises on the norm twice (the positive-norm assert and the clip test),
+      // so Adam, the copy back and the fill run after the host's loops, not under them.
+      // (update_hp_grads and the gradient all-reduce ran in the backward: EndOfBackward.)
+      const bool clip = p_.gradient_clipping > 0;
+      t.after_sync_bytes = adam_bytes * part_ + (acc_ + e_) * part_ + acc_ * P_;
+      t.bytes = acc_ * P_ + (clip ? 2.0 * acc_ * P_ : 0.0) + t.after_sync_bytes;
       t.elements = static_cast<double>(part_);
-      t.kernels = 3 * param_tensors_ + 30;
-      // BF16_Optimizer.step walks every parameter tensor in Python too (update_hp_grads,
-      // the per-tensor norms, clipping, update_lp_params).
+      t.kernels = (clip ? 5 : 4) * param_tensors_ + 30;
       t.step_param_tensors = static_cast<int32_t>(param_tensors_);
       t.step_stage = 0;
-      fx = {Alloc(4 * largest_param_, MemCategory::kTemporaries),
-            FreeNow(4 * largest_param_, MemCategory::kTemporaries),
-            Alloc(comm_e_ * P_, MemCategory::kCommBuffers),
-            FreeNow(comm_e_ * P_, MemCategory::kCommBuffers),
-            Alloc(adam_temp * part_, MemCategory::kTemporaries),
+      t.step_clip = clip;
+      fx = {Alloc(adam_temp * part_, MemCategory::kTemporaries),
             FreeNow(adam_temp * part_, MemCategory::kTemporaries)};
-      if (N_ > 1) {
-        Task r;
-        r.kind = TaskKind::kAllReduce;
-        r.bytes = static_cast<double>(comm_e_ * P_);
-        r.ranks = N_;
-        r.inter_node = inter_node_;
-        last_compute_ = g_.Add(r, {last_compute_}, {});
-      }
       last_compute_ = g_.Add(t, {last_compute_}, fx);
       break;
     }

@@ -119,9 +119,16 @@ struct Task {
   // copies to fp32, each priced at PyTorch's rate for that kernel; and the parameter tensors
   // DeepSpeed's step walks in Python on this rank (ZeRO stage |step_stage|), whose host time is
   // measured per tensor (simulator/stack_costs.h).
-  double fp64_cast_bytes = 0, fp64_norm_bytes = 0, cast_up_bytes = 0;
+  // Also on memory-bound gradient tasks (kGradCopy): |cast_up_bytes| and |cast_down_bytes|
+  // are the widening and narrowing copies within |bytes|, each at its kernel class's rate.
+  double fp64_cast_bytes = 0, fp64_norm_bytes = 0, cast_up_bytes = 0, cast_down_bytes = 0;
+  // BF16_Optimizer's step (step_stage 0): the bytes (within |bytes|) its kernels move after the
+  // host's last synchronisation (Adam, the copy back, the fill), which follow the host's loops
+  // instead of running under them; |step_clip|: the per-tensor clip loop runs.
+  double after_sync_bytes = 0;
   int32_t step_param_tensors = 0;
   int8_t step_stage = 0;
+  bool step_clip = false;
 
   // Edges and effects, as ranges into StepGraph's flat arrays.
   uint32_t deps_begin = 0, deps_count = 0;

@@ -425,9 +425,27 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
       Elementwise(tr, name, OpKind::kActivation, y, {&x}, 1.0);
       return y;
     }
+    case Activation::kBloomGelu: {
+      // transformers' BloomGelu in training mode is GeLUFunction, a Python autograd Function
+      // that saves only x. Forward, bloom_gelu_forward as tensor ops: x * 0.5, x * x, * 0.044715,
+      // 1 +, 0.79788456 * x, the product, tanh, 1.0 +, the final product (9 kernels).
+      // Backward, bloom_gelu_back recomputes tanh from x (6 kernels), builds ff (11) and
+      // multiplies by the gradient (1). Unary ops move 2 B(x), binary ones 3 B(x).
+      T y = tr.New(name + ".out", x.shape, x.dtype);
+      tr.Save(x);
+      const double b = B(x);
+      EagerWork w;
+      for (double k : {2.0, 3.0, 2.0, 2.0, 2.0, 3.0, 2.0, 2.0, 3.0}) w.Fwd(KernelClass::kStream, k * b);
+      for (double k : {3.0, 2.0, 2.0, 2.0, 3.0, 2.0,                              // tanh_out
+                       2.0, 3.0, 2.0, 3.0, 2.0, 2.0, 3.0, 3.0, 2.0, 2.0, 3.0,  // ff
+                       3.0}) {                                                 // ff * g
+        w.Bwd(KernelClass::kStream, k * b);
+      }
+      Elementwise(tr, name, OpKind::kActivation, y, {&x}, 9.0, w);
+      return y;
+    }
     case Activation::kGelu:
     case Activation::kGeluTanh:
-    case Activation::kBloomGelu:
     case Activation::kSilu: {
       T y = tr.New(name + ".out", x.shape, x.dtype);
       tr.Save(x);
@@ -643,8 +661,33 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     qk.fp32 = work == DType::kF32;
     tr.AddOp(std::move(qk));
   }
+  if (a.score_bias) {
+    // bias.baddbmm(q, k^T, beta, alpha): the bias ([b*h, 1, s_k]) is expanded into the output
+    // (a copy from a stride-0 view) and the GEMM reads it back as C; the scale is its alpha.
+    // Backward: the bias takes no gradient, q's and k's come from the GEMM's backward.
+    Op op;
+    op.name = a.name + ".bias_baddbmm";
+    op.kind = OpKind::kElementwise;
+    op.fwd_bytes = 2 * B(scores);
+    op.eager.Fwd(KernelClass::kBroadcast, op.fwd_bytes);
+    tr.AddOp(std::move(op));
+  }
   T masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
-  Elementwise(tr, a.name + ".scale_mask", OpKind::kElementwise, masked, {&scores}, 2.0);
+  if (a.eager_mask) {
+    // scores + mask: the mask ([b, 1, s_q, s_k]) broadcasts over heads, so PyTorch runs the
+    // unvectorized elementwise kernel. Backward: the scores' gradient is the incoming one (no
+    // kernel); the mask takes none.
+    const T& m = *a.eager_mask;
+    const bool broadcast = m.numel < scores.numel;
+    Op op;
+    op.name = a.name + ".mask_add";
+    op.kind = OpKind::kElementwise;
+    op.fwd_bytes = B(scores) + B(m) + B(masked);
+    op.eager.Fwd(broadcast ? KernelClass::kBroadcast : KernelClass::kStream, op.fwd_bytes);
+    tr.AddOp(std::move(op));
+  } else {
+    Elementwise(tr, a.name + ".scale_mask", OpKind::kElementwise, masked, {&scores}, 2.0);
+  }
   const DType sm_dtype = (math || a.eager_softmax_fp32) ? DType::kF32 : masked.dtype;
   T probs = tr.New(a.name + ".probs", scores.shape, sm_dtype);
   tr.Save(probs);

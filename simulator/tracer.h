@@ -161,6 +161,11 @@ struct AttentionArgs {
   /// Additive float mask or bias the kernel reads ([b or 1, h or 1, s_q, s_k]); SDPA saves it as
   /// attn_bias, eager adds it to the scores (nothing saved).
   const T* float_mask = nullptr;
+  /// Eager only: a bias the score GEMM takes as its C (bias.baddbmm(q, k^T): BLOOM's ALiBi,
+  /// [b * h, 1, s_k]), and a mask added to the scores (+ mask, broadcast as its shape says)
+  /// instead of the generic scale-and-mask op.
+  const T* score_bias = nullptr;
+  const T* eager_mask = nullptr;
   SdpaBackend backend = SdpaBackend::kCudnn;
   bool eager_softmax_fp32 = true;  // eager: softmax(dtype=float32): fp32 probs saved, then cast
   bool eager_upcast_qk = false;    // eager: q and k cast to fp32 before the score matmul (GPT-J)

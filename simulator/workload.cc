@@ -83,6 +83,7 @@ const char* KernelClassName(KernelClass c) {
     case KernelClass::kStridedMul: return "strided_mul";
     case KernelClass::kRotateHalf: return "rotate_half";
     case KernelClass::kCatUnaligned: return "cat_unaligned";
+    case KernelClass::kBroadcast: return "broadcast";
   }
   return "?";
 }

@@ -85,8 +85,9 @@ enum class KernelClass : uint8_t {
   kStridedMul,    // elementwise over a narrow strided slice (x[..., :rotary_dim] * cos)
   kRotateHalf,    // rotate_half of a narrow slice: negate one half, concatenate
   kCatUnaligned,  // torch.cat along the last dimension of pieces not multiples of 16 elements
+  kBroadcast,     // elementwise with a broadcast (stride-0) operand: not vectorized
 };
-inline constexpr int kKernelClassCount = 13;
+inline constexpr int kKernelClassCount = 14;
 const char* KernelClassName(KernelClass c);
 
 /// The kernels eager PyTorch runs for one traced op, forward and backward: bytes by class and

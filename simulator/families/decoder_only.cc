@@ -424,6 +424,8 @@ void Bloom(Ctx& c, const T& ids) {
     a.q = a.k = a.v = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
+    a.score_bias = &alibi;
+    if (c.has_mask) a.eager_mask = &c.mask;
     T o = Linear(tr, p + ".self_attention.dense", Attention(tr, a), s.hidden_size, true);
     o = Dropout(tr, p + ".self_attention.dropout", o, s.hidden_dropout);
     T h2 = AddT(tr, p + ".residual_1", o, h);

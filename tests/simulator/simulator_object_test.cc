@@ -166,3 +166,30 @@ TEST(ResolveBatch, RefusesTriplesThatDoNotMultiply) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// A plan whose allocations alone exceed the GPU is said not to fit for that reason, not for
+// the caching allocator's fragmentation (llama-2-13b at stage 0 on one 140 GB GPU: 16 bytes per
+// parameter are about 200 GiB).
+TEST(Simulator, AllocationsBeyondTheGpuAreNotCalledFragmentation) {
+  auto spec = LoadModel("llama-2-13b", DSPLAN_TEST_DATA_DIR);
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, *hw);
+  Plan p;
+  p.gpus_per_node = 1;
+  p.micro_batch = 1;
+  p.seq_len = 256;
+  p.zero.stage = 0;
+  auto r = sim.Simulate(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->fits);
+  EXPECT_EQ(r->reason.find("fragmentation"), std::string::npos) << r->reason;
+  EXPECT_EQ(r->reason.find("fits in"), std::string::npos) << r->reason;
+  EXPECT_NE(r->reason.find(">"), std::string::npos) << r->reason;
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -257,3 +257,87 @@ TEST(OptimizerStepCost, TakesTheLongerOfItsPassesAndTheHostsWalkOverTensors) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+TEST(OptimizerStepCost, Bf16OptimizersKernelsAfterItsLastSyncFollowItsHostLoops) {
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  const StackCosts& s = m.stack_costs();
+  const double stream = m.EagerRate(KernelClass::kStream, false);
+  // 300 tensors, 1 GB of kernels of which 0.8 GB after the last synchronisation: the host's
+  // loops (with the clip loop) and then those kernels, not the longer of the two.
+  Task t;
+  t.kind = TaskKind::kGpuOptimizer;
+  t.bytes = 1e9;
+  t.after_sync_bytes = 0.8e9;
+  t.step_param_tensors = 300;
+  t.step_stage = 0;
+  t.step_clip = true;
+  const double host = s.bf16_clip_step_s + 300 * s.bf16_clip_step_per_param_s;
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5), host + 0.8e9 / stream, 1e-12);
+  // Without the clip loop the host's part is the smaller measurement.
+  t.step_clip = false;
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5),
+              s.bf16_step_s + 300 * s.bf16_step_per_param_s + 0.8e9 / stream, 1e-12);
+  EXPECT_GT(s.bf16_clip_step_per_param_s, s.bf16_step_per_param_s);
+  // A GPU-bound step is its kernels.
+  t.bytes = 400e9;
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5), 400e9 / stream, 1e-9);
+}
+
+TEST(EagerKernels, GradCopyCastsRunAtTheirClassesRates) {
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  Task t;
+  t.kind = TaskKind::kGradCopy;
+  t.cast_up_bytes = 6e9;
+  t.cast_down_bytes = 3e9;
+  t.bytes = 21e9;
+  t.kernels = 2;
+  const double want = 6e9 / m.EagerRate(KernelClass::kCastUp, false) +
+                      3e9 / m.EagerRate(KernelClass::kCastDown, false) +
+                      12e9 / m.EagerRate(KernelClass::kStream, false);
+  EXPECT_NEAR(m.TaskSeconds(t, {}, 1), want, 1e-12);
+  // The widening cast is the slower class.
+  EXPECT_LT(m.EagerRate(KernelClass::kCastUp, false), m.EagerRate(KernelClass::kStream, false));
+}
+
+TEST(EagerKernels, BloomsAlibiMaskAndGeluRunAsTheirTensorOps) {
+  // transformers' BLOOM: alibi.baddbmm expands ALiBi into the scores, + causal_mask broadcasts
+  // over heads (unvectorized), and BloomGelu in training is a Python autograd Function of 9
+  // tensor ops forward and 18 backward.
+  const Workload w = Trace("bloom-560m", 2, 128);
+  const Op* bias = FindOp(w, "h.0.self_attention.bias_baddbmm");
+  const Op* mask = FindOp(w, "h.0.self_attention.mask_add");
+  const Op* gelu = FindOp(w, "h.0.mlp.act");
+  ASSERT_NE(bias, nullptr);
+  ASSERT_NE(mask, nullptr);
+  ASSERT_NE(gelu, nullptr);
+  const double scores = 2.0 * 2 * 16 * 128 * 128;  // bf16 [b, h, s, s]
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, bias->eager.fwd), 2 * scores);
+  EXPECT_DOUBLE_EQ(Sum(bias->eager.bwd), 0);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, mask->eager.fwd), 2 * scores + scores / 16);
+  EXPECT_DOUBLE_EQ(Sum(mask->eager.bwd), 0);
+  EXPECT_EQ(gelu->eager.fwd_kernels, 9);
+  EXPECT_EQ(gelu->eager.bwd_kernels, 18);
+  const double x = 2.0 * 2 * 128 * 4096;  // bf16 [b, s, 4h]
+  EXPECT_DOUBLE_EQ(Sum(gelu->eager.fwd), 21 * x);
+  EXPECT_DOUBLE_EQ(Sum(gelu->eager.bwd), 44 * x);
+  // The broadcast class is measured slower than streaming.
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  EXPECT_LT(m.EagerRate(KernelClass::kBroadcast, false),
+            0.5 * m.EagerRate(KernelClass::kStream, false));
+  // Other families keep the generic scale-and-mask op.
+  const Workload g = Trace("gpt2", 1, 128, false, AttentionImpl::kEager);
+  EXPECT_EQ(FindOp(g, "h.0.attn.mask_add"), nullptr);
+  EXPECT_EQ(FindOp(g, "h.0.attn.bias_baddbmm"), nullptr);
+}
+
+}  // namespace
+}  // namespace dsplan

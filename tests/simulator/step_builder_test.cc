@@ -612,3 +612,62 @@ TEST_F(StepBuilderTest, StepEndsWhereItStarted) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Stage 0 with bf16 is DeepSpeed's BF16_Optimizer (docs/stack-costs.md section 6): every
+// engine.backward() ends with update_hp_grads (a widening copy and an fp32 add per parameter
+// tensor), the boundary with the all-reduce's casts; the step keeps the norm, clip, Adam, copy
+// back and fill, with Adam, the copy back and the fill after the host's last synchronisation.
+TEST_F(StepBuilderTest, Bf16OptimizerUpdatesHpGradsInEachBackward) {
+  Plan p = MakePlan(0, 1);
+  p.grad_accum = 3;
+  p.gradient_clipping = 1.0;
+  const BuiltStep b = Build(p);
+  ASSERT_EQ(b.facts.wrapper, OptimizerWrapper::kBf16Optimizer);
+  const double P = static_cast<double>(psi_);
+  auto unrolled = Unroll(b.graph, 1'000'000);
+  ASSERT_TRUE(unrolled.ok()) << unrolled.status().ToString();
+  int update = 0, casts = 0;
+  for (const Task& t : unrolled->tasks()) {
+    if (t.kind != TaskKind::kGradCopy || t.cast_up_bytes <= 0) continue;
+    if (t.cast_down_bytes > 0) {
+      // fp32 -> bf16 and back: 6 bytes per element each way, at the boundary only.
+      ++casts;
+      EXPECT_EQ(t.micro_step, 2);
+      EXPECT_DOUBLE_EQ(t.cast_down_bytes, 6 * P);
+      EXPECT_DOUBLE_EQ(t.cast_up_bytes, 6 * P);
+    } else {
+      // bf16 -> fp32 (6 B) plus the fp32 add (12 B) per element.
+      ++update;
+      EXPECT_DOUBLE_EQ(t.cast_up_bytes, 6 * P);
+      EXPECT_DOUBLE_EQ(t.bytes, 18 * P);
+    }
+  }
+  EXPECT_EQ(update, 3);  // one per micro-step
+  EXPECT_EQ(casts, 1);
+  int steps = 0;
+  for (const Task& t : b.graph.tasks()) {
+    if (t.kind != TaskKind::kGpuOptimizer) continue;
+    ++steps;
+    EXPECT_EQ(t.step_stage, 0);
+    EXPECT_TRUE(t.step_clip);
+    // FusedAdam 28 B, the copy back 6 B and the fill 4 B per element after the last sync; the
+    // norm's read (4) and the clip's mul_ (8) before it.
+    EXPECT_DOUBLE_EQ(t.after_sync_bytes, 38 * P);
+    EXPECT_DOUBLE_EQ(t.bytes, 50 * P);
+  }
+  EXPECT_EQ(steps, 1);
+  // Without clipping the step has no clip pass.
+  p.gradient_clipping = 0;
+  for (const Task& t : Build(p).graph.tasks()) {
+    if (t.kind == TaskKind::kGpuOptimizer) {
+      EXPECT_FALSE(t.step_clip);
+      EXPECT_DOUBLE_EQ(t.bytes, 42 * P);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -52,6 +52,7 @@ int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, bool small
   b.stream = stream;
   b.prev = prev;
   b.next = next;
+  b.pool = PoolOf(small, stream);
   blocks_.push_back(b);
   InsertFree(id);
   return id;
@@ -63,19 +64,6 @@ void CachingAllocator::Absorb(int a, int b) {
   if (blocks_[b].next >= 0) blocks_[blocks_[b].next].prev = a;
   blocks_[b].size = 0;
   blocks_[b].segment = -1;
-}
-
-int CachingAllocator::BestFit(bool small, int64_t size, int stream) const {
-  int best = -1;
-  int64_t best_size = 0;
-  for (const auto& [bytes, id] : free_[small]) {
-    if (bytes < size || blocks_[id].stream != stream) continue;
-    if (best < 0 || bytes < best_size || (bytes == best_size && id < best)) {
-      best = id;
-      best_size = bytes;
-    }
-  }
-  return best;
 }
 
 Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
@@ -163,8 +151,7 @@ void CachingAllocator::ReleaseAll() {
   }
   segments_.clear();
   blocks_.clear();
-  free_[0].clear();
-  free_[1].clear();
+  pools_.clear();
   allocated_ = reserved_ = 0;
 }
 

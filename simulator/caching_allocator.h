@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "simulator/free_bins.h"
 #include "simulator/step_graph.h"
 
 namespace dsplan {
@@ -138,7 +139,8 @@ class CachingAllocator {
     int stream = 0;
     int segment = -1;
     int prev = -1, next = -1;  // neighbours in the segment, address order
-    int free_pos = -1;         // index in its pool's free list; -1 when not in it
+    int pool = -1;             // index in pools_ (its stream's small or large pool)
+    FreeBins::Where free_at;   // where its pool's free bins hold it; bin -1 when not there
   };
   struct Segment {
     void* base = nullptr;
@@ -149,36 +151,49 @@ class CachingAllocator {
 
   int NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream, int prev, int next);
   void Absorb(int a, int b);
-  // The free blocks of a pool as an unordered vector of (size, id), each block knowing its
-  // position (Block::free_pos): inserting and removing are O(1) (the replay does both for
-  // nearly every memory effect), and Malloc scans the pool once for the smallest (size, id)
-  // that is large enough, the block an ordered set's lower_bound would give (a pool holds at
-  // most a few hundred free blocks).
-  using FreeList = std::vector<std::pair<int64_t, int>>;
+  // The free blocks of each pool (small or large, per stream) in size bins (simulator/
+  // free_bins.h), each block knowing its bin and position (Block::free_at): inserting and
+  // removing are O(1) (the replay does both for nearly every memory effect), and Malloc's
+  // best-fit query looks at the request's own bin and the next non-empty one, giving the block
+  // an ordered set's lower_bound would give.
+  struct Pool {
+    int stream = 0;
+    bool small = false;
+    FreeBins free;
+  };
+  int PoolOf(bool small, int stream) {
+    for (size_t i = 0; i < pools_.size(); ++i) {
+      if (pools_[i].stream == stream && pools_[i].small == small) return static_cast<int>(i);
+    }
+    pools_.push_back({stream, small, {}});
+    return static_cast<int>(pools_.size()) - 1;
+  }
   void InsertFree(int id) {
-    FreeList& f = free_[blocks_[id].small];
-    blocks_[id].free_pos = static_cast<int>(f.size());
-    f.push_back({blocks_[id].size, id});
+    Block& b = blocks_[id];
+    b.free_at = pools_[b.pool].free.Insert(b.size, id);
   }
   void RemoveFree(int id) {
-    const int pos = blocks_[id].free_pos;
-    if (pos < 0) return;
-    FreeList& f = free_[blocks_[id].small];
-    f[pos] = f.back();
-    blocks_[f[pos].second].free_pos = pos;
-    f.pop_back();
-    blocks_[id].free_pos = -1;
+    Block& b = blocks_[id];
+    if (b.free_at.bin < 0) return;
+    const int moved = pools_[b.pool].free.Remove(b.free_at);
+    if (moved >= 0) blocks_[moved].free_at.pos = b.free_at.pos;
+    b.free_at = {};
   }
   /// The best-fitting free block of a pool for |size| bytes on |stream|: the smallest
   /// sufficient one, ties to the lower id (the older block; PyTorch breaks them by address).
   /// -1 when none.
-  int BestFit(bool small, int64_t size, int stream) const;
+  int BestFit(bool small, int64_t size, int stream) const {
+    for (const Pool& p : pools_) {
+      if (p.stream == stream && p.small == small) return p.free.BestFit(size);
+    }
+    return -1;
+  }
 
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  FreeList free_[2];  // (size, id); a block is reused only by its own stream
+  std::vector<Pool> pools_;  // a block is reused only by its own stream
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::string oom_message_;
 };

@@ -111,6 +111,10 @@ class CachingAllocator {
   void KeepSegment(int block) { segments_[blocks_[block].segment].keep = true; }
   /// Frees every block and releases every segment (after an OOM, at the end of a run).
   void ReleaseAll();
+  /// ReleaseAll, then starts over as a new allocator over |source| would (peaks zero), keeping
+  /// the memory of its tables (a simulation reuses one allocator per thread).
+  /// REQUIRES: |source| outlives the allocator's use of it.
+  void Reset(SegmentSource* source, int64_t limit = 0);
 
   void* Ptr(int block) const;
   int64_t BlockSize(int block) const { return blocks_[block].size; }
@@ -149,7 +153,7 @@ class CachingAllocator {
     bool keep = false;
   };
 
-  int NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream, int prev, int next);
+  int NewBlock(int64_t size, int64_t offset, int seg, int pool, int prev, int next);
   void Absorb(int a, int b);
   // The free blocks of each pool (small or large, per stream) in size bins (simulator/
   // free_bins.h), each block knowing its bin and position (Block::free_at): inserting and
@@ -161,10 +165,17 @@ class CachingAllocator {
     bool small = false;
     FreeBins free;
   };
-  int PoolOf(bool small, int stream) {
+  // The pool of (small, stream): its index in pools_, -1 when there is none yet (FindPool), or
+  // a new one (PoolOf). A replay has two to four pools.
+  int FindPool(bool small, int stream) const {
     for (size_t i = 0; i < pools_.size(); ++i) {
       if (pools_[i].stream == stream && pools_[i].small == small) return static_cast<int>(i);
     }
+    return -1;
+  }
+  int PoolOf(bool small, int stream) {
+    const int p = FindPool(small, stream);
+    if (p >= 0) return p;
     pools_.push_back({stream, small, {}});
     return static_cast<int>(pools_.size()) - 1;
   }
@@ -179,16 +190,6 @@ class CachingAllocator {
     if (moved >= 0) blocks_[moved].free_at.pos = b.free_at.pos;
     b.free_at = {};
   }
-  /// The best-fitting free block of a pool for |size| bytes on |stream|: the smallest
-  /// sufficient one, ties to the lower id (the older block; PyTorch breaks them by address).
-  /// -1 when none.
-  int BestFit(bool small, int64_t size, int stream) const {
-    for (const Pool& p : pools_) {
-      if (p.stream == stream && p.small == small) return p.free.BestFit(size);
-    }
-    return -1;
-  }
-
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;

@@ -23,6 +23,7 @@
 #include <array>
 #include <bit>
 #include <cstddef>
+#include <climits>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -85,23 +86,23 @@ class FreeBins {
     if (count_ == 0) return -1;
     const int b = BinOf(size);
     if (b < static_cast<int>(bins_.size())) {
-      int best = -1;
-      int64_t best_bytes = 0;
+      int best = INT_MAX;
+      int64_t best_bytes = INT64_MAX;
       for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(b)]) {
-        if (bytes < size) continue;
-        if (best < 0 || bytes < best_bytes || (bytes == best_bytes && id < best)) {
+        if (bytes >= size && (bytes < best_bytes || (bytes == best_bytes && id < best))) {
           best = id;
           best_bytes = bytes;
         }
       }
-      if (best >= 0) return best;
+      if (best != INT_MAX) return best;
     }
+    // Every size in a later bin exceeds every size in bin b: the next non-empty bin's smallest.
     const int next = NextUsed(b + 1);
     if (next < 0) return -1;
-    int best = -1;
-    int64_t best_bytes = 0;
+    int best = INT_MAX;
+    int64_t best_bytes = INT64_MAX;
     for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(next)]) {
-      if (best < 0 || bytes < best_bytes || (bytes == best_bytes && id < best)) {
+      if (bytes < best_bytes || (bytes == best_bytes && id < best)) {
         best = id;
         best_bytes = bytes;
       }

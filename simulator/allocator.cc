@@ -1,6 +1,7 @@
 #include "simulator/allocator.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "simulator/caching_allocator.h"
 
@@ -9,8 +10,26 @@ namespace dsplan {
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
                                          int64_t capacity, bool lazy_states) {
   CountingSegmentSource source(capacity);
-  CachingAllocator a(&source);
-  EffectReplayer replay(&a);
+  // One allocator, replayer and effect list per thread, reset for each call: a search replays
+  // thousands of graphs, and building them afresh each time was a good part of the replay's
+  // heap traffic. Reset leaves them as new ones would be.
+  struct Scratch {
+    CountingSegmentSource none;
+    CachingAllocator allocator{&none};
+    EffectReplayer replay{&allocator};
+    std::vector<const MemEffect*> gpu;
+    std::vector<int> first;
+  };
+  thread_local Scratch scratch;
+  CachingAllocator& a = scratch.allocator;
+  a.Reset(&source);
+  EffectReplayer& replay = scratch.replay;
+  replay.Clear();
+  // Whatever happens below, the allocator lets go of |source| before it goes out of scope.
+  struct ReleaseAtEnd {
+    CachingAllocator* a;
+    ~ReleaseAtEnd() { a->Reset(nullptr); }
+  } release_at_end{&a};
   AllocatorResult r;
   // A counting source never fails for a reason other than memory, and grants a segment past the
   // capacity on the allocator's retry (recording the overflow), so neither call returns an
@@ -27,18 +46,32 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   if (lazy_bytes > initial_states) lazy_bytes = 0;  // not a split of the initial states
   bool lazy_pending = lazy_bytes > 0;
   (void)replay.AllocateInitial(graph, lazy_bytes);
-  auto apply = [&](TaskId id) {
-    if (lazy_pending && graph.task(id).kind == TaskKind::kGpuOptimizer) {
-      lazy_pending = false;
-      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
-    }
+  // Each task's GPU effects in replay order (those at its start, then those at its end),
+  // gathered once: the replay walks every task at least |iterations| times.
+  std::vector<const MemEffect*>& gpu = scratch.gpu;
+  std::vector<int>& first = scratch.first;
+  gpu.clear();
+  first.assign(static_cast<size_t>(graph.size()) + 1, 0);
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    first[static_cast<size_t>(id)] = static_cast<int>(gpu.size());
     const MemEffect* begin = graph.effects_begin(id);
     const MemEffect* end = graph.effects_end(id);
     for (int phase = 0; phase < 2; ++phase) {
       for (const MemEffect* e = begin; e != end; ++e) {
         if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
-        (void)replay.Apply(*e);
+        gpu.push_back(e);
       }
+    }
+  }
+  first[static_cast<size_t>(graph.size())] = static_cast<int>(gpu.size());
+  auto apply = [&](TaskId id) {
+    if (lazy_pending && graph.task(id).kind == TaskKind::kGpuOptimizer) {
+      lazy_pending = false;
+      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
+    }
+    const int end = first[static_cast<size_t>(id) + 1];
+    for (int k = first[static_cast<size_t>(id)]; k < end; ++k) {
+      (void)replay.Apply(*gpu[static_cast<size_t>(k)]);
     }
   };
   auto key = [&] {

@@ -32,7 +32,9 @@ CachingAllocator::CachingAllocator(SegmentSource* source, int64_t limit)
 CachingAllocator::~CachingAllocator() { ReleaseAll(); }
 
 int64_t CachingAllocator::RoundSize(int64_t request) {
-  return std::max<int64_t>(kRound, (request + kRound - 1) / kRound * kRound);
+  // (request + 511) rounded down to a multiple of 512, as (request + 511) / 512 * 512 for any
+  // request > -512 (requests below 512 B come out as 512 B either way).
+  return std::max<int64_t>(kRound, (request + kRound - 1) & ~(kRound - 1));
 }
 
 int64_t CachingAllocator::SegmentSize(int64_t size) {
@@ -41,17 +43,18 @@ int64_t CachingAllocator::SegmentSize(int64_t size) {
   return (size + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
 }
 
-int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream,
-                               int prev, int next) {
+int CachingAllocator::NewBlock(int64_t size, int64_t offset, int seg, int pool, int prev,
+                               int next) {
   const int id = static_cast<int>(blocks_.size());
   Block b;
   b.size = size;
   b.offset = offset;
   b.segment = seg;
-  b.small = small;
-  b.stream = stream;
+  b.small = pools_[pool].small;
+  b.stream = pools_[pool].stream;
   b.prev = prev;
   b.next = next;
+  b.pool = pool;
   blocks_.push_back(b);
   InsertFree(id);
   return id;
@@ -65,23 +68,11 @@ void CachingAllocator::Absorb(int a, int b) {
   blocks_[b].segment = -1;
 }
 
-int CachingAllocator::BestFit(bool small, int64_t size, int stream) const {
-  int best = -1;
-  int64_t best_size = 0;
-  for (const auto& [bytes, id] : free_[small]) {
-    if (bytes < size || blocks_[id].stream != stream) continue;
-    if (best < 0 || bytes < best_size || (bytes == best_size && id < best)) {
-      best = id;
-      best_size = bytes;
-    }
-  }
-  return best;
-}
-
 Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
-  int best = BestFit(small, size, stream);
+  int pool = FindPool(small, stream);
+  int best = pool < 0 ? -1 : pools_[pool].free.BestFit(size);
   if (best < 0) {
     const int64_t seg_bytes = SegmentSize(size);
     void* base = nullptr;
@@ -103,15 +94,17 @@ Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
     reserved_ += seg_bytes;
     peak_reserved_ = std::max(peak_reserved_, reserved_);
     const int seg_id = static_cast<int>(segments_.size());
-    best = NewBlock(seg_bytes, 0, seg_id, small, stream, -1, -1);
+    if (pool < 0) pool = PoolOf(small, stream);
+    best = NewBlock(seg_bytes, 0, seg_id, pool, -1, -1);
     segments_.push_back({base, seg_bytes, best});
   }
   RemoveFree(best);
   const int64_t rest = blocks_[best].size - size;
   if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
     blocks_[best].size = size;
-    const int r = NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, small,
-                           stream, best, blocks_[best].next);
+    const int r =
+        NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, pool, best,
+                 blocks_[best].next);
     if (blocks_[r].next >= 0) blocks_[blocks_[r].next].prev = r;
     blocks_[best].next = r;
   }
@@ -163,9 +156,16 @@ void CachingAllocator::ReleaseAll() {
   }
   segments_.clear();
   blocks_.clear();
-  free_[0].clear();
-  free_[1].clear();
+  for (Pool& p : pools_) p.free.Clear();  // kept, empty: their bins keep their capacity
   allocated_ = reserved_ = 0;
+}
+
+void CachingAllocator::Reset(SegmentSource* source, int64_t limit) {
+  ReleaseAll();
+  source_ = source;
+  limit_ = limit;
+  peak_allocated_ = peak_reserved_ = 0;
+  oom_message_.clear();
 }
 
 void* CachingAllocator::Ptr(int block) const {

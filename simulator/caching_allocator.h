@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "simulator/free_bins.h"
 #include "simulator/step_graph.h"
 
 namespace dsplan {
@@ -110,6 +111,10 @@ class CachingAllocator {
   void KeepSegment(int block) { segments_[blocks_[block].segment].keep = true; }
   /// Frees every block and releases every segment (after an OOM, at the end of a run).
   void ReleaseAll();
+  /// ReleaseAll, then starts over as a new allocator over |source| would (peaks zero), keeping
+  /// the memory of its tables (a simulation reuses one allocator per thread).
+  /// REQUIRES: |source| outlives the allocator's use of it.
+  void Reset(SegmentSource* source, int64_t limit = 0);
 
   void* Ptr(int block) const;
   int64_t BlockSize(int block) const { return blocks_[block].size; }
@@ -138,7 +143,8 @@ class CachingAllocator {
     int stream = 0;
     int segment = -1;
     int prev = -1, next = -1;  // neighbours in the segment, address order
-    int free_pos = -1;         // index in its pool's free list; -1 when not in it
+    int pool = -1;             // index in pools_ (its stream's small or large pool)
+    FreeBins::Where free_at;   // where its pool's free bins hold it; bin -1 when not there
   };
   struct Segment {
     void* base = nullptr;
@@ -147,38 +153,48 @@ class CachingAllocator {
     bool keep = false;
   };
 
-  int NewBlock(int64_t size, int64_t offset, int seg, bool small, int stream, int prev, int next);
+  int NewBlock(int64_t size, int64_t offset, int seg, int pool, int prev, int next);
   void Absorb(int a, int b);
-  // The free blocks of a pool as an unordered vector of (size, id), each block knowing its
-  // position (Block::free_pos): inserting and removing are O(1) (the replay does both for
-  // nearly every memory effect), and Malloc scans the pool once for the smallest (size, id)
-  // that is large enough, the block an ordered set's lower_bound would give (a pool holds at
-  // most a few hundred free blocks).
-  using FreeList = std::vector<std::pair<int64_t, int>>;
+  // The free blocks of each pool (small or large, per stream) in size bins (simulator/
+  // free_bins.h), each block knowing its bin and position (Block::free_at): inserting and
+  // removing are O(1) (the replay does both for nearly every memory effect), and Malloc's
+  // best-fit query looks at the request's own bin and the next non-empty one, giving the block
+  // an ordered set's lower_bound would give.
+  struct Pool {
+    int stream = 0;
+    bool small = false;
+    FreeBins free;
+  };
+  // The pool of (small, stream): its index in pools_, -1 when there is none yet (FindPool), or
+  // a new one (PoolOf). A replay has two to four pools.
+  int FindPool(bool small, int stream) const {
+    for (size_t i = 0; i < pools_.size(); ++i) {
+      if (pools_[i].stream == stream && pools_[i].small == small) return static_cast<int>(i);
+    }
+    return -1;
+  }
+  int PoolOf(bool small, int stream) {
+    const int p = FindPool(small, stream);
+    if (p >= 0) return p;
+    pools_.push_back({stream, small, {}});
+    return static_cast<int>(pools_.size()) - 1;
+  }
   void InsertFree(int id) {
-    FreeList& f = free_[blocks_[id].small];
-    blocks_[id].free_pos = static_cast<int>(f.size());
-    f.push_back({blocks_[id].size, id});
+    Block& b = blocks_[id];
+    b.free_at = pools_[b.pool].free.Insert(b.size, id);
   }
   void RemoveFree(int id) {
-    const int pos = blocks_[id].free_pos;
-    if (pos < 0) return;
-    FreeList& f = free_[blocks_[id].small];
-    f[pos] = f.back();
-    blocks_[f[pos].second].free_pos = pos;
-    f.pop_back();
-    blocks_[id].free_pos = -1;
+    Block& b = blocks_[id];
+    if (b.free_at.bin < 0) return;
+    const int moved = pools_[b.pool].free.Remove(b.free_at);
+    if (moved >= 0) blocks_[moved].free_at.pos = b.free_at.pos;
+    b.free_at = {};
   }
-  /// The best-fitting free block of a pool for |size| bytes on |stream|: the smallest
-  /// sufficient one, ties to the lower id (the older block; PyTorch breaks them by address).
-  /// -1 when none.
-  int BestFit(bool small, int64_t size, int stream) const;
-
   SegmentSource* source_;
   int64_t limit_;
   std::vector<Block> blocks_;
   std::vector<Segment> segments_;
-  FreeList free_[2];  // (size, id); a block is reused only by its own stream
+  std::vector<Pool> pools_;  // a block is reused only by its own stream
   int64_t allocated_ = 0, reserved_ = 0, peak_allocated_ = 0, peak_reserved_ = 0;
   std::string oom_message_;
 };

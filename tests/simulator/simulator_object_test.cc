@@ -164,5 +164,12 @@ TEST(ResolveBatch, RefusesTriplesThatDoNotMultiply) {
   EXPECT_FALSE(ResolveBatch(8, 1, kMaxGradAccum + 1, std::nullopt).ok());
 }
 
+TEST(ResolveBatch, RefusesAProductThatOverflows) {
+  auto t = ResolveBatch(8, int64_t{1} << 60, 4, std::nullopt);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("overflows a 64-bit count"), std::string::npos)
+      << t.status().message();
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -240,6 +240,42 @@ TEST(SearchTest, ChoiceAndPlanSummaries) {
   EXPECT_NE(ChoiceSummary(r).find("no checkpointing"), std::string::npos);
 }
 
+TEST(SearchTest, TheRequestsRunShapeReachesEveryPlanAndOnlyPinnedFieldsAreFixed) {
+  // Unpinned, the shape's micro-batch, checkpointing and precision are the search's to choose:
+  // values written there without a pin change nothing.
+  PlannerRequest loose = Request("gpt2", 2);
+  loose.stage = 1;
+  loose.shape.micro_batch = 3;
+  loose.shape.gradient_checkpointing = true;
+  loose.shape.precision = Precision::kFp32;
+  EXPECT_FALSE(loose.PinnedMicroBatch());
+  EXPECT_FALSE(loose.PinnedGradientCheckpointing());
+  EXPECT_FALSE(loose.PinnedPrecision());
+  PlannerRequest plain = Request("gpt2", 2);
+  plain.stage = 1;
+  auto a = RunPlanner(loose);
+  auto b = RunPlanner(plain);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(a->ranked.size(), b->ranked.size());
+  for (size_t i = 0; i < a->ranked.size(); ++i) {
+    EXPECT_EQ(a->ranked[i].plan.shape(), b->ranked[i].plan.shape()) << i;
+  }
+  // Pinned, they are fixed; the lengths and attention always come from the shape.
+  PlannerRequest pinned = Request("gpt2", 2);
+  pinned.stage = 1;
+  pinned.shape.seq_len = 256;
+  pinned.shape.attention = AttentionImpl::kEager;
+  pinned.PinMicroBatch(3);
+  pinned.PinGradientCheckpointing(true);
+  pinned.PinPrecision(Precision::kFp16);
+  EXPECT_EQ(pinned.PinnedMicroBatch(), std::optional<int64_t>(3));
+  auto c = RunPlanner(pinned);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_FALSE(c->ranked.empty());
+  for (const ScoredPlan& s : c->ranked) EXPECT_EQ(s.plan.shape(), pinned.shape);
+}
+
 TEST(SearchTest, PinsAreHonoured) {
   {
     PlannerRequest r = Request("gpt2", 2);

@@ -39,8 +39,8 @@ void BM_Plan(benchmark::State& state, const char* model, int nodes, int gpus, in
   r.nodes = nodes;
   r.gpus_per_node = gpus;
   r.profile = &*profile;
-  r.seq_len = seq;
-  r.target_len = target;
+  r.shape.seq_len = seq;
+  r.shape.target_len = target;
   r.threads = threads;
   int64_t simulated = 0;
   for (auto _ : state) {

@@ -22,6 +22,7 @@
 #include "planner/ds_config.h"
 #include "planner/launcher.h"
 #include "planner/search.h"
+#include "simulator/workload.h"
 #include "simulator/prediction_report.h"
 #include "simulator/workload.h"
 
@@ -455,14 +456,12 @@ int RunPlan(PlanFlags g) {
   r.nodes = g.nodes;
   r.gpus_per_node = g.gpus;
   r.profile = &*profile;
-  const Lengths len = ResolveLengths(*spec, g.seq_len, g.target_len);
-  r.seq_len = len.seq_len;
-  r.target_len = len.target_len;
+  ResolveRunLengths(*spec, g.seq_len, g.target_len, &r.shape);
   auto attn = ParseAttentionImpl(g.attention);
   if (!attn.ok()) return Fail(attn.status());
-  r.attention = *attn;
+  r.shape.attention = *attn;
   r.stage = g.stage;
-  r.micro_batch = g.micro_batch;
+  if (g.micro_batch) r.PinMicroBatch(*g.micro_batch);
   r.grad_accum = g.grad_accum;
   r.global_batch = g.global_batch;
   r.no_offload = g.no_offload;
@@ -476,12 +475,12 @@ int RunPlan(PlanFlags g) {
     if (!d.ok()) return Fail(d.status());
     r.offload_param = *d;
   }
-  if (g.gradient_checkpointing) r.gradient_checkpointing = true;
-  if (g.no_gradient_checkpointing) r.gradient_checkpointing = false;
+  if (g.gradient_checkpointing) r.PinGradientCheckpointing(true);
+  if (g.no_gradient_checkpointing) r.PinGradientCheckpointing(false);
   if (!g.precision.empty()) {
     auto p = ParsePrecision(g.precision);
     if (!p.ok()) return Fail(p.status());
-    r.precision = *p;
+    r.PinPrecision(*p);
   }
   if (g.reduce_bucket_size && *g.reduce_bucket_size <= 0) {
     return Fail(Status::InvalidArgument("--reduce-bucket-size must be a positive number of elements"));
@@ -611,7 +610,7 @@ int RunPlan(PlanFlags g) {
     nlohmann::json out = {{"schema", "dsplan/plan"},
                           {"schema_version", 1},
                           {"dsplan_version", DSPLAN_VERSION},
-                          {"model", {{"name", spec->name}, {"seq_len", r.seq_len}, {"target_len", r.target_len}}},
+                          {"model", {{"name", spec->name}, {"seq_len", r.shape.seq_len}, {"target_len", r.shape.target_len}}},
                           {"cluster", {{"nodes", g.nodes}, {"gpus_per_node", g.gpus}}},
                           {"hardware", {{"profile", profile->name}, {"sources", profile->SourceSummary()}}},
                           {"objective", ObjectiveName(r.objective)},
@@ -690,7 +689,8 @@ int RunPlan(PlanFlags g) {
   fmt::print("batch    {}\n", batch_text);
   fmt::print("MFU      {}\n", mfu_text);
   fmt::print("sequence {}{}, objective {}{}; {} plans considered, {} simulated in {:.2f} s\n\n",
-             r.seq_len, r.target_len ? fmt::format(" + target {}", r.target_len) : "",
+             r.shape.seq_len,
+             r.shape.target_len ? fmt::format(" + target {}", r.shape.target_len) : "",
              ObjectiveName(r.objective),
              cost ? (g.price_per_gpu_hour > 0
                          ? fmt::format(" (GPU-hours and cost per million tokens at {:g} per GPU-hour)",

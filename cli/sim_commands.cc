@@ -164,11 +164,11 @@ int RunCheck(const SimulateFlags& f) {
   r.gpus_per_node = plan.gpus_per_node;
   r.profile = run->profile;
   r.simulator = run->simulator.get();  // the config's workloads and contexts, reused
-  r.seq_len = plan.seq_len;
-  r.target_len = plan.target_len;
-  r.attention = plan.attention;
+  // The config's lengths, attention and precision; the micro-batch and checkpointing are the
+  // search's to choose.
+  r.shape = plan.shape();
+  r.PinPrecision(plan.precision);
   r.global_batch = plan.train_batch();
-  r.precision = plan.precision;
   if (!f.headroom.empty()) {
     auto h = ParseHeadroom(f.headroom);
     if (!h.ok()) return Fail(h.status());

@@ -291,8 +291,14 @@ Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_bat
   } else {
     t.micro_batch = micro_batch.value_or(1);
     t.grad_accum = grad_accum.value_or(1);
-    t.global_batch = CheckedProduct({t.micro_batch, t.grad_accum, ranks})
-                         .value_or(std::numeric_limits<int64_t>::max());
+    const std::optional<int64_t> global = CheckedProduct({t.micro_batch, t.grad_accum, ranks});
+    if (!global) {
+      return Status::InvalidArgument(fmt::format(
+          "--micro-batch {} x --grad-accum {} x {} GPUs overflows a 64-bit count; use realistic "
+          "batch sizes",
+          t.micro_batch, t.grad_accum, ranks));
+    }
+    t.global_batch = *global;
   }
   return t;
 }

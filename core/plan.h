@@ -207,7 +207,9 @@ struct BatchTriple {
 /// The one place the batch triple is resolved from what was pinned (the CLI's --micro-batch,
 /// --grad-accum and --global-batch, or the search's candidate micro-batch): a missing value is
 /// derived from the others (accumulation 1 when neither it nor the global batch is given);
-/// a global batch must be a positive multiple of micro-batch x accumulation x |ranks|.
+/// a global batch must be a positive multiple of micro-batch x accumulation x |ranks|, and a
+/// product that overflows 64 bits is refused. The ds_config parser (planner/ds_config.cc) resolves
+/// a config's batch keys through it too, and puts its refusals in DeepSpeed's words.
 /// Errors name the flags and say what is valid. REQUIRES: |ranks| >= 1.
 Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_batch,
                                  std::optional<int64_t> grad_accum,

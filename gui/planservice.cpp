@@ -125,9 +125,12 @@ void PlanService::requestPlan(const PlanInputs& in) {
     r.nodes = in.nodes;
     r.gpus_per_node = in.gpusPerNode;
     r.profile = j.profile.get();
-    DefaultLengths(*j.spec, &r.seq_len, &r.target_len);
-    if (in.seqLen > 0) r.seq_len = in.seqLen;
-    if (in.targetLen > 0 && j.spec->encoder_decoder()) r.target_len = in.targetLen;
+    ResolveRunLengths(*j.spec,
+                      in.seqLen > 0 ? std::optional<int64_t>(in.seqLen) : std::nullopt,
+                      in.targetLen > 0 && j.spec->encoder_decoder()
+                          ? std::optional<int64_t>(in.targetLen)
+                          : std::nullopt,
+                      &r.shape);
     if (in.globalBatch > 0) r.global_batch = in.globalBatch;
     if (!in.precision.isEmpty()) {
       auto p = ParsePrecision(in.precision.toStdString());
@@ -135,11 +138,11 @@ void PlanService::requestPlan(const PlanInputs& in) {
         out.error = q(p.status().message());
         return out;
       }
-      r.precision = *p;
+      r.PinPrecision(*p);
     }
     if (in.stage >= 0) r.stage = in.stage;
-    if (in.microBatch > 0) r.micro_batch = in.microBatch;
-    if (in.checkpointing >= 0) r.gradient_checkpointing = in.checkpointing == 1;
+    if (in.microBatch > 0) r.PinMicroBatch(in.microBatch);
+    if (in.checkpointing >= 0) r.PinGradientCheckpointing(in.checkpointing == 1);
     r.no_offload = in.noOffload;
     r.host_memory_bytes = in.hostMemoryBytes;
     r.nvme_bytes = in.nvmeBytes;
@@ -304,10 +307,10 @@ void PlanService::requestCheck(const QString& text, const QString& sourceName) {
     ctx.nodes = req.nodes;
     ctx.gpus_per_node = req.gpus_per_node;
     ctx.hidden_size = spec->hidden_size;
-    ctx.seq_len = req.seq_len;
-    ctx.target_len = req.target_len;
-    ctx.attention = req.attention;
-    if (req.precision) ctx.precision = req.precision;
+    ctx.seq_len = req.shape.seq_len;
+    ctx.target_len = req.shape.target_len;
+    ctx.attention = req.shape.attention;
+    if (req.shape_pins.precision) ctx.precision = req.shape.precision;
     auto parsed = ParseDsConfigText(text.toStdString(), ctx, sourceName.toStdString());
     if (!parsed.ok()) {
       out.error = q(parsed.status().message());
@@ -332,11 +335,11 @@ void PlanService::requestCheck(const QString& text, const QString& sourceName) {
     r.nodes = plan.nodes;
     r.gpus_per_node = plan.gpus_per_node;
     r.profile = profile.get();
-    r.seq_len = plan.seq_len;
-    r.target_len = plan.target_len;
-    r.attention = plan.attention;
+    // The config's lengths, attention and precision; the micro-batch and checkpointing are the
+    // search's to choose.
+    r.shape = plan.shape();
+    r.PinPrecision(plan.precision);
     r.global_batch = plan.train_batch();
-    r.precision = plan.precision;
     if (plan.zero.offload_optimizer.device == OffloadDevice::kNvme ||
         plan.zero.offload_param.device == OffloadDevice::kNvme) {
       r.nvme_bytes = std::max<int64_t>(pred.nvme_bytes_per_node, 1);

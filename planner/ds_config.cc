@@ -334,6 +334,60 @@ Result<std::map<std::string, json>> CheckPydanticKeys(const json& obj, const std
 // ---------------------------------------------------------------------------------------------
 // The parser.
 
+/// A batch triple from a config that ResolveBatch refused, explained as DeepSpeed reports it:
+/// config.py _set_batch_related_parameters derives the missing key by integer division, then
+/// _batch_assertion fails on a non-positive key or on train_batch_size != micro-batch x
+/// accumulation x world size. The keys given are positive; at least train or micro is given.
+/// |refused| (ResolveBatch's own message) is the fallback for a refusal DeepSpeed would not make
+/// itself (accumulation beyond kMaxGradAccum).
+Status DeepSpeedBatchError(std::optional<int64_t> train, std::optional<int64_t> micro,
+                           std::optional<int64_t> gas, int64_t ws, const Status& refused) {
+  auto overflow = [&]() {
+    return Status::InvalidArgument(fmt::format(
+        "train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x world size {} "
+        "overflows a 64-bit count; use realistic batch sizes",
+        micro.value_or(0), gas.value_or(1), ws));
+  };
+  if (train && micro && !gas) {
+    gas = *train / *micro / ws;
+  } else if (train && gas && !micro) {
+    micro = *train / ws / *gas;
+  } else if (train && !micro) {
+    gas = 1;
+    micro = *train / ws;
+  } else if (!train) {
+    gas = gas.value_or(1);
+    train = CheckedProduct({*micro, *gas, ws});
+    if (!train) return overflow();
+  }
+  if (*micro <= 0) {
+    return Status::InvalidArgument(fmt::format(
+        "train_micro_batch_size_per_gpu is {} (train_batch_size {} // world size {} // "
+        "accumulation {}); it has to be greater than 0",
+        *micro, *train, ws, *gas));
+  }
+  if (*gas <= 0) {
+    return Status::InvalidArgument(fmt::format(
+        "gradient_accumulation_steps is {} (train_batch_size {} // micro-batch {} // world size "
+        "{}); it has to be greater than 0",
+        *gas, *train, *micro, ws));
+  }
+  const std::optional<int64_t> product = CheckedProduct({*micro, *gas, ws});
+  if (!product) return overflow();
+  if (*train != *product) {
+    return Status::InvalidArgument(fmt::format(
+        "train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps "
+        "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys",
+        *train, *micro, *gas, ws, *product));
+  }
+  if (*gas > kMaxGradAccum) {
+    return Status::InvalidArgument(fmt::format(
+        "gradient_accumulation_steps must be an integer from 1 to {}, got {}", kMaxGradAccum,
+        *gas));
+  }
+  return Status::InvalidArgument(std::string(refused.message()));
+}
+
 class Parser {
  public:
   Parser(const json& cfg, const DsConfigContext& ctx) : cfg_(cfg), ctx_(ctx) {}
@@ -961,7 +1015,14 @@ class Parser {
           return Status::InvalidArgument(fmt::format(
               "gradient_accumulation_steps is {}; it has to be greater than 0", g));
         }
-        micro = *ctx_.global_batch / ws / g;
+        const Result<BatchTriple> t = ResolveBatch(ws, std::nullopt, g, *ctx_.global_batch);
+        if (!t.ok()) {
+          return Status::InvalidArgument(fmt::format(
+              "train_micro_batch_size_per_gpu is \"auto\" and --global-batch {} is not a multiple "
+              "of accumulation {} x {} GPUs: pass a --global-batch that is, or --micro-batch",
+              *ctx_.global_batch, g, ws));
+        }
+        micro = t->micro_batch;
         src = "--global-batch / (accumulation x GPUs)";
       } else {
         micro = kTrainerMicroBatch;
@@ -980,7 +1041,14 @@ class Parser {
           return Status::InvalidArgument(fmt::format(
               "train_micro_batch_size_per_gpu is {}; it has to be greater than 0", *micro));
         }
-        gas = *ctx_.global_batch / ws / *micro;
+        const Result<BatchTriple> t = ResolveBatch(ws, *micro, std::nullopt, *ctx_.global_batch);
+        if (!t.ok()) {
+          return Status::InvalidArgument(fmt::format(
+              "gradient_accumulation_steps is \"auto\" and --global-batch {} is not a multiple of "
+              "micro-batch {} x {} GPUs: pass a --global-batch that is, or --grad-accum",
+              *ctx_.global_batch, *micro, ws));
+        }
+        gas = t->grad_accum;
         src = "--global-batch / (micro-batch x GPUs)";
       } else {
         gas = kTrainerGradAccum;
@@ -991,7 +1059,14 @@ class Parser {
     }
     if (train_auto) {
       std::string src = "micro-batch x accumulation x GPUs";
-      if (micro && gas) {
+      if (!(micro && gas) && ctx_.global_batch) {
+        train = ctx_.global_batch;
+        src = "--global-batch";
+      } else {
+        if (!(micro && gas)) {
+          micro = micro.value_or(kTrainerMicroBatch);
+          gas = gas.value_or(kTrainerGradAccum);
+        }
         train = CheckedProduct({*micro, *gas, static_cast<int64_t>(ws)});
         if (!train) {
           return Status::InvalidArgument(fmt::format(
@@ -999,13 +1074,6 @@ class Parser {
               "overflows a 64-bit count",
               *micro, *gas, ws));
         }
-      } else if (ctx_.global_batch) {
-        train = ctx_.global_batch;
-        src = "--global-batch";
-      } else {
-        micro = micro.value_or(kTrainerMicroBatch);
-        gas = gas.value_or(kTrainerGradAccum);
-        train = *micro * *gas * ws;
       }
       Resolved("train_batch_size", std::to_string(*train), src);
     }
@@ -1018,69 +1086,18 @@ class Parser {
            "would need them in the config or from the HF Trainer)");
     }
 
-    // Products of batch sizes are checked: a wrapped product would be a negative batch.
-    auto batch_product = [&](int64_t m, int64_t g) -> std::optional<int64_t> {
-      return CheckedProduct({m, g, static_cast<int64_t>(ws)});
-    };
-    auto overflow = [&]() {
-      return Status::InvalidArgument(fmt::format(
-          "train_micro_batch_size_per_gpu {} x gradient_accumulation_steps {} x world size {} "
-          "overflows a 64-bit count; use realistic batch sizes",
-          micro.value_or(0), gas.value_or(1), ws));
-    };
-    // _set_batch_related_parameters, integer division as in DeepSpeed.
-    auto div = [](int64_t a, int64_t b) { return b == 0 ? 0 : a / b; };
-    if (train && micro && gas) {
-      // all given: nothing derived
-    } else if (train && micro) {
-      gas = div(div(*train, *micro), ws);
-    } else if (train && gas) {
-      micro = div(div(*train, ws), *gas);
-    } else if (micro && gas) {
-      train = batch_product(*micro, *gas);
-      if (!train) return overflow();
-    } else if (train) {
-      gas = 1;
-      micro = div(*train, ws);
-    } else if (micro) {
-      train = batch_product(*micro, 1);
-      if (!train) return overflow();
-      gas = 1;
-    } else {
+    if (!train && !micro) {
       return Status::InvalidArgument(
           "the config sets neither train_batch_size nor train_micro_batch_size_per_gpu; DeepSpeed "
           "asserts \"Either train_batch_size or train_micro_batch_size_per_gpu needs to be "
           "provided\"; add one (or pass --micro-batch N)");
     }
-    // _batch_assertion.
-    if (*train <= 0) {
-      return Status::InvalidArgument(fmt::format(
-          "train_batch_size is {} (after DeepSpeed's integer division); it has to be greater than "
-          "0",
-          *train));
-    }
-    if (*micro <= 0) {
-      return Status::InvalidArgument(fmt::format(
-          "train_micro_batch_size_per_gpu is {} (train_batch_size {} // world size {} // "
-          "accumulation {}); it has to be greater than 0",
-          *micro, *train, ws, *gas));
-    }
-    if (*gas <= 0) {
-      return Status::InvalidArgument(fmt::format(
-          "gradient_accumulation_steps is {} (train_batch_size {} // micro-batch {} // world size "
-          "{}); it has to be greater than 0",
-          *gas, *train, *micro, ws));
-    }
-    const std::optional<int64_t> product = batch_product(*micro, *gas);
-    if (!product) return overflow();
-    if (*train != *product) {
-      return Status::InvalidArgument(fmt::format(
-          "train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps "
-          "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys",
-          *train, *micro, *gas, ws, *product));
-    }
-    p.micro_batch = *micro;
-    p.grad_accum = *gas;
+    // The one batch rule (core/plan.h ResolveBatch): derives what the config leaves out and
+    // refuses triples that do not multiply. Its refusals are put in DeepSpeed's words below.
+    const Result<BatchTriple> t = ResolveBatch(ws, micro, gas, train);
+    if (!t.ok()) return DeepSpeedBatchError(train, micro, gas, ws, t.status());
+    p.micro_batch = t->micro_batch;
+    p.grad_accum = t->grad_accum;
     return Status();
   }
 

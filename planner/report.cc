@@ -19,8 +19,8 @@ Result<PlanReport> BuildPlanReport(const PlannerRequest& request) {
   r.params = params;
   r.nodes = request.nodes;
   r.gpus_per_node = request.gpus_per_node;
-  r.seq_len = request.seq_len;
-  r.target_len = request.target_len;
+  r.seq_len = request.shape.seq_len;
+  r.target_len = request.shape.target_len;
   r.profile_name = request.profile->name;
   r.profile_sources = request.profile->SourceSummary();
   r.gpu_capacity_bytes = static_cast<int64_t>(request.profile->gpu.memory_bytes.value);
@@ -122,13 +122,6 @@ Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfi
   p.durations.clear();
   d.prediction = std::move(p);
   return d;
-}
-
-void DefaultLengths(const ModelSpec& spec, int64_t* seq_len, int64_t* target_len) {
-  RunShape shape;
-  ResolveRunLengths(spec, std::nullopt, std::nullopt, &shape);
-  *seq_len = shape.seq_len;
-  *target_len = shape.target_len;
 }
 
 }  // namespace dsplan

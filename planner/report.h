@@ -87,11 +87,6 @@ struct StepDetail {
 Result<StepDetail> SimulateStepDetail(const ModelSpec& spec, const HardwareProfile& profile,
                                       const Plan& plan, const SimulateOptions& options = {});
 
-/// The sequence lengths the CLI uses when none are given (cli/common.h ResolveLengths, repeated
-/// here because gui/ cannot link cli/): 512 (+128 decoder tokens) for T5 and BERT, else 1024
-/// capped at a learned position table (GPT-2, OPT).
-void DefaultLengths(const ModelSpec& spec, int64_t* seq_len, int64_t* target_len);
-
 }  // namespace dsplan
 
 #endif  // DSPLAN_PLANNER_REPORT_H_

@@ -223,7 +223,7 @@ Status Search::Validate() {
   world_ = r_.nodes * r_.gpus_per_node;
   // The pinned batch values must make a triple (micro-batch x accumulation x GPUs = global).
   DSPLAN_RETURN_IF_ERROR(
-      ResolveBatch(world_, r_.micro_batch, r_.grad_accum, r_.global_batch).status());
+      ResolveBatch(world_, r_.PinnedMicroBatch(), r_.grad_accum, r_.global_batch).status());
   if (r_.stage && (*r_.stage < 0 || *r_.stage > 3)) {
     return Status::InvalidArgument(fmt::format("--stage must be 0, 1, 2 or 3, got {}", *r_.stage));
   }
@@ -250,8 +250,8 @@ Status Search::Validate() {
     return Status::InvalidArgument(fmt::format(
         "--headroom must be a percentage in [0, 100), got {}%", 100 * r_.headroom.fraction));
   }
-  if (r_.precision) {
-    precision_ = *r_.precision;
+  if (r_.shape_pins.precision) {
+    precision_ = r_.shape.precision;
     if (precision_ == Precision::kBf16 && r_.profile->gpu.peak_flops_bf16.value <= 0) {
       return Status::InvalidArgument(fmt::format(
           "--precision bf16: {} has no bf16 support (profile {}); use fp16", r_.profile->gpu.name,
@@ -283,13 +283,13 @@ std::vector<Family> Search::Families() const {
   base.scheduler_params.warmup_num_steps = kDefaultWarmupSteps;
   base.scheduler_params.warmup_type = "linear";
 
-  base.seq_len = r_.seq_len;
-  base.target_len = r_.target_len;
-  base.attention = r_.attention;
+  base.seq_len = r_.shape.seq_len;
+  base.target_len = r_.shape.target_len;
+  base.attention = r_.shape.attention;
   std::vector<int> stages = {0, 1, 2, 3};
   if (r_.stage) stages = {*r_.stage};
   std::vector<bool> gcs = {false, true};
-  if (r_.gradient_checkpointing) gcs = {*r_.gradient_checkpointing};
+  if (r_.shape_pins.gradient_checkpointing) gcs = {r_.shape.gradient_checkpointing};
   std::vector<int64_t> buckets = {50'000'000, 200'000'000, 500'000'000};
   if (r_.reduce_bucket_size) buckets = {*r_.reduce_bucket_size};
   const bool nvme = r_.nvme_bytes > 0;
@@ -425,8 +425,8 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
   const int64_t cap = r_.global_batch ? std::min(kMaxMicroBatch, *r_.global_batch / world_)
                                       : kMaxMicroBatch;
   std::vector<int64_t> candidates;
-  if (r_.micro_batch) {
-    candidates = {*r_.micro_batch};
+  if (r_.shape_pins.micro_batch) {
+    candidates = {r_.shape.micro_batch};
   } else {
     // The largest micro-batch that fits: doubling, then bisection (peak memory grows with it).
     auto first = Evaluate(f, 1, true, error);
@@ -499,7 +499,7 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
       rejected->reason = fmt::format("micro-batch {}: {}", mb, s->prediction.reason);
     }
   }
-  if (r_.micro_batch) ++considered_;
+  if (r_.shape_pins.micro_batch) ++considered_;
 }
 
 Result<PlannerResult> Search::Run() {
@@ -518,9 +518,9 @@ Result<PlannerResult> Search::Run() {
     p.nodes = r_.nodes;
     p.gpus_per_node = r_.gpus_per_node;
     p.precision = precision_;
-    p.seq_len = r_.seq_len;
-    p.target_len = r_.target_len;
-    p.attention = r_.attention;
+    p.seq_len = r_.shape.seq_len;
+    p.target_len = r_.shape.target_len;
+    p.attention = r_.shape.attention;
     auto w = sim_->WorkloadFor(p.shape());
     if (!w.ok()) return Status::InvalidArgument(w.status().message());
     nvme_param_buffer_size_ = NvmeParamBufferSize(**w, p);

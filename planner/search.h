@@ -37,20 +37,51 @@ struct PlannerRequest {
   int nodes = 1;
   int gpus_per_node = 1;
   const HardwareProfile* profile = nullptr;
-  int64_t seq_len = 1024;
-  int64_t target_len = 0;
-  AttentionImpl attention = AttentionImpl::kAuto;
+  /// The run shape of every plan (core/plan.h RunShape: the micro-batch, lengths, checkpointing,
+  /// attention and precision have one representation from the flags to the workload). Its
+  /// seq_len, target_len and attention are always used. Its micro_batch, gradient_checkpointing
+  /// and precision are used only where |shape_pins| pins them (set them with the Pin* calls);
+  /// unpinned, the search varies the micro-batch and checkpointing and takes the profile's
+  /// precision (bf16 where the GPU has it, else fp16), and their values here are not read.
+  RunShape shape;
+  struct ShapePins {
+    bool micro_batch = false;
+    bool gradient_checkpointing = false;
+    bool precision = false;
+  };
+  ShapePins shape_pins;
 
-  // Pins: unset = searched.
+  void PinMicroBatch(int64_t micro_batch) {
+    shape.micro_batch = micro_batch;
+    shape_pins.micro_batch = true;
+  }
+  void PinGradientCheckpointing(bool on) {
+    shape.gradient_checkpointing = on;
+    shape_pins.gradient_checkpointing = true;
+  }
+  void PinPrecision(Precision precision) {
+    shape.precision = precision;
+    shape_pins.precision = true;
+  }
+  /// The pinned value, or none when the search chooses it.
+  std::optional<int64_t> PinnedMicroBatch() const {
+    return shape_pins.micro_batch ? std::optional<int64_t>(shape.micro_batch) : std::nullopt;
+  }
+  std::optional<bool> PinnedGradientCheckpointing() const {
+    return shape_pins.gradient_checkpointing ? std::optional<bool>(shape.gradient_checkpointing)
+                                             : std::nullopt;
+  }
+  std::optional<Precision> PinnedPrecision() const {
+    return shape_pins.precision ? std::optional<Precision>(shape.precision) : std::nullopt;
+  }
+
+  // Pins of the configuration: unset = searched.
   std::optional<int> stage;
-  std::optional<int64_t> micro_batch;
   std::optional<int64_t> grad_accum;
   std::optional<int64_t> global_batch;
   bool no_offload = false;
   std::optional<OffloadDevice> offload_optimizer;
   std::optional<OffloadDevice> offload_param;
-  std::optional<bool> gradient_checkpointing;
-  std::optional<Precision> precision;
   std::optional<int64_t> reduce_bucket_size;
 
   /// Host RAM per node (0: the profile's). NVMe space per node (0: no NVMe offload).

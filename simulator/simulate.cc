@@ -38,7 +38,7 @@ int64_t LibraryWorkspaceBytes(const HardwareProfile& hw) {
 
 }  // namespace
 
-TimeBand StepTimeBand(const ModelSpec& spec) {
+TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack) {
   // The 81 runs with a step time in tests/fixtures/calibration and docs/validation/deepspeed
   // (records-h200.jsonl, holdout/records-holdout-h200.jsonl), replayed on 2026-12-03: measured
   // / predicted ranged 0.75-1.45 with the families' measured block host times, 0.82-2.66 with
@@ -47,7 +47,7 @@ TimeBand StepTimeBand(const ModelSpec& spec) {
   TimeBand b;
   b.family_measured = false;
   for (LayerKind k : {LayerKind::kDecoderBlock, LayerKind::kEncoderBlock}) {
-    if (MeasuredStackCosts().Block(spec.model_type, k) != nullptr) b.family_measured = true;
+    if (stack.Block(spec.model_type, k) != nullptr) b.family_measured = true;
   }
   if (b.family_measured) {
     b.low = 0.75;
@@ -268,7 +268,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.gpu_context_bytes = static_cast<int64_t>(hw.gpu.context_bytes.value);
   p.gpu_nccl_bytes = NcclWorkspaceBytes(plan);
   p.memory_band = PeakMemoryBand(w.spec, plan);
-  p.time_band = StepTimeBand(w.spec);
+  p.time_band = StepTimeBand(w.spec, cost.stack_costs());
   p.gpu_headroom_bytes = options.headroom.Bytes(p.gpu_capacity_bytes);
   // The allocator replays against the device as the process sees it: the capacity less the
   // context and NCCL's buffers. Running out there is a certain OOM; the band and the headroom

@@ -83,8 +83,13 @@ struct TimeBand {
   std::string basis;           // one line: where the numbers come from
 };
 
-/// The band for a step-time prediction of |spec| (whose blocks' host time was measured or not).
-TimeBand StepTimeBand(const ModelSpec& spec);
+struct StackCosts;
+
+/// The band for a step-time prediction of |spec| priced with |stack| (the profile's stack costs,
+/// StackCostsOf): the measured band when |stack| holds the host time of the family's blocks, the
+/// wider one when they are priced per op. So a profile whose stack section measured other
+/// families than the built-in costs gets the band of what it measured.
+TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a

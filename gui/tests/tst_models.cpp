@@ -18,6 +18,7 @@
 #include "models/planstablemodel.h"
 #include "models/timelinemodel.h"
 #include "planner/report.h"
+#include "simulator/workload.h"
 
 using namespace dsplan;
 using namespace dsplan::gui;
@@ -57,7 +58,7 @@ void TestModels::initTestCase() {
   r.spec = m_spec;
   r.gpus_per_node = 4;
   r.profile = &m_profile;
-  DefaultLengths(m_spec, &r.seq_len, &r.target_len);
+  ResolveRunLengths(m_spec, std::nullopt, std::nullopt, &r.shape);
   r.headroom.fraction = 0.8;  // use a fifth of the GPU
   auto report = BuildPlanReport(r);
   QVERIFY2(report.ok(), report.status().message().c_str());
@@ -193,7 +194,7 @@ void TestModels::stageFoldingAndTimeBand() {
   r.spec = m_spec;
   r.gpus_per_node = 4;
   r.profile = &m_profile;
-  DefaultLengths(m_spec, &r.seq_len, &r.target_len);
+  ResolveRunLengths(m_spec, std::nullopt, std::nullopt, &r.shape);
   auto report = BuildPlanReport(r);
   QVERIFY2(report.ok(), report.status().message().c_str());
   PlansTableModel model;
@@ -359,7 +360,7 @@ void TestModels::plannerStopsWhenCancelled() {
   r.spec = m_spec;
   r.gpus_per_node = 4;
   r.profile = &m_profile;
-  DefaultLengths(m_spec, &r.seq_len, &r.target_len);
+  ResolveRunLengths(m_spec, std::nullopt, std::nullopt, &r.shape);
   std::atomic<bool> cancel{true};
   r.cancel = &cancel;
   auto stopped = RunPlanner(r);

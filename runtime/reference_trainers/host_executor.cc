@@ -685,6 +685,7 @@ struct Shared {
   std::string nvme_dir;
   std::vector<std::vector<double>> losses;  // [step][micro] of this rank
   HostRankMemory memory;
+  std::vector<HostOp> last_step_ops;  // this rank's operations of the current (then last) step
   std::vector<std::vector<float>> final_params;  // rank 0 only
   int64_t partition_numel = 0, gip_numel = 0, largest_subgroup = 0;
   // The first error; the rank goes on (its collectives must match the others') and the ranks
@@ -1427,6 +1428,7 @@ void Rank::Run() {
   for (int step = 0; step < sh_.opts.steps; ++step) {
     acc_.BeginStep();
     acc_.SetMicroSteps(true);
+    sh_.last_step_ops.clear();
     for (int micro = 0; micro < gas_; ++micro) {
       for (int64_t j = 0; j < mb; ++j) {
         Sample(m_, sh_.opts.seed, (static_cast<int64_t>(micro) * N_ + r_) * mb + j, &ids[j * T]);
@@ -1440,6 +1442,7 @@ void Rank::Run() {
       std::vector<const float*> W;
       for (int l = 0; l < L; ++l) {
         FetchLayer(l, w32, gathered, W);
+        sh_.last_step_ops.push_back({TaskKind::kForward, l, micro});
         model.Forward(l, W, ids.data(), h, saved[l], &loss, 1.0f / gas_);
         w32.clear();
         gathered.clear();
@@ -1461,6 +1464,7 @@ void Rank::Run() {
           if (!pending_[t].live()) pending_[t] = Gpu(MemCategory::kTemporaries, 4 * Numel(t));
           G[t] = pending_[t].f32();
         }
+        sh_.last_step_ops.push_back({TaskKind::kBackward, l, micro});
         model.Backward(l, W, G, ids.data(), h, saved[l]);
         w32.clear();
         gathered.clear();
@@ -1491,6 +1495,10 @@ void Rank::Run() {
       if (Stage3()) Z3Flush(micro);
     }
     acc_.SetMicroSteps(false);
+    sh_.last_step_ops.push_back({p_.zero.offload_optimizer.device != OffloadDevice::kNone
+                                     ? TaskKind::kCpuOptimizer
+                                     : TaskKind::kGpuOptimizer,
+                                 -1, -1});
     OptimizerStep();
     sh_.comm.Barrier();
     // Every rank takes the parameters at the same step (stage 3 gathers them).
@@ -1666,10 +1674,52 @@ Result<HostRun> RunRankAndGather(Shared& sh) {
     out.losses.push_back(s / static_cast<double>(all.size() * gas));
   }
   out.params = std::move(sh.final_params);
+  out.last_step_ops = std::move(sh.last_step_ops);
   return out;
 }
 
 }  // namespace
+
+std::vector<HostOp> GraphHostOps(const StepGraph& graph) {
+  std::vector<HostOp> out;
+  // The optimizer step's entry goes where its first task is; it is a CPU step when Adam runs on
+  // the host (its GPU tasks are then the gradient norm and the copies around it).
+  size_t optimizer_at = 0;
+  bool optimizer = false, on_cpu = false;
+  for (TaskId id = 0; id < graph.size(); ++id) {
+    const Task& t = graph.task(id);
+    switch (t.kind) {
+      case TaskKind::kForward:
+      case TaskKind::kRecompute:
+      case TaskKind::kBackward:
+        out.push_back({t.kind, t.layer, t.micro_step});
+        break;
+      case TaskKind::kGpuOptimizer:
+      case TaskKind::kCpuOptimizer:
+        if (!optimizer) optimizer_at = out.size();
+        optimizer = true;
+        on_cpu = on_cpu || t.kind == TaskKind::kCpuOptimizer;
+        break;
+      default:
+        break;
+    }
+  }
+  if (optimizer) {
+    out.insert(out.begin() + static_cast<std::ptrdiff_t>(optimizer_at),
+               HostOp{on_cpu ? TaskKind::kCpuOptimizer : TaskKind::kGpuOptimizer, -1, -1});
+  }
+  return out;
+}
+
+std::string HostOpsText(const std::vector<HostOp>& ops) {
+  std::string s;
+  for (const HostOp& o : ops) {
+    if (!s.empty()) s += ", ";
+    s += o.layer >= 0 ? fmt::format("{} L{} m{}", TaskKindName(o.kind), o.layer, o.micro_step)
+                      : std::string(TaskKindName(o.kind));
+  }
+  return s;
+}
 
 SpaceCategoryBytes GraphCategoryPeaks(const StepGraph& graph, bool micro_steps_only) {
   SpaceCategoryBytes cur = graph.initial, peak = graph.initial;

@@ -67,6 +67,27 @@ struct HostRankMemory {
   SpaceCategoryBytes peak_run{};
 };
 
+/// One operation the host executor ran, in the StepGraph's terms (one StepGraph, two executors:
+/// docs/architecture.md): the task kind, the Workload layer (-1: none) and the micro-step (-1:
+/// the optimizer step). The executor records its layers' forward and backward passes and the
+/// optimizer step; GraphHostOps gives the same view of a StepGraph, and a test requires the two
+/// to be equal, so the executor cannot drift from the graph's order of work unnoticed.
+struct HostOp {
+  TaskKind kind = TaskKind::kForward;
+  int32_t layer = -1;
+  int32_t micro_step = -1;
+  bool operator==(const HostOp&) const = default;
+};
+
+/// |graph|'s tasks of the kinds the host executor records, in program order (task id order):
+/// every forward, recompute and backward task, and one entry for the optimizer step where its
+/// first task is (kCpuOptimizer when any of its tasks runs Adam on the host, else
+/// kGpuOptimizer). REQUIRES: an unrolled graph (StepGraphForm::kUnrolled) or GAS <= 2.
+std::vector<HostOp> GraphHostOps(const StepGraph& graph);
+
+/// "forward L3 m0" ... for messages.
+std::string HostOpsText(const std::vector<HostOp>& ops);
+
 /// Rank 0's result holds the whole run; under HostRunOptions::comm the other ranks' results hold
 /// only the layout facts (numel and below) and param_names.
 struct HostRun {
@@ -78,6 +99,8 @@ struct HostRun {
   /// Mean loss per step over all ranks and micro-steps (equal to the global batch's mean loss).
   std::vector<double> losses;
   std::vector<HostRankMemory> rank_memory;  // one per rank
+  /// Rank 0's operations of the last step, in the order it ran them (every rank runs the same).
+  std::vector<HostOp> last_step_ops;
   /// Facts of the run's layout, for reports and tests.
   int64_t numel = 0;                  // trainable elements (== Workload::params)
   int64_t partition_numel = 0;        // per-rank partition the optimizer updates

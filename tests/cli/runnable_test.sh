@@ -234,6 +234,7 @@ check "--objective cost shows GPU-hours and cost per million tokens" \
   bash -c "grep -q 'GPU-h/Mtok' '$tmp/out' && grep -q 'cost/Mtok' '$tmp/out'"
 bad "missing --gpus" "--gpus is required" --model gpt2
 bad "--micro-batch 3 --global-batch 64 --gpus 8" "not divisible by --micro-batch 3 x 8 GPUs = 24" --model gpt2 --gpus 8 --micro-batch 3 --global-batch 64
+bad "simulate: an auto micro-batch from a --global-batch the GPUs do not divide" "hf_zero2_auto.json: train_micro_batch_size_per_gpu is \"auto\" and --global-batch 30 is not a multiple of accumulation 1 x 4 GPUs" simulate --model gpt2-xl --gpus 4 --ds-config "$fx/hf_zero2_auto.json" --global-batch 30
 check "docs/cli.md no longer says the planner has not landed" bash -c "! grep -q 'Until the planner lands' '$src/docs/cli.md'"
 
 finish

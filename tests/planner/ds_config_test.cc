@@ -2,6 +2,9 @@
 #include "planner/ds_config.h"
 
 #include <cstdlib>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <set>
 #include <fstream>
 #include <sstream>
@@ -353,6 +356,104 @@ TEST(BatchTest, FractionalBatchIsRejected) {
   EXPECT_NE(msg.find("train_micro_batch_size_per_gpu must be an integer, got 2.5"),
             std::string::npos)
       << msg;
+}
+
+// DeepSpeed's own batch rule, written out independently of the parser (config.py
+// _set_batch_related_parameters then _batch_assertion): the missing key by integer division, then
+// every key > 0 and train == micro x gas x world. Returns {micro, gas} or nothing when DeepSpeed
+// raises.
+std::optional<std::pair<int64_t, int64_t>> DeepSpeedBatch(std::optional<int64_t> train,
+                                                          std::optional<int64_t> micro,
+                                                          std::optional<int64_t> gas, int64_t ws) {
+  if (train && micro && gas) {
+  } else if (train && micro) {
+    gas = *train / *micro / ws;
+  } else if (train && gas) {
+    micro = *train / ws / *gas;
+  } else if (micro && gas) {
+    train = *micro * *gas * ws;
+  } else if (train) {
+    gas = 1;
+    micro = *train / ws;
+  } else if (micro) {
+    gas = 1;
+    train = *micro * ws;
+  } else {
+    return std::nullopt;
+  }
+  if (*train <= 0 || *micro <= 0 || *gas <= 0 || *train != *micro * *gas * ws) return std::nullopt;
+  return std::make_pair(*micro, *gas);
+}
+
+TEST(BatchTest, ParserAgreesWithDeepSpeedsRuleOnEveryTripleOfAGrid) {
+  // The parser resolves the batch keys through the shared rule (ResolveBatch); DeepSpeed's
+  // derivation is different arithmetic (integer division, then one assertion), so any drift
+  // between the two shows up here as a config one accepts and the other refuses.
+  const std::vector<int64_t> values = {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 30, 48, 64, 96};  // 0: absent
+  int compared = 0, accepted = 0;
+  for (int gpus : {1, 2, 3, 4, 8}) {
+    for (int64_t t : values) {
+      for (int64_t m : values) {
+        for (int64_t g : values) {
+          json cfg = json::object();
+          if (t) cfg["train_batch_size"] = t;
+          if (m) cfg["train_micro_batch_size_per_gpu"] = m;
+          if (g) cfg["gradient_accumulation_steps"] = g;
+          const auto want = DeepSpeedBatch(t ? std::optional<int64_t>(t) : std::nullopt,
+                                            m ? std::optional<int64_t>(m) : std::nullopt,
+                                            g ? std::optional<int64_t>(g) : std::nullopt, gpus);
+          auto r = ParseDsConfig(cfg, Cluster(1, gpus));
+          ++compared;
+          ASSERT_EQ(r.ok(), want.has_value())
+              << cfg.dump() << " on " << gpus << " GPUs: "
+              << (r.ok() ? std::string("accepted") : std::string(r.status().message()));
+          if (!want) continue;
+          ++accepted;
+          EXPECT_EQ(r->plan.micro_batch, want->first) << cfg.dump() << " on " << gpus;
+          EXPECT_EQ(r->plan.grad_accum, want->second) << cfg.dump() << " on " << gpus;
+        }
+      }
+    }
+  }
+  EXPECT_GT(accepted, 100);
+  EXPECT_GT(compared - accepted, 100);
+}
+
+TEST(BatchTest, AutoMicroBatchFromAGlobalBatchThatDoesNotDivideIsRefused) {
+  // hf_zero2_auto.json has every batch key "auto": micro-batch = --global-batch / (1 x 4 GPUs)
+  // would truncate 30 / 4 to 7 and quietly plan a global batch of 28.
+  DsConfigContext ctx = Cluster(1, 4);
+  ctx.global_batch = 30;
+  auto r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), ctx);
+  ASSERT_FALSE(r.ok()) << "planned micro-batch " << r->plan.micro_batch;
+  const std::string msg(r.status().message());
+  EXPECT_NE(msg.find("--global-batch 30 is not a multiple of accumulation 1 x 4 GPUs"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("hf_zero2_auto.json"), std::string::npos) << msg;
+  ctx.global_batch = 32;
+  r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), ctx);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->plan.micro_batch, 8);
+  EXPECT_EQ(r->plan.train_batch(), 32);
+}
+
+TEST(BatchTest, AutoAccumulationFromAGlobalBatchThatDoesNotDivideIsRefused) {
+  json cfg = {{"train_batch_size", "auto"},
+              {"train_micro_batch_size_per_gpu", 3},
+              {"gradient_accumulation_steps", "auto"}};
+  DsConfigContext ctx = Cluster(1, 2);
+  ctx.global_batch = 16;
+  const std::string msg = ErrorOf(cfg, ctx);
+  EXPECT_NE(msg.find("--global-batch 16 is not a multiple of micro-batch 3 x 2 GPUs"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(BatchTest, AutoTrainBatchWithAHugeMicroBatchOverflowsCleanly) {
+  json cfg = {{"train_batch_size", "auto"},
+              {"train_micro_batch_size_per_gpu", int64_t{4611686018427387904}}};
+  EXPECT_NE(ErrorOf(cfg, Cluster(1, 8)).find("overflows a 64-bit count"), std::string::npos);
 }
 
 // --- precision -----------------------------------------------------------------------------------

@@ -236,10 +236,10 @@ TEST_F(InfinityTest, OneTrillionParametersOnOneDgx2) {
   r.nodes = 1;
   r.gpus_per_node = 16;
   r.profile = &*profile;
-  r.seq_len = 1024;
+  r.shape.seq_len = 1024;
   r.stage = 3;
-  r.gradient_checkpointing = true;
-  r.micro_batch = 1;
+  r.PinGradientCheckpointing(true);
+  r.PinMicroBatch(1);
   r.host_memory_bytes = 1'500'000'000'000;
   r.nvme_bytes = 28'000'000'000'000;
   auto res = RunPlanner(r);

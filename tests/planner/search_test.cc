@@ -54,7 +54,7 @@ PlannerRequest Request(const std::string& model, int gpus) {
   r.spec = Model(model);
   r.gpus_per_node = gpus;
   r.profile = &Profile();
-  r.seq_len = 1024;
+  r.shape.seq_len = 1024;
   r.threads = 2;
   return r;
 }
@@ -240,13 +240,49 @@ TEST(SearchTest, ChoiceAndPlanSummaries) {
   EXPECT_NE(ChoiceSummary(r).find("no checkpointing"), std::string::npos);
 }
 
+TEST(SearchTest, TheRequestsRunShapeReachesEveryPlanAndOnlyPinnedFieldsAreFixed) {
+  // Unpinned, the shape's micro-batch, checkpointing and precision are the search's to choose:
+  // values written there without a pin change nothing.
+  PlannerRequest loose = Request("gpt2", 2);
+  loose.stage = 1;
+  loose.shape.micro_batch = 3;
+  loose.shape.gradient_checkpointing = true;
+  loose.shape.precision = Precision::kFp32;
+  EXPECT_FALSE(loose.PinnedMicroBatch());
+  EXPECT_FALSE(loose.PinnedGradientCheckpointing());
+  EXPECT_FALSE(loose.PinnedPrecision());
+  PlannerRequest plain = Request("gpt2", 2);
+  plain.stage = 1;
+  auto a = RunPlanner(loose);
+  auto b = RunPlanner(plain);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  ASSERT_TRUE(b.ok()) << b.status().message();
+  ASSERT_EQ(a->ranked.size(), b->ranked.size());
+  for (size_t i = 0; i < a->ranked.size(); ++i) {
+    EXPECT_EQ(a->ranked[i].plan.shape(), b->ranked[i].plan.shape()) << i;
+  }
+  // Pinned, they are fixed; the lengths and attention always come from the shape.
+  PlannerRequest pinned = Request("gpt2", 2);
+  pinned.stage = 1;
+  pinned.shape.seq_len = 256;
+  pinned.shape.attention = AttentionImpl::kEager;
+  pinned.PinMicroBatch(3);
+  pinned.PinGradientCheckpointing(true);
+  pinned.PinPrecision(Precision::kFp16);
+  EXPECT_EQ(pinned.PinnedMicroBatch(), std::optional<int64_t>(3));
+  auto c = RunPlanner(pinned);
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  ASSERT_FALSE(c->ranked.empty());
+  for (const ScoredPlan& s : c->ranked) EXPECT_EQ(s.plan.shape(), pinned.shape);
+}
+
 TEST(SearchTest, PinsAreHonoured) {
   {
     PlannerRequest r = Request("gpt2", 2);
     r.stage = 2;
     r.no_offload = true;
-    r.micro_batch = 3;
-    r.gradient_checkpointing = true;
+    r.PinMicroBatch(3);
+    r.PinGradientCheckpointing(true);
     r.reduce_bucket_size = 12'345'678;
     auto res = RunPlanner(r);
     ASSERT_TRUE(res.ok()) << res.status().message();
@@ -266,8 +302,8 @@ TEST(SearchTest, PinsAreHonoured) {
     r.stage = 3;
     r.offload_optimizer = OffloadDevice::kCpu;
     r.offload_param = OffloadDevice::kCpu;
-    r.gradient_checkpointing = false;
-    r.micro_batch = 2;
+    r.PinGradientCheckpointing(false);
+    r.PinMicroBatch(2);
     auto res = RunPlanner(r);
     ASSERT_TRUE(res.ok()) << res.status().message();
     ASSERT_FALSE(res->ranked.empty());
@@ -286,7 +322,7 @@ TEST(SearchTest, PinsAreHonoured) {
     // Optimizer offload pinned to none, stage unpinned: no plan offloads the optimizer.
     PlannerRequest r = Request("gpt2", 2);
     r.offload_optimizer = OffloadDevice::kNone;
-    r.micro_batch = 2;
+    r.PinMicroBatch(2);
     auto res = RunPlanner(r);
     ASSERT_TRUE(res.ok()) << res.status().message();
     ASSERT_FALSE(res->ranked.empty());
@@ -297,7 +333,7 @@ TEST(SearchTest, PinsAreHonoured) {
     PlannerRequest r = Request("gpt2", 2);
     r.grad_accum = 3;
     r.stage = 1;
-    r.micro_batch = 2;
+    r.PinMicroBatch(2);
     auto res = RunPlanner(r);
     ASSERT_TRUE(res.ok()) << res.status().message();
     ASSERT_FALSE(res->ranked.empty());
@@ -388,7 +424,7 @@ TEST(SearchTest, PredictionEqualsAFreshSimulation) {
 
 TEST(SearchTest, ImpossibleRequestIsAnEmptyResultWithReasons) {
   PlannerRequest r = Request("llama-2-70b", 1);
-  r.seq_len = 1024;
+  r.shape.seq_len = 1024;
   r.no_offload = true;
   r.stage = 0;
   auto res = RunPlanner(r);
@@ -407,7 +443,7 @@ TEST(SearchTest, ImpossibleRequestIsAnEmptyResultWithReasons) {
 
 TEST(SearchTest, MemoryObjectiveSortsByPeakAscending) {
   PlannerRequest r = Request("gpt2", 2);
-  r.micro_batch = 4;
+  r.PinMicroBatch(4);
   r.objective = Objective::kMemory;
   auto mem = RunPlanner(r);
   ASSERT_TRUE(mem.ok()) << mem.status().message();
@@ -480,7 +516,7 @@ TEST(SearchTest, BadRequestsNameTheFlag) {
   {
     PlannerRequest r = Request("gpt2", 1);
     r.profile = &Profile("t4");
-    r.precision = Precision::kBf16;
+    r.PinPrecision(Precision::kBf16);
     ExpectInvalid(r, "bf16");
   }
   {
@@ -516,7 +552,7 @@ TEST(SearchTest, BadRequestsNameTheFlag) {
   {
     PlannerRequest r = Request("gpt2", 2);
     r.global_batch = 8;
-    r.micro_batch = 2;
+    r.PinMicroBatch(2);
     r.grad_accum = 3;  // 2 x 3 x 2 = 12, not 8
     ExpectInvalid(r, "--global-batch");
   }
@@ -536,10 +572,10 @@ TEST(SearchTest, T4DefaultsToFp16) {
   // The T4 has no bf16: an unpinned search trains in fp16.
   PlannerRequest r = Request("t5-small", 1);
   r.profile = &Profile("t4");
-  r.seq_len = 512;
-  r.target_len = 128;
+  r.shape.seq_len = 512;
+  r.shape.target_len = 128;
   r.stage = 1;
-  r.micro_batch = 2;
+  r.PinMicroBatch(2);
   auto res = RunPlanner(r);
   ASSERT_TRUE(res.ok()) << res.status().message();
   ASSERT_FALSE(res->ranked.empty());
@@ -565,7 +601,7 @@ TEST(SearchTest, NvmeSpaceAddsNvmeFamilies) {
   };
   PlannerRequest r = Request("gpt2-medium", 1);
   r.stage = 3;
-  r.micro_batch = 2;
+  r.PinMicroBatch(2);
   r.reduce_bucket_size = 50'000'000;
   auto without = RunPlanner(r);
   ASSERT_TRUE(without.ok()) << without.status().message();
@@ -589,9 +625,9 @@ TEST(SearchTest, TinyNvmeRejectsNvmeFamilies) {
   // 1 MB of NVMe cannot hold gpt2's optimizer states: NVMe families are rejected for it.
   PlannerRequest r = Request("gpt2", 1);
   r.stage = 3;
-  r.micro_batch = 2;
+  r.PinMicroBatch(2);
   r.reduce_bucket_size = 50'000'000;
-  r.gradient_checkpointing = false;
+  r.PinGradientCheckpointing(false);
   r.nvme_bytes = 1'000'000;
   auto res = RunPlanner(r);
   ASSERT_TRUE(res.ok()) << res.status().message();
@@ -613,7 +649,7 @@ TEST(SearchTest, HeadroomCapsThePeak) {
   PlannerRequest r = Request("gpt2", 2);
   r.stage = 2;
   r.no_offload = true;
-  r.gradient_checkpointing = false;
+  r.PinGradientCheckpointing(false);
   r.reduce_bucket_size = 50'000'000;
   r.headroom.fraction = 0.75;
   auto res = RunPlanner(r);
@@ -668,7 +704,7 @@ TEST(SearchTest, EmittedConfigParsesBackToTheSamePlan) {
 
 TEST(SearchTest, ProgressReachesOne) {
   PlannerRequest r = Request("gpt2", 2);
-  r.micro_batch = 1;
+  r.PinMicroBatch(1);
   r.stage = 1;
   std::vector<double> seen;
   std::mutex mu;
@@ -700,8 +736,8 @@ TEST(SearchProperty, LargerGpuNeverMakesTheBestPlanSlower) {
     SCOPED_TRACE(model);
     PlannerRequest small = Request(model, gpus);
     if (Model(model).family == Family::kT5) {
-      small.seq_len = 512;
-      small.target_len = 128;
+      small.shape.seq_len = 512;
+      small.shape.target_len = 128;
     }
     // The same machine with 40% of its memory, then all of it.
     HardwareProfile reduced = Profile();

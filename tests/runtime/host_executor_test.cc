@@ -415,6 +415,45 @@ TEST(HostExecutorTest, ModelStateBytesEqualTheStepGraph) {
   std::filesystem::remove_all(dir);
 }
 
+// --- One step graph, two executors: the order of work -----------------------------------------
+
+// The host executor's layers' forward and backward passes and its optimizer step, in the order it
+// ran them, equal the StepGraph's tasks of those kinds in program order, for every ZeRO stage,
+// world size, accumulation and optimizer offload it implements. A change to either side that
+// reorders, adds or drops work fails here.
+TEST(HostExecutorTest, RunsTheStepGraphsTasksInItsOrder) {
+  int compared = 0;
+  for (int stage : {0, 1, 2, 3}) {
+    for (int world : {1, 2}) {
+      for (int gas : {1, 3}) {
+        for (OffloadDevice off : {OffloadDevice::kNone, OffloadDevice::kCpu}) {
+          if (stage == 0 && off != OffloadDevice::kNone) continue;
+          Plan p = MakePlan(stage, world, 2, gas, Precision::kBf16);
+          p.zero.offload_optimizer.device = off;
+          const std::string what = fmt::format("stage {} world {} gas {} offload {}", stage, world,
+                                               gas, OffloadDeviceName(off));
+          HostRun run = Train(p, 2);
+          Workload w = Tiny(p.micro_batch);
+          const int64_t threshold = stage == 3 ? p.zero.stage3_param_persistence_threshold : 0;
+          auto built = BuildStepGraph(w, ComputeLayerParams(w, threshold), p, 0,
+                                      StepGraphForm::kUnrolled);
+          ASSERT_TRUE(built.ok()) << built.status().ToString();
+          const std::vector<HostOp> graph = GraphHostOps(built->graph);
+          // Every layer forward and backward in every micro-step, and the step.
+          ASSERT_EQ(graph.size(), 2 * w.layers.size() * gas + 1) << what;
+          EXPECT_EQ(graph.back().kind, off == OffloadDevice::kNone ? TaskKind::kGpuOptimizer
+                                                                   : TaskKind::kCpuOptimizer)
+              << what;
+          EXPECT_EQ(HostOpsText(run.last_step_ops), HostOpsText(graph)) << what;
+          EXPECT_TRUE(run.last_step_ops == graph) << what;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(compared, 28);
+}
+
 // --- Errors ------------------------------------------------------------------------------------
 
 TEST(HostExecutorTest, RejectsWhatItDoesNotImplement) {

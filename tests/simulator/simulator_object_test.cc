@@ -4,12 +4,15 @@
 // batch-triple rule.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/plan.h"
 #include "simulator/simulate.h"
+#include "simulator/stack_costs.h"
 #include "simulator/workload.h"
 #include "simulator/workload_report.h"
 
@@ -162,6 +165,102 @@ TEST(ResolveBatch, RefusesTriplesThatDoNotMultiply) {
   EXPECT_FALSE(ResolveBatch(8, 0, std::nullopt, std::nullopt).ok());
   EXPECT_FALSE(ResolveBatch(8, 1, 0, std::nullopt).ok());
   EXPECT_FALSE(ResolveBatch(8, 1, kMaxGradAccum + 1, std::nullopt).ok());
+}
+
+TEST(ResolveBatch, RefusesAProductThatOverflows) {
+  auto t = ResolveBatch(8, int64_t{1} << 60, 4, std::nullopt);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("overflows a 64-bit count"), std::string::npos)
+      << t.status().message();
+}
+
+// --- the step-time band follows the stack costs the prediction was priced with ----------------
+
+TEST(StepTimeBand, FollowsTheStackCostsNotABuiltInList) {
+  auto gpt2 = LoadModel("gpt2", kData);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
+  const TimeBand built_in = StepTimeBand(*gpt2, MeasuredStackCosts());
+  EXPECT_TRUE(built_in.family_measured);
+  EXPECT_DOUBLE_EQ(built_in.low, 0.75);
+  EXPECT_DOUBLE_EQ(built_in.high, 1.45);
+  // Stack costs without gpt2's blocks (a profile that measured other families): the wide band.
+  StackCosts other = MeasuredStackCosts();
+  std::erase_if(other.families, [](const FamilyBlockHost& b) { return b.model_type == "gpt2"; });
+  const TimeBand unmeasured = StepTimeBand(*gpt2, other);
+  EXPECT_FALSE(unmeasured.family_measured);
+  EXPECT_DOUBLE_EQ(unmeasured.low, 0.82);
+  EXPECT_DOUBLE_EQ(unmeasured.high, 2.66);
+  EXPECT_NE(unmeasured.basis.find("never measured"), std::string::npos) << unmeasured.basis;
+  // And stack costs that measured only gpt2: measured for gpt2, not for llama.
+  StackCosts only_gpt2 = MeasuredStackCosts();
+  std::erase_if(only_gpt2.families,
+                [](const FamilyBlockHost& b) { return b.model_type != "gpt2"; });
+  EXPECT_TRUE(StepTimeBand(*gpt2, only_gpt2).family_measured);
+  auto llama = LoadModel("llama-2-7b", kData);
+  ASSERT_TRUE(llama.ok()) << llama.status().ToString();
+  EXPECT_TRUE(StepTimeBand(*llama, MeasuredStackCosts()).family_measured);
+  EXPECT_FALSE(StepTimeBand(*llama, only_gpt2).family_measured);
+}
+
+TEST(StepTimeBand, APredictionGetsTheBandOfItsProfilesStackSection) {
+  // h200-sxm plus a stack section (as `dsplan profile --stack` writes it) that measured gpt2's
+  // blocks only: gpt2's prediction keeps the measured band, llama's gets the wide one, although
+  // the built-in costs measured llama.
+  std::ifstream in(kData + "/profiles/h200-sxm.yaml");
+  std::stringstream text;
+  text << in.rdbuf() << R"(stack:
+  measured: "tools/probes/stack_costs.py (op_kinds, kernels, 1 families) on Test GPU; PyTorch 9.9"
+  gpu: "Test GPU"
+  date: "2027-01-01"
+  versions: {torch: "9.9.0", cuda: "13.1", python: "3.13.0"}
+  reference_stream_bytes_per_s: 3 TB/s
+  kernels:
+    stream: [3e12, 3e12]
+    cast_up: [2e12, 2e12]
+    cast_down: [3e12, 3e12]
+    reduce: [2e12, 2e12]
+    norm: [1.9e12, 1.4e12]
+    activation: [2.3e12, 2.4e12]
+    dropout: [2.3e12, 2.7e12]
+    softmax: [1.1e12, 1.7e12]
+    log_softmax: [1.8e12, 2.4e12]
+  ops:
+    gemm: [40us, 150us]
+    batched_gemm: [45e-6, 70e-6]
+    attention: [37e-6, 63e-6]
+    norm: [31e-6, 70e-6]
+    activation: [12e-6, 21e-6]
+    dropout: [30e-6, 33e-6]
+    elementwise: [9e-6, 7e-6]
+    embedding: [40e-6, 70e-6]
+    softmax: [13e-6, 28e-6]
+    loss: [13e-6, 28e-6]
+  kernel_s: [9e-6, 7e-6]
+  blocks:
+    - [gpt2, decoder, 1e-3, 1.2e-3, 2.2e-3, 3.5e-3, 13, 12]
+  rests:
+    - [gpt2, 1.4e-3, 0]
+)";
+  auto with_stack = ParseHardwareProfile(text.str(), "with-stack.yaml");
+  ASSERT_TRUE(with_stack.ok()) << with_stack.status().ToString();
+  auto plain = LoadHardwareProfile(kData + "/profiles/h200-sxm.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  Plan plan;
+  plan.gpus_per_node = 1;
+  plan.seq_len = 256;
+  plan.zero.stage = 2;
+  for (const char* name : {"gpt2", "llama-2-7b"}) {
+    auto spec = LoadModel(name, kData);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    Simulator on_plain(*spec, *plain);
+    Simulator on_stack(*spec, *with_stack);
+    auto a = on_plain.Simulate(plan);
+    auto b = on_stack.Simulate(plan);
+    ASSERT_TRUE(a.ok()) << a.status().ToString();
+    ASSERT_TRUE(b.ok()) << b.status().ToString();
+    EXPECT_TRUE(a->time_band.family_measured) << name;
+    EXPECT_EQ(b->time_band.family_measured, std::string(name) == "gpt2") << name;
+  }
 }
 
 }  // namespace

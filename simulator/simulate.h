@@ -74,8 +74,9 @@ struct MemoryBand {
 };
 
 /// How far a measured step time may lie from dsplan's prediction: measured between |low| and
-/// |high| times the predicted. Drawn from the 81 real DeepSpeed runs with a step time
-/// (calibration, validation and hold-out records; docs/simulator.md "Accuracy today").
+/// |high| times the predicted. Drawn from the 132 real DeepSpeed runs with a step time
+/// (calibration, validation, hold-out, rank-1 plan and fresh-set records; docs/simulator.md
+/// "Accuracy today").
 struct TimeBand {
   double low = 1;              // measured at least low x predicted
   double high = 1;             // ... and at most high x predicted

@@ -27,46 +27,20 @@ void Replace(std::string* text, const std::string& from, const std::string& to) 
   text->replace(at, from.size(), to);
 }
 
-// A stack section as `dsplan profile --stack` writes it, with two GEMM rows.
-const char* kStackSection = R"(stack:
-  measured: "tools/probes/stack_costs.py (op_kinds, kernels, 1 families) on Test GPU; PyTorch 9.9"
-  gpu: "Test GPU"
-  date: "2027-01-01"
-  versions: {torch: "9.9.0", cuda: "13.1", python: "3.13.0"}
-  reference_stream_bytes_per_s: 3 TB/s
-  kernels:
-    stream: [3e12, 3e12]
-    cast_up: [2e12, 2e12]
-    cast_down: [3e12, 3e12]
-    reduce: [2e12, 2e12]
-    norm: [1.9e12, 1.4e12]
-    activation: [2.3e12, 2.4e12]
-    dropout: [2.3e12, 2.7e12]
-    softmax: [1.1e12, 1.7e12]
-    log_softmax: [1.8e12, 2.4e12]
-  ops:
-    gemm: [40us, 150us]
-    batched_gemm: [45e-6, 70e-6]
-    attention: [37e-6, 63e-6]
-    norm: [31e-6, 70e-6]
-    activation: [12e-6, 21e-6]
-    dropout: [30e-6, 33e-6]
-    elementwise: [9e-6, 7e-6]
-    embedding: [40e-6, 70e-6]
-    softmax: [13e-6, 28e-6]
-    loss: [13e-6, 28e-6]
-  kernel_s: [9e-6, 7e-6]
-  blocks:
-    - [gpt2, decoder, 1e-3, 1.2e-3, 2.2e-3, 3.5e-3, 13, 12]
-  rests:
-    - [gpt2, 1.4e-3, 0]
-  gemm_source: {measured: "torch_gemm.py, test"}
+// A stack section as `dsplan profile --stack` writes it (tests/fixtures/profiles/), with two
+// GEMM rows.
+std::string StackSection() {
+  std::ifstream in(kData + "/tests/fixtures/profiles/stack-section-gpt2.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str() + R"(  gemm_source: {measured: "torch_gemm.py, test"}
   gemm:
     - [bf16, 4096, 1024, 1024, 500e12, nt]
     - [bf16, 4096, 1024, 1024, 300e12, nt, 8]
 )";
+}
 
-std::string WithStack() { return Shipped("h200-sxm") + kStackSection; }
+std::string WithStack() { return Shipped("h200-sxm") + StackSection(); }
 
 TEST(StackSectionTest, ReadsWritesAndSummarises) {
   auto p = ParseHardwareProfile(WithStack(), "with-stack.yaml");
@@ -139,7 +113,7 @@ TEST(StackSectionTest, BadSectionsAreOneClearLine) {
       {"  gemm_source: {measured: \"torch_gemm.py, test\"}\n", "",
        "stack.gemm_source: missing: a GEMM table needs its source"},
       {"    - [bf16, 4096, 1024, 1024, 300e12, nt, 8]", "    - [bf16, 4096, 1024, 1024, 300e12, nt, 0]",
-       "with-stack.yaml:121: stack.gemm[1][6]: must be at least 1, got 0"},
+       "with-stack.yaml:124: stack.gemm[1][6]: must be at least 1, got 0"},
       {"  versions: {torch: \"9.9.0\",", "  versions: {torc: \"9.9.0\",",
        "stack.versions.torc: unknown key (valid here: torch, cuda, transformers, deepspeed, "
        "python)"},
@@ -162,7 +136,7 @@ TEST(StackSectionTest, BadSectionsAreOneClearLine) {
 // The scanner and yaml-cpp read the same rows: h200-measured's 6,528 rows as written, and with
 // every dtype quoted (which the scanner leaves to yaml-cpp).
 TEST(StackSectionTest, ScannedAndYamlCppRowsAgree) {
-  const std::string text = Shipped("h200-measured") + kStackSection;
+  const std::string text = Shipped("h200-measured") + StackSection();
   std::string quoted = text;
   for (size_t pos = 0; (pos = quoted.find("- [bf16,", pos)) != std::string::npos; pos += 10) {
     quoted.replace(pos, 8, "- [\"bf16\",");

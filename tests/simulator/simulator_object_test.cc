@@ -209,39 +209,8 @@ TEST(StepTimeBand, APredictionGetsTheBandOfItsProfilesStackSection) {
   // the built-in costs measured llama.
   std::ifstream in(kData + "/profiles/h200-sxm.yaml");
   std::stringstream text;
-  text << in.rdbuf() << R"(stack:
-  measured: "tools/probes/stack_costs.py (op_kinds, kernels, 1 families) on Test GPU; PyTorch 9.9"
-  gpu: "Test GPU"
-  date: "2027-01-01"
-  versions: {torch: "9.9.0", cuda: "13.1", python: "3.13.0"}
-  reference_stream_bytes_per_s: 3 TB/s
-  kernels:
-    stream: [3e12, 3e12]
-    cast_up: [2e12, 2e12]
-    cast_down: [3e12, 3e12]
-    reduce: [2e12, 2e12]
-    norm: [1.9e12, 1.4e12]
-    activation: [2.3e12, 2.4e12]
-    dropout: [2.3e12, 2.7e12]
-    softmax: [1.1e12, 1.7e12]
-    log_softmax: [1.8e12, 2.4e12]
-  ops:
-    gemm: [40us, 150us]
-    batched_gemm: [45e-6, 70e-6]
-    attention: [37e-6, 63e-6]
-    norm: [31e-6, 70e-6]
-    activation: [12e-6, 21e-6]
-    dropout: [30e-6, 33e-6]
-    elementwise: [9e-6, 7e-6]
-    embedding: [40e-6, 70e-6]
-    softmax: [13e-6, 28e-6]
-    loss: [13e-6, 28e-6]
-  kernel_s: [9e-6, 7e-6]
-  blocks:
-    - [gpt2, decoder, 1e-3, 1.2e-3, 2.2e-3, 3.5e-3, 13, 12]
-  rests:
-    - [gpt2, 1.4e-3, 0]
-)";
+  std::ifstream section(kData + "/tests/fixtures/profiles/stack-section-gpt2.yaml");
+  text << in.rdbuf() << section.rdbuf();
   auto with_stack = ParseHardwareProfile(text.str(), "with-stack.yaml");
   ASSERT_TRUE(with_stack.ok()) << with_stack.status().ToString();
   auto plain = LoadHardwareProfile(kData + "/profiles/h200-sxm.yaml");

@@ -21,32 +21,17 @@ usage: bf16_optimizer_parts.py [--out F] [--sizes 64,256,768]   (needs deepspeed
 """
 import argparse
 import gc
-import json
 import os
 import statistics
 import sys
 import time
 
 import torch
-import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_util import Parallel, fit_per_tensor as fit, gpu_time, single_rank_env, write_doc  # noqa: E402
 
 W = 16
-
-
-class Parallel(nn.Module):
-    """n Linear(W, W) modules applied to the same input and summed: n parameter tensors whose
-    gradients are all non-zero and bounded (no deep chain to underflow in bf16)."""
-
-    def __init__(self, n):
-        super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(W, W, bias=False) for _ in range(n)])
-
-    def forward(self, x):
-        out = None
-        for m in self.blocks:
-            y = m(x)
-            out = y if out is None else out + y
-        return out
 
 
 def sync():
@@ -57,22 +42,10 @@ def med(xs):
     return statistics.median(xs)
 
 
-def fit(rows):
-    n = len(rows)
-    sx = sum(r[0] for r in rows)
-    sy = sum(r[1] for r in rows)
-    sxx = sum(r[0] * r[0] for r in rows)
-    sxy = sum(r[0] * r[1] for r in rows)
-    b = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    a = (sy - b * sx) / n
-    return {"fixed_s": a, "per_param_tensor_s": b,
-            "max_abs_residual_s": max(abs(r[1] - a - b * r[0]) for r in rows)}
-
-
 def host_parts(n, clip, reps=10, warm=3):
     import deepspeed
     torch.manual_seed(0)
-    model = Parallel(n).to("cuda")
+    model = Parallel(n, W).to("cuda")
     cfg = {"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
            "bf16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
            "zero_optimization": {"stage": 0}, "gradient_clipping": clip,
@@ -118,22 +91,6 @@ def host_parts(n, clip, reps=10, warm=3):
     return {k: med(v) for k, v in t.items()}, wrapper, gn, clipped
 
 
-def gpu_time(fn, reps=20, warm=3, sleep=20_000_000):
-    """GPU seconds of fn() alone: a busy-wait kernel first, so the host queues the start event,
-    fn's kernels and the stop event while the GPU is still busy."""
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for i in range(warm + reps):
-        torch.cuda._sleep(sleep)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        if i >= warm:
-            ts.append(s.elapsed_time(e) / 1e3)
-    return med(ts)
-
-
 def gpu_parts():
     rows = []
     buf = torch.empty([], dtype=torch.float32, device="cuda")
@@ -169,7 +126,7 @@ def gpu_parts():
         r = {"numel": numel, "tensors": k}
         for name, fn in (("norm_loop", norm_loop), ("norm_only", norm_only), ("clip_mul", clip_loop),
                          ("cast_up", cast_up), ("update_hp", update_hp)):
-            r[name + "_s_per_tensor"] = gpu_time(fn) / k
+            r[name + "_s_per_tensor"] = gpu_time(fn, reps=20) / k
         rows.append(r)
         print(f"gpu {r}", file=sys.stderr, flush=True)
         del hp, lp
@@ -190,9 +147,7 @@ def main():
     ap.add_argument("--sizes", default="64,256,768")
     ap.add_argument("--no-host", action="store_true")
     a = ap.parse_args()
-    for k, val in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=os.environ.get("MASTER_PORT", "29513")).items():
-        os.environ.setdefault(k, val)
+    single_rank_env(29513)
     doc = {"schema": "dsplan-bf16-optimizer-parts/1", "torch": torch.__version__,
            "device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d")}
     t0 = time.time()
@@ -218,11 +173,7 @@ def main():
     rows, flat = gpu_parts()
     doc["gpu_per_tensor"] = rows
     doc["gpu_flat"] = flat
-    text = json.dumps(doc, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
+    write_doc(doc, a.out)
 
 
 if __name__ == "__main__":

@@ -29,20 +29,9 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 
-
-class Parallel(nn.Module):
-    def __init__(self, n, w):
-        super().__init__()
-        self.blocks = nn.ModuleList([nn.Linear(w, w, bias=False) for _ in range(n)])
-
-    def forward(self, x):
-        out = None
-        for m in self.blocks:
-            y = m(x)
-            out = y if out is None else out + y
-        return out
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_util import Parallel, single_rank_env, write_doc  # noqa: E402
 
 
 STATE = {"sync": False, "rec": None}
@@ -125,9 +114,7 @@ def main():
     ap.add_argument("--out", default=None)
     ap.add_argument("--grid", default="64x16,256x16,64x2048,256x1024,128x2048,384x1024,64x4096")
     a = ap.parse_args()
-    for k, val in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
-                       MASTER_PORT=os.environ.get("MASTER_PORT", "29514")).items():
-        os.environ.setdefault(k, val)
+    single_rank_env(29514)
     import deepspeed
     deepspeed.init_distributed()
     rows, t0 = [], time.time()
@@ -139,11 +126,7 @@ def main():
     doc = {"schema": "dsplan-bf16-step-timeline/1", "torch": torch.__version__,
            "deepspeed": deepspeed.__version__, "device": torch.cuda.get_device_name(0),
            "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    text = json.dumps(doc, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
+    write_doc(doc, a.out)
 
 
 if __name__ == "__main__":

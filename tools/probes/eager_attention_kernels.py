@@ -18,25 +18,14 @@ usage: eager_attention_kernels.py [--out F]
 """
 import argparse
 import json
-import statistics
+import os
 import sys
 import time
 
 import torch
 
-
-def gpu_time(fn, reps=10, warm=3, sleep=20_000_000):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for i in range(warm + reps):
-        torch.cuda._sleep(sleep)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        if i >= warm:
-            ts.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(ts)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_util import gpu_time, write_doc  # noqa: E402
 
 
 def shape_rows(b, h, s, d):
@@ -89,11 +78,7 @@ def main():
         torch.cuda.empty_cache()
     doc = {"schema": "dsplan-eager-attention-kernels/1", "torch": torch.__version__,
            "device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"), "rows": rows}
-    text = json.dumps(doc, indent=1)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text)
-    print(text)
+    write_doc(doc, a.out)
 
 
 if __name__ == "__main__":

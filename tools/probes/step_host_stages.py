@@ -19,6 +19,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import stack_costs as sc  # noqa: E402
+from probe_util import fit_per_tensor as fit  # noqa: E402
 
 
 def ds_config(stage):
@@ -26,18 +27,6 @@ def ds_config(stage):
             "bf16": {"enabled": True}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}},
             "zero_optimization": {"stage": stage}, "steps_per_print": 10 ** 9,
             "wall_clock_breakdown": False}
-
-
-def fit(rows):
-    n = len(rows)
-    sx = sum(r[0] for r in rows)
-    sy = sum(r[1] for r in rows)
-    sxx = sum(r[0] * r[0] for r in rows)
-    sxy = sum(r[0] * r[1] for r in rows)
-    b = (n * sxy - sx * sy) / (n * sxx - sx * sx)
-    a = (sy - b * sx) / n
-    return {"fixed_s": a, "per_param_tensor_s": b,
-            "max_abs_residual_s": max(abs(r[1] - a - b * r[0]) for r in rows)}
 
 
 def main():

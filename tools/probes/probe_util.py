@@ -1,0 +1,69 @@
+"""Helpers shared by the GPU probes in this folder (run on the GPU machine; torch required)."""
+import os
+import statistics
+
+import torch
+import torch.nn as nn
+
+
+def gpu_time(fn, reps=10, warm=3, sleep=20_000_000):
+    """Median GPU seconds of fn() alone: a busy-wait kernel first, so that the host queues the
+    start event, fn's kernels and the stop event while the GPU is still busy (the host's dispatch
+    is then not in the interval)."""
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for i in range(warm + reps):
+        torch.cuda._sleep(sleep)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        if i >= warm:
+            ts.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(ts)
+
+
+def fit_per_tensor(rows):
+    """Least squares t = a + b * n over rows (n, t); with the largest residual."""
+    n = len(rows)
+    sx = sum(r[0] for r in rows)
+    sy = sum(r[1] for r in rows)
+    sxx = sum(r[0] * r[0] for r in rows)
+    sxy = sum(r[0] * r[1] for r in rows)
+    b = (n * sxy - sx * sy) / (n * sxx - sx * sx)
+    a = (sy - b * sx) / n
+    return {"fixed_s": a, "per_param_tensor_s": b,
+            "max_abs_residual_s": max(abs(r[1] - a - b * r[0]) for r in rows)}
+
+
+class Parallel(nn.Module):
+    """n Linear(w, w) modules applied to the same input and summed: n parameter tensors whose
+    gradients are all non-zero and bounded (no deep chain to underflow in bf16)."""
+
+    def __init__(self, n, w):
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(w, w, bias=False) for _ in range(n)])
+
+    def forward(self, x):
+        out = None
+        for m in self.blocks:
+            y = m(x)
+            out = y if out is None else out + y
+        return out
+
+
+def single_rank_env(port):
+    """The environment torch.distributed needs for one process on one GPU."""
+    for k, val in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+                       MASTER_PORT=os.environ.get("MASTER_PORT", str(port))).items():
+        os.environ.setdefault(k, val)
+
+
+def write_doc(doc, out):
+    """Print the JSON document, and write it to |out| when given."""
+    import json
+    text = json.dumps(doc, indent=1)
+    if out:
+        with open(out, "w") as f:
+            f.write(text)
+    print(text)

@@ -18,24 +18,18 @@ usage: optimizer_kernels.py [--elements N] [--out F]
 """
 import argparse
 import json
-import statistics
+import os
+import sys
 import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from probe_util import gpu_time  # noqa: E402
 
-def timed(fn, reps=6, warm=2):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for i in range(warm + reps):
-        torch.cuda._sleep(1000000)
-        s.record()
-        fn()
-        e.record()
-        e.synchronize()
-        if i >= warm:
-            ts.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(ts)
+
+def timed(fn):
+    return gpu_time(fn, reps=6, warm=2, sleep=1000000)
 
 
 def main():

@@ -237,6 +237,7 @@ class Builder {
   void FlushBucket(int micro);
   void EndOfBackward(int micro);
   void OptimizerStep();
+  Task EngineAllReduce(int micro, int64_t bytes) const;
   TaskId Gather(int micro, int l);
 
   const Workload& w_;
@@ -1163,12 +1164,7 @@ void Builder::EndOfBackward(int micro) {
     // FP16_Optimizer / basic optimizer: engine.allreduce_gradients in 5e8-element buckets of
     // flattened 16-bit grads.
     const int64_t bucket = std::min<int64_t>(P_, 500'000'000);
-    Task r;
-    r.kind = TaskKind::kAllReduce;
-    r.micro_step = micro;
-    r.bytes = static_cast<double>(e_ * P_);
-    r.ranks = N_;
-    r.inter_node = inter_node_;
+    Task r = EngineAllReduce(micro, e_ * P_);
     r.kernels = 2 * param_tensors_;
     last_compute_ = g_.Add(r, {last_compute_},
                            {Alloc(e_ * bucket, MemCategory::kCommBuffers),
@@ -1204,18 +1200,24 @@ void Builder::EndOfBackward(int micro) {
       c.kernels = 2;
       std::vector<MemEffect> fx = {Alloc(comm_e_ * P_, MemCategory::kCommBuffers)};
       if (N_ > 1) {
-        Task r;
-        r.kind = TaskKind::kAllReduce;
-        r.micro_step = micro;
-        r.bytes = static_cast<double>(comm_e_ * P_);
-        r.ranks = N_;
-        r.inter_node = inter_node_;
-        last_compute_ = g_.Add(r, {last_compute_}, {});
+        last_compute_ = g_.Add(EngineAllReduce(micro, comm_e_ * P_), {last_compute_}, {});
       }
       fx.push_back(FreeNow(comm_e_ * P_, MemCategory::kCommBuffers));
       last_compute_ = g_.Add(c, {last_compute_}, fx);
     }
   }
+}
+
+// engine.allreduce_gradients' all-reduce over the data-parallel ranks, |bytes| per rank
+// (stage 0: the FP16/basic optimizer's 16-bit buckets, BF16_Optimizer's cast fp32 buffer).
+Task Builder::EngineAllReduce(int micro, int64_t bytes) const {
+  Task r;
+  r.kind = TaskKind::kAllReduce;
+  r.micro_step = micro;
+  r.bytes = static_cast<double>(bytes);
+  r.ranks = N_;
+  r.inter_node = inter_node_;
+  return r;
 }
 
 void Builder::OptimizerStep() {

@@ -14,9 +14,13 @@ before the host issues the next, so wall time is host time. None is fitted to a 
                partitioned): host time per submodule and per parameter in forward, backward and
                step, from a least-squares fit over several stacks, against the same stacks at
                stage 2.
+  zero3_release  the same stacks with stage3_max_reuse_distance 0 (release after every use, gather
+               again) against the default, stepped in turn (docs/stack-costs.md 4b).
   zero3_families  ZeRO-3's extra host time per block of each family (stage 3 minus stage 2,
-               4- minus 2-layer), with the partition threshold set so that the tiny model's
-               matrices are gathered and its vectors persist, as in the full-size model.
+               6- minus 2-block models, plain and checkpointed; the eight engines of a family
+               stepped in turn), with the partition threshold set so that the tiny model's
+               matrices are gathered and its vectors persist, as in the full-size model. Not
+               read by dsplan: a record (docs/stack-costs.md 4b).
 
 usage: stack_costs.py [--models gpt2-xl,t5-3b,...] [--zero3-models M,...] [--catalog DIR]
                       [--no-deepspeed] [--out F]
@@ -439,28 +443,165 @@ def zero3_synthetic():
             "note": "every parameter partitioned (stage3_param_persistence_threshold 0); width 64"}
 
 
-def zero3_family(cfg):
+def zero3_release():
+    """ZeRO-3's cost of releasing a parameter after a module and gathering it again at its next
+    use. Stacks of tiny modules hold far fewer than stage3_max_reuse_distance (1e9) elements, so
+    with the default every parameter, once gathered, stays for the whole step; with a reuse
+    distance of 0 each is released after every use and gathered again in backward. The same
+    stacks at both settings (and at stage 2), one step each per round in turn."""
+    import deepspeed
+    rows = []
+    for kind in ("leaf", "pair"):
+        for n in (32, 128):
+            engines = {}
+            for tag, stage, reuse in (("s2", 2, None), ("s3", 3, None), ("s3_reuse0", 3, 0)):
+                torch.manual_seed(0)
+                model = Stack(kind, n).to(DEV)
+                cfg = ds_config(stage, 0)
+                if reuse is not None:
+                    cfg["zero_optimization"]["stage3_max_reuse_distance"] = reuse
+                e, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
+                engines[tag] = e
+            x = torch.randn(1, 8, W, device=DEV, dtype=DT)
+            times = {k: ([], [], []) for k in engines}
+            for r in range(3 + 12):
+                for k, e in engines.items():
+                    sync()
+                    t0 = time.perf_counter()
+                    loss = e(x).float().sum()
+                    sync()
+                    t1 = time.perf_counter()
+                    e.backward(loss)
+                    sync()
+                    t2 = time.perf_counter()
+                    e.step()
+                    sync()
+                    t3 = time.perf_counter()
+                    if r >= 3:
+                        for i, v in enumerate((t1 - t0, t2 - t1, t3 - t2)):
+                            times[k][i].append(v)
+            row = {"kind": kind, "n": n}
+            row["modules"], row["params"] = stack_counts(kind, n)
+            for k, v in times.items():
+                row[k] = {"fwd_s": med(v[0]), "bwd_s": med(v[1]), "step_s": med(v[2])}
+            rows.append(row)
+            print(f"zero3_release {kind} n={n}: {row}", file=sys.stderr)
+            for e in engines.values():
+                try:
+                    e.destroy()
+                except Exception:  # noqa: BLE001
+                    pass
+            gc.collect()
+    fit = {}
+    for ph in ("fwd_s", "bwd_s"):
+        fit["release_" + ph] = lstsq([(r["modules"], r["params"], r["s3_reuse0"][ph] - r["s3"][ph]) for r in rows])
+        fit["stage3_" + ph] = lstsq([(r["modules"], r["params"], r["s3"][ph] - r["s2"][ph]) for r in rows])
+    return {"grid": rows, "fit": fit,
+            "note": "width 64, every parameter partitioned (threshold 0); release_*: reuse distance 0 "
+                    "minus the default 1e9; stage3_*: the default minus stage 2"}
+
+
+def block_counts(model, batch, is_s2s):
+    """Submodule forward calls, parameter tensors and tensors passed in and out of submodules in
+    one forward of |model| (plain PyTorch): what ZeRO-3's hooks iterate over."""
+    calls = [0, 0, 0]  # module calls, tensors in, tensors out
+
+    def ntensors(x):
+        if isinstance(x, torch.Tensor):
+            return 1
+        if isinstance(x, (list, tuple)):
+            return sum(ntensors(y) for y in x)
+        if isinstance(x, dict):
+            return sum(ntensors(y) for y in x.values())
+        return 0
+
+    def hook(mod, args, kwargs, out):
+        calls[0] += 1
+        calls[1] += ntensors(args) + ntensors(kwargs)
+        calls[2] += ntensors(out)
+
+    hs = [m.register_forward_hook(hook, with_kwargs=True) for m in model.modules()]
+    with torch.no_grad():
+        model(**batch)
+    for h in hs:
+        h.remove()
+    return {"module_calls": calls[0], "tensors_in": calls[1], "tensors_out": calls[2],
+            "param_tensors": sum(1 for _ in model.parameters()),
+            "gathered_tensors": sum(1 for p in model.parameters() if p.numel() > Z3_THRESHOLD)}
+
+
+Z3_THRESHOLD = 300  # width 64: matrices (>= 64*16 elements) are gathered, vectors (<= 192) persist
+Z3_LAYERS = (2, 6)
+
+
+def zero3_family(cfg, rounds=15, warm=3):
+    """ZeRO-3's extra host time per block: stage 3 minus stage 2, 6- minus 2-block models, plain
+    and under non-reentrant checkpointing. The eight engines of a family (stage x blocks x
+    checkpointing) are built first and then stepped in turn, one step each per round, so that a
+    drift of the host's speed affects all eight alike; medians over the rounds."""
+    import deepspeed
     mt = cfg["model_type"]
-    out = {"model_type": mt}
+    out = {"model_type": mt, "threshold": Z3_THRESHOLD, "layers": list(Z3_LAYERS), "rounds": rounds}
     variants = [("", None)] if mt != "t5" else [("encoder_", "enc"), ("decoder_", "dec")]
     for prefix, which in variants:
-        t = {}
-        for stage in (2, 3):
-            for L in (2, 4):
-                c = shrink(cfg, L, 2) if which == "enc" else shrink(cfg, 2, L) if which == "dec" else shrink(cfg, L)
-                m, s2s = build(c)
-                m = m.float()  # DeepSpeed's bf16 engine casts
-                batch = batch_for(m, s2s)
-                # matrices (>= 64*16 elements) are gathered, vectors (<= 192 elements) persist
-                t[(stage, L)] = engine_times(m, ds_config(stage, 300), lambda e: e(**batch).loss)
-                del m
-                gc.collect()
-        for i, ph in enumerate(("fwd_s", "bwd_s", "step_s")):
-            s3 = (t[(3, 4)][i] - t[(3, 2)][i]) / 2
-            s2 = (t[(2, 4)][i] - t[(2, 2)][i]) / 2
-            out[prefix + "block_stage3_extra_" + ph] = s3 - s2
-            out[prefix + "block_stage2_" + ph] = s2
-        out[prefix + "raw"] = {f"s{k[0]}_L{k[1]}": v for k, v in t.items()}
+        engines = {}
+        counts = {}
+        for L in Z3_LAYERS:
+            c = shrink(cfg, L, 2) if which == "enc" else shrink(cfg, 2, L) if which == "dec" else shrink(cfg, L)
+            for ckpt in (False, True):
+                for stage in (2, 3):
+                    torch.manual_seed(0)
+                    m, s2s = build(c)
+                    m = m.float()  # DeepSpeed's bf16 engine casts
+                    batch = batch_for(m, s2s)
+                    if stage == 2 and not ckpt:
+                        counts[L] = block_counts(m, batch, s2s)
+                    if ckpt:
+                        m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+                    e, _, _, _ = deepspeed.initialize(model=m, model_parameters=m.parameters(),
+                                                      config=ds_config(stage, Z3_THRESHOLD))
+                    engines[(stage, L, ckpt)] = (e, batch)
+        times = {k: ([], [], []) for k in engines}
+        for r in range(warm + rounds):
+            for k, (e, batch) in engines.items():
+                sync()
+                t0 = time.perf_counter()
+                loss = e(**batch).loss
+                sync()
+                t1 = time.perf_counter()
+                e.backward(loss)
+                sync()
+                t2 = time.perf_counter()
+                e.step()
+                sync()
+                t3 = time.perf_counter()
+                if r >= warm:
+                    times[k][0].append(t1 - t0)
+                    times[k][1].append(t2 - t1)
+                    times[k][2].append(t3 - t2)
+        t = {k: tuple(med(x) for x in v) for k, v in times.items()}
+        spread = {k: tuple((statistics.quantiles(x, n=4)[2] - statistics.quantiles(x, n=4)[0])
+                           for x in v) for k, v in times.items()}
+        n = Z3_LAYERS[1] - Z3_LAYERS[0]
+        for ckpt in (False, True):
+            tag = "ckpt_" if ckpt else ""
+            for i, ph in enumerate(("fwd_s", "bwd_s", "step_s")):
+                d3 = (t[(3, Z3_LAYERS[1], ckpt)][i] - t[(3, Z3_LAYERS[0], ckpt)][i]) / n
+                d2 = (t[(2, Z3_LAYERS[1], ckpt)][i] - t[(2, Z3_LAYERS[0], ckpt)][i]) / n
+                out[prefix + tag + "block_stage3_extra_" + ph] = d3 - d2
+                out[prefix + tag + "block_stage2_" + ph] = d2
+        for key in counts[Z3_LAYERS[0]]:
+            out[prefix + "block_" + key] = (counts[Z3_LAYERS[1]][key] - counts[Z3_LAYERS[0]][key]) / n
+        out[prefix + "raw_median"] = {f"s{k[0]}_L{k[1]}{'_ckpt' if k[2] else ''}": v for k, v in t.items()}
+        out[prefix + "raw_iqr"] = {f"s{k[0]}_L{k[1]}{'_ckpt' if k[2] else ''}": v for k, v in spread.items()}
+        for e, _ in engines.values():
+            try:
+                e.destroy()
+            except Exception:  # noqa: BLE001
+                pass
+        del engines
+        gc.collect()
+        torch.cuda.empty_cache()
     return out
 
 
@@ -489,7 +630,7 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
-    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,zero3_families",
+    ap.add_argument("--only", default="op_kinds,kernels,families,zero3",
                     help="comma-separated sections to measure")
     args = ap.parse_args()
     have_ds = False
@@ -547,6 +688,8 @@ def main():
     if have_ds:
         if "zero3" in only:
             section("zero3", zero3_synthetic)
+        if "zero3_release" in only:
+            section("zero3_release", zero3_release)
         doc["zero3_families"] = {}
         z3 = cfgs if args.zero3_models is None else {
             n: load_catalog(args.catalog, n) for n in args.zero3_models.split(",") if n}

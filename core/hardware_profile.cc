@@ -57,6 +57,12 @@ std::string HardwareProfile::StackSummary() const {
   if (!stack.zero3) {
     notes.push_back(fmt::format("ZeRO-3 hooks not measured: {}", kBuiltInStackCosts));
   }
+  if (!stack.optimizer_step) {
+    notes.push_back(
+        fmt::format("ZeRO-1/2/3 optimizer step not measured: {}", kBuiltInStackCosts));
+  }
+  // tools/probes/bf16_optimizer_parts.py measures it; --stack does not run it yet.
+  notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
   if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
   if (!stack.gemm.empty()) {
     notes.push_back(fmt::format("GEMMs measured through PyTorch ({})",

@@ -271,6 +271,12 @@ struct StackProfile {
   bool zero3 = false;
   double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
   double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
+  /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
+  /// false: the built-in ones). Stage 0's BF16_Optimizer step is not measured by --stack.
+  bool optimizer_step = false;
+  double z12_step_s = 0, z12_step_per_param_s = 0;
+  double z3_step_s = 0, z3_step_per_param_s = 0;
   std::vector<StackBlockPoint> blocks;
   std::vector<StackRestPoint> rests;
   /// GEMMs measured through PyTorch (tools/probes/torch_gemm.py: F.linear, matmul, bmm), in the

@@ -576,7 +576,8 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
   DSPLAN_RETURN_IF_ERROR(r.CheckMap(
       n, "stack",
       {"measured", "datasheet", "assumption", "gpu", "date", "versions",
-       "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "blocks", "rests",
+       "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "optimizer_step",
+       "blocks", "rests",
        "gemm_source", "gemm"}));
   s.present = true;
   DSPLAN_ASSIGN_OR_RETURN(s.source, r.SourceOf(n, "stack"));
@@ -624,6 +625,21 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
     for (const auto& [name, out] : fields) {
       DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(z3, "stack.zero3", name));
       DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join("stack.zero3", name), Unit::kSeconds));
+    }
+  }
+  YAML::Node step = n["optimizer_step"];
+  if (step.IsDefined() && !step.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(step, "stack.optimizer_step",
+                                      {"zero12_s", "zero12_per_param_s", "zero3_s",
+                                       "zero3_per_param_s"}));
+    s.optimizer_step = true;
+    const std::pair<const char*, double*> fields[] = {
+        {"zero12_s", &s.z12_step_s}, {"zero12_per_param_s", &s.z12_step_per_param_s},
+        {"zero3_s", &s.z3_step_s}, {"zero3_per_param_s", &s.z3_step_per_param_s}};
+    for (const auto& [name, out] : fields) {
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(step, "stack.optimizer_step", name));
+      DSPLAN_ASSIGN_OR_RETURN(
+          *out, r.Value(x, Reader::Join("stack.optimizer_step", name), Unit::kSeconds));
     }
   }
   YAML::Node blocks = n["blocks"];
@@ -1035,6 +1051,14 @@ std::string EmitProfile(const HardwareProfile& p) {
       e << YAML::Key << "fwd_per_param_s" << YAML::Value << Num(s.z3_fwd_per_param_s);
       e << YAML::Key << "bwd_per_module_s" << YAML::Value << Num(s.z3_bwd_per_module_s);
       e << YAML::Key << "bwd_per_param_s" << YAML::Value << Num(s.z3_bwd_per_param_s);
+      e << YAML::EndMap;
+    }
+    if (s.optimizer_step) {
+      e << YAML::Key << "optimizer_step" << YAML::Value << YAML::BeginMap;
+      e << YAML::Key << "zero12_s" << YAML::Value << Num(s.z12_step_s);
+      e << YAML::Key << "zero12_per_param_s" << YAML::Value << Num(s.z12_step_per_param_s);
+      e << YAML::Key << "zero3_s" << YAML::Value << Num(s.z3_step_s);
+      e << YAML::Key << "zero3_per_param_s" << YAML::Value << Num(s.z3_step_per_param_s);
       e << YAML::EndMap;
     }
     if (!s.blocks.empty()) {

@@ -107,9 +107,9 @@ StackCosts Build() {
   // time (engine.step(), synchronized) of the six stacks of 32 to 385 tiny modules with 32 to
   // 256 parameter tensors, least squares t = a + b * parameter tensors. The stacks' tensors
   // are tiny, so this is host time (residuals at most 1.9 ms and 0.9 ms).
-  s.z12_step_s = 2.09e-3;
+  s.z12_step_s = 2.095e-3;
   s.z12_step_per_param_s = 45.8e-6;
-  s.z3_step_s = 2.89e-3;
+  s.z3_step_s = 2.887e-3;
   s.z3_step_per_param_s = 74.6e-6;
   // Stage 0's BF16_Optimizer.step() (bf16-optimizer-parts-h200.json,
   // tools/probes/bf16_optimizer_parts.py): models of 64, 256 and 768 tiny parallel Linear
@@ -182,6 +182,12 @@ StackCosts StackCostsFromProfile(const StackProfile& p) {
     s.z3_fwd_per_param_s = p.z3_fwd_per_param_s;
     s.z3_bwd_per_module_s = p.z3_bwd_per_module_s;
     s.z3_bwd_per_param_s = p.z3_bwd_per_param_s;
+  }
+  if (p.optimizer_step) {
+    s.z12_step_s = p.z12_step_s;
+    s.z12_step_per_param_s = p.z12_step_per_param_s;
+    s.z3_step_s = p.z3_step_s;
+    s.z3_step_per_param_s = p.z3_step_per_param_s;
   }
   for (const StackBlockPoint& b : p.blocks) {
     s.families.push_back({b.model_type,

@@ -51,6 +51,54 @@ std::string Str(const json& obj, const char* key) {
   return obj.at(key).get<std::string>();
 }
 
+// Least squares t = a + b * x over |pts| (x, t); false when the x do not vary.
+bool FitLine(const std::vector<std::pair<double, double>>& pts, double* a, double* b) {
+  const double n = static_cast<double>(pts.size());
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : pts) {
+    sx += x;
+    sy += y;
+    sxx += x * x;
+    sxy += x * y;
+  }
+  const double det = n * sxx - sx * sx;
+  if (pts.size() < 2 || !(std::abs(det) > 1e-12 * std::max(1.0, sxx * n))) return false;
+  *b = (n * sxy - sx * sy) / det;
+  *a = (sy - *b * sx) / n;
+  return true;
+}
+
+// The optimizer step's host costs from the zero3 grid: each row's parameter tensors
+// ("params") and its stage-2 and stage-3 engine.step() seconds ("s2"/"s3" "step_s").
+Status StepFromGrid(const json& grid, const std::string& where, StackProfile* s) {
+  if (!grid.is_array() || grid.empty() || grid.size() > 1000) {
+    return Status::InvalidArgument(where + ": expected a list of 1 to 1000 rows");
+  }
+  std::vector<std::pair<double, double>> s2, s3;
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const std::string row = fmt::format("{}[{}]", where, i);
+    DSPLAN_ASSIGN_OR_RETURN(double params, Positive(grid[i], row, "params"));
+    if (!grid[i].is_object() || !grid[i].contains("s2") || !grid[i].contains("s3")) {
+      return Status::InvalidArgument(row + ": s2 and s3 are required");
+    }
+    DSPLAN_ASSIGN_OR_RETURN(double t2, Positive(grid[i]["s2"], row + ".s2", "step_s"));
+    DSPLAN_ASSIGN_OR_RETURN(double t3, Positive(grid[i]["s3"], row + ".s3", "step_s"));
+    s2.emplace_back(params, t2);
+    s3.emplace_back(params, t3);
+  }
+  double a2 = 0, b2 = 0, a3 = 0, b3 = 0;
+  if (!FitLine(s2, &a2, &b2) || !FitLine(s3, &a3, &b3)) {
+    return Status::InvalidArgument(where + ": the rows need at least two parameter counts");
+  }
+  // A fit that goes negative (noise on too few rows) is not a cost: clamp at 0.
+  s->z12_step_s = std::max(0.0, a2);
+  s->z12_step_per_param_s = std::max(0.0, b2);
+  s->z3_step_s = std::max(0.0, a3);
+  s->z3_step_per_param_s = std::max(0.0, b3);
+  s->optimizer_step = true;
+  return Status();
+}
+
 // The last line of a Python traceback (the exception), for a one-line note.
 std::string LastLine(const std::string& text) {
   std::string t = text;
@@ -252,10 +300,20 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
                      s.versions.deepspeed.empty() ? "DeepSpeed not importable" : "no zero3 result",
                      kBuiltInStackCosts));
   }
+  // DeepSpeed's optimizer step on the host (§5): the same stacks' engine.step() at stage 2 and
+  // stage 3, t = a + b * parameter tensors by least squares.
+  if (doc.contains("zero3") && doc["zero3"].is_object() && doc["zero3"].contains("grid")) {
+    DSPLAN_RETURN_IF_ERROR(StepFromGrid(doc["zero3"]["grid"], file + ": zero3.grid", &s));
+  } else if (s.zero3) {
+    note(fmt::format("stack optimizer step not measured (no zero3.grid): plans use the built-in "
+                     "one ({})",
+                     kBuiltInStackCosts));
+  }
 
   std::string what = "op_kinds, kernels";
   if (families > 0) what += fmt::format(", {} families", families);
   if (s.zero3) what += ", zero3";
+  if (s.optimizer_step) what += ", optimizer step";
   std::string vers = "PyTorch " + s.versions.torch;
   if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;
   if (!s.versions.transformers.empty()) vers += ", transformers " + s.versions.transformers;

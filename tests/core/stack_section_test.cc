@@ -78,6 +78,49 @@ TEST(StackSectionTest, ReadsWritesAndSummarises) {
   std::remove(path.c_str());
 }
 
+// DeepSpeed's optimizer-step costs (written when --stack measured DeepSpeed): read, written back,
+// and no longer listed as built-in in the summary (the cost model applies them:
+// tests/runtime/stack_probe_test.cc).
+TEST(StackSectionTest, OptimizerStepCostsAreReadWrittenAndApplied) {
+  std::string text = WithStack();
+  Replace(&text, "  blocks:\n",
+          "  optimizer_step: {zero12_s: 2ms, zero12_per_param_s: 40us, zero3_s: 3e-3, "
+          "zero3_per_param_s: 70e-6}\n  blocks:\n");
+  auto p = ParseHardwareProfile(text, "with-step.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const StackProfile& s = p->stack;
+  EXPECT_TRUE(s.optimizer_step);
+  EXPECT_DOUBLE_EQ(s.z12_step_s, 2e-3);
+  EXPECT_DOUBLE_EQ(s.z12_step_per_param_s, 40e-6);
+  EXPECT_DOUBLE_EQ(s.z3_step_s, 3e-3);
+  EXPECT_DOUBLE_EQ(s.z3_step_per_param_s, 70e-6);
+  const std::string sum = p->SourceSummary();
+  EXPECT_EQ(sum.find("optimizer step not measured"), std::string::npos) << sum;
+  EXPECT_NE(sum.find("stage 0's BF16_Optimizer step: built-in"), std::string::npos) << sum;
+  const std::string path = testing::TempDir() + "/dsplan-stack-step.yaml";
+  ASSERT_TRUE(WriteHardwareProfile(*p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  back->file = p->file;
+  EXPECT_TRUE(*back == *p);
+  std::remove(path.c_str());
+  // Without the section the summary says the built-in costs apply.
+  auto plain = ParseHardwareProfile(WithStack(), "with-stack.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->stack.optimizer_step);
+  EXPECT_NE(plain->SourceSummary().find("ZeRO-1/2/3 optimizer step not measured: built-in"),
+            std::string::npos);
+  // A misspelt key is one line naming it and what is valid.
+  std::string bad = text;
+  Replace(&bad, "zero3_s: 3e-3", "zero3_sec: 3e-3");
+  auto b = ParseHardwareProfile(bad, "bad-step.yaml");
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("stack.optimizer_step.zero3_sec: unknown key (valid here: "
+                                      "zero12_s, zero12_per_param_s, zero3_s, zero3_per_param_s)"),
+            std::string::npos)
+      << b.status().message();
+}
+
 TEST(StackSectionTest, WithoutTheSectionTheSummaryNamesTheBuiltInCosts) {
   auto p = FindHardwareProfile("h200-measured", kData);
   ASSERT_TRUE(p.ok());

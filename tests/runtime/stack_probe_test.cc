@@ -85,6 +85,12 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   ExpectNear(converted.z3_fwd_per_param_s, b.z3_fwd_per_param_s, "z3");
   ExpectNear(converted.z3_bwd_per_module_s, b.z3_bwd_per_module_s, "z3");
   ExpectNear(converted.z3_bwd_per_param_s, b.z3_bwd_per_param_s, "z3");
+  // The optimizer step's costs come from the same grid's step column (docs/stack-costs.md §5).
+  EXPECT_TRUE(s->optimizer_step);
+  ExpectNear(converted.z12_step_s, b.z12_step_s, "z12 step");
+  ExpectNear(converted.z12_step_per_param_s, b.z12_step_per_param_s, "z12 step per param");
+  ExpectNear(converted.z3_step_s, b.z3_step_s, "z3 step");
+  ExpectNear(converted.z3_step_per_param_s, b.z3_step_per_param_s, "z3 step per param");
   ASSERT_EQ(converted.families.size(), b.families.size());
   for (const FamilyBlockHost& f : b.families) {
     const FamilyBlockHost* c = converted.Block(f.model_type, f.kind);
@@ -148,6 +154,28 @@ TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
   p.stack = *s;
   EXPECT_NE(p.StackSummary().find("ZeRO-3 hooks not measured"), std::string::npos)
       << p.StackSummary();
+  EXPECT_FALSE(s->optimizer_step);
+  EXPECT_EQ(c.z3_step_s, MeasuredStackCosts().z3_step_s);
+  EXPECT_NE(p.StackSummary().find("ZeRO-1/2/3 optimizer step not measured"), std::string::npos)
+      << p.StackSummary();
+  EXPECT_NE(p.StackSummary().find("stage 0's BF16_Optimizer step: built-in"), std::string::npos)
+      << p.StackSummary();
+  // A grid whose rows all have one parameter count cannot give a per-tensor cost: an error
+  // naming the grid, not a division by zero.
+  json flat = MergedH200Document();
+  for (json& row : flat["zero3"]["grid"]) row["params"] = 64;
+  auto f = StackProfileFromJson(flat.dump(), "flat.json", kH200Stream, "t", nullptr);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find("flat.json: zero3.grid: the rows need at least two"),
+            std::string::npos)
+      << f.status().message();
+  json nostep = MergedH200Document();
+  nostep["zero3"]["grid"][1]["s3"].erase("step_s");
+  auto ns = StackProfileFromJson(nostep.dump(), "ns.json", kH200Stream, "t", nullptr);
+  ASSERT_FALSE(ns.ok());
+  EXPECT_NE(ns.status().message().find("ns.json: zero3.grid[1].s3.step_s: missing"),
+            std::string::npos)
+      << ns.status().message();
   // A broken value names where it is.
   json bad = MergedH200Document();
   bad["kernels"]["norm"]["bwd_bytes_per_s"] = -1;

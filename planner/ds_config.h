@@ -32,25 +32,42 @@ namespace dsplan {
 struct DsConfigContext {
   int nodes = 1;
   int gpus_per_node = 1;
-  /// per_device_train_batch_size (--micro-batch).
-  std::optional<int64_t> micro_batch;
+  /// The run shape (core/plan.h RunShape, the one representation from the flags to the
+  /// workload). Its seq_len, target_len, gradient_checkpointing and attention are the workload's,
+  /// copied into the Plan unchanged (they are not in ds_config.json). Its micro_batch
+  /// (per_device_train_batch_size, --micro-batch) and precision (the Trainer's --bf16 / --fp16;
+  /// fp32 = neither) are used only where pinned (set them with the Pin* calls); unpinned they
+  /// are "not given" (the Trainer's default for precision) and their values here are not read.
+  RunShape shape;
+  struct ShapePins {
+    bool micro_batch = false;
+    bool precision = false;
+  };
+  ShapePins shape_pins;
+  void PinMicroBatch(int64_t micro_batch) {
+    shape.micro_batch = micro_batch;
+    shape_pins.micro_batch = true;
+  }
+  void PinPrecision(Precision precision) {
+    shape.precision = precision;
+    shape_pins.precision = true;
+  }
+  /// The pinned value, or none when it was not given.
+  std::optional<int64_t> PinnedMicroBatch() const {
+    return shape_pins.micro_batch ? std::optional<int64_t>(shape.micro_batch) : std::nullopt;
+  }
+  std::optional<Precision> PinnedPrecision() const {
+    return shape_pins.precision ? std::optional<Precision>(shape.precision) : std::nullopt;
+  }
   /// gradient_accumulation_steps (--grad-accum).
   std::optional<int64_t> grad_accum;
   /// train_batch_size (--global-batch) = micro × accumulation × world size.
   std::optional<int64_t> global_batch;
-  /// --bf16 / --fp16 of the Trainer; fp32 = neither. Unset: the Trainer's default (neither).
-  std::optional<Precision> precision;
   /// model.config.hidden_size, for reduce_bucket_size = h*h and, at stage 3,
   /// stage3_prefetch_bucket_size = int(0.9*h*h), stage3_param_persistence_threshold = 10*h.
   std::optional<int64_t> hidden_size;
   /// max_grad_norm (Trainer default 1.0).
   std::optional<double> gradient_clipping;
-
-  // The workload, copied into the Plan unchanged (not in ds_config.json).
-  int64_t seq_len = 1024;
-  int64_t target_len = 0;
-  bool gradient_checkpointing = false;
-  AttentionImpl attention = AttentionImpl::kAuto;
 };
 
 /// One "auto" value and what it became.

@@ -122,9 +122,9 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST(HfAutoConfigTest, Zero2OffloadResolvesLikeTheTrainer) {
   DsConfigContext ctx = Cluster(2, 4);
-  ctx.micro_batch = 8;
+  ctx.PinMicroBatch(8);
   ctx.grad_accum = 4;
-  ctx.precision = Precision::kBf16;
+  ctx.PinPrecision(Precision::kBf16);
   ctx.hidden_size = 1024;
   auto r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -154,9 +154,9 @@ TEST(HfAutoConfigTest, Zero2OffloadResolvesLikeTheTrainer) {
 
 TEST(HfAutoConfigTest, Zero3HiddenSizeKeysFollowTheTrainer) {
   DsConfigContext ctx = Cluster(1, 8);
-  ctx.micro_batch = 2;
+  ctx.PinMicroBatch(2);
   ctx.grad_accum = 1;
-  ctx.precision = Precision::kFp16;
+  ctx.PinPrecision(Precision::kFp16);
   ctx.hidden_size = 1024;  // 0.9*h*h = 943718.4: the Trainer writes int(...)
   auto r = ParseDsConfigFile(Fixture("hf_zero3_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -175,9 +175,9 @@ TEST(HfAutoConfigTest, Zero3HiddenSizeKeysFollowTheTrainer) {
 
 TEST(HfAutoConfigTest, HiddenSizeKeysWithoutAModelFallBackToDefaultsWithAWarning) {
   DsConfigContext ctx = Cluster(1, 8);
-  ctx.micro_batch = 2;
+  ctx.PinMicroBatch(2);
   ctx.grad_accum = 1;
-  ctx.precision = Precision::kBf16;
+  ctx.PinPrecision(Precision::kBf16);
   auto r = ParseDsConfigFile(Fixture("hf_zero3_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->plan.zero.reduce_bucket_size, 500'000'000);
@@ -241,7 +241,7 @@ TEST(HfAutoConfigTest, GlobalBatchDerivesAccumulation) {
               {"train_micro_batch_size_per_gpu", "auto"},
               {"gradient_accumulation_steps", "auto"}};
   DsConfigContext ctx = Cluster(1, 4);
-  ctx.micro_batch = 4;
+  ctx.PinMicroBatch(4);
   ctx.global_batch = 64;
   auto r = ParseDsConfig(cfg, ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -261,7 +261,7 @@ TEST(HfAutoConfigTest, PrecisionAutoWithoutAFlagIsTheTrainersDefaultWithAWarning
 TEST(HfAutoConfigTest, ExplicitValueDifferentFromTheFlagIsAMismatch) {
   json cfg = Base();
   DsConfigContext ctx = Cluster(1, 1);
-  ctx.micro_batch = 8;
+  ctx.PinMicroBatch(8);
   const std::string msg = ErrorOf(cfg, ctx);
   EXPECT_NE(msg.find("train_micro_batch_size_per_gpu is 4 in the config but --micro-batch 8"),
             std::string::npos)

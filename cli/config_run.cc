@@ -77,7 +77,7 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
     ctx.PinPrecision(p);
   }
   DSPLAN_RETURN_IF_ERROR(ResolveLengthFlags(run.spec, f.seq_len, f.target_len, &ctx.shape));
-  ctx.shape.gradient_checkpointing = f.gradient_checkpointing;
+  if (f.gradient_checkpointing) ctx.PinGradientCheckpointing(true);
   DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(f.attention));
   DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
   if (f.tiles < 1 || f.tiles > kMaxLinearTiles) {

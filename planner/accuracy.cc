@@ -95,7 +95,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DsConfigContext ctx;
     ctx.shape.seq_len = run.seq_len;
     ctx.shape.target_len = run.target_len;
-    ctx.shape.gradient_checkpointing = run.gradient_checkpointing;
+    ctx.PinGradientCheckpointing(run.gradient_checkpointing);
     DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     const Plan& plan = parsed.plan;

@@ -402,7 +402,7 @@ class Parser {
     p.gpus_per_node = ctx_.gpus_per_node;
     p.seq_len = ctx_.shape.seq_len;
     p.target_len = ctx_.shape.target_len;
-    p.gradient_checkpointing = ctx_.shape.gradient_checkpointing;
+    p.gradient_checkpointing = ctx_.PinnedGradientCheckpointing().value_or(false);
     p.attention = ctx_.shape.attention;
     if (ctx_.nodes < 1 || ctx_.gpus_per_node < 1) {
       return Status::InvalidArgument(fmt::format(
@@ -1864,6 +1864,7 @@ DsConfigContext ContextForPlan(const Plan& p) {
   c.shape = p.shape();
   c.PinMicroBatch(p.micro_batch);
   c.PinPrecision(p.precision);
+  c.PinGradientCheckpointing(p.gradient_checkpointing);
   c.grad_accum = p.grad_accum;
   c.global_batch = p.train_batch();
   c.gradient_clipping = p.gradient_clipping;

@@ -23,42 +23,23 @@
 
 #include "core/plan.h"
 #include "core/status.h"
+#include "planner/run_shape_pins.h"
 
 namespace dsplan {
 
 /// What the config itself does not say: the cluster, and the values the HF Trainer would put in
 /// place of "auto" (its TrainingArguments). An unset optional means "not given": an "auto" that
 /// needs it is an error for the batch keys, and falls back to the Trainer's default elsewhere.
-struct DsConfigContext {
+///
+/// The run shape (PinnedRunShape, the one RunShape from the flags to the workload): its
+/// seq_len, target_len and attention are the workload's, copied into the Plan unchanged (they
+/// are not in ds_config.json), and so is gradient_checkpointing where pinned (unpinned: off).
+/// The pinned micro_batch (per_device_train_batch_size, --micro-batch) and precision (the
+/// Trainer's --bf16 / --fp16; fp32 = neither) resolve "auto" keys and must agree with explicit
+/// ones; unpinned they are "not given".
+struct DsConfigContext : PinnedRunShape {
   int nodes = 1;
   int gpus_per_node = 1;
-  /// The run shape (core/plan.h RunShape, the one representation from the flags to the
-  /// workload). Its seq_len, target_len, gradient_checkpointing and attention are the workload's,
-  /// copied into the Plan unchanged (they are not in ds_config.json). Its micro_batch
-  /// (per_device_train_batch_size, --micro-batch) and precision (the Trainer's --bf16 / --fp16;
-  /// fp32 = neither) are used only where pinned (set them with the Pin* calls); unpinned they
-  /// are "not given" (the Trainer's default for precision) and their values here are not read.
-  RunShape shape;
-  struct ShapePins {
-    bool micro_batch = false;
-    bool precision = false;
-  };
-  ShapePins shape_pins;
-  void PinMicroBatch(int64_t micro_batch) {
-    shape.micro_batch = micro_batch;
-    shape_pins.micro_batch = true;
-  }
-  void PinPrecision(Precision precision) {
-    shape.precision = precision;
-    shape_pins.precision = true;
-  }
-  /// The pinned value, or none when it was not given.
-  std::optional<int64_t> PinnedMicroBatch() const {
-    return shape_pins.micro_batch ? std::optional<int64_t>(shape.micro_batch) : std::nullopt;
-  }
-  std::optional<Precision> PinnedPrecision() const {
-    return shape_pins.precision ? std::optional<Precision>(shape.precision) : std::nullopt;
-  }
   /// gradient_accumulation_steps (--grad-accum).
   std::optional<int64_t> grad_accum;
   /// train_batch_size (--global-batch) = micro × accumulation × world size.

@@ -151,6 +151,7 @@ DsConfigContext ClusterOf(const Plan& p) {
   c.nodes = p.nodes;
   c.gpus_per_node = p.gpus_per_node;
   c.shape = p.shape();  // micro-batch and precision unpinned: the config's own
+  c.PinGradientCheckpointing(p.gradient_checkpointing);
   return c;
 }
 

@@ -336,7 +336,7 @@ DsConfigContext Ctx() {
   DsConfigContext c;
   c.gpus_per_node = 16;
   c.shape.seq_len = 1024;
-  c.shape.gradient_checkpointing = true;
+  c.PinGradientCheckpointing(true);
   return c;
 }
 

@@ -120,6 +120,40 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- the HF docs' "auto" configs -----------------------------------------------------------------
 
+// The context's RunShape: lengths and attention always reach the plan; micro-batch, precision
+// and checkpointing only where pinned. Unpinned values in the shape are not read.
+TEST(HfAutoConfigTest, ContextShapeOnlyPinnedFieldsAreRead) {
+  const json cfg = {{"train_micro_batch_size_per_gpu", "auto"},
+                    {"bf16", {{"enabled", "auto"}}},
+                    {"fp16", {{"enabled", "auto"}}}};
+  DsConfigContext loose = Cluster(1, 2);
+  loose.shape.seq_len = 333;
+  loose.shape.target_len = 44;
+  loose.shape.attention = AttentionImpl::kEager;
+  loose.shape.micro_batch = 3;                  // not pinned: the Trainer's default 8
+  loose.shape.precision = Precision::kFp16;     // not pinned: the Trainer's default, fp32
+  loose.shape.gradient_checkpointing = true;    // not pinned: off
+  auto a = ParseDsConfig(cfg, loose);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->plan.seq_len, 333);
+  EXPECT_EQ(a->plan.target_len, 44);
+  EXPECT_EQ(a->plan.attention, AttentionImpl::kEager);
+  EXPECT_EQ(a->plan.micro_batch, 8);
+  EXPECT_EQ(a->plan.precision, Precision::kFp32);
+  EXPECT_FALSE(a->plan.gradient_checkpointing);
+
+  DsConfigContext pinned = loose;
+  pinned.PinMicroBatch(3);
+  pinned.PinPrecision(Precision::kFp16);
+  pinned.PinGradientCheckpointing(true);
+  auto b = ParseDsConfig(cfg, pinned);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->plan.seq_len, 333);
+  EXPECT_EQ(b->plan.micro_batch, 3);
+  EXPECT_EQ(b->plan.precision, Precision::kFp16);
+  EXPECT_TRUE(b->plan.gradient_checkpointing);
+}
+
 TEST(HfAutoConfigTest, Zero2OffloadResolvesLikeTheTrainer) {
   DsConfigContext ctx = Cluster(2, 4);
   ctx.PinMicroBatch(8);

@@ -292,11 +292,11 @@ Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::stri
   return p;
 }
 
-Lengths ResolveLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
-                       std::optional<int64_t> target_len) {
-  RunShape shape;
-  ResolveRunLengths(spec, seq_len, target_len, &shape);
-  return {shape.seq_len, shape.target_len};
+Status ResolveLengthFlags(const ModelSpec& spec, std::optional<int64_t> seq_len,
+                          std::optional<int64_t> target_len, RunShape* shape) {
+  DSPLAN_RETURN_IF_ERROR(CheckLengthFlags(seq_len, target_len));
+  ResolveRunLengths(spec, seq_len, target_len, shape);
+  return Status();
 }
 
 CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes) {

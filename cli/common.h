@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "core/model_spec.h"
+#include "core/plan.h"
 #include "core/hardware_profile.h"
 #include "core/status.h"
 
@@ -75,14 +76,12 @@ std::string DefaultHardwareName();
 Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,
                                     int host_cores);
 
-struct Lengths {
-  int64_t seq_len = 0;
-  int64_t target_len = 0;
-};
-/// Sequence lengths from the flags, or the defaults: 512 (+128 decoder tokens) for T5 and BERT,
-/// else 1024 capped at a learned position table (GPT-2, OPT).
-Lengths ResolveLengths(const ModelSpec& spec, std::optional<int64_t> seq_len,
-                       std::optional<int64_t> target_len);
+/// The run shape's lengths from --seq-len and --target-len, the same for every command: the
+/// lengths given are checked (CheckLengthFlags), then the one length rule, ResolveRunLengths
+/// (simulator/workload.h), sets shape->seq_len and shape->target_len (a given length wins, else
+/// the model's default). Nothing else in |shape| changes.
+Status ResolveLengthFlags(const ModelSpec& spec, std::optional<int64_t> seq_len,
+                          std::optional<int64_t> target_len, RunShape* shape);
 
 }  // namespace dsplan
 

@@ -68,18 +68,17 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   DsConfigContext ctx;
   ctx.nodes = f.nodes;
   ctx.gpus_per_node = f.gpus;
-  ctx.micro_batch = f.micro_batch;
+  if (f.micro_batch) ctx.PinMicroBatch(*f.micro_batch);
   ctx.grad_accum = f.grad_accum;
   ctx.global_batch = f.global_batch;
   ctx.hidden_size = run.spec.hidden_size;
   if (!f.precision.empty()) {
-    DSPLAN_ASSIGN_OR_RETURN(ctx.precision, ParsePrecision(f.precision));
+    DSPLAN_ASSIGN_OR_RETURN(const Precision p, ParsePrecision(f.precision));
+    ctx.PinPrecision(p);
   }
-  const Lengths len = ResolveLengths(run.spec, f.seq_len, f.target_len);
-  ctx.seq_len = len.seq_len;
-  ctx.target_len = len.target_len;
-  ctx.gradient_checkpointing = f.gradient_checkpointing;
-  DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(f.attention));
+  DSPLAN_RETURN_IF_ERROR(ResolveLengthFlags(run.spec, f.seq_len, f.target_len, &ctx.shape));
+  if (f.gradient_checkpointing) ctx.PinGradientCheckpointing(true);
+  DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(f.attention));
   DSPLAN_ASSIGN_OR_RETURN(run.parsed, ParseDsConfigFile(f.ds_config, ctx));
   if (f.tiles < 1 || f.tiles > kMaxLinearTiles) {
     return Status::InvalidArgument(fmt::format("--tiles must be an integer from 1 to {}, got {}",

@@ -81,19 +81,16 @@ std::optional<DeepSpeedEstimate> DeepSpeedRow(const RowSpec& r, int64_t params, 
 
 // The default configuration dsplan simulates for a row: DeepSpeed's code defaults with bf16,
 // AdamW (DeepSpeedCPUAdam when offloaded), micro-batch |micro|, no accumulation.
-Plan RowPlan(const RowSpec& r, const EstimateFlags& f, int64_t seq_len, int64_t target_len) {
+Plan RowPlan(const RowSpec& r, const EstimateFlags& f, const RunShape& shape) {
   Plan p;
+  static_cast<RunShape&>(p) = shape;
   p.nodes = f.nodes;
   p.gpus_per_node = f.gpus;
-  p.micro_batch = f.micro_batch;
   p.grad_accum = 1;
-  p.precision = Precision::kBf16;
   p.optimizer = OptimizerType::kAdamW;
   p.zero.stage = r.stage;
   p.zero.offload_optimizer.device = r.offload_optimizer;
   p.zero.offload_param.device = r.offload_param;
-  p.seq_len = seq_len;
-  p.target_len = target_len;
   return p;
 }
 
@@ -170,19 +167,18 @@ int RunEstimate(const EstimateFlags& f) {
   int64_t largest = f.largest_layer_params.value_or(0);
   std::unique_ptr<Simulator> sim;
   const Workload* w = nullptr;
-  int64_t seq_len = 0, target_len = 0;
+  // The shape every row's plan has (RowPlan); its lengths only with --model.
+  RunShape shape;
+  shape.micro_batch = f.micro_batch;
+  shape.seq_len = 0;
+  shape.target_len = 0;
+  shape.precision = Precision::kBf16;
   if (!f.model.empty()) {
     auto spec = LoadModel(f.model, DataDir());
     if (!spec.ok()) return Fail(spec.status());
-    const Lengths len = ResolveLengths(*spec, f.seq_len, std::nullopt);
-    seq_len = len.seq_len;
-    target_len = len.target_len;
-    // The shape every row's plan has (RowPlan).
-    RunShape shape;
-    shape.micro_batch = f.micro_batch;
-    shape.seq_len = seq_len;
-    shape.target_len = target_len;
-    shape.precision = Precision::kBf16;
+    if (Status s = ResolveLengthFlags(*spec, f.seq_len, std::nullopt, &shape); !s.ok()) {
+      return Fail(s);
+    }
     if (Status s = CheckRunShape(*spec, shape); !s.ok()) return Fail(s);
     const std::string hw = f.hardware.empty() ? DefaultHardwareName() : f.hardware;
     auto p = FindHardwareProfile(hw, DataDir());
@@ -204,7 +200,7 @@ int RunEstimate(const EstimateFlags& f) {
                                    rs.offload_param);
     r.ds = DeepSpeedRow(rs, params, largest, f.gpus, f.nodes);
     if (sim) {
-      auto pred = sim->Simulate(RowPlan(rs, f, seq_len, target_len));
+      auto pred = sim->Simulate(RowPlan(rs, f, shape));
       if (!pred.ok()) return Fail(pred.status());
       r.simulated = true;
       r.peak_bytes = pred->gpu_total_bytes;
@@ -231,7 +227,7 @@ int RunEstimate(const EstimateFlags& f) {
       out["hardware_sources"] = profile->SourceSummary();
       out["dsplan_config"] = {{"precision", "bf16"},   {"optimizer", "adamw"},
                               {"micro_batch", f.micro_batch}, {"grad_accum", 1},
-                              {"seq_len", seq_len},    {"target_len", target_len}};
+                              {"seq_len", shape.seq_len}, {"target_len", shape.target_len}};
     }
     nlohmann::json jrows = nlohmann::json::array();
     for (const Row& r : rows) {
@@ -267,7 +263,8 @@ int RunEstimate(const EstimateFlags& f) {
   if (profile) {
     fmt::print("dsplan: bf16, AdamW, micro-batch {}, seq {}{}, DeepSpeed's code defaults; "
                "profile {} ({})\n",
-               f.micro_batch, seq_len, target_len ? fmt::format(" + target {}", target_len) : "",
+               f.micro_batch, shape.seq_len,
+               shape.target_len ? fmt::format(" + target {}", shape.target_len) : "",
                profile->name, profile->SourceSummary());
   }
   fmt::print("\n{:>5} {:>9} {:>9} | {:>11} | {:>11} {:>12} |", "stage", "off_opt", "off_param",

@@ -61,18 +61,7 @@ struct WorkloadFlags {
   Result<RunShape> Resolve(const ModelSpec& spec) const {
     RunShape o;
     o.micro_batch = micro_batch;
-    if (seq_len && (*seq_len <= 0 || *seq_len > kMaxSeqLen)) {
-      return Status::InvalidArgument(fmt::format(
-          "--seq-len must be an integer from 1 to {}, got {}", kMaxSeqLen, *seq_len));
-    }
-    if (target_len) {
-      if (*target_len <= 0 || *target_len > kMaxSeqLen) {
-        return Status::InvalidArgument(
-            fmt::format("--target-len must be an integer from 1 to {}, got {}", kMaxSeqLen,
-                        *target_len));
-      }
-    }
-    ResolveRunLengths(spec, seq_len, target_len, &o);
+    DSPLAN_RETURN_IF_ERROR(ResolveLengthFlags(spec, seq_len, target_len, &o));
     DSPLAN_ASSIGN_OR_RETURN(o.precision, ParsePrecision(precision));
     DSPLAN_ASSIGN_OR_RETURN(o.attention, ParseAttentionImpl(attention));
     o.gradient_checkpointing = gradient_checkpointing;

@@ -456,7 +456,9 @@ int RunPlan(PlanFlags g) {
   r.nodes = g.nodes;
   r.gpus_per_node = g.gpus;
   r.profile = &*profile;
-  ResolveRunLengths(*spec, g.seq_len, g.target_len, &r.shape);
+  if (Status s = ResolveLengthFlags(*spec, g.seq_len, g.target_len, &r.shape); !s.ok()) {
+    return Fail(s);
+  }
   auto attn = ParseAttentionImpl(g.attention);
   if (!attn.ok()) return Fail(attn.status());
   r.shape.attention = *attn;

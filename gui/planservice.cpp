@@ -307,10 +307,12 @@ void PlanService::requestCheck(const QString& text, const QString& sourceName) {
     ctx.nodes = req.nodes;
     ctx.gpus_per_node = req.gpus_per_node;
     ctx.hidden_size = spec->hidden_size;
-    ctx.seq_len = req.shape.seq_len;
-    ctx.target_len = req.shape.target_len;
-    ctx.attention = req.shape.attention;
-    if (req.shape_pins.precision) ctx.precision = req.shape.precision;
+    // The request's lengths and attention, and its pinned precision for "auto"; the
+    // micro-batch comes from the config alone and checkpointing stays off, as before.
+    ctx.shape.seq_len = req.shape.seq_len;
+    ctx.shape.target_len = req.shape.target_len;
+    ctx.shape.attention = req.shape.attention;
+    if (const auto p = req.PinnedPrecision()) ctx.PinPrecision(*p);
     auto parsed = ParseDsConfigText(text.toStdString(), ctx, sourceName.toStdString());
     if (!parsed.ok()) {
       out.error = q(parsed.status().message());

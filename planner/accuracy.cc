@@ -93,10 +93,10 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Parse(run.model_config.dump(), where));
     DSPLAN_ASSIGN_OR_RETURN(ModelSpec spec, ModelSpecFromHf(hf, run.model));
     DsConfigContext ctx;
-    ctx.seq_len = run.seq_len;
-    ctx.target_len = run.target_len;
-    ctx.gradient_checkpointing = run.gradient_checkpointing;
-    DSPLAN_ASSIGN_OR_RETURN(ctx.attention, ParseAttentionImpl(run.attention));
+    ctx.shape.seq_len = run.seq_len;
+    ctx.shape.target_len = run.target_len;
+    ctx.PinGradientCheckpointing(run.gradient_checkpointing);
+    DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     const Plan& plan = parsed.plan;
     Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);

@@ -42,7 +42,7 @@ std::string NvmeParamBufferError(const Workload& w, const Plan& plan) {
 }
 
 int64_t NvmeParamBufferSize(const Workload& w, const Plan& plan) {
-  constexpr int64_t kDefault = 100'000'000;
+  const int64_t kDefault = OffloadParamConfig{}.buffer_size;  // DeepSpeed's default
   const int64_t part = LargestParamPartitionNumel(w, plan);
   if (part < kDefault) return kDefault;
   // A round number above the partition: the next multiple of 1e7.

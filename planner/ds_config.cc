@@ -400,10 +400,10 @@ class Parser {
     Plan& p = out_.plan;
     p.nodes = ctx_.nodes;
     p.gpus_per_node = ctx_.gpus_per_node;
-    p.seq_len = ctx_.seq_len;
-    p.target_len = ctx_.target_len;
-    p.gradient_checkpointing = ctx_.gradient_checkpointing;
-    p.attention = ctx_.attention;
+    p.seq_len = ctx_.shape.seq_len;
+    p.target_len = ctx_.shape.target_len;
+    p.gradient_checkpointing = ctx_.PinnedGradientCheckpointing().value_or(false);
+    p.attention = ctx_.shape.attention;
     if (ctx_.nodes < 1 || ctx_.gpus_per_node < 1) {
       return Status::InvalidArgument(fmt::format(
           "the cluster must have at least one node and one GPU per node (got {} x {})",
@@ -501,7 +501,8 @@ class Parser {
     if (!block.contains("enabled")) return false;
     const json& v = block.at("enabled");
     if (IsAuto(v)) {
-      if (!ctx_.precision) {
+      const std::optional<Precision> given = ctx_.PinnedPrecision();
+      if (!given) {
         Resolved(name + ".enabled", "false",
                  fmt::format("the HF Trainer's default (--{} off)",
                              which == Precision::kBf16 ? "bf16" : "fp16"),
@@ -512,8 +513,8 @@ class Parser {
             name, which == Precision::kBf16 ? "bf16" : "fp16"));
         return false;
       }
-      Resolved(name + ".enabled", *ctx_.precision == which ? "true" : "false", "--precision");
-      return *ctx_.precision == which;
+      Resolved(name + ".enabled", *given == which ? "true" : "false", "--precision");
+      return *given == which;
     }
     return ToBool(v, name + ".enabled");
   }
@@ -590,7 +591,8 @@ class Parser {
           "modes cannot be simultaneously enabled\": enable one");
     }
     p.precision = fp16 ? Precision::kFp16 : bf16 ? Precision::kBf16 : Precision::kFp32;
-    if (ctx_.precision && *ctx_.precision != p.precision) {
+    if (const std::optional<Precision> given = ctx_.PinnedPrecision();
+        given && *given != p.precision) {
       const bool from_auto = std::find_if(out_.resolved_from_auto.begin(),
                                           out_.resolved_from_auto.end(), [](const std::string& k) {
                                             return k.find(".enabled") != std::string::npos;
@@ -599,7 +601,7 @@ class Parser {
         return Status::InvalidArgument(fmt::format(
             "the config trains in {} (fp16/bf16 \"enabled\") but precision {} was given; make "
             "them agree or set \"enabled\": \"auto\"",
-            PrecisionName(p.precision), PrecisionName(*ctx_.precision)));
+            PrecisionName(p.precision), PrecisionName(*given)));
       }
     }
     if (Has("amp")) {
@@ -993,7 +995,8 @@ class Parser {
       }
       return Status();
     };
-    DSPLAN_RETURN_IF_ERROR(check("train_micro_batch_size_per_gpu", micro, ctx_.micro_batch,
+    const std::optional<int64_t> given_micro = ctx_.PinnedMicroBatch();
+    DSPLAN_RETURN_IF_ERROR(check("train_micro_batch_size_per_gpu", micro, given_micro,
                                  "--micro-batch"));
     DSPLAN_RETURN_IF_ERROR(check("gradient_accumulation_steps", gas, ctx_.grad_accum,
                                  "--grad-accum"));
@@ -1007,8 +1010,8 @@ class Parser {
     if (micro_auto) {
       std::string src = "--micro-batch";
       bool dflt = false;
-      if (ctx_.micro_batch) {
-        micro = ctx_.micro_batch;
+      if (given_micro) {
+        micro = given_micro;
       } else if (ctx_.global_batch) {
         const int64_t g = gas.value_or(ctx_.grad_accum.value_or(kTrainerGradAccum));
         if (g <= 0) {
@@ -1078,8 +1081,8 @@ class Parser {
       Resolved("train_batch_size", std::to_string(*train), src);
     }
     // Flags fill keys the config leaves out only through "auto"; DeepSpeed itself derives the rest.
-    if (!train && !micro && !gas && (ctx_.micro_batch || ctx_.global_batch)) {
-      micro = ctx_.micro_batch;
+    if (!train && !micro && !gas && (given_micro || ctx_.global_batch)) {
+      micro = given_micro;
       gas = ctx_.grad_accum;
       train = ctx_.global_batch;
       Warn("the config has no batch keys; using the batch given on the command line (DeepSpeed "
@@ -1858,15 +1861,13 @@ DsConfigContext ContextForPlan(const Plan& p) {
   DsConfigContext c;
   c.nodes = p.nodes;
   c.gpus_per_node = p.gpus_per_node;
-  c.micro_batch = p.micro_batch;
+  c.shape = p.shape();
+  c.PinMicroBatch(p.micro_batch);
+  c.PinPrecision(p.precision);
+  c.PinGradientCheckpointing(p.gradient_checkpointing);
   c.grad_accum = p.grad_accum;
   c.global_batch = p.train_batch();
-  c.precision = p.precision;
   c.gradient_clipping = p.gradient_clipping;
-  c.seq_len = p.seq_len;
-  c.target_len = p.target_len;
-  c.gradient_checkpointing = p.gradient_checkpointing;
-  c.attention = p.attention;
   return c;
 }
 

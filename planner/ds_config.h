@@ -23,34 +23,32 @@
 
 #include "core/plan.h"
 #include "core/status.h"
+#include "planner/run_shape_pins.h"
 
 namespace dsplan {
 
 /// What the config itself does not say: the cluster, and the values the HF Trainer would put in
 /// place of "auto" (its TrainingArguments). An unset optional means "not given": an "auto" that
 /// needs it is an error for the batch keys, and falls back to the Trainer's default elsewhere.
-struct DsConfigContext {
+///
+/// The run shape (PinnedRunShape, the one RunShape from the flags to the workload): its
+/// seq_len, target_len and attention are the workload's, copied into the Plan unchanged (they
+/// are not in ds_config.json), and so is gradient_checkpointing where pinned (unpinned: off).
+/// The pinned micro_batch (per_device_train_batch_size, --micro-batch) and precision (the
+/// Trainer's --bf16 / --fp16; fp32 = neither) resolve "auto" keys and must agree with explicit
+/// ones; unpinned they are "not given".
+struct DsConfigContext : PinnedRunShape {
   int nodes = 1;
   int gpus_per_node = 1;
-  /// per_device_train_batch_size (--micro-batch).
-  std::optional<int64_t> micro_batch;
   /// gradient_accumulation_steps (--grad-accum).
   std::optional<int64_t> grad_accum;
   /// train_batch_size (--global-batch) = micro × accumulation × world size.
   std::optional<int64_t> global_batch;
-  /// --bf16 / --fp16 of the Trainer; fp32 = neither. Unset: the Trainer's default (neither).
-  std::optional<Precision> precision;
   /// model.config.hidden_size, for reduce_bucket_size = h*h and, at stage 3,
   /// stage3_prefetch_bucket_size = int(0.9*h*h), stage3_param_persistence_threshold = 10*h.
   std::optional<int64_t> hidden_size;
   /// max_grad_norm (Trainer default 1.0).
   std::optional<double> gradient_clipping;
-
-  // The workload, copied into the Plan unchanged (not in ds_config.json).
-  int64_t seq_len = 1024;
-  int64_t target_len = 0;
-  bool gradient_checkpointing = false;
-  AttentionImpl attention = AttentionImpl::kAuto;
 };
 
 /// One "auto" value and what it became.

@@ -68,6 +68,9 @@ namespace {
 constexpr double kDefaultLearningRate = 5e-5;       // TrainingArguments.learning_rate default
 constexpr int64_t kDefaultWarmupSteps = 100;
 constexpr int64_t kMaxMicroBatch = 4096;
+// zero_optimization.sub_group_size of the plans with the optimizer on NVMe (the search's choice,
+// not a default: DeepSpeed's is ZeroConfig{}.sub_group_size).
+constexpr int64_t kNvmeSubGroupSize = 100'000'000;
 
 struct Family {
   Plan plan;  // everything but micro_batch / grad_accum
@@ -200,7 +203,7 @@ class Search {
   Simulator* sim_ = nullptr;
   std::atomic<int64_t> simulated_{0};
   std::atomic<int64_t> considered_{0};
-  int64_t nvme_param_buffer_size_ = 100'000'000;
+  int64_t nvme_param_buffer_size_ = OffloadParamConfig{}.buffer_size;
   // Memory-centric tiling: the tile count proposed for stage 3 with parameter offload, or 1
   // when a block can be gathered whole (ProposedLinearTiles).
   int64_t tiles_ = 1;
@@ -290,7 +293,8 @@ std::vector<Family> Search::Families() const {
   if (r_.stage) stages = {*r_.stage};
   std::vector<bool> gcs = {false, true};
   if (r_.shape_pins.gradient_checkpointing) gcs = {r_.shape.gradient_checkpointing};
-  std::vector<int64_t> buckets = {50'000'000, 200'000'000, 500'000'000};
+  // The bucket sizes tried: two smaller ones and DeepSpeed's default.
+  std::vector<int64_t> buckets = {50'000'000, 200'000'000, ZeroConfig{}.reduce_bucket_size};
   if (r_.reduce_bucket_size) buckets = {*r_.reduce_bucket_size};
   const bool nvme = r_.nvme_bytes > 0;
   struct Off {
@@ -332,8 +336,9 @@ std::vector<Family> Search::Families() const {
             if (o.par != OffloadDevice::kNone) f.plan.zero.offload_param.pin_memory = true;
             if (o.opt == OffloadDevice::kNvme) {
               f.plan.zero.offload_optimizer.nvme_path = r_.nvme_path;
-              // Sub-groups small enough that the pinned swap pool stays modest.
-              f.plan.zero.sub_group_size = 100'000'000;
+              // Sub-groups small enough that the pinned swap pool stays modest (a tenth of
+              // DeepSpeed's default, ZeroConfig{}.sub_group_size = 1e9).
+              f.plan.zero.sub_group_size = kNvmeSubGroupSize;
             }
             if (o.par == OffloadDevice::kNvme) {
               f.plan.zero.offload_param.nvme_path = r_.nvme_path;

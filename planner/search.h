@@ -24,6 +24,7 @@
 #include "core/model_spec.h"
 #include "core/plan.h"
 #include "core/status.h"
+#include "planner/run_shape_pins.h"
 #include "simulator/simulate.h"
 
 namespace dsplan {
@@ -32,49 +33,15 @@ enum class Objective { kThroughput, kMemory, kCost };
 const char* ObjectiveName(Objective o);
 Result<Objective> ParseObjective(const std::string& s);
 
-struct PlannerRequest {
+/// What to search. The base, PinnedRunShape (planner/run_shape_pins.h), is the run shape of
+/// every plan: the micro-batch, lengths, checkpointing, attention and precision have one
+/// representation from the flags to the workload. Unpinned, the search varies the micro-batch
+/// and checkpointing and takes the profile's precision (bf16 where the GPU has it, else fp16).
+struct PlannerRequest : PinnedRunShape {
   ModelSpec spec;
   int nodes = 1;
   int gpus_per_node = 1;
   const HardwareProfile* profile = nullptr;
-  /// The run shape of every plan (core/plan.h RunShape: the micro-batch, lengths, checkpointing,
-  /// attention and precision have one representation from the flags to the workload). Its
-  /// seq_len, target_len and attention are always used. Its micro_batch, gradient_checkpointing
-  /// and precision are used only where |shape_pins| pins them (set them with the Pin* calls);
-  /// unpinned, the search varies the micro-batch and checkpointing and takes the profile's
-  /// precision (bf16 where the GPU has it, else fp16), and their values here are not read.
-  RunShape shape;
-  struct ShapePins {
-    bool micro_batch = false;
-    bool gradient_checkpointing = false;
-    bool precision = false;
-  };
-  ShapePins shape_pins;
-
-  void PinMicroBatch(int64_t micro_batch) {
-    shape.micro_batch = micro_batch;
-    shape_pins.micro_batch = true;
-  }
-  void PinGradientCheckpointing(bool on) {
-    shape.gradient_checkpointing = on;
-    shape_pins.gradient_checkpointing = true;
-  }
-  void PinPrecision(Precision precision) {
-    shape.precision = precision;
-    shape_pins.precision = true;
-  }
-  /// The pinned value, or none when the search chooses it.
-  std::optional<int64_t> PinnedMicroBatch() const {
-    return shape_pins.micro_batch ? std::optional<int64_t>(shape.micro_batch) : std::nullopt;
-  }
-  std::optional<bool> PinnedGradientCheckpointing() const {
-    return shape_pins.gradient_checkpointing ? std::optional<bool>(shape.gradient_checkpointing)
-                                             : std::nullopt;
-  }
-  std::optional<Precision> PinnedPrecision() const {
-    return shape_pins.precision ? std::optional<Precision>(shape.precision) : std::nullopt;
-  }
-
   // Pins of the configuration: unset = searched.
   std::optional<int> stage;
   std::optional<int64_t> grad_accum;

@@ -78,7 +78,7 @@ int DsConfig(const uint8_t* data, size_t size) {
   ctx.nodes = 1;
   ctx.gpus_per_node = 2;
   ctx.hidden_size = 64;
-  ctx.seq_len = 16;
+  ctx.shape.seq_len = 16;
   auto r = ParseDsConfigText(Text(data, size), ctx, "<fuzz>");
   CheckMessage(r.status(), "ds_config");
   if (r.ok()) {

@@ -120,11 +120,45 @@ INSTANTIATE_TEST_SUITE_P(
 
 // --- the HF docs' "auto" configs -----------------------------------------------------------------
 
+// The context's RunShape: lengths and attention always reach the plan; micro-batch, precision
+// and checkpointing only where pinned. Unpinned values in the shape are not read.
+TEST(HfAutoConfigTest, ContextShapeOnlyPinnedFieldsAreRead) {
+  const json cfg = {{"train_micro_batch_size_per_gpu", "auto"},
+                    {"bf16", {{"enabled", "auto"}}},
+                    {"fp16", {{"enabled", "auto"}}}};
+  DsConfigContext loose = Cluster(1, 2);
+  loose.shape.seq_len = 333;
+  loose.shape.target_len = 44;
+  loose.shape.attention = AttentionImpl::kEager;
+  loose.shape.micro_batch = 3;                  // not pinned: the Trainer's default 8
+  loose.shape.precision = Precision::kFp16;     // not pinned: the Trainer's default, fp32
+  loose.shape.gradient_checkpointing = true;    // not pinned: off
+  auto a = ParseDsConfig(cfg, loose);
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->plan.seq_len, 333);
+  EXPECT_EQ(a->plan.target_len, 44);
+  EXPECT_EQ(a->plan.attention, AttentionImpl::kEager);
+  EXPECT_EQ(a->plan.micro_batch, 8);
+  EXPECT_EQ(a->plan.precision, Precision::kFp32);
+  EXPECT_FALSE(a->plan.gradient_checkpointing);
+
+  DsConfigContext pinned = loose;
+  pinned.PinMicroBatch(3);
+  pinned.PinPrecision(Precision::kFp16);
+  pinned.PinGradientCheckpointing(true);
+  auto b = ParseDsConfig(cfg, pinned);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->plan.seq_len, 333);
+  EXPECT_EQ(b->plan.micro_batch, 3);
+  EXPECT_EQ(b->plan.precision, Precision::kFp16);
+  EXPECT_TRUE(b->plan.gradient_checkpointing);
+}
+
 TEST(HfAutoConfigTest, Zero2OffloadResolvesLikeTheTrainer) {
   DsConfigContext ctx = Cluster(2, 4);
-  ctx.micro_batch = 8;
+  ctx.PinMicroBatch(8);
   ctx.grad_accum = 4;
-  ctx.precision = Precision::kBf16;
+  ctx.PinPrecision(Precision::kBf16);
   ctx.hidden_size = 1024;
   auto r = ParseDsConfigFile(Fixture("hf_zero2_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -154,9 +188,9 @@ TEST(HfAutoConfigTest, Zero2OffloadResolvesLikeTheTrainer) {
 
 TEST(HfAutoConfigTest, Zero3HiddenSizeKeysFollowTheTrainer) {
   DsConfigContext ctx = Cluster(1, 8);
-  ctx.micro_batch = 2;
+  ctx.PinMicroBatch(2);
   ctx.grad_accum = 1;
-  ctx.precision = Precision::kFp16;
+  ctx.PinPrecision(Precision::kFp16);
   ctx.hidden_size = 1024;  // 0.9*h*h = 943718.4: the Trainer writes int(...)
   auto r = ParseDsConfigFile(Fixture("hf_zero3_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -175,9 +209,9 @@ TEST(HfAutoConfigTest, Zero3HiddenSizeKeysFollowTheTrainer) {
 
 TEST(HfAutoConfigTest, HiddenSizeKeysWithoutAModelFallBackToDefaultsWithAWarning) {
   DsConfigContext ctx = Cluster(1, 8);
-  ctx.micro_batch = 2;
+  ctx.PinMicroBatch(2);
   ctx.grad_accum = 1;
-  ctx.precision = Precision::kBf16;
+  ctx.PinPrecision(Precision::kBf16);
   auto r = ParseDsConfigFile(Fixture("hf_zero3_auto.json"), ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->plan.zero.reduce_bucket_size, 500'000'000);
@@ -241,7 +275,7 @@ TEST(HfAutoConfigTest, GlobalBatchDerivesAccumulation) {
               {"train_micro_batch_size_per_gpu", "auto"},
               {"gradient_accumulation_steps", "auto"}};
   DsConfigContext ctx = Cluster(1, 4);
-  ctx.micro_batch = 4;
+  ctx.PinMicroBatch(4);
   ctx.global_batch = 64;
   auto r = ParseDsConfig(cfg, ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -261,7 +295,7 @@ TEST(HfAutoConfigTest, PrecisionAutoWithoutAFlagIsTheTrainersDefaultWithAWarning
 TEST(HfAutoConfigTest, ExplicitValueDifferentFromTheFlagIsAMismatch) {
   json cfg = Base();
   DsConfigContext ctx = Cluster(1, 1);
-  ctx.micro_batch = 8;
+  ctx.PinMicroBatch(8);
   const std::string msg = ErrorOf(cfg, ctx);
   EXPECT_NE(msg.find("train_micro_batch_size_per_gpu is 4 in the config but --micro-batch 8"),
             std::string::npos)

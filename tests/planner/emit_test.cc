@@ -150,10 +150,8 @@ DsConfigContext ClusterOf(const Plan& p) {
   DsConfigContext c;
   c.nodes = p.nodes;
   c.gpus_per_node = p.gpus_per_node;
-  c.seq_len = p.seq_len;
-  c.target_len = p.target_len;
-  c.gradient_checkpointing = p.gradient_checkpointing;
-  c.attention = p.attention;
+  c.shape = p.shape();  // micro-batch and precision unpinned: the config's own
+  c.PinGradientCheckpointing(p.gradient_checkpointing);
   return c;
 }
 

@@ -335,8 +335,8 @@ TEST(NvmeSharingTest, AioSettingsPickTheMeasuredPoint) {
 DsConfigContext Ctx() {
   DsConfigContext c;
   c.gpus_per_node = 16;
-  c.seq_len = 1024;
-  c.gradient_checkpointing = true;
+  c.shape.seq_len = 1024;
+  c.PinGradientCheckpointing(true);
   return c;
 }
 

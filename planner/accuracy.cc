@@ -100,8 +100,6 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     const Plan& plan = parsed.plan;
     Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);
-    DSPLAN_ASSIGN_OR_RETURN(const Workload* wp, sim.WorkloadFor(plan.shape()));
-    const Workload& w = *wp;
     DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan));
     AccuracyRow row;
     row.run = run;

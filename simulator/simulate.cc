@@ -230,10 +230,14 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // The compact graph (every micro-step between the second and the last simulated once, its
   // time and memory composed for all: step_builder.h, docs/simulator.md "Gradient
   // accumulation"); a kept graph is written out, since traces and executors walk every task.
-  DSPLAN_ASSIGN_OR_RETURN(
-      BuiltStep built,
-      BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
-                     options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact));
+  // A graph that is not kept is built into this thread's scratch graph, whose storage the next
+  // simulation reuses (a search simulates thousands of plans).
+  thread_local BuiltStep scratch;
+  BuiltStep kept;
+  BuiltStep& built = options.keep_graph ? kept : scratch;
+  DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(
+      w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
+      options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact, &built));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));

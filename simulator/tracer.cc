@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -136,17 +138,40 @@ void Tracer::AddOp(Op op) {
 }
 
 Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
-  DSPLAN_RETURN_IF_ERROR(status_);
+  return FinishImpl(*this, gradient_checkpointing);
+}
+
+Result<Workload> Tracer::FinishAndConsume(bool gradient_checkpointing) {
+  return FinishImpl(*this, gradient_checkpointing);
+}
+
+template <class Self>
+Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
+  // A non-const Tracer is spent: its tables move into the workload instead of being copied.
+  constexpr bool kConsume = !std::is_const_v<Self>;
+  auto take = [](auto& x) -> decltype(auto) {
+    if constexpr (kConsume) {
+      return std::move(x);
+    } else {
+      return static_cast<const std::remove_reference_t<decltype(x)>&>(x);
+    }
+  };
+  const auto& storages_ = self.storages_;
+  const auto& layer_state_ = self.layer_state_;
+  const auto& checkpointable_ = self.checkpointable_;
+  DSPLAN_RETURN_IF_ERROR(self.status_);
   Workload w;
-  w.spec = spec_;
-  w.shape = opt_;
+  w.spec = self.spec_;
+  w.shape = self.opt_;
   w.shape.gradient_checkpointing = gradient_checkpointing;
-  std::vector<Layer> layers = layers_;  // this variant's copy
+  int64_t param_bytes = 0;
+  for (const TensorSpec& p : self.params_) param_bytes += p.bytes;
+  std::vector<Layer> layers = take(self.layers_);  // this variant's copy
   for (size_t i = 0; i < layers.size(); ++i) {
     layers[i].checkpointed = checkpointable_[i] && gradient_checkpointing;
   }
-  w.attention = attention_;
-  w.tensors = params_;
+  w.attention = self.attention_;
+  w.tensors = take(self.params_);
   const int n = static_cast<int>(layers.size());
 
   // For each storage: the first layer whose ops save it (the view without checkpointing), the
@@ -179,8 +204,13 @@ Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
     if (saver >= 0) layers[saver].saved_bytes += st.bytes;
     if (kept_by[s] >= 0) layers[kept_by[s]].activation_bytes += st.bytes;
     TensorSpec t;
-    t.name = st.name;
-    t.shape = st.shape;
+    if constexpr (kConsume) {
+      t.name = std::move(self.storages_[s].name);
+      t.shape = std::move(self.storages_[s].shape);
+    } else {
+      t.name = st.name;
+      t.shape = st.shape;
+    }
     t.dtype = st.dtype;
     t.category = is_output[s] ? TensorCategory::kOutput : TensorCategory::kActivation;
     t.numel = st.bytes / DTypeBytes(st.dtype);
@@ -198,7 +228,7 @@ Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
     w.activation_bytes += l.activation_bytes;
     w.recompute_peak_bytes = std::max(w.recompute_peak_bytes, l.recompute_bytes);
   }
-  for (const TensorSpec& p : params_) w.param_bytes += p.bytes;
+  w.param_bytes = param_bytes;
   w.flops_per_step = w.fwd_flops + w.bwd_flops + w.recompute_flops;
   w.layers = std::move(layers);
   return w;

@@ -73,6 +73,9 @@ class Tracer {
   /// the options said: checkpointing changes only which saved storages stay alive and what is
   /// recomputed, not the ops, so one trace gives both. May be called more than once.
   Result<Workload> Finish(bool gradient_checkpointing) const;
+  /// The same workload, moving the trace's tables into it instead of copying them (the last
+  /// Finish of a trace); the Tracer is spent after.
+  Result<Workload> FinishAndConsume(bool gradient_checkpointing);
 
  private:
   struct Storage {
@@ -90,6 +93,9 @@ class Tracer {
     std::vector<int> ckpt_args;   // storages held by the checkpoint
     std::vector<int> outputs;     // storages kept by the model output
   };
+  // Finish's body; |Self| is const Tracer (copies the tables) or Tracer (moves them out).
+  template <class Self>
+  static Result<Workload> FinishImpl(Self& self, bool gradient_checkpointing);
   void Fail(const std::string& what);
   static void PushUnique(std::vector<int>& v, int s);
 

@@ -495,32 +495,41 @@ int64_t Simulator::PersistenceThreshold(const Plan& plan) {
 }
 
 Simulator::Entry* Simulator::EntryFor(const RunShape& shape) {
+  // One trace gives the shape with checkpointing off and on (the planner asks for both), so
+  // the entry of the other setting is made and filled with it.
+  Entry* e = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(shape);
-    if (it != entries_.end()) return it->second.get();
+    if (it == entries_.end()) {
+      RunShape other = shape;
+      other.gradient_checkpointing = !shape.gradient_checkpointing;
+      auto built = std::make_shared<std::once_flag>();
+      auto mine = std::make_unique<Entry>();
+      auto theirs = std::make_unique<Entry>();
+      mine->built = theirs->built = built;
+      mine->pair = theirs.get();
+      theirs->pair = mine.get();
+      entries_.try_emplace(other, std::move(theirs));
+      it = entries_.try_emplace(shape, std::move(mine)).first;
+    }
+    e = it->second.get();
   }
-  // Built outside the lock (a T5 workload takes a while); the first one stored wins. One
-  // trace gives the shape with checkpointing off and on (the planner asks for both), so the
-  // other one is stored too.
-  RunShape other = shape;
-  other.gradient_checkpointing = !shape.gradient_checkpointing;
-  auto e = std::make_unique<Entry>();
-  auto e_other = std::make_unique<Entry>();
-  auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
-  if (w.ok()) {
-    Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
-    Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
-    e->workload = std::make_unique<Workload>(std::move(mine));
-    e_other->workload = std::make_unique<Workload>(std::move(theirs));
-  } else {
-    e->status = w.status();
-    e_other->status = w.status();
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  entries_.try_emplace(other, std::move(e_other));
-  auto [it, inserted] = entries_.try_emplace(shape, std::move(e));
-  return it->second.get();
+  // Traced outside the lock (a T5 workload takes a while); a second caller of this shape or
+  // its pair waits here for the first.
+  std::call_once(*e->built, [this, e, &shape] {
+    auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
+    if (w.ok()) {
+      Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
+      Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
+      e->workload = std::make_unique<Workload>(std::move(mine));
+      e->pair->workload = std::make_unique<Workload>(std::move(theirs));
+    } else {
+      e->status = w.status();
+      e->pair->status = w.status();
+    }
+  });
+  return e;
 }
 
 Result<const Workload*> Simulator::WorkloadFor(const RunShape& shape) {
@@ -533,17 +542,20 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
                                                        int64_t persistence_threshold) {
   Entry* e = EntryFor(shape);
   if (!e->status.ok()) return e->status;
+  Context* c = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = e->contexts.find(persistence_threshold);
-    if (it != e->contexts.end()) return static_cast<const SimulationContext*>(it->second.get());
+    std::unique_ptr<Context>& slot = e->contexts[persistence_threshold];
+    if (!slot) slot = std::make_unique<Context>();
+    c = slot.get();
   }
-  auto ctx = std::make_unique<SimulationContext>(
-      MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
-                  family_measured_));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = e->contexts.try_emplace(persistence_threshold, std::move(ctx));
-  return static_cast<const SimulationContext*>(it->second.get());
+  // Built outside the lock, once; a second caller waits for the first.
+  std::call_once(c->built, [&] {
+    c->context = std::make_unique<SimulationContext>(
+        MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
+                    family_measured_));
+  });
+  return static_cast<const SimulationContext*>(c->context.get());
 }
 
 Result<Prediction> Simulator::Simulate(const Plan& plan, const SimulateOptions& options) {

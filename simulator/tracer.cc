@@ -29,7 +29,11 @@ void Tracer::Fail(const std::string& what) {
   }
 }
 
-int64_t Tracer::Numel(const std::vector<int64_t>& dims, const std::string& what) {
+int64_t Tracer::Numel(const Shape& dims, const std::string& what) {
+  if (dims.overflowed()) {
+    Fail(what);
+    return 0;
+  }
   int64_t r = 1;
   for (int64_t d : dims) {
     auto p = CheckedMul(r, d);
@@ -56,14 +60,14 @@ void Tracer::BeginLayer(const std::string& name, LayerKind kind, bool checkpoint
   layer_state_.emplace_back();
 }
 
-T Tracer::Input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+T Tracer::Input(const std::string& name, Shape shape, DType dtype) {
   T t = New(name, std::move(shape), dtype);
   storages_[t.storage].input = true;
   storages_[t.storage].layer = -1;
   return t;
 }
 
-T Tracer::New(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+T Tracer::New(const std::string& name, Shape shape, DType dtype) {
   T t;
   t.numel = Numel(shape, name);
   t.shape = std::move(shape);
@@ -81,13 +85,13 @@ T Tracer::New(const std::string& name, std::vector<int64_t> shape, DType dtype) 
   return t;
 }
 
-T Tracer::Param(const std::string& name, std::vector<int64_t> shape) {
+T Tracer::Param(const std::string& name, Shape shape) {
   T t = New(name, std::move(shape), act_dtype_);
   Storage& s = storages_[t.storage];
   s.category = TensorCategory::kParameter;
   TensorSpec p;
   p.name = name;
-  p.shape = t.shape;
+  p.shape = t.shape.ToVector();
   p.dtype = act_dtype_;
   p.category = TensorCategory::kParameter;
   p.numel = t.numel;
@@ -102,7 +106,7 @@ T Tracer::Param(const std::string& name, std::vector<int64_t> shape) {
   return t;
 }
 
-T Tracer::View(const T& t, std::vector<int64_t> shape) {
+T Tracer::View(const T& t, Shape shape) {
   T v = t;
   v.shape = std::move(shape);
   v.numel = Numel(v.shape, storages_[t.storage].name);
@@ -206,10 +210,10 @@ Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
     TensorSpec t;
     if constexpr (kConsume) {
       t.name = std::move(self.storages_[s].name);
-      t.shape = std::move(self.storages_[s].shape);
+      t.shape = st.shape.ToVector();
     } else {
       t.name = st.name;
-      t.shape = st.shape;
+      t.shape = st.shape.ToVector();
     }
     t.dtype = st.dtype;
     t.category = is_output[s] ? TensorCategory::kOutput : TensorCategory::kActivation;
@@ -242,8 +246,9 @@ namespace {
 double B(const T& t) { return static_cast<double>(t.numel) * DTypeBytes(t.dtype); }
 
 // NumPy/PyTorch broadcasting of two shapes (sizes of 1 stretch; missing leading dims are 1).
-std::vector<int64_t> Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  std::vector<int64_t> out(std::max(a.size(), b.size()), 1);
+Shape Broadcast(const Shape& a, const Shape& b) {
+  Shape out;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) out.push_back(1);
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
     int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
@@ -252,7 +257,7 @@ std::vector<int64_t> Broadcast(const std::vector<int64_t>& a, const std::vector<
   return out;
 }
 
-std::vector<int64_t> WithLast(std::vector<int64_t> shape, int64_t last) {
+Shape WithLast(Shape shape, int64_t last) {
   shape.back() = last;
   return shape;
 }
@@ -304,7 +309,7 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
 }
 
 T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& weight) {
-  std::vector<int64_t> shape = ids.shape;
+  Shape shape = ids.shape;
   shape.push_back(weight.shape.back());
   T y = tr.New(name + ".out", shape);
   tr.Save(ids);  // embedding_backward needs the indices (model inputs are not activations)

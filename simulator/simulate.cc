@@ -172,6 +172,7 @@ SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
   ctx.layer_costs = CostModel(profile, precision, stack).Layers(w, family_measured);
   ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
   ctx.persistence_threshold = persistence_threshold;
+  ctx.profile_sources = profile.SourceSummary();
   return ctx;
 }
 
@@ -263,7 +264,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.facts = built.facts;
   p.plan = plan;
   p.profile_name = hw.name;
-  p.profile_sources = hw.SourceSummary();
+  p.profile_sources = ctx.profile_sources.empty() ? hw.SourceSummary() : ctx.profile_sources;
   p.tokens_per_micro_batch = w.tokens;
 
   // --- GPU memory ---

@@ -33,6 +33,9 @@ struct SimulationContext {
   std::vector<LayerParams> layer_params;  // ComputeLayerParams(*workload, threshold)
   int64_t persistence_threshold = 0;
   SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed;
+  /// profile->SourceSummary(), made once for every prediction of the context (empty: each
+  /// prediction makes it).
+  std::string profile_sources;
 };
 
 /// MakeSimulationContext, as for a model family the stack measurement never saw (its blocks'

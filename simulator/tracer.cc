@@ -67,15 +67,15 @@ T Tracer::Input(const std::string& name, Shape shape, DType dtype) {
   return t;
 }
 
-T Tracer::New(const std::string& name, Shape shape, DType dtype) {
+T Tracer::New(std::string name, Shape shape, DType dtype) {
   T t;
   t.numel = Numel(shape, name);
   t.shape = std::move(shape);
   t.dtype = dtype;
   Storage s;
-  s.name = name;
   auto b = CheckedMul(t.numel, DTypeBytes(dtype));
   if (!b) Fail(name);
+  s.name = std::move(name);
   s.bytes = b.value_or(0);
   s.layer = static_cast<int>(layers_.size()) - 1;
   s.shape = t.shape;
@@ -85,12 +85,17 @@ T Tracer::New(const std::string& name, Shape shape, DType dtype) {
   return t;
 }
 
-T Tracer::Param(const std::string& name, Shape shape) {
+T Tracer::Param(std::string name, Shape shape) {
   T t = New(name, std::move(shape), act_dtype_);
+  if (!layers_.empty()) {
+    auto sum = CheckedAdd(layers_.back().params, t.numel);
+    if (!sum) Fail(name);
+    layers_.back().params = sum.value_or(0);
+  }
   Storage& s = storages_[t.storage];
   s.category = TensorCategory::kParameter;
   TensorSpec p;
-  p.name = name;
+  p.name = std::move(name);
   p.shape = t.shape.ToVector();
   p.dtype = act_dtype_;
   p.category = TensorCategory::kParameter;
@@ -98,11 +103,6 @@ T Tracer::Param(const std::string& name, Shape shape) {
   p.bytes = s.bytes;
   p.layer = s.layer;
   params_.push_back(std::move(p));
-  if (!layers_.empty()) {
-    auto sum = CheckedAdd(layers_.back().params, t.numel);
-    if (!sum) Fail(name);
-    layers_.back().params = sum.value_or(0);
-  }
   return t;
 }
 

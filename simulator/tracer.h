@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -83,10 +84,10 @@ class Tracer {
   /// A model input that is not an activation (input ids, labels, position ids).
   T Input(const std::string& name, Shape shape, DType dtype);
   /// A parameter of the current layer in the training dtype.
-  T Param(const std::string& name, Shape shape);
+  T Param(std::string name, Shape shape);
   /// A new storage produced by the current op.
-  T New(const std::string& name, Shape shape, DType dtype);
-  T New(const std::string& name, Shape shape) { return New(name, shape, act_dtype_); }
+  T New(std::string name, Shape shape, DType dtype);
+  T New(std::string name, Shape shape) { return New(std::move(name), shape, act_dtype_); }
   /// A view or slice of |t| (same storage): reshape, transpose, split, chunk.
   T View(const T& t, Shape shape);
 

@@ -69,6 +69,13 @@ void CachingAllocator::Absorb(int a, int b) {
 }
 
 Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
+  Status error;
+  const int b = TryMalloc(request, stream, &error);
+  if (!error.ok()) return error;
+  return b;
+}
+
+int CachingAllocator::TryMalloc(int64_t request, int stream, Status* error) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
   int pool = FindPool(small, stream);
@@ -83,7 +90,11 @@ Result<int> CachingAllocator::Malloc(int64_t request, int stream) {
         why = fmt::format("the allocator's limit of {} bytes would be exceeded", limit_);
         continue;
       }
-      DSPLAN_RETURN_IF_ERROR(source_->Allocate(seg_bytes, &base, &why));
+      Status allocated = source_->Allocate(seg_bytes, &base, &why);
+      if (!allocated.ok()) {
+        *error = std::move(allocated);
+        return -1;
+      }
     }
     if (base == nullptr) {
       oom_message_ = fmt::format(
@@ -245,10 +256,18 @@ Result<int> EffectReplayer::AllocateInitial(const StepGraph& graph, int64_t defe
 }
 
 Result<int> EffectReplayer::Apply(const MemEffect& e) {
+  Status error;
+  const int b = TryApply(e, &error);
+  if (!error.ok()) return error;
+  return b;
+}
+
+int EffectReplayer::TryApply(const MemEffect& e, Status* error) {
   if (e.space != MemSpace::kGpu || e.bytes == 0) return -2;
   std::vector<std::pair<int64_t, int>>& live = live_[static_cast<size_t>(e.category)];
   if (e.bytes > 0) {
-    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(e.bytes, e.side_stream ? 1 : 0));
+    const int b = a_->TryMalloc(e.bytes, e.side_stream ? 1 : 0, error);
+    if (!error->ok()) return -1;
     if (b >= 0) live.push_back({e.bytes, b});
     return b;
   }
@@ -271,8 +290,8 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
     const int stream = a_->BlockStream(block);
     a_->Free(block);
     if (size > left) {
-      DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(size - left, stream));
-      if (b < 0) return -1;
+      const int b = a_->TryMalloc(size - left, stream, error);
+      if (!error->ok() || b < 0) return -1;
       live.push_back({size - left, b});
     }
     left -= size;
@@ -284,8 +303,8 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
   a_->Free(init);
   init = -1;
   if (rest > 0) {
-    DSPLAN_ASSIGN_OR_RETURN(int b, a_->Malloc(rest));
-    if (b < 0) return -1;
+    const int b = a_->TryMalloc(rest, 0, error);
+    if (!error->ok() || b < 0) return -1;
     init = b;
   }
   return -2;

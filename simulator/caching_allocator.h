@@ -101,6 +101,9 @@ class CachingAllocator {
   /// failed for a reason other than memory.
   /// |stream|: 0 the default stream, other values other streams (pools are per stream).
   Result<int> Malloc(int64_t request, int stream = 0);
+  /// Malloc for a caller that replays many requests: the block id, or -1 when out of memory or
+  /// when the source failed (then *error, which must be OK on entry, says why).
+  int TryMalloc(int64_t request, int stream, Status* error);
   /// REQUIRES: |block| is allocated.
   void Free(int block);
   /// Releases every segment that is one free block (except kept ones). Returns the bytes
@@ -218,6 +221,9 @@ class EffectReplayer {
   /// Applies one GPU effect. For an allocation: the new block id (or -1 on OOM); for a free:
   /// -2. Non-GPU effects are ignored (returns -2).
   Result<int> Apply(const MemEffect& e);
+  /// Apply without the Result (the simulator's replay): the same answer, and -1 with *error
+  /// set (OK on entry) when the allocator failed for a reason other than memory.
+  int TryApply(const MemEffect& e, Status* error);
   /// Forgets every live block (after ReleaseAll).
   void Clear() {
     for (auto& l : live_) l.clear();

@@ -172,6 +172,7 @@ SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
   ctx.layer_costs = CostModel(profile, precision, stack).Layers(w, family_measured);
   ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
   ctx.persistence_threshold = persistence_threshold;
+  ctx.profile_sources = profile.SourceSummary();
   return ctx;
 }
 
@@ -230,10 +231,14 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // The compact graph (every micro-step between the second and the last simulated once, its
   // time and memory composed for all: step_builder.h, docs/simulator.md "Gradient
   // accumulation"); a kept graph is written out, since traces and executors walk every task.
-  DSPLAN_ASSIGN_OR_RETURN(
-      BuiltStep built,
-      BuildStepGraph(w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
-                     options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact));
+  // A graph that is not kept is built into this thread's scratch graph, whose storage the next
+  // simulation reuses (a search simulates thousands of plans).
+  thread_local BuiltStep scratch;
+  BuiltStep kept;
+  BuiltStep& built = options.keep_graph ? kept : scratch;
+  DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(
+      w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
+      options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact, &built));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
@@ -259,7 +264,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.facts = built.facts;
   p.plan = plan;
   p.profile_name = hw.name;
-  p.profile_sources = hw.SourceSummary();
+  p.profile_sources = ctx.profile_sources.empty() ? hw.SourceSummary() : ctx.profile_sources;
   p.tokens_per_micro_batch = w.tokens;
 
   // --- GPU memory ---
@@ -491,32 +496,41 @@ int64_t Simulator::PersistenceThreshold(const Plan& plan) {
 }
 
 Simulator::Entry* Simulator::EntryFor(const RunShape& shape) {
+  // One trace gives the shape with checkpointing off and on (the planner asks for both), so
+  // the entry of the other setting is made and filled with it.
+  Entry* e = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = entries_.find(shape);
-    if (it != entries_.end()) return it->second.get();
+    if (it == entries_.end()) {
+      RunShape other = shape;
+      other.gradient_checkpointing = !shape.gradient_checkpointing;
+      auto built = std::make_shared<std::once_flag>();
+      auto mine = std::make_unique<Entry>();
+      auto theirs = std::make_unique<Entry>();
+      mine->built = theirs->built = built;
+      mine->pair = theirs.get();
+      theirs->pair = mine.get();
+      entries_.try_emplace(other, std::move(theirs));
+      it = entries_.try_emplace(shape, std::move(mine)).first;
+    }
+    e = it->second.get();
   }
-  // Built outside the lock (a T5 workload takes a while); the first one stored wins. One
-  // trace gives the shape with checkpointing off and on (the planner asks for both), so the
-  // other one is stored too.
-  RunShape other = shape;
-  other.gradient_checkpointing = !shape.gradient_checkpointing;
-  auto e = std::make_unique<Entry>();
-  auto e_other = std::make_unique<Entry>();
-  auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
-  if (w.ok()) {
-    Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
-    Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
-    e->workload = std::make_unique<Workload>(std::move(mine));
-    e_other->workload = std::make_unique<Workload>(std::move(theirs));
-  } else {
-    e->status = w.status();
-    e_other->status = w.status();
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  entries_.try_emplace(other, std::move(e_other));
-  auto [it, inserted] = entries_.try_emplace(shape, std::move(e));
-  return it->second.get();
+  // Traced outside the lock (a T5 workload takes a while); a second caller of this shape or
+  // its pair waits here for the first.
+  std::call_once(*e->built, [this, e, &shape] {
+    auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
+    if (w.ok()) {
+      Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
+      Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
+      e->workload = std::make_unique<Workload>(std::move(mine));
+      e->pair->workload = std::make_unique<Workload>(std::move(theirs));
+    } else {
+      e->status = w.status();
+      e->pair->status = w.status();
+    }
+  });
+  return e;
 }
 
 Result<const Workload*> Simulator::WorkloadFor(const RunShape& shape) {
@@ -529,17 +543,20 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
                                                        int64_t persistence_threshold) {
   Entry* e = EntryFor(shape);
   if (!e->status.ok()) return e->status;
+  Context* c = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = e->contexts.find(persistence_threshold);
-    if (it != e->contexts.end()) return static_cast<const SimulationContext*>(it->second.get());
+    std::unique_ptr<Context>& slot = e->contexts[persistence_threshold];
+    if (!slot) slot = std::make_unique<Context>();
+    c = slot.get();
   }
-  auto ctx = std::make_unique<SimulationContext>(
-      MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
-                  family_measured_));
-  std::lock_guard<std::mutex> lock(mu_);
-  auto [it, inserted] = e->contexts.try_emplace(persistence_threshold, std::move(ctx));
-  return static_cast<const SimulationContext*>(it->second.get());
+  // Built outside the lock, once; a second caller waits for the first.
+  std::call_once(c->built, [&] {
+    c->context = std::make_unique<SimulationContext>(
+        MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
+                    family_measured_));
+  });
+  return static_cast<const SimulationContext*>(c->context.get());
 }
 
 Result<Prediction> Simulator::Simulate(const Plan& plan, const SimulateOptions& options) {

@@ -33,6 +33,9 @@ struct SimulationContext {
   std::vector<LayerParams> layer_params;  // ComputeLayerParams(*workload, threshold)
   int64_t persistence_threshold = 0;
   SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed;
+  /// profile->SourceSummary(), made once for every prediction of the context (empty: each
+  /// prediction makes it).
+  std::string profile_sources;
 };
 
 /// MakeSimulationContext, as for a model family the stack measurement never saw (its blocks'
@@ -214,7 +217,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
 /// Workloads and contexts live as long as the Simulator; the pointers it returns stay valid
 /// until it is destroyed. Thread safety: every member may be called from several threads at
 /// once (the search's workers share one Simulator); a workload or context two threads ask for
-/// at the same time may be built twice, and one of them is kept.
+/// at the same time is built once, by the first, while the other waits for it.
 class Simulator {
  public:
   /// |family_measured| false: price the blocks as for a model family the stack measurement
@@ -244,10 +247,18 @@ class Simulator {
   Result<Prediction> Simulate(const Plan& plan, const SimulateOptions& options = {});
 
  private:
+  struct Context {
+    std::once_flag built;
+    std::unique_ptr<SimulationContext> context;
+  };
   struct Entry {
+    // One trace fills an entry and its pair (the same shape with checkpointing flipped): they
+    // share |built|, and the first caller of either traces while later ones wait.
+    std::shared_ptr<std::once_flag> built;
+    Entry* pair = nullptr;
     Status status;                        // BuildWorkload's error, if any
     std::unique_ptr<Workload> workload;
-    std::map<int64_t, std::unique_ptr<SimulationContext>> contexts;  // by threshold
+    std::map<int64_t, std::unique_ptr<Context>> contexts;  // by threshold
   };
   struct ShapeLess {
     bool operator()(const RunShape& a, const RunShape& b) const;

@@ -216,7 +216,7 @@ class Builder {
     return e_ * CeilDiv(TileNumel(l, i), N_) * N_;
   }
   TaskId GatherTile(int micro, int l, int64_t i);
-  void ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx);
+  void ReleaseTile(int l, int64_t i, EffectList* fx);
   Task TileTask(TaskKind kind, int micro, int l, int64_t i) const;
   TaskId PartitionToGpu(int micro, int l, int64_t index, int64_t numel);
   Task AllGatherTask(int micro, int l, int64_t index, int64_t numel) const;
@@ -649,7 +649,7 @@ TaskId Builder::Gather(int micro, int l) {
   const TaskId h2d = PartitionToGpu(micro, l, 0, Gathered(l));
   Task t = AllGatherTask(micro, l, 0, Gathered(l));
   t.kernels = 2;
-  std::vector<MemEffect> fx = {Alloc(bytes, MemCategory::kGatheredParams)};
+  EffectList fx = {Alloc(bytes, MemCategory::kGatheredParams)};
   if (N_ > 1 && lp_[l].tensors > 1) {
     // A coalesced gather lands in one flat buffer that is then split into the parameters.
     fx.push_back(Alloc(bytes, MemCategory::kCommBuffers));
@@ -688,7 +688,7 @@ void Builder::Forward(int micro) {
     t.micro_step = micro;
     t.zero3_hooks = Stage3();
     t.gathered_tensors = lp_[l].gathered_tensors;
-    std::vector<MemEffect> fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
+    EffectList fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
     // The caller keeps each micro-step's output object until the next forward returns
     // (`out = engine(batch)` rebinds it then), so the previous micro-step's logits are freed
     // at the end of this forward, after its own are allocated. Micro-step 0 holds none: the
@@ -713,7 +713,7 @@ void Builder::Backward(int micro) {
   {
     // Start of engine.backward(): BF16_Optimizer frees the previous bf16 grads; stage 1/2
     // allocates the ipg bucket (two with overlap_comm) when contiguous_gradients.
-    std::vector<MemEffect> fx;
+    EffectList fx;
     if (f_.wrapper == OptimizerWrapper::kBf16Optimizer) {
       fx.push_back(Free(e_ * P_, MemCategory::kGradients, false));
     }
@@ -764,7 +764,7 @@ void Builder::Backward(int micro) {
     t.micro_step = micro;
     t.zero3_hooks = Stage3();
     t.gathered_tensors = lp_[l].gathered_tensors;
-    std::vector<MemEffect> fx;
+    EffectList fx;
     // Working memory of the backward: the gradients of the layer's largest intermediate and of
     // its input, both alive at once. For the loss that is nll_loss's gradient (a dense tensor
     // shaped like the log-probabilities it saved) and log_softmax's gradient of its input, the
@@ -809,7 +809,7 @@ TaskId Builder::GatherTile(int micro, int l, int64_t i) {
   return id;
 }
 
-void Builder::ReleaseTile(int l, int64_t i, std::vector<MemEffect>* fx) {
+void Builder::ReleaseTile(int l, int64_t i, EffectList* fx) {
   fx->push_back(Free(TileGatherBytes(l, i), MemCategory::kGatheredParams));
   tile_gathered_[l][i] = 0;
   gathered_numel_ -= TileNumel(l, i);
@@ -834,7 +834,7 @@ void Builder::ForwardTiled(int micro, int l) {
   for (int64_t i = 0; i < tiles_; ++i) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
     const Task t = TileTask(TaskKind::kForward, micro, l, i);
-    std::vector<MemEffect> fx;
+    EffectList fx;
     if (i == tiles_ - 1) fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
     // The tile's next use is its backward: the block's later tiles and the layers after it
     // come in between (the module trace, as for whole layers).
@@ -855,7 +855,7 @@ void Builder::BackwardTiled(int micro, int l) {
     for (int64_t i = 0; i < tiles_; ++i) {
       const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
       const Task r = TileTask(TaskKind::kRecompute, micro, l, i);
-      std::vector<MemEffect> fx;
+      EffectList fx;
       if (i == tiles_ - 1) {
         fx.push_back(Alloc(layer.recompute_bytes, MemCategory::kActivations, true));
       }
@@ -868,7 +868,7 @@ void Builder::BackwardTiled(int micro, int l) {
   for (int64_t i = tiles_ - 1; i >= 0; --i) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
     const Task t = TileTask(TaskKind::kBackward, micro, l, i);
-    std::vector<MemEffect> fx;
+    EffectList fx;
     if (i == tiles_ - 1) {
       // The block's backward working memory (as untiled: the outputs of a tiled Linear are
       // concatenated back to the whole intermediate, so its largest saved tensor is unchanged).
@@ -1007,7 +1007,7 @@ void Builder::FlushBucket(int micro) {
   r.inter_node = inter_node_;
   r.bytes = static_cast<double>(comm_e_ * bucket_elems_);
   r.kernels = 2;
-  std::vector<MemEffect> fx;
+  EffectList fx;
   if (Stage3()) {
     // reduce_scatter_coalesced interleaves the ranks' chunks with torch.cat (a bucket-sized
     // copy), then partition_grads adds this rank's chunk into grad_partitions_flat_buffer.
@@ -1152,7 +1152,7 @@ void Builder::EndOfBackward(int micro) {
     t.kind = TaskKind::kGradCopy;
     t.micro_step = micro;
     t.kernels = 1;
-    std::vector<MemEffect> fx = {
+    EffectList fx = {
         Free((f_.overlap_comm ? 2 : 1) * e_ * rbs_, MemCategory::kCommBuffers, false)};
     if (second_partition_buffer_) {
       fx.push_back(Free(e_ * grads_part_, MemCategory::kGradients, false));
@@ -1198,7 +1198,7 @@ void Builder::EndOfBackward(int micro) {
         c.bytes = c.cast_down_bytes + c.cast_up_bytes;
       }
       c.kernels = 2;
-      std::vector<MemEffect> fx = {Alloc(comm_e_ * P_, MemCategory::kCommBuffers)};
+      EffectList fx = {Alloc(comm_e_ * P_, MemCategory::kCommBuffers)};
       if (N_ > 1) {
         last_compute_ = g_.Add(EngineAllReduce(micro, comm_e_ * P_), {last_compute_}, {});
       }
@@ -1230,7 +1230,7 @@ void Builder::OptimizerStep() {
   const int64_t held = output_bytes_;  // the last micro-step's logits, dropped after the step
   Task t;
   t.kind = TaskKind::kGpuOptimizer;
-  std::vector<MemEffect> fx;
+  EffectList fx;
   switch (f_.wrapper) {
     case OptimizerWrapper::kBf16Optimizer: {
       // BF16_Optimizer.step(): the per-tensor norm loop over the fp32 gradients (a read of
@@ -1462,6 +1462,16 @@ void Builder::OptimizerStep() {
 
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
                                  const Plan& plan, int64_t workspace_bytes, StepGraphForm form) {
+  BuiltStep out;
+  DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(w, params, plan, workspace_bytes, form, &out));
+  return out;
+}
+
+Status BuildStepGraphInto(const Workload& w, const std::vector<LayerParams>& params,
+                          const Plan& plan, int64_t workspace_bytes, StepGraphForm form,
+                          BuiltStep* out) {
+  out->graph.Clear();
+  out->facts = StepFacts{};
   DSPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
   if (params.size() != w.layers.size()) {
     return Status::Internal("BuildStepGraph: layer parameter facts do not match the workload");
@@ -1471,10 +1481,8 @@ Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParam
         "BuildStepGraph: workload micro-batch {} differs from the plan's {}",
         w.shape.micro_batch, plan.micro_batch));
   }
-  BuiltStep out;
-  Builder b(w, params, plan, out, workspace_bytes, form);
-  DSPLAN_RETURN_IF_ERROR(b.Build());
-  return out;
+  Builder b(w, params, plan, *out, workspace_bytes, form);
+  return b.Build();
 }
 
 }  // namespace dsplan

@@ -97,6 +97,11 @@ struct BuiltStep {
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
                                  const Plan& plan, int64_t workspace_bytes = 0,
                                  StepGraphForm form = StepGraphForm::kCompact);
+/// BuildStepGraph into |out|, whose graph's storage is reused (its contents are replaced): a
+/// caller that builds many graphs in turn keeps one BuiltStep. On error |out| is unspecified.
+Status BuildStepGraphInto(const Workload& w, const std::vector<LayerParams>& params,
+                          const Plan& plan, int64_t workspace_bytes, StepGraphForm form,
+                          BuiltStep* out);
 
 }  // namespace dsplan
 

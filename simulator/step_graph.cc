@@ -114,6 +114,15 @@ TaskId StepGraph::Add(Task task, std::initializer_list<TaskId> deps,
   return id;
 }
 
+TaskId StepGraph::Add(Task task, std::initializer_list<TaskId> deps,
+                      const EffectList& effects) {
+  const TaskId id = Add(task, deps, {});
+  Task& t = tasks_.back();
+  t.mem_count = static_cast<uint32_t>(effects.size());
+  effects_.insert(effects_.end(), effects.begin(), effects.end());
+  return id;
+}
+
 TaskId StepGraph::Add(Task task, const std::vector<TaskId>& deps,
                       const std::vector<MemEffect>& effects) {
   const TaskId id = Add(task, {}, {});

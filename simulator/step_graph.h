@@ -11,7 +11,9 @@
 #define DSPLAN_SIMULATOR_STEP_GRAPH_H_
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -88,6 +90,45 @@ struct MemEffect {
   /// A GPU allocation made on one of DeepSpeed's side streams (reduction_stream under
   /// overlap_comm): PyTorch's caching allocator serves it from that stream's pool.
   bool side_stream = false;
+};
+
+/// A task's memory effects while the builder collects them: a handful, kept inline so that
+/// collecting them allocates nothing (a search builds thousands of graphs); more than kInline
+/// move to the heap.
+class EffectList {
+ public:
+  static constexpr size_t kInline = 12;
+  EffectList() = default;
+  EffectList(std::initializer_list<MemEffect> fx) {  // NOLINT: a list, as a vector takes one
+    for (const MemEffect& e : fx) push_back(e);
+  }
+  EffectList& operator=(std::initializer_list<MemEffect> fx) {
+    clear();
+    for (const MemEffect& e : fx) push_back(e);
+    return *this;
+  }
+  void push_back(const MemEffect& e) {
+    if (size_ < kInline) {
+      inline_[size_++] = e;
+      return;
+    }
+    if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
+    heap_.push_back(e);
+    ++size_;
+  }
+  void clear() {
+    size_ = 0;
+    heap_.clear();
+  }
+  bool empty() const { return size_ == 0; }
+  size_t size() const { return size_; }
+  const MemEffect* begin() const { return size_ <= kInline ? inline_.data() : heap_.data(); }
+  const MemEffect* end() const { return begin() + size_; }
+
+ private:
+  std::array<MemEffect, kInline> inline_;
+  std::vector<MemEffect> heap_;  // all of them, once there are more than kInline
+  size_t size_ = 0;
 };
 
 struct Task {
@@ -183,6 +224,7 @@ class StepGraph {
   TaskId Add(Task task, std::initializer_list<TaskId> deps,
              std::initializer_list<MemEffect> effects = {});
   TaskId Add(Task task, const std::vector<TaskId>& deps, const std::vector<MemEffect>& effects);
+  TaskId Add(Task task, std::initializer_list<TaskId> deps, const EffectList& effects);
   /// Adds one more dependency or effect to the most recently added task.
   void AddDep(TaskId dep);
   void AddEffect(const MemEffect& effect);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -27,7 +29,11 @@ void Tracer::Fail(const std::string& what) {
   }
 }
 
-int64_t Tracer::Numel(const std::vector<int64_t>& dims, const std::string& what) {
+int64_t Tracer::Numel(const Shape& dims, const std::string& what) {
+  if (dims.overflowed()) {
+    Fail(what);
+    return 0;
+  }
   int64_t r = 1;
   for (int64_t d : dims) {
     auto p = CheckedMul(r, d);
@@ -54,22 +60,22 @@ void Tracer::BeginLayer(const std::string& name, LayerKind kind, bool checkpoint
   layer_state_.emplace_back();
 }
 
-T Tracer::Input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+T Tracer::Input(const std::string& name, Shape shape, DType dtype) {
   T t = New(name, std::move(shape), dtype);
   storages_[t.storage].input = true;
   storages_[t.storage].layer = -1;
   return t;
 }
 
-T Tracer::New(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+T Tracer::New(std::string name, Shape shape, DType dtype) {
   T t;
   t.numel = Numel(shape, name);
   t.shape = std::move(shape);
   t.dtype = dtype;
   Storage s;
-  s.name = name;
   auto b = CheckedMul(t.numel, DTypeBytes(dtype));
   if (!b) Fail(name);
+  s.name = std::move(name);
   s.bytes = b.value_or(0);
   s.layer = static_cast<int>(layers_.size()) - 1;
   s.shape = t.shape;
@@ -79,28 +85,28 @@ T Tracer::New(const std::string& name, std::vector<int64_t> shape, DType dtype) 
   return t;
 }
 
-T Tracer::Param(const std::string& name, std::vector<int64_t> shape) {
+T Tracer::Param(std::string name, Shape shape) {
   T t = New(name, std::move(shape), act_dtype_);
+  if (!layers_.empty()) {
+    auto sum = CheckedAdd(layers_.back().params, t.numel);
+    if (!sum) Fail(name);
+    layers_.back().params = sum.value_or(0);
+  }
   Storage& s = storages_[t.storage];
   s.category = TensorCategory::kParameter;
   TensorSpec p;
-  p.name = name;
-  p.shape = t.shape;
+  p.name = std::move(name);
+  p.shape = t.shape.ToVector();
   p.dtype = act_dtype_;
   p.category = TensorCategory::kParameter;
   p.numel = t.numel;
   p.bytes = s.bytes;
   p.layer = s.layer;
   params_.push_back(std::move(p));
-  if (!layers_.empty()) {
-    auto sum = CheckedAdd(layers_.back().params, t.numel);
-    if (!sum) Fail(name);
-    layers_.back().params = sum.value_or(0);
-  }
   return t;
 }
 
-T Tracer::View(const T& t, std::vector<int64_t> shape) {
+T Tracer::View(const T& t, Shape shape) {
   T v = t;
   v.shape = std::move(shape);
   v.numel = Numel(v.shape, storages_[t.storage].name);
@@ -136,17 +142,40 @@ void Tracer::AddOp(Op op) {
 }
 
 Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
-  DSPLAN_RETURN_IF_ERROR(status_);
+  return FinishImpl(*this, gradient_checkpointing);
+}
+
+Result<Workload> Tracer::FinishAndConsume(bool gradient_checkpointing) {
+  return FinishImpl(*this, gradient_checkpointing);
+}
+
+template <class Self>
+Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
+  // A non-const Tracer is spent: its tables move into the workload instead of being copied.
+  constexpr bool kConsume = !std::is_const_v<Self>;
+  auto take = [](auto& x) -> decltype(auto) {
+    if constexpr (kConsume) {
+      return std::move(x);
+    } else {
+      return static_cast<const std::remove_reference_t<decltype(x)>&>(x);
+    }
+  };
+  const auto& storages_ = self.storages_;
+  const auto& layer_state_ = self.layer_state_;
+  const auto& checkpointable_ = self.checkpointable_;
+  DSPLAN_RETURN_IF_ERROR(self.status_);
   Workload w;
-  w.spec = spec_;
-  w.shape = opt_;
+  w.spec = self.spec_;
+  w.shape = self.opt_;
   w.shape.gradient_checkpointing = gradient_checkpointing;
-  std::vector<Layer> layers = layers_;  // this variant's copy
+  int64_t param_bytes = 0;
+  for (const TensorSpec& p : self.params_) param_bytes += p.bytes;
+  std::vector<Layer> layers = take(self.layers_);  // this variant's copy
   for (size_t i = 0; i < layers.size(); ++i) {
     layers[i].checkpointed = checkpointable_[i] && gradient_checkpointing;
   }
-  w.attention = attention_;
-  w.tensors = params_;
+  w.attention = self.attention_;
+  w.tensors = take(self.params_);
   const int n = static_cast<int>(layers.size());
 
   // For each storage: the first layer whose ops save it (the view without checkpointing), the
@@ -179,8 +208,13 @@ Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
     if (saver >= 0) layers[saver].saved_bytes += st.bytes;
     if (kept_by[s] >= 0) layers[kept_by[s]].activation_bytes += st.bytes;
     TensorSpec t;
-    t.name = st.name;
-    t.shape = st.shape;
+    if constexpr (kConsume) {
+      t.name = std::move(self.storages_[s].name);
+      t.shape = st.shape.ToVector();
+    } else {
+      t.name = st.name;
+      t.shape = st.shape.ToVector();
+    }
     t.dtype = st.dtype;
     t.category = is_output[s] ? TensorCategory::kOutput : TensorCategory::kActivation;
     t.numel = st.bytes / DTypeBytes(st.dtype);
@@ -198,7 +232,7 @@ Result<Workload> Tracer::Finish(bool gradient_checkpointing) const {
     w.activation_bytes += l.activation_bytes;
     w.recompute_peak_bytes = std::max(w.recompute_peak_bytes, l.recompute_bytes);
   }
-  for (const TensorSpec& p : params_) w.param_bytes += p.bytes;
+  w.param_bytes = param_bytes;
   w.flops_per_step = w.fwd_flops + w.bwd_flops + w.recompute_flops;
   w.layers = std::move(layers);
   return w;
@@ -212,8 +246,9 @@ namespace {
 double B(const T& t) { return static_cast<double>(t.numel) * DTypeBytes(t.dtype); }
 
 // NumPy/PyTorch broadcasting of two shapes (sizes of 1 stretch; missing leading dims are 1).
-std::vector<int64_t> Broadcast(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
-  std::vector<int64_t> out(std::max(a.size(), b.size()), 1);
+Shape Broadcast(const Shape& a, const Shape& b) {
+  Shape out;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) out.push_back(1);
   for (size_t i = 0; i < out.size(); ++i) {
     int64_t da = i < a.size() ? a[a.size() - 1 - i] : 1;
     int64_t db = i < b.size() ? b[b.size() - 1 - i] : 1;
@@ -222,7 +257,7 @@ std::vector<int64_t> Broadcast(const std::vector<int64_t>& a, const std::vector<
   return out;
 }
 
-std::vector<int64_t> WithLast(std::vector<int64_t> shape, int64_t last) {
+Shape WithLast(Shape shape, int64_t last) {
   shape.back() = last;
   return shape;
 }
@@ -274,7 +309,7 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
 }
 
 T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& weight) {
-  std::vector<int64_t> shape = ids.shape;
+  Shape shape = ids.shape;
   shape.push_back(weight.shape.back());
   T y = tr.New(name + ".out", shape);
   tr.Save(ids);  // embedding_backward needs the indices (model inputs are not activations)

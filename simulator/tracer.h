@@ -7,8 +7,11 @@
 #ifndef DSPLAN_SIMULATOR_TRACER_H_
 #define DSPLAN_SIMULATOR_TRACER_H_
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -16,10 +19,47 @@
 
 namespace dsplan {
 
+/// A traced tensor's dims, held inline: a trace makes tens of thousands of tensors and views,
+/// and a heap vector per shape was a good part of its cost. At most kMaxDims dims; a shape
+/// given more keeps the first kMaxDims and reports overflowed() (the Tracer then fails).
+class Shape {
+ public:
+  static constexpr size_t kMaxDims = 8;
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> dims) {  // NOLINT: a list of dims, as a vector takes
+    for (int64_t d : dims) push_back(d);
+  }
+  Shape(const std::vector<int64_t>& dims) {  // NOLINT: implicit, as the vector it replaces
+    for (int64_t d : dims) push_back(d);
+  }
+  void push_back(int64_t d) {
+    if (size_ == kMaxDims) {
+      overflowed_ = true;
+      return;
+    }
+    dims_[size_++] = d;
+  }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  bool overflowed() const { return overflowed_; }
+  int64_t& operator[](size_t i) { return dims_[i]; }
+  int64_t operator[](size_t i) const { return dims_[i]; }
+  int64_t& back() { return dims_[size_ - 1]; }
+  int64_t back() const { return dims_[size_ - 1]; }
+  const int64_t* begin() const { return dims_.data(); }
+  const int64_t* end() const { return dims_.data() + size_; }
+  std::vector<int64_t> ToVector() const { return {begin(), end()}; }
+
+ private:
+  std::array<int64_t, kMaxDims> dims_{};
+  uint8_t size_ = 0;
+  bool overflowed_ = false;
+};
+
 /// A traced tensor: a shape and dtype over a storage (storages are owned by the Tracer).
 struct T {
   int storage = -1;
-  std::vector<int64_t> shape;
+  Shape shape;
   DType dtype = DType::kBF16;
   int64_t numel = 0;
   int64_t dim(int i) const { return shape[i < 0 ? shape.size() + i : i]; }
@@ -42,14 +82,14 @@ class Tracer {
   void BeginLayer(const std::string& name, LayerKind kind, bool checkpointable);
 
   /// A model input that is not an activation (input ids, labels, position ids).
-  T Input(const std::string& name, std::vector<int64_t> shape, DType dtype);
+  T Input(const std::string& name, Shape shape, DType dtype);
   /// A parameter of the current layer in the training dtype.
-  T Param(const std::string& name, std::vector<int64_t> shape);
+  T Param(std::string name, Shape shape);
   /// A new storage produced by the current op.
-  T New(const std::string& name, std::vector<int64_t> shape, DType dtype);
-  T New(const std::string& name, std::vector<int64_t> shape) { return New(name, shape, act_dtype_); }
+  T New(std::string name, Shape shape, DType dtype);
+  T New(std::string name, Shape shape) { return New(std::move(name), shape, act_dtype_); }
   /// A view or slice of |t| (same storage): reshape, transpose, split, chunk.
-  T View(const T& t, std::vector<int64_t> shape);
+  T View(const T& t, Shape shape);
 
   /// Marks |t|'s storage as saved for backward by the current op.
   void Save(const T& t);
@@ -63,7 +103,7 @@ class Tracer {
 
   /// Product of |dims| with overflow detection: on overflow records an error naming |what|
   /// and returns 0.
-  int64_t Numel(const std::vector<int64_t>& dims, const std::string& what);
+  int64_t Numel(const Shape& dims, const std::string& what);
   int64_t Mul(int64_t a, int64_t b, const std::string& what) { return Numel({a, b}, what); }
 
   Status status() const { return status_; }
@@ -73,6 +113,9 @@ class Tracer {
   /// the options said: checkpointing changes only which saved storages stay alive and what is
   /// recomputed, not the ops, so one trace gives both. May be called more than once.
   Result<Workload> Finish(bool gradient_checkpointing) const;
+  /// The same workload, moving the trace's tables into it instead of copying them (the last
+  /// Finish of a trace); the Tracer is spent after.
+  Result<Workload> FinishAndConsume(bool gradient_checkpointing);
 
  private:
   struct Storage {
@@ -82,7 +125,7 @@ class Tracer {
     bool input = false;
     TensorCategory category = TensorCategory::kActivation;
     int tensor_index = -1;  // index in tensors_ once recorded
-    std::vector<int64_t> shape;
+    Shape shape;
     DType dtype = DType::kBF16;
   };
   struct LayerState {
@@ -90,6 +133,9 @@ class Tracer {
     std::vector<int> ckpt_args;   // storages held by the checkpoint
     std::vector<int> outputs;     // storages kept by the model output
   };
+  // Finish's body; |Self| is const Tracer (copies the tables) or Tracer (moves them out).
+  template <class Self>
+  static Result<Workload> FinishImpl(Self& self, bool gradient_checkpointing);
   void Fail(const std::string& what);
   static void PushUnique(std::vector<int>& v, int s);
 

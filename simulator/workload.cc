@@ -158,8 +158,10 @@ Result<std::vector<Workload>> Trace(const ModelSpec& spec, const RunShape& shape
                             : 0));
   std::vector<Workload> out;
   out.reserve(settings.size());
+  size_t left = settings.size();
   for (bool gc : settings) {
-    DSPLAN_ASSIGN_OR_RETURN(Workload w, tr.Finish(gc));
+    // The last workload takes the trace's tables; earlier ones copy them.
+    DSPLAN_ASSIGN_OR_RETURN(Workload w, --left == 0 ? tr.FinishAndConsume(gc) : tr.Finish(gc));
     w.tokens = tokens;
     out.push_back(std::move(w));
   }

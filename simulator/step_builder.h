@@ -1,5 +1,5 @@
 // BuildStepGraph: one optimizer step of DeepSpeed training (GAS micro-steps plus the step) for
-// one rank, as DeepSpeed's code runs it (../shared/deepspeed.md; docs/simulator.md lists the
+// one rank, as DeepSpeed's code runs it (docs/deepspeed-facts.md; docs/simulator.md lists the
 // facts used, with the calibration evidence).
 //
 // The graph is built per rank class: data-parallel ranks are symmetric, so one rank's graph

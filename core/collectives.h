@@ -1,4 +1,4 @@
-// The one collective formula table (DESIGN.md "Collectives"), shared by the cost model, the
+// The one collective formula table (docs/simulator.md, "Time"), shared by the cost model, the
 // profiler's fits and the validation report.
 //
 // Size convention (nccl-tests): S is the bytes of the full, unsharded buffer: the all-reduce

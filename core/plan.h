@@ -1,9 +1,9 @@
 // Plan: everything about one DeepSpeed training configuration that matters for memory and time.
 //
 // The fields mirror ds_config.json (batch keys, precision, optimizer, zero_optimization with its
-// offload blocks, aio) with defaults equal to DeepSpeed's *code* defaults (docs/deepspeed-facts
-// in ../shared/deepspeed.md §5), plus what ds_config.json does not hold: the cluster shape,
-// sequence lengths, activation checkpointing and the attention implementation.
+// offload blocks, aio) with defaults equal to DeepSpeed's *code* defaults
+// (docs/deepspeed-facts.md#config-loader), plus what ds_config.json does not hold: the cluster
+// shape, sequence lengths, activation checkpointing and the attention implementation.
 //
 // A Plan is a plain value. Parsing a ds_config.json into a Plan (with DeepSpeed's own
 // validation) lives in planner/ds_config.h; this header has no I/O.
@@ -44,7 +44,7 @@ const char* OptimizerTypeName(OptimizerType t);
 /// fp32 state elements the optimizer keeps per trainable element.
 int OptimizerStatesPerElement(OptimizerType t, bool sgd_momentum);
 
-/// The class DeepSpeed's engine wraps the optimizer in (deepspeed.md §0).
+/// The class DeepSpeed's engine wraps the optimizer in (docs/deepspeed-facts.md#wrapper).
 enum class OptimizerWrapper {
   kFp16Optimizer,     // stage 0 fp16 (FP16_Optimizer / FP16_UnfusedOptimizer)
   kBf16Optimizer,     // stage 0 bf16 (fp32 grad accumulation), or bf16 + stage 1 + fp32 accum
@@ -245,7 +245,7 @@ struct Plan : RunShape {
   /// own optimizer, which dsplan assumes is `optimizer` above.
   bool optimizer_from_config = true;
   OptimizerHyperparams optimizer_params;
-  /// zero_allow_untested_optimizer / zero_force_ds_cpu_optimizer (deepspeed.md §0).
+  /// zero_allow_untested_optimizer / zero_force_ds_cpu_optimizer (docs/deepspeed-facts.md#wrapper).
   bool zero_allow_untested_optimizer = false;
   bool zero_force_ds_cpu_optimizer = true;
   /// scheduler.type; empty = no scheduler block. No effect on memory or time.
@@ -284,7 +284,7 @@ struct Plan : RunShape {
   /// DeepSpeed's get_data_types(): the gradient accumulation dtype.
   Precision GradAccumDtype() const;
   Precision CommDtype() const { return communication_dtype.value_or(precision); }
-  /// The wrapper the engine picks (deepspeed.md §0).
+  /// The wrapper the engine picks (docs/deepspeed-facts.md#wrapper).
   OptimizerWrapper Wrapper() const;
   bool OffloadsOptimizer() const { return zero.offload_optimizer.device != OffloadDevice::kNone; }
   bool OffloadsParams() const { return zero.offload_param.device != OffloadDevice::kNone; }

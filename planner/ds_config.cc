@@ -745,7 +745,7 @@ class Parser {
       }
     }
 
-    // Keys that do nothing (deepspeed.md §9).
+    // Keys that do nothing (docs/deepspeed-facts.md#no-effect).
     if (get("allgather_partitions")) {
       DSPLAN_RETURN_IF_ERROR(ToBool(*get("allgather_partitions"), key("allgather_partitions")).status());
       Warn("zero_optimization.allgather_partitions has no effect: DeepSpeed's runtime never "

@@ -1,9 +1,10 @@
 // ds_config.json <-> Plan.
 //
-// ParseDsConfig reads a DeepSpeed config the way DeepSpeed's own loader does (deepspeed.md §5:
-// runtime/config.py, zero/config.py, zero/offload_config.py, swap_tensor/aio_config.py) and
-// resolves "auto" values the way the HuggingFace Trainer does (§5.5), with the Trainer's
-// arguments taken from a DsConfigContext. What DeepSpeed rejects is an error naming the key and
+// ParseDsConfig reads a DeepSpeed config the way DeepSpeed's own loader does
+// (docs/deepspeed-facts.md#config-loader: runtime/config.py, zero/config.py,
+// zero/offload_config.py, swap_tensor/aio_config.py) and resolves "auto" values the way the
+// HuggingFace Trainer does (docs/deepspeed-facts.md#hf-auto), with the Trainer's arguments taken
+// from a DsConfigContext. What DeepSpeed rejects is an error naming the key and
 // what is valid; what DeepSpeed accepts but ignores, or what has no effect, is a warning.
 //
 // EmitDsConfig writes a Plan back as a config DeepSpeed accepts, either with every value

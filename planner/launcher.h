@@ -1,4 +1,4 @@
-// The `deepspeed` launch command and hostfile for a plan (deepspeed.md §7.3:
+// The `deepspeed` launch command and hostfile for a plan (docs/deepspeed-facts.md#launcher:
 // deepspeed/launcher/runner.py), and DeepSpeed's hostfile parser for users who bring their own.
 //
 // Thread safety: pure functions (ParseHostfileFile reads one file).

@@ -1,5 +1,6 @@
-// The GPU executor: runs a StepGraph on real hardware (DESIGN.md "two executors"). The simulator
-// prices each task with the cost model; this executor runs each task's work and measures it.
+// The GPU executor: runs a StepGraph on real hardware (docs/architecture.md, "One StepGraph, two
+// executors"). The simulator prices each task with the cost model; this executor runs each task's
+// work and measures it.
 //
 // What each task runs (docs/runtime.md):
 //  * forward / recompute / backward of a layer: the layer's ops from the Workload. GEMMs and
@@ -116,9 +117,10 @@ struct Execution {
 };
 
 /// Runs a StepGraph and reports what it measured: the simulator prices the graph, an executor
-/// runs the same graph (DESIGN.md "two executors"). MakeGpuExecutor() gives this build's GPU
-/// executor, as MakeGpuProbe() gives its probe (runtime/profiler/device_probe.h);
-/// MakeDryRunExecutor() one that runs nothing and reports the prediction.
+/// runs the same graph (docs/architecture.md, "One StepGraph, two executors"). MakeGpuExecutor()
+/// gives this build's GPU executor, as MakeGpuProbe() gives its probe
+/// (runtime/profiler/device_probe.h); MakeDryRunExecutor() one that runs nothing and reports the
+/// prediction.
 class Executor {
  public:
   virtual ~Executor() = default;

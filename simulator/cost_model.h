@@ -1,4 +1,4 @@
-// CostModel: task durations from a HardwareProfile (DESIGN.md "Simulator").
+// CostModel: task durations from a HardwareProfile (docs/simulator.md, "Time").
 //
 //  * GEMMs: FLOPs / achieved FLOP/s, where the achieved rate comes from the profile's measured
 //    GEMM table (nearest shape in log space; for the PyTorch stack the table measured through

@@ -1,4 +1,5 @@
-// Simulate: Workload + Plan + HardwareProfile -> Prediction (DESIGN.md "Prediction").
+// Simulate: Workload + Plan + HardwareProfile -> Prediction (docs/architecture.md, "The main
+// values").
 //
 // Builds the StepGraph, prices each task with the CostModel, schedules it, and walks the memory
 // timeline. A plan that does not fit is a Prediction with fits = false and a reason, never an

@@ -1,10 +1,10 @@
 // BuildStepGraph: one optimizer step of DeepSpeed training (GAS micro-steps plus the step) for
-// one rank, as DeepSpeed's code runs it (../shared/deepspeed.md; docs/simulator.md lists the
+// one rank, as DeepSpeed's code runs it (docs/deepspeed-facts.md; docs/simulator.md lists the
 // facts used, with the calibration evidence).
 //
 // The graph is built per rank class: data-parallel ranks are symmetric, so one rank's graph
-// stands for all (DESIGN.md "Scale"). Memory effects cover the GPU, pinned and pageable host
-// memory and NVMe of that rank; the prediction scales host and NVMe to a node.
+// stands for all (docs/simulator.md, "The pieces"). Memory effects cover the GPU, pinned and
+// pageable host memory and NVMe of that rank; the prediction scales host and NVMe to a node.
 #ifndef DSPLAN_SIMULATOR_STEP_BUILDER_H_
 #define DSPLAN_SIMULATOR_STEP_BUILDER_H_
 

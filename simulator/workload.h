@@ -1,9 +1,10 @@
 // Workload: what one micro-batch of training does, layer by layer, for a ModelSpec.
 //
-// The workload is the single source of truth for memory and work (DESIGN.md): a tensor table
-// (parameters and the activations autograd keeps for backward, each with shape, dtype and
-// category) and an op list per layer (GEMMs with (m, n, k), attention, norms, activations,
-// dropout, embeddings, LM head, loss) with forward and backward FLOPs and bytes moved.
+// The workload is the single source of truth for memory and work (docs/architecture.md, "The
+// main values"): a tensor table (parameters and the activations autograd keeps for backward, each
+// with shape, dtype and category) and an op list per layer (GEMMs with (m, n, k), attention,
+// norms, activations, dropout, embeddings, LM head, loss) with forward and backward FLOPs and
+// bytes moved.
 //
 // It is built by tracing each family's forward pass as transformers' modeling code runs it in
 // model.train() (simulator/families/), recording what PyTorch's autograd saves per op

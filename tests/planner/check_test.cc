@@ -130,8 +130,8 @@ TEST_F(CheckTest, PageableOffloadWarns) {
 
 TEST_F(CheckTest, ParamOffloadPinMemoryIsNamedAsWithoutEffect) {
   // Stage 3 keeps the offloaded parameter partitions in one always-pinned flat buffer
-  // (../shared/deepspeed.md 2.4), so offload_param.pin_memory false changes nothing in training:
-  // the check says so instead of warning about pageable copies.
+  // (docs/deepspeed-facts.md#offload), so offload_param.pin_memory false changes nothing in
+  // training: the check says so instead of warning about pageable copies.
   Plan p = Base(2, 3);
   p.zero.reduce_bucket_size = 5'000'000;
   p.zero.offload_optimizer.device = OffloadDevice::kCpu;

@@ -1,4 +1,5 @@
-// ParseDsConfig: DeepSpeed's loader semantics (deepspeed.md §5) and the HF Trainer's "auto".
+// ParseDsConfig: DeepSpeed's loader semantics (docs/deepspeed-facts.md#config-loader) and the
+// HF Trainer's "auto".
 #include "planner/ds_config.h"
 
 #include <cstdlib>

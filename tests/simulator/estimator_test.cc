@@ -1,5 +1,6 @@
 // The estimators of `dsplan estimate`: the ZeRO paper's accounting and DeepSpeed's estimator
-// functions, against values computed by hand from the formulas (../shared/deepspeed.md §3).
+// functions, against values computed by hand from the formulas
+// (docs/deepspeed-facts.md#estimators).
 #include <gtest/gtest.h>
 
 #include <cmath>

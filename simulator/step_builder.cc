@@ -58,6 +58,10 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
 
 namespace {
 
+// engine.py's MEMORY_OPT_ALLREDUCE_SIZE: the bucket (elements) of engine.allreduce_gradients,
+// stage 0's data-parallel all-reduce. A constant in DeepSpeed 0.14.5, not a config key.
+constexpr int64_t kEngineAllReduceBucket = 500'000'000;
+
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // [start, end) of the parameter tensor holding flat element |pos| (0 <= pos < Psi): a binary
@@ -1161,9 +1165,9 @@ void Builder::EndOfBackward(int micro) {
     last_compute_ = g_.Add(t, {last_compute_, last_reduce_}, fx);
   }
   if (Stage0Like() && boundary && N_ > 1 && f_.wrapper != OptimizerWrapper::kBf16Optimizer) {
-    // FP16_Optimizer / basic optimizer: engine.allreduce_gradients in 5e8-element buckets of
-    // flattened 16-bit grads.
-    const int64_t bucket = std::min<int64_t>(P_, 500'000'000);
+    // FP16_Optimizer / basic optimizer: engine.allreduce_gradients in buckets of flattened
+    // 16-bit grads.
+    const int64_t bucket = std::min<int64_t>(P_, kEngineAllReduceBucket);
     Task r = EngineAllReduce(micro, e_ * P_);
     r.kernels = 2 * param_tensors_;
     last_compute_ = g_.Add(r, {last_compute_},

@@ -23,6 +23,38 @@ def gpu_time(fn, reps=10, warm=3, sleep=20_000_000):
     return statistics.median(ts)
 
 
+def engine_step_times(engine, make_loss):
+    """One synchronized training step of a DeepSpeed |engine|: wall seconds of the forward
+    (make_loss(engine)), engine.backward and engine.step, each between two synchronizations."""
+    import time
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    loss = make_loss(engine)
+    torch.cuda.synchronize()
+    t1 = time.perf_counter()
+    engine.backward(loss)
+    torch.cuda.synchronize()
+    t2 = time.perf_counter()
+    engine.step()
+    torch.cuda.synchronize()
+    t3 = time.perf_counter()
+    return t1 - t0, t2 - t1, t3 - t2
+
+
+def interleaved_step_times(engines, rounds, warm):
+    """{key: ([fwd], [bwd], [step])} for |engines| {key: (engine, make_loss)}, stepped in turn,
+    one step each per round, so that a drift of the host's speed affects all alike; the first
+    |warm| rounds are not kept."""
+    times = {k: ([], [], []) for k in engines}
+    for r in range(warm + rounds):
+        for k, (e, make_loss) in engines.items():
+            t = engine_step_times(e, make_loss)
+            if r >= warm:
+                for i, v in enumerate(t):
+                    times[k][i].append(v)
+    return times
+
+
 def fit_per_tensor(rows):
     """Least squares t = a + b * n over rows (n, t); with the largest residual."""
     n = len(rows)

@@ -43,6 +43,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
+from probe_util import interleaved_step_times  # noqa: E402
 from hf_models import load_catalog  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -345,23 +346,7 @@ def ds_config(stage, threshold):
 def engine_times(model, cfg, make_loss, reps=12, warm=3):
     import deepspeed
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
-    f, b, s = [], [], []
-    for i in range(warm + reps):
-        sync()
-        t0 = time.perf_counter()
-        loss = make_loss(engine)
-        sync()
-        t1 = time.perf_counter()
-        engine.backward(loss)
-        sync()
-        t2 = time.perf_counter()
-        engine.step()
-        sync()
-        t3 = time.perf_counter()
-        if i >= warm:
-            f.append(t1 - t0)
-            b.append(t2 - t1)
-            s.append(t3 - t2)
+    f, b, s = interleaved_step_times({0: (engine, make_loss)}, reps, warm)[0]
     try:
         engine.destroy()
     except Exception:  # noqa: BLE001
@@ -463,23 +448,8 @@ def zero3_release():
                 e, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
                 engines[tag] = e
             x = torch.randn(1, 8, W, device=DEV, dtype=DT)
-            times = {k: ([], [], []) for k in engines}
-            for r in range(3 + 12):
-                for k, e in engines.items():
-                    sync()
-                    t0 = time.perf_counter()
-                    loss = e(x).float().sum()
-                    sync()
-                    t1 = time.perf_counter()
-                    e.backward(loss)
-                    sync()
-                    t2 = time.perf_counter()
-                    e.step()
-                    sync()
-                    t3 = time.perf_counter()
-                    if r >= 3:
-                        for i, v in enumerate((t1 - t0, t2 - t1, t3 - t2)):
-                            times[k][i].append(v)
+            times = interleaved_step_times({k: (e, lambda e: e(x).float().sum()) for k, e in engines.items()},
+                                           12, 3)
             row = {"kind": kind, "n": n}
             row["modules"], row["params"] = stack_counts(kind, n)
             for k, v in times.items():
@@ -561,24 +531,8 @@ def zero3_family(cfg, rounds=15, warm=3):
                     e, _, _, _ = deepspeed.initialize(model=m, model_parameters=m.parameters(),
                                                       config=ds_config(stage, Z3_THRESHOLD))
                     engines[(stage, L, ckpt)] = (e, batch)
-        times = {k: ([], [], []) for k in engines}
-        for r in range(warm + rounds):
-            for k, (e, batch) in engines.items():
-                sync()
-                t0 = time.perf_counter()
-                loss = e(**batch).loss
-                sync()
-                t1 = time.perf_counter()
-                e.backward(loss)
-                sync()
-                t2 = time.perf_counter()
-                e.step()
-                sync()
-                t3 = time.perf_counter()
-                if r >= warm:
-                    times[k][0].append(t1 - t0)
-                    times[k][1].append(t2 - t1)
-                    times[k][2].append(t3 - t2)
+        times = interleaved_step_times(
+            {k: (e, lambda e, b=b: e(**b).loss) for k, (e, b) in engines.items()}, rounds, warm)
         t = {k: tuple(med(x) for x in v) for k, v in times.items()}
         spread = {k: tuple((statistics.quantiles(x, n=4)[2] - statistics.quantiles(x, n=4)[0])
                            for x in v) for k, v in times.items()}

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
-from probe_util import single_rank_env, write_doc  # noqa: E402
+from probe_util import interleaved_step_times, single_rank_env, write_doc  # noqa: E402
 
 DEV = "cuda"
 
@@ -60,6 +60,22 @@ def batch(vocab, is_s2s, mb, seq):
                 "labels": torch.randint(0, vocab, (mb, max(1, seq // 2)), device=DEV, generator=g)}
     ids = torch.randint(0, vocab, (mb, seq), device=DEV, generator=g)
     return {"input_ids": ids, "labels": ids}
+
+
+def checkpointed_model(cfg0, layers):
+    """The catalog config |cfg0| with |layers| blocks and a vocabulary of 1024 (token ids above
+    it set to 0), built in bf16, in training mode, with non-reentrant checkpointing."""
+    cfg = hf_models.with_layers(cfg0, layers)
+    if "vocab_size" in cfg:
+        cfg["vocab_size"] = 1024
+    for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
+        if isinstance(cfg.get(k), int) and cfg[k] >= 1024:
+            cfg[k] = 0
+    torch.manual_seed(0)
+    model, s2s = hf_models.build(cfg, DEV, dtype=torch.bfloat16)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.train()
+    return model, s2s
 
 
 class Waits:
@@ -110,24 +126,8 @@ class Waits:
         return out
 
 
-def step_times(engine, b, reps, warm, waits=None):
-    f, bw, s = [], [], []
-    for i in range(warm + reps):
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        loss = engine(**b).loss
-        torch.cuda.synchronize()
-        t1 = time.perf_counter()
-        engine.backward(loss)
-        torch.cuda.synchronize()
-        t2 = time.perf_counter()
-        engine.step()
-        torch.cuda.synchronize()
-        t3 = time.perf_counter()
-        if i >= warm:
-            f.append(t1 - t0)
-            bw.append(t2 - t1)
-            s.append(t3 - t2)
+def step_times(engine, b, reps, warm):
+    f, bw, s = interleaved_step_times({0: (engine, lambda e: e(**b).loss)}, reps, warm)[0]
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     return {"fwd_s": med(f), "bwd_s": med(bw), "step_s": med(s), "fwd_all": f, "bwd_all": bw}
 
@@ -162,16 +162,7 @@ def one_model(name, catalog, big, reps, warm, waits, stages=("2", "3")):
         # for the whole step) against the default 1e9
         stage, reuse = (3, 10 ** 12) if spec == "3r" else (int(spec), 1_000_000_000)
         for L in (2, 6):
-            cfg = hf_models.with_layers(cfg0, L)
-            if "vocab_size" in cfg:
-                cfg["vocab_size"] = 1024
-            for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-                if isinstance(cfg.get(k), int) and cfg[k] >= 1024:
-                    cfg[k] = 0
-            torch.manual_seed(0)
-            model, s2s = hf_models.build(cfg, DEV, dtype=torch.bfloat16)
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            model.train()
+            model, s2s = checkpointed_model(cfg0, L)
             t0 = time.time()
             engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                    config=zero_config(stage, 1, reuse))
@@ -211,36 +202,12 @@ def interleaved(name, catalog, layers, rounds, warm):
     engines = {}
     for stage in (2, 3):
         for L in layers:
-            cfg = hf_models.with_layers(cfg0, L)
-            if "vocab_size" in cfg:
-                cfg["vocab_size"] = 1024
-            for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-                if isinstance(cfg.get(k), int) and cfg[k] >= 1024:
-                    cfg[k] = 0
-            torch.manual_seed(0)
-            model, s2s = hf_models.build(cfg, DEV, dtype=torch.bfloat16)
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-            model.train()
+            model, s2s = checkpointed_model(cfg0, L)
             e, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                               config=zero_config(stage, 1))
             engines[(stage, L)] = (e, batch(1024, s2s, 1, 32))
-    times = {k: ([], [], []) for k in engines}
-    for r in range(warm + rounds):
-        for k, (e, b) in engines.items():
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            loss = e(**b).loss
-            torch.cuda.synchronize()
-            t1 = time.perf_counter()
-            e.backward(loss)
-            torch.cuda.synchronize()
-            t2 = time.perf_counter()
-            e.step()
-            torch.cuda.synchronize()
-            t3 = time.perf_counter()
-            if r >= warm:
-                for i, v in enumerate((t1 - t0, t2 - t1, t3 - t2)):
-                    times[k][i].append(v)
+    times = interleaved_step_times({k: (e, lambda e, b=b: e(**b).loss) for k, (e, b) in engines.items()},
+                                   rounds, warm)
     med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
     out = {"model": name, "model_type": cfg0["model_type"], "layers": list(layers), "rounds": rounds,
            "raw": {f"s{k[0]}_L{k[1]}": {"fwd_all": v[0], "bwd_all": v[1], "step_all": v[2]}

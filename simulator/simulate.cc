@@ -496,38 +496,23 @@ int64_t Simulator::PersistenceThreshold(const Plan& plan) {
 }
 
 Simulator::Entry* Simulator::EntryFor(const RunShape& shape) {
-  // One trace gives the shape with checkpointing off and on (the planner asks for both), so
-  // the entry of the other setting is made and filled with it.
   Entry* e = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = entries_.find(shape);
-    if (it == entries_.end()) {
-      RunShape other = shape;
-      other.gradient_checkpointing = !shape.gradient_checkpointing;
-      auto built = std::make_shared<std::once_flag>();
-      auto mine = std::make_unique<Entry>();
-      auto theirs = std::make_unique<Entry>();
-      mine->built = theirs->built = built;
-      mine->pair = theirs.get();
-      theirs->pair = mine.get();
-      entries_.try_emplace(other, std::move(theirs));
-      it = entries_.try_emplace(shape, std::move(mine)).first;
-    }
-    e = it->second.get();
+    std::unique_ptr<Entry>& slot = entries_[shape];
+    if (!slot) slot = std::make_unique<Entry>();
+    e = slot.get();
   }
-  // Traced outside the lock (a T5 workload takes a while); a second caller of this shape or
-  // its pair waits here for the first.
-  std::call_once(*e->built, [this, e, &shape] {
-    auto w = BuildWorkloadsWithAndWithoutCheckpointing(spec_, shape);
+  // Traced outside the lock (a T5 workload takes a while); a second caller of this shape waits
+  // here for the first. Only the shape asked for is built: the search asks for the other
+  // checkpointing setting of only some micro-batches, and a trace with one FinishAndConsume
+  // costs less than finishing (and later freeing) a second workload nobody uses.
+  std::call_once(e->built, [this, e, &shape] {
+    auto w = BuildWorkload(spec_, shape);
     if (w.ok()) {
-      Workload& mine = shape.gradient_checkpointing ? w->second : w->first;
-      Workload& theirs = shape.gradient_checkpointing ? w->first : w->second;
-      e->workload = std::make_unique<Workload>(std::move(mine));
-      e->pair->workload = std::make_unique<Workload>(std::move(theirs));
+      e->workload = std::make_unique<Workload>(std::move(*w));
     } else {
       e->status = w.status();
-      e->pair->status = w.status();
     }
   });
   return e;

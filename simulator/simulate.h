@@ -253,10 +253,8 @@ class Simulator {
     std::unique_ptr<SimulationContext> context;
   };
   struct Entry {
-    // One trace fills an entry and its pair (the same shape with checkpointing flipped): they
-    // share |built|, and the first caller of either traces while later ones wait.
-    std::shared_ptr<std::once_flag> built;
-    Entry* pair = nullptr;
+    // The first caller traces; later ones wait.
+    std::once_flag built;
     Status status;                        // BuildWorkload's error, if any
     std::unique_ptr<Workload> workload;
     std::map<int64_t, std::unique_ptr<Context>> contexts;  // by threshold

@@ -175,7 +175,7 @@ Result<Workload> BuildWorkload(const ModelSpec& spec, const RunShape& shape);
 
 /// BuildWorkload(spec, shape) with gradient checkpointing off (first) and on (second), from one
 /// trace: checkpointing changes which saved tensors stay alive and what is recomputed, not the
-/// ops, so both equal what BuildWorkload gives for either setting. What the Simulator builds.
+/// ops, so both equal what BuildWorkload gives for either setting (the Simulator: one only).
 Result<std::pair<Workload, Workload>> BuildWorkloadsWithAndWithoutCheckpointing(
     const ModelSpec& spec, const RunShape& shape);
 

@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
@@ -128,6 +130,50 @@ TEST(Simulator, CachesWorkloadsByShapeAndContextsByThreshold) {
   Plan p;
   p.seq_len = 100'000;
   EXPECT_FALSE(sim.Simulate(p).ok());
+}
+
+// Several threads asking for both checkpointing settings of a few shapes at once (the search's
+// workers share one Simulator): each shape is built once, every caller gets that one workload,
+// and it equals a separate trace of the shape.
+TEST(Simulator, ConcurrentCallersShareOneWorkloadPerShape) {
+  auto spec = LoadModel("t5-small", kData);
+  auto hw = FindHardwareProfile("h200-sxm", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, *hw);
+  std::vector<RunShape> shapes;
+  for (int64_t mb : {1, 2}) {
+    for (bool gc : {false, true}) {
+      RunShape s;
+      s.micro_batch = mb;
+      s.gradient_checkpointing = gc;
+      ResolveRunLengths(*spec, 64, 16, &s);
+      shapes.push_back(s);
+    }
+  }
+  constexpr int kThreads = 4;
+  std::vector<std::vector<const Workload*>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread walks the shapes from a different start, so first asks collide.
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        auto w = sim.WorkloadFor(shapes[(i + t) % shapes.size()]);
+        got[t].push_back(w.ok() ? *w : nullptr);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Workload* first = got[0][i];
+    ASSERT_NE(first, nullptr);
+    for (int t = 1; t < kThreads; ++t) {
+      EXPECT_EQ(got[t][(i + shapes.size() - t) % shapes.size()], first) << i << " " << t;
+    }
+    EXPECT_EQ(first->shape, shapes[i]);
+    auto separate = BuildWorkload(*spec, shapes[i]);
+    ASSERT_TRUE(separate.ok());
+    ExpectSameWorkload(*first, *separate);
+  }
 }
 
 TEST(ResolveBatch, DerivesTheMissingValue) {

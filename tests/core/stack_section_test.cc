@@ -42,6 +42,17 @@ std::string StackSection() {
 
 std::string WithStack() { return Shipped("h200-sxm") + StackSection(); }
 
+// Written and read back: the same profile.
+void ExpectRoundTrip(const HardwareProfile& p, const std::string& name) {
+  const std::string path = testing::TempDir() + "/" + name;
+  ASSERT_TRUE(WriteHardwareProfile(p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  back->file = p.file;
+  EXPECT_TRUE(*back == p);
+  std::remove(path.c_str());
+}
+
 TEST(StackSectionTest, ReadsWritesAndSummarises) {
   auto p = ParseHardwareProfile(WithStack(), "with-stack.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
@@ -68,14 +79,7 @@ TEST(StackSectionTest, ReadsWritesAndSummarises) {
       << sum;
   EXPECT_NE(sum.find("GEMMs measured through PyTorch"), std::string::npos) << sum;
 
-  // Written and read back: the same profile.
-  const std::string path = testing::TempDir() + "/dsplan-stack-section.yaml";
-  ASSERT_TRUE(WriteHardwareProfile(*p, path).ok());
-  auto back = LoadHardwareProfile(path);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  back->file = p->file;
-  EXPECT_TRUE(*back == *p);
-  std::remove(path.c_str());
+  ExpectRoundTrip(*p, "dsplan-stack-section.yaml");
 }
 
 // DeepSpeed's optimizer-step costs (written when --stack measured DeepSpeed): read, written back,
@@ -97,13 +101,7 @@ TEST(StackSectionTest, OptimizerStepCostsAreReadWrittenAndApplied) {
   const std::string sum = p->SourceSummary();
   EXPECT_EQ(sum.find("optimizer step not measured"), std::string::npos) << sum;
   EXPECT_NE(sum.find("stage 0's BF16_Optimizer step: built-in"), std::string::npos) << sum;
-  const std::string path = testing::TempDir() + "/dsplan-stack-step.yaml";
-  ASSERT_TRUE(WriteHardwareProfile(*p, path).ok());
-  auto back = LoadHardwareProfile(path);
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  back->file = p->file;
-  EXPECT_TRUE(*back == *p);
-  std::remove(path.c_str());
+  ExpectRoundTrip(*p, "dsplan-stack-step.yaml");
   // Without the section the summary says the built-in costs apply.
   auto plain = ParseHardwareProfile(WithStack(), "with-stack.yaml");
   ASSERT_TRUE(plain.ok());

@@ -20,7 +20,6 @@ Nothing here is a training run; dsplan prices stage 0's step and backward with t
 usage: bf16_optimizer_parts.py [--out F] [--sizes 64,256,768]   (needs deepspeed importable)
 """
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -29,7 +28,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from probe_util import Parallel, fit_per_tensor as fit, gpu_time, single_rank_env, write_doc  # noqa: E402
+from probe_util import Parallel, fit_per_tensor as fit, gpu_time, release_engine, single_rank_env, write_doc  # noqa: E402
 
 W = 16
 
@@ -81,13 +80,9 @@ def host_parts(n, clip, reps=10, warm=3):
         clipped = clip > 0 and gn > clip
     except Exception:  # noqa: BLE001
         gn = None
-    try:
-        engine.destroy()
-    except Exception:  # noqa: BLE001
-        pass
-    del engine, model
-    gc.collect()
-    torch.cuda.empty_cache()
+    del model
+    release_engine(engine)
+    del engine
     return {k: med(v) for k, v in t.items()}, wrapper, gn, clipped
 
 

@@ -43,7 +43,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
-from probe_util import interleaved_step_times  # noqa: E402
+from probe_util import interleaved_step_times, release_engine  # noqa: E402
 from hf_models import load_catalog  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -347,13 +347,8 @@ def engine_times(model, cfg, make_loss, reps=12, warm=3):
     import deepspeed
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=cfg)
     f, b, s = interleaved_step_times({0: (engine, make_loss)}, reps, warm)[0]
-    try:
-        engine.destroy()
-    except Exception:  # noqa: BLE001
-        pass
+    release_engine(engine)
     del engine
-    gc.collect()
-    torch.cuda.empty_cache()
     return med(f), med(b), med(s)
 
 
@@ -457,11 +452,7 @@ def zero3_release():
             rows.append(row)
             print(f"zero3_release {kind} n={n}: {row}", file=sys.stderr)
             for e in engines.values():
-                try:
-                    e.destroy()
-                except Exception:  # noqa: BLE001
-                    pass
-            gc.collect()
+                release_engine(e)
     fit = {}
     for ph in ("fwd_s", "bwd_s"):
         fit["release_" + ph] = lstsq([(r["modules"], r["params"], r["s3_reuse0"][ph] - r["s3"][ph]) for r in rows])
@@ -549,13 +540,8 @@ def zero3_family(cfg, rounds=15, warm=3):
         out[prefix + "raw_median"] = {f"s{k[0]}_L{k[1]}{'_ckpt' if k[2] else ''}": v for k, v in t.items()}
         out[prefix + "raw_iqr"] = {f"s{k[0]}_L{k[1]}{'_ckpt' if k[2] else ''}": v for k, v in spread.items()}
         for e, _ in engines.values():
-            try:
-                e.destroy()
-            except Exception:  # noqa: BLE001
-                pass
+            release_engine(e)
         del engines
-        gc.collect()
-        torch.cuda.empty_cache()
     return out
 
 

@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
-from probe_util import interleaved_step_times, single_rank_env, write_doc  # noqa: E402
+from probe_util import interleaved_step_times, release_engine, single_rank_env, write_doc  # noqa: E402
 
 DEV = "cuda"
 
@@ -175,13 +175,9 @@ def one_model(name, catalog, big, reps, warm, waits, stages=("2", "3")):
                 out["runs"].append(row)
                 print(f"{name} s{stage} L{L} {mb}x{seq}: fwd {row['fwd_s']*1e3:.1f} bwd {row['bwd_s']*1e3:.1f} "
                       f"step {row['step_s']*1e3:.1f} ms", file=sys.stderr)
-            try:
-                engine.destroy()
-            except Exception:  # noqa: BLE001
-                pass
-            del engine, model
-            gc.collect()
-            torch.cuda.empty_cache()
+            del model
+            release_engine(engine)
+            del engine
     per = {}
     for spec in stages:
         for mb, seq in shapes:
@@ -220,10 +216,7 @@ def interleaved(name, catalog, layers, rounds, warm):
         out[f"s3_extra_block_{ph}"] = out[f"s3_block_{ph}"] - out[f"s2_block_{ph}"]
     print(f"{name}: " + " ".join(f"{k} {v*1e3:.2f}" for k, v in out.items() if k.endswith("_s")), file=sys.stderr)
     for e, _ in engines.values():
-        try:
-            e.destroy()
-        except Exception:  # noqa: BLE001
-            pass
+        release_engine(e)
     engines.clear()
     try:  # its lru_cache holds the modules of every engine
         PartitionedParameterCoordinator._PartitionedParameterCoordinator__params_to_release.cache_clear()

@@ -12,8 +12,8 @@ say() { [ "$quiet" -eq 1 ] || echo "setup: $*"; }
 # and Svg: dsplan-gui (docs/gui.md); its tests run offscreen.
 packages=(cmake ninja-build g++ git python3 libfmt-dev libyaml-cpp-dev nlohmann-json3-dev
           libcli11-dev libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev
-          openmpi-bin libopenmpi-dev python3-jsonschema qt6-base-dev libqt6charts6-dev
-          libqt6svg6-dev)
+          openmpi-bin libopenmpi-dev python3-jsonschema qt6-base-dev qt6-charts-dev
+          qt6-svg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -23,6 +23,48 @@ def gpu_time(fn, reps=10, warm=3, sleep=20_000_000):
     return statistics.median(ts)
 
 
+def host_speed(n=2000, reps=5):
+    """The host's eager speed at this moment, from fixed loops (medians over |reps|): microseconds
+    per in-place add of two 64-element CUDA tensors, per forward of a Linear(64, 64) on 4 rows
+    (both far below the GPU's time, so host-bound), and nanoseconds per iteration of a plain
+    Python loop. Recorded next to host-bound measurements so that runs made in different
+    processes, or on different days, can be compared at the host speed each one had."""
+    import time
+    a = torch.zeros(64, device="cuda")
+    b = torch.ones(64, device="cuda")
+    lin = nn.Linear(64, 64, device="cuda")
+    x = torch.randn(4, 64, device="cuda")
+
+    def add():
+        for _ in range(n):
+            a.add_(b)
+
+    def linear():
+        with torch.no_grad():
+            for _ in range(n // 4):
+                lin(x)
+
+    def py():
+        s = 0
+        for i in range(100_000):
+            s += i
+        return s
+
+    out = {}
+    for key, fn, count, scale in (("add_us", add, n, 1e6), ("linear_fwd_us", linear, n // 4, 1e6),
+                                  ("python_loop_ns", py, 100_000, 1e9)):
+        fn()
+        ts = []
+        for _ in range(reps):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            fn()
+            torch.cuda.synchronize()
+            ts.append((time.perf_counter() - t0) / count * scale)
+        out[key] = round(statistics.median(ts), 3)
+    return out
+
+
 def engine_step_times(engine, make_loss):
     """One synchronized training step of a DeepSpeed |engine|: wall seconds of the forward
     (make_loss(engine)), engine.backward and engine.step, each between two synchronizations."""
@@ -41,12 +83,17 @@ def engine_step_times(engine, make_loss):
     return t1 - t0, t2 - t1, t3 - t2
 
 
-def interleaved_step_times(engines, rounds, warm):
+def interleaved_step_times(engines, rounds, warm, each_round=None):
     """{key: ([fwd], [bwd], [step])} for |engines| {key: (engine, make_loss)}, stepped in turn,
     one step each per round, so that a drift of the host's speed affects all alike; the first
-    |warm| rounds are not kept."""
+    |warm| rounds are not kept. With |each_round|, its result for every kept round is listed
+    under the key "each_round" (e.g. the host's speed at that round)."""
     times = {k: ([], [], []) for k in engines}
+    if each_round is not None:
+        times["each_round"] = []
     for r in range(warm + rounds):
+        if each_round is not None and r >= warm:
+            times["each_round"].append(each_round())
         for k, (e, make_loss) in engines.items():
             t = engine_step_times(e, make_loss)
             if r >= warm:

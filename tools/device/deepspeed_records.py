@@ -60,6 +60,9 @@ def main():
                         r["steps_max_reserved_mb_corrected"] = s["steps_max_reserved_mb"]
                     r["median_step_s_3to8"] = s.get("median_step_s")
                     r["step_times_s"] = s.get("step_times_s")
+                for k in ("host_speed_before", "host_speed_after"):  # the driver's, from 2026-12-04
+                    if s.get(k):
+                        r[k] = s[k]
                 print(json.dumps(r))
 
 

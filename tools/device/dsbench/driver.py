@@ -117,6 +117,18 @@ S = Sampler()
 
 t0 = time.time()
 import torch  # noqa: E402
+
+# The host's eager speed before and after each sub's steps (tools/probes/probe_util.py
+# host_speed; the device call runs in the repository root), so that host-bound step times from
+# different processes can be compared at the host speed each one had.
+try:
+    sys.path.insert(0, os.path.join(os.getcwd(), "tools", "probes"))
+    from probe_util import host_speed as HOST_SPEED  # noqa: E402
+except Exception as _e:  # noqa: BLE001
+    R["host_speed_error"] = repr(_e)
+
+    def HOST_SPEED():
+        return None
 import transformers  # noqa: E402
 
 R["import_torch_transformers_s"] = round(time.time() - t0, 2)
@@ -303,6 +315,7 @@ def run_sub(s, D):
     else:
         D["engine_built"] = False
     engine, cfg = STATE["engine"], STATE["cfg"]
+    D["host_speed_before"] = HOST_SPEED()
     gc.collect()
     torch.cuda.empty_cache()
     torch.cuda.reset_peak_memory_stats()
@@ -374,6 +387,7 @@ def run_sub(s, D):
         D["steps_max_reserved_mb"] = round(run_max_r, 1)
         dump()
     mem(D, "steps_end")
+    D["host_speed_after"] = HOST_SPEED()
     # DSBENCH_KPROF=1: one more step after the timed ones, each phase (forward, backward,
     # optimizer step) under its own torch.profiler, reduced to the phase's wall time, the GPU's
     # busy time (union of kernel and copy intervals), and the kernels by name (count, seconds).

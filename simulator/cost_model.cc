@@ -590,11 +590,14 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
   // DeepSpeed ZeRO-3's hooks on every submodule of the layer and per partitioned parameter
   // tensor (fetch and release in forward and recompute; the backward hooks and gradient
   // reduction bookkeeping in backward), measured (the profile's stack section or the built-in).
+  // Each gather call (one all_gather_coalesced handle: its stream switch, wait and event) costs
+  // the same in any phase: the fetch path is shared.
   const StackCosts& s = *stack_costs_;
+  const double calls = t.gather_calls * s.z3_per_gather_call_s;
   if (t.kind == TaskKind::kBackward) {
-    return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s;
+    return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s + calls;
   }
-  return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s;
+  return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s + calls;
 }
 
 double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,

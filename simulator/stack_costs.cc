@@ -103,6 +103,12 @@ StackCosts Build() {
   s.z3_fwd_per_param_s = 120.9e-6;
   s.z3_bwd_per_module_s = 281.2e-6;
   s.z3_bwd_per_param_s = 188.8e-6;
+  // zero3-gather-stacks-h200.json (tools/probes/zero3_gather_calls.py): stacks of 8 and 24
+  // Linear(w, w), w = 64, 1024, 4096, at prefetch bucket 0 (one gather call per module) against
+  // 1e12 (one call per step): 56, 78 and 74 us more per module, with the minimum over 10 rounds
+  // (the host's speed varied by up to 2x between rounds; the minimum is the undisturbed cost,
+  // the estimator the per-module costs above agree with: 186-205 us there). Their mean.
+  s.z3_per_gather_call_s = 69e-6;
   // "zero3" grid of stack-costs-call2.json, the stage-2 and stage-3 columns alone: the step
   // time (engine.step(), synchronized) of the six stacks of 32 to 385 tiny modules with 32 to
   // 256 parameter tensors, least squares t = a + b * parameter tensors. The stacks' tensors

@@ -62,6 +62,9 @@ struct StackCosts {
   /// gradient hooks), beyond stage 2's.
   double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
   double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  /// ZeRO-3: host time per gather call (the per-module and per-tensor costs above were
+  /// measured with the whole stack gathered in one call per step).
+  double z3_per_gather_call_s = 0;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer: a fixed part and a part per
   /// parameter tensor of the rank's partition (the per-gradient norm loop and the per-tensor
   /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules.

@@ -243,6 +243,8 @@ class Builder {
   void OptimizerStep();
   Task EngineAllReduce(int micro, int64_t bytes) const;
   TaskId Gather(int micro, int l);
+  void CountGatherCalls();
+  int32_t TakeGatherCalls();
 
   const Workload& w_;
   const std::vector<LayerParams>& lp_;
@@ -291,6 +293,10 @@ class Builder {
   bool second_partition_buffer_ = false;  // stage 2: this micro-step's new grads_in_partition
   std::vector<char> gathered_;
   int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
+  // ZeRO-3: gather calls that start in each layer (CountGatherCalls), and those issued since
+  // the last layer task, which the next one takes (its host time pays for them).
+  std::vector<int32_t> gather_calls_;
+  int32_t pending_calls_ = 0;
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
   // Parameters of the layers after each layer (the reuse distance of its forward use).
@@ -384,6 +390,7 @@ Status Builder::Build() {
   }
   gathered_.assign(w_.layers.size(), 0);
   gather_task_.assign(w_.layers.size(), -1);
+  CountGatherCalls();
   retained_.assign(w_.layers.size(), 0);
   after_.assign(w_.layers.size(), 0);
   tiles_ = Stage3() ? std::max<int64_t>(1, p_.linear_tiles) : 1;
@@ -647,8 +654,40 @@ Task Builder::AllGatherTask(int micro, int l, int64_t index, int64_t numel) cons
   return t;
 }
 
+// DeepSpeed's coordinator (fetch_sub_module) prefetches parameters in trace order into one
+// all_gather_coalesced call until the call holds stage3_prefetch_bucket_size elements or more;
+// without prefetch (bucket 0) each module fetches its own. So a model smaller than the bucket is
+// gathered in one call per step, a 7B model in about one per weight matrix. Counted here over
+// the gathered tensors in layer order; each call is charged to the layer where it starts.
+void Builder::CountGatherCalls() {
+  gather_calls_.assign(w_.layers.size(), 0);
+  pending_calls_ = 0;
+  if (!Stage3()) return;
+  const int64_t bucket = p_.zero.stage3_prefetch_bucket_size;
+  const int64_t threshold = p_.zero.stage3_param_persistence_threshold;
+  int64_t open = 0;  // elements in the call being filled (0: none open)
+  for (size_t l = 0; l < lp_.size(); ++l) {
+    auto add = [&](int64_t numel) {
+      if (bucket <= 0 || open == 0) ++gather_calls_[l];
+      open = bucket <= 0 ? 0 : open + numel;
+      if (open >= bucket) open = 0;
+    };
+    for (int64_t numel : lp_[l].tensor_numels) {
+      if (numel > threshold) add(numel);
+    }
+    if (lp_[l].tied_numel > 0) add(lp_[l].tied_numel);
+  }
+}
+
+int32_t Builder::TakeGatherCalls() {
+  const int32_t n = pending_calls_;
+  pending_calls_ = 0;
+  return n;
+}
+
 TaskId Builder::Gather(int micro, int l) {
   if (Gathered(l) <= 0) return -1;
+  pending_calls_ += gather_calls_[l];
   const int64_t bytes = GatherBytes(l);
   const TaskId h2d = PartitionToGpu(micro, l, 0, Gathered(l));
   Task t = AllGatherTask(micro, l, 0, Gathered(l));
@@ -692,6 +731,7 @@ void Builder::Forward(int micro) {
     t.micro_step = micro;
     t.zero3_hooks = Stage3();
     t.gathered_tensors = lp_[l].gathered_tensors;
+    t.gather_calls = TakeGatherCalls();
     EffectList fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
     // The caller keeps each micro-step's output object until the next forward returns
     // (`out = engine(batch)` rebinds it then), so the previous micro-step's logits are freed
@@ -756,6 +796,7 @@ void Builder::Backward(int micro) {
       r.kind = TaskKind::kRecompute;
       r.zero3_hooks = Stage3();
       r.gathered_tensors = lp_[l].gathered_tensors;
+      r.gather_calls = TakeGatherCalls();
       r.layer = l;
       r.micro_step = micro;
       recompute = last_compute_ =
@@ -768,6 +809,7 @@ void Builder::Backward(int micro) {
     t.micro_step = micro;
     t.zero3_hooks = Stage3();
     t.gathered_tensors = lp_[l].gathered_tensors;
+    t.gather_calls = TakeGatherCalls();
     EffectList fx;
     // Working memory of the backward: the gradients of the layer's largest intermediate and of
     // its input, both alive at once. For the loss that is nll_loss's gradient (a dense tensor

@@ -151,6 +151,9 @@ struct Task {
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.
   bool zero3_hooks = false;
   int32_t gathered_tensors = 0;
+  // ZeRO-3: the gather calls (all_gather_coalesced handles) issued just before this task: the
+  // fetch of its layer and the prefetch of the next, as the prefetch bucket groups tensors.
+  int32_t gather_calls = 0;
   // Layer tasks of a tiled block (Plan::linear_tiles): the task is one of |parts| tiles and
   // does 1/parts of the layer's kernels' work; its hooks are charged whole (each tile is a set
   // of modules of its own).

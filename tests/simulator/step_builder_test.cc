@@ -128,6 +128,37 @@ class StepBuilderTest : public ::testing::Test {
   static inline Workload* w_gc_ = nullptr;
 };
 
+// ZeRO-3's gather calls follow DeepSpeed's prefetch bucket: without prefetch (bucket 0) every
+// gathered tensor is fetched by its own call (gpt2's modules each own one weight above the
+// persistence threshold, plus the tied head's table); with a bucket larger than the model the
+// first fetch starts one call that takes everything.
+TEST_F(StepBuilderTest, GatherCallsFollowThePrefetchBucket) {
+  int64_t gathered = 0;
+  Plan plan = MakePlan(3, 1);
+  for (const TensorSpec& t : w_->tensors) {
+    if (t.category == TensorCategory::kParameter &&
+        t.numel > plan.zero.stage3_param_persistence_threshold) {
+      ++gathered;
+    }
+  }
+  ASSERT_GT(gathered, 40);  // 4 weights per block, 12 blocks, the embeddings
+  auto forward_calls = [&](int64_t bucket) {
+    plan.zero.stage3_prefetch_bucket_size = bucket;
+    const BuiltStep b = Build(plan);
+    int64_t n = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == TaskKind::kForward && t.micro_step == 0) n += t.gather_calls;
+    }
+    return n;
+  };
+  EXPECT_EQ(forward_calls(0), gathered + 1);  // + the tied head's table
+  EXPECT_EQ(forward_calls(1'000'000'000'000), 1);
+  // A bucket of one block's weights: about one call per block.
+  const int64_t mid = forward_calls(7'000'000);
+  EXPECT_GT(mid, 6);
+  EXPECT_LT(mid, 20);
+}
+
 TEST_F(StepBuilderTest, ParameterCountIsGpt2s) {
   EXPECT_EQ(psi_, 124'439'808);  // transformers' count for openai-community/gpt2
   EXPECT_EQ(w_->params, psi_);

@@ -1,6 +1,7 @@
 #include "simulator/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "simulator/caching_allocator.h"
@@ -18,6 +19,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     CachingAllocator allocator{&none};
     EffectReplayer replay{&allocator};
     std::vector<const MemEffect*> gpu;
+    std::vector<uint8_t> transient;
     std::vector<int> first;
   };
   thread_local Scratch scratch;
@@ -47,19 +49,31 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   bool lazy_pending = lazy_bytes > 0;
   (void)replay.AllocateInitial(graph, lazy_bytes);
   // Each task's GPU effects in replay order (those at its start, then those at its end),
-  // gathered once: the replay walks every task at least |iterations| times.
+  // gathered once: the replay walks every task at least |iterations| times. transient[k]: effects
+  // k and k + 1 are an allocation and the free of that block within one task (a temporary, a
+  // collective's flat copy), replayed as one query (EffectReplayer::TryApplyTransient).
   std::vector<const MemEffect*>& gpu = scratch.gpu;
+  std::vector<uint8_t>& transient = scratch.transient;
   std::vector<int>& first = scratch.first;
   gpu.clear();
+  transient.clear();
   first.assign(static_cast<size_t>(graph.size()) + 1, 0);
   for (TaskId id = 0; id < graph.size(); ++id) {
-    first[static_cast<size_t>(id)] = static_cast<int>(gpu.size());
+    const size_t task_first = gpu.size();
+    first[static_cast<size_t>(id)] = static_cast<int>(task_first);
     const MemEffect* begin = graph.effects_begin(id);
     const MemEffect* end = graph.effects_end(id);
     for (int phase = 0; phase < 2; ++phase) {
       for (const MemEffect* e = begin; e != end; ++e) {
         if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
+        // The previous effect of this task, unless it already closes a pair.
+        const size_t n = gpu.size();
+        const bool after_pair = n >= task_first + 2 && transient[n - 2];
+        if (n > task_first && !after_pair && EffectReplayer::IsTransientPair(*gpu[n - 1], *e)) {
+          transient[n - 1] = 1;
+        }
         gpu.push_back(e);
+        transient.push_back(0);
       }
     }
   }
@@ -70,9 +84,14 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       lazy_pending = false;
       for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
     }
-    const int end = first[static_cast<size_t>(id) + 1];
-    for (int k = first[static_cast<size_t>(id)]; k < end; ++k) {
-      (void)replay.TryApply(*gpu[static_cast<size_t>(k)], &never);
+    const size_t end = static_cast<size_t>(first[static_cast<size_t>(id) + 1]);
+    for (size_t k = static_cast<size_t>(first[static_cast<size_t>(id)]); k < end; ++k) {
+      if (transient[k]) {
+        replay.TryApplyTransient(*gpu[k], *gpu[k + 1], &never);
+        ++k;
+      } else {
+        (void)replay.TryApply(*gpu[k], &never);
+      }
     }
   };
   auto key = [&] {

@@ -125,6 +125,19 @@ int CachingAllocator::TryMalloc(int64_t request, int stream, Status* error) {
   return best;
 }
 
+bool CachingAllocator::TryTransient(int64_t request, int stream) {
+  const int64_t size = RoundSize(request);
+  const bool small = size <= kSmallSize;
+  const int pool = FindPool(small, stream);
+  const int best = pool < 0 ? -1 : pools_[pool].free.BestFit(size);
+  if (best < 0) return false;
+  // TryMalloc's split rule: the block allocated is |size| when the remainder splits off.
+  const int64_t rest = blocks_[best].size - size;
+  const bool split = (small && rest >= kRound) || (!small && rest > kSmallSize);
+  peak_allocated_ = std::max(peak_allocated_, allocated_ + (split ? size : blocks_[best].size));
+  return true;
+}
+
 void CachingAllocator::Free(int id) {
   allocated_ -= blocks_[id].size;
   blocks_[id].free = true;
@@ -260,6 +273,14 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
   const int b = TryApply(e, &error);
   if (!error.ok()) return error;
   return b;
+}
+
+void EffectReplayer::TryApplyTransient(const MemEffect& alloc, const MemEffect& free,
+                                       Status* error) {
+  if (a_->TryTransient(alloc.bytes, alloc.side_stream ? 1 : 0)) return;
+  (void)TryApply(alloc, error);
+  if (!error->ok()) return;
+  (void)TryApply(free, error);
 }
 
 int EffectReplayer::TryApply(const MemEffect& e, Status* error) {

@@ -106,6 +106,13 @@ class CachingAllocator {
   int TryMalloc(int64_t request, int stream, Status* error);
   /// REQUIRES: |block| is allocated.
   void Free(int block);
+  /// A request freed again before any other call (a transient tensor): when a cached free
+  /// block can serve it, counts its bytes into the peak allocated and returns true, changing
+  /// nothing else. TryMalloc followed by Free of that block would leave an equal state (the
+  /// block taken and its split remainder merge back into the free block they came from, which
+  /// keeps its id), so only the peak remembers it. False when no cached block fits (the request
+  /// would reserve a segment): the caller then makes both calls.
+  bool TryTransient(int64_t request, int stream);
   /// Releases every segment that is one free block (except kept ones). Returns the bytes
   /// released.
   int64_t ReleaseCachedSegments();
@@ -224,6 +231,17 @@ class EffectReplayer {
   /// Apply without the Result (the simulator's replay): the same answer, and -1 with *error
   /// set (OK on entry) when the allocator failed for a reason other than memory.
   int TryApply(const MemEffect& e, Status* error);
+  /// TryApply(alloc) then TryApply(free) for a transient pair (IsTransientPair): the same
+  /// state and peaks, without touching the allocator's tables when a cached block can serve
+  /// the allocation (CachingAllocator::TryTransient).
+  void TryApplyTransient(const MemEffect& alloc, const MemEffect& free, Status* error);
+  /// Whether |free|, applied right after |alloc|, frees the block |alloc| allocated: both on
+  /// the GPU, the same category, an allocation and the free of exactly its bytes (the replay's
+  /// rule 1 then picks that block, the category's most recent).
+  static bool IsTransientPair(const MemEffect& alloc, const MemEffect& free) {
+    return alloc.space == MemSpace::kGpu && free.space == MemSpace::kGpu && alloc.bytes > 0 &&
+           free.bytes == -alloc.bytes && alloc.category == free.category;
+  }
   /// Forgets every live block (after ReleaseAll).
   void Clear() {
     for (auto& l : live_) l.clear();

@@ -1,12 +1,13 @@
 // The simulator's allocator replay (SimulateCachingAllocator) takes shortcuts that must not
 // change its answers (docs/simulator.md, "Reserved memory"): a transient allocation freed by the
-// next effect of its task is a query (CachingAllocator::TryTransient), and a compact graph's
+// next effect of its task is a query (CachingAllocator::TryTransient), as is such a pair inside
+// an allocation freed right after it (TryTransientNested), and a compact graph's
 // repeated micro-step stops once its copies cycle. This file checks both against a plain replay
 // written here: every GPU effect of the unrolled graph, one by one, through EffectReplayer::Apply
 // as the CUDA executor applies them, for built graphs across stages, offload, overlap_comm,
 // checkpointing, accumulation, an encoder-decoder model, lazily created optimizer states and
-// capacities that force cached segments out and overflow. TryTransient is also checked directly
-// against Malloc + Free on random allocator states.
+// capacities that force cached segments out and overflow. TryTransient and TryTransientNested
+// are also checked directly against Malloc and Free on random allocator states.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -162,10 +163,11 @@ TEST(AllocatorReplayTest, ShortcutsGiveThePlainReplaysAnswersT5) {
   ExpectReplaysAgree("t5-small", 128, 32);
 }
 
-// TryTransient on one allocator, Malloc then Free on its twin: the same state (block for
-// block, AppendStateKey) and the same peaks, from states built by random requests and frees of
-// both pools, two streams, split and unsplit blocks.
-TEST(AllocatorReplayTest, TransientRequestLeavesTheStateMallocAndFreeLeave) {
+// TryTransient on one allocator, Malloc then Free on its twin (and TryTransientNested against
+// Malloc, Malloc, Free, Free): the same state (block for block, AppendStateKey) and the same
+// peaks, from states built by random requests and frees of both pools, two streams, split and
+// unsplit blocks.
+TEST(AllocatorReplayTest, TransientRequestsLeaveTheStateMallocAndFreeLeave) {
   std::mt19937_64 rng(15);
   const int64_t kib = 1024;
   std::uniform_int_distribution<int> pick(0, 99);
@@ -177,10 +179,11 @@ TEST(AllocatorReplayTest, TransientRequestLeavesTheStateMallocAndFreeLeave) {
       default: return 8 * 1024 * kib + static_cast<int64_t>(rng() % (64 * 1024 * kib));
     }
   };
-  int served = 0;
-  const int kRuns = 200;
+  int served[2] = {0, 0};
+  const int kRuns = 400;
   for (int run = 0; run < kRuns; ++run) {
-    SCOPED_TRACE(testing::Message() << "run " << run);
+    const bool nested = run % 2 == 1;
+    SCOPED_TRACE(testing::Message() << "run " << run << (nested ? " nested" : ""));
     CountingSegmentSource sa, sb;
     CachingAllocator a(&sa), b(&sb);
     std::vector<int> live;  // the same ids in both (the same calls so far)
@@ -201,20 +204,35 @@ TEST(AllocatorReplayTest, TransientRequestLeavesTheStateMallocAndFreeLeave) {
         live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
       }
     }
-    const int64_t size = random_size();
-    const int stream = pick(rng) < 20 ? 1 : 0;
+    const int64_t outer = random_size();
+    const int outer_stream = pick(rng) < 20 ? 1 : 0;
+    // The inner request often fits in what the outer one leaves of a large block.
+    const int64_t inner = pick(rng) < 50 ? random_size() : 1 + static_cast<int64_t>(rng() % (outer + 1));
+    const int inner_stream = pick(rng) < 10 ? 1 - outer_stream : outer_stream;
     a.ResetPeaks();
     b.ResetPeaks();
-    if (a.TryTransient(size, stream)) {
-      ++served;
+    const bool shortcut = nested ? a.TryTransientNested(outer, outer_stream, inner, inner_stream)
+                                 : a.TryTransient(outer, outer_stream);
+    if (shortcut) {
+      ++served[nested];
     } else {
-      // No cached block: the caller makes both calls, as on the twin.
-      auto x = a.Malloc(size, stream);
+      // No cached block for one of them: the caller makes the calls, as on the twin.
+      auto x = a.Malloc(outer, outer_stream);
       ASSERT_TRUE(x.ok());
+      if (nested) {
+        auto x2 = a.Malloc(inner, inner_stream);
+        ASSERT_TRUE(x2.ok());
+        a.Free(*x2);
+      }
       a.Free(*x);
     }
-    auto y = b.Malloc(size, stream);
+    auto y = b.Malloc(outer, outer_stream);
     ASSERT_TRUE(y.ok());
+    if (nested) {
+      auto y2 = b.Malloc(inner, inner_stream);
+      ASSERT_TRUE(y2.ok());
+      b.Free(*y2);
+    }
     b.Free(*y);
     std::vector<int64_t> ka, kb;
     std::vector<int> na, nb;
@@ -225,9 +243,30 @@ TEST(AllocatorReplayTest, TransientRequestLeavesTheStateMallocAndFreeLeave) {
     ASSERT_EQ(a.peak_reserved(), b.peak_reserved());
     ASSERT_EQ(a.allocated(), b.allocated());
   }
-  // Both answers happen: cached blocks that serve the request, and requests that need a segment.
-  EXPECT_GE(served, kRuns / 4);
-  EXPECT_LE(served, kRuns - 5);
+  // Both answers happen: cached blocks that serve the requests, and requests that need a segment.
+  for (int nested : {0, 1}) {
+    EXPECT_GE(served[nested], kRuns / 8) << nested;
+    EXPECT_LE(served[nested], kRuns / 2 - 5) << nested;
+  }
+}
+
+// The inner request of a nested pair served by what the outer one splits off its block: one
+// cached 20 MiB block; 4 MiB of it for the outer request leaves 16 MiB, which serves 12 MiB.
+TEST(AllocatorReplayTest, NestedRequestUsesTheOuterBlocksRemainder) {
+  const int64_t mib = int64_t{1} << 20;
+  CountingSegmentSource source;
+  CachingAllocator a(&source);
+  auto x = a.Malloc(3 * mib);  // a 20 MiB segment
+  ASSERT_TRUE(x.ok());
+  a.Free(*x);
+  a.ResetPeaks();
+  EXPECT_TRUE(a.TryTransientNested(4 * mib, 0, 12 * mib, 0));
+  EXPECT_EQ(a.peak_allocated(), 16 * mib);
+  EXPECT_EQ(a.reserved(), 20 * mib);
+  // 17 MiB do not fit in the 16 MiB left, and nothing else is cached: a segment is needed.
+  EXPECT_FALSE(a.TryTransientNested(4 * mib, 0, 17 * mib, 0));
+  // On the other stream nothing is cached.
+  EXPECT_FALSE(a.TryTransientNested(4 * mib, 0, 1 * mib, 1));
 }
 
 }  // namespace

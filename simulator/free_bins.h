@@ -117,7 +117,10 @@ class FreeBins {
 
   int size() const { return count_; }
   void Clear() {
-    for (auto& bin : bins_) bin.clear();
+    // Only the non-empty bins (the bitmap's): a pool has hundreds of bins, a few in use.
+    for (int b = NextUsed(0); b >= 0; b = NextUsed(b + 1)) {
+      bins_[static_cast<std::size_t>(b)].clear();
+    }
     used_.fill(0);
     count_ = 0;
   }

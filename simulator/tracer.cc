@@ -72,16 +72,15 @@ T Tracer::New(std::string name, Shape shape, DType dtype) {
   t.numel = Numel(shape, name);
   t.shape = std::move(shape);
   t.dtype = dtype;
-  Storage s;
   auto b = CheckedMul(t.numel, DTypeBytes(dtype));
   if (!b) Fail(name);
+  t.storage = static_cast<int>(storages_.size());
+  Storage& s = storages_.emplace_back();  // in place: a Storage is a name and a whole Shape
   s.name = std::move(name);
   s.bytes = b.value_or(0);
   s.layer = static_cast<int>(layers_.size()) - 1;
   s.shape = t.shape;
   s.dtype = dtype;
-  t.storage = static_cast<int>(storages_.size());
-  storages_.push_back(std::move(s));
   return t;
 }
 

@@ -142,7 +142,7 @@ bool CachingAllocator::TryTransientNested(int64_t outer, int outer_stream, int64
   const int best1 = pool1 < 0 ? -1 : pools_[pool1].free.BestFit(size1);
   if (best1 < 0) return false;
   const int64_t taken1 = Taken(size1, blocks_[best1].size);
-  const int64_t rest1 = blocks_[best1].size - taken1;  // > 0: split off as a free block
+  const int64_t rest1 = blocks_[best1].size - taken1;  // split off as a free block when > 0
   const int64_t size2 = RoundSize(inner);
   const int pool2 = FindPool(size2 <= kSmallSize, inner_stream);
   if (pool2 < 0) return false;

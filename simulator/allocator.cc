@@ -1,6 +1,7 @@
 #include "simulator/allocator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <vector>
 
 #include "simulator/caching_allocator.h"
@@ -18,6 +19,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     CachingAllocator allocator{&none};
     EffectReplayer replay{&allocator};
     std::vector<const MemEffect*> gpu;
+    std::vector<uint8_t> role;
     std::vector<int> first;
   };
   thread_local Scratch scratch;
@@ -47,19 +49,40 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   bool lazy_pending = lazy_bytes > 0;
   (void)replay.AllocateInitial(graph, lazy_bytes);
   // Each task's GPU effects in replay order (those at its start, then those at its end),
-  // gathered once: the replay walks every task at least |iterations| times.
+  // gathered once: the replay walks every task at least |iterations| times. Transient effects
+  // within one task are replayed as queries (role[k]): an allocation the next effect frees (a
+  // temporary, a collective's flat copy; EffectReplayer::TryApplyTransient), and such a pair
+  // inside an allocation that the effect after it frees (a backward's two workspaces;
+  // TryApplyTransientNested).
+  enum Role : uint8_t { kPlain, kPairFirst, kNestedFirst, kInGroup };
   std::vector<const MemEffect*>& gpu = scratch.gpu;
+  std::vector<uint8_t>& role = scratch.role;
   std::vector<int>& first = scratch.first;
   gpu.clear();
+  role.clear();
   first.assign(static_cast<size_t>(graph.size()) + 1, 0);
   for (TaskId id = 0; id < graph.size(); ++id) {
-    first[static_cast<size_t>(id)] = static_cast<int>(gpu.size());
+    const size_t task_first = gpu.size();
+    first[static_cast<size_t>(id)] = static_cast<int>(task_first);
     const MemEffect* begin = graph.effects_begin(id);
     const MemEffect* end = graph.effects_end(id);
     for (int phase = 0; phase < 2; ++phase) {
       for (const MemEffect* e = begin; e != end; ++e) {
         if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
+        const size_t n = gpu.size();
+        uint8_t mine = kPlain;
+        if (n > task_first && role[n - 1] == kPlain &&
+            EffectReplayer::IsTransientPair(*gpu[n - 1], *e)) {
+          role[n - 1] = kPairFirst;
+          mine = kInGroup;
+        } else if (n >= task_first + 3 && role[n - 3] == kPlain && role[n - 2] == kPairFirst &&
+                   EffectReplayer::IsTransientPair(*gpu[n - 3], *e)) {
+          role[n - 3] = kNestedFirst;
+          role[n - 2] = kInGroup;
+          mine = kInGroup;
+        }
         gpu.push_back(e);
+        role.push_back(mine);
       }
     }
   }
@@ -70,9 +93,21 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       lazy_pending = false;
       for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
     }
-    const int end = first[static_cast<size_t>(id) + 1];
-    for (int k = first[static_cast<size_t>(id)]; k < end; ++k) {
-      (void)replay.TryApply(*gpu[static_cast<size_t>(k)], &never);
+    const size_t end = static_cast<size_t>(first[static_cast<size_t>(id) + 1]);
+    for (size_t k = static_cast<size_t>(first[static_cast<size_t>(id)]); k < end; ++k) {
+      switch (role[k]) {
+        case kPairFirst:
+          replay.TryApplyTransient(*gpu[k], *gpu[k + 1], &never);
+          k += 1;
+          break;
+        case kNestedFirst:
+          replay.TryApplyTransientNested(*gpu[k], *gpu[k + 1], *gpu[k + 2], *gpu[k + 3], &never);
+          k += 3;
+          break;
+        default:
+          (void)replay.TryApply(*gpu[k], &never);
+          break;
+      }
     }
   };
   auto key = [&] {

@@ -111,7 +111,7 @@ int CachingAllocator::TryMalloc(int64_t request, int stream, Status* error) {
   }
   RemoveFree(best);
   const int64_t rest = blocks_[best].size - size;
-  if ((small && rest >= kRound) || (!small && rest > kSmallSize)) {
+  if (Splits(size, blocks_[best].size)) {
     blocks_[best].size = size;
     const int r =
         NewBlock(rest, blocks_[best].offset + size, blocks_[best].segment, pool, best,
@@ -123,6 +123,38 @@ int CachingAllocator::TryMalloc(int64_t request, int stream, Status* error) {
   allocated_ += blocks_[best].size;
   peak_allocated_ = std::max(peak_allocated_, allocated_);
   return best;
+}
+
+bool CachingAllocator::TryTransient(int64_t request, int stream) {
+  const int64_t size = RoundSize(request);
+  const bool small = size <= kSmallSize;
+  const int pool = FindPool(small, stream);
+  const int best = pool < 0 ? -1 : pools_[pool].free.BestFit(size);
+  if (best < 0) return false;
+  peak_allocated_ = std::max(peak_allocated_, allocated_ + Taken(size, blocks_[best].size));
+  return true;
+}
+
+bool CachingAllocator::TryTransientNested(int64_t outer, int outer_stream, int64_t inner,
+                                          int inner_stream) {
+  const int64_t size1 = RoundSize(outer);
+  const int pool1 = FindPool(size1 <= kSmallSize, outer_stream);
+  const int best1 = pool1 < 0 ? -1 : pools_[pool1].free.BestFit(size1);
+  if (best1 < 0) return false;
+  const int64_t taken1 = Taken(size1, blocks_[best1].size);
+  const int64_t rest1 = blocks_[best1].size - taken1;  // split off as a free block when > 0
+  const int64_t size2 = RoundSize(inner);
+  const int pool2 = FindPool(size2 <= kSmallSize, inner_stream);
+  if (pool2 < 0) return false;
+  // The second request sees best1 taken and its remainder free; the remainder's id would be
+  // the newest, so it loses ties.
+  const int best2 = pools_[pool2].free.BestFit(size2, pool2 == pool1 ? best1 : -1);
+  int64_t block2 = best2 < 0 ? -1 : blocks_[best2].size;
+  if (pool2 == pool1 && rest1 >= size2 && (block2 < 0 || rest1 < block2)) block2 = rest1;
+  if (block2 < 0) return false;
+  // Freeing the second then the first merges every piece back: the state is as before.
+  peak_allocated_ = std::max(peak_allocated_, allocated_ + taken1 + Taken(size2, block2));
+  return true;
 }
 
 void CachingAllocator::Free(int id) {
@@ -260,6 +292,29 @@ Result<int> EffectReplayer::Apply(const MemEffect& e) {
   const int b = TryApply(e, &error);
   if (!error.ok()) return error;
   return b;
+}
+
+void EffectReplayer::TryApplyTransient(const MemEffect& alloc, const MemEffect& free,
+                                       Status* error) {
+  if (a_->TryTransient(alloc.bytes, alloc.side_stream ? 1 : 0)) return;
+  (void)TryApply(alloc, error);
+  if (!error->ok()) return;
+  (void)TryApply(free, error);
+}
+
+void EffectReplayer::TryApplyTransientNested(const MemEffect& alloc,
+                                             const MemEffect& inner_alloc,
+                                             const MemEffect& inner_free, const MemEffect& free,
+                                             Status* error) {
+  if (a_->TryTransientNested(alloc.bytes, alloc.side_stream ? 1 : 0, inner_alloc.bytes,
+                             inner_alloc.side_stream ? 1 : 0)) {
+    return;
+  }
+  (void)TryApply(alloc, error);
+  if (!error->ok()) return;
+  TryApplyTransient(inner_alloc, inner_free, error);
+  if (!error->ok()) return;
+  (void)TryApply(free, error);
 }
 
 int EffectReplayer::TryApply(const MemEffect& e, Status* error) {

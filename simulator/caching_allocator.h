@@ -96,6 +96,14 @@ class CachingAllocator {
 
   static int64_t RoundSize(int64_t request);
   static int64_t SegmentSize(int64_t rounded);
+  /// Whether a request of |size| (rounded) taking a free block of |block| bytes splits the
+  /// remainder off: at least 512 B in the small pool, more than 1 MiB in the large one.
+  static bool Splits(int64_t size, int64_t block) {
+    const int64_t rest = block - size;
+    return size <= kSmallSize ? rest >= kRound : rest > kSmallSize;
+  }
+  /// The bytes that request takes: |size| when the remainder splits off, else the whole block.
+  static int64_t Taken(int64_t size, int64_t block) { return Splits(size, block) ? size : block; }
 
   /// A block id >= 0, or -1 when out of memory (oom_message() says why). Errors: the source
   /// failed for a reason other than memory.
@@ -106,6 +114,18 @@ class CachingAllocator {
   int TryMalloc(int64_t request, int stream, Status* error);
   /// REQUIRES: |block| is allocated.
   void Free(int block);
+  /// A request freed again before any other call (a transient tensor): when a cached free
+  /// block can serve it, counts its bytes into the peak allocated and returns true, changing
+  /// nothing else. TryMalloc followed by Free of that block would leave an equal state (the
+  /// block taken and its split remainder merge back into the free block they came from, which
+  /// keeps its id), so only the peak remembers it. False when no cached block fits (the request
+  /// would reserve a segment): the caller then makes both calls.
+  bool TryTransient(int64_t request, int stream);
+  /// Two transient requests, the second freed before the first (a task's workspace allocated
+  /// while another of its temporaries is live): like TryTransient, the peak allocated with both
+  /// blocks taken, when cached blocks serve both (the second one's from the state the first
+  /// leaves: the first block taken, its split remainder free with the newest id).
+  bool TryTransientNested(int64_t outer, int outer_stream, int64_t inner, int inner_stream);
   /// Releases every segment that is one free block (except kept ones). Returns the bytes
   /// released.
   int64_t ReleaseCachedSegments();
@@ -224,6 +244,24 @@ class EffectReplayer {
   /// Apply without the Result (the simulator's replay): the same answer, and -1 with *error
   /// set (OK on entry) when the allocator failed for a reason other than memory.
   int TryApply(const MemEffect& e, Status* error);
+  /// TryApply(alloc) then TryApply(free) for a transient pair (IsTransientPair): the same
+  /// state and peaks, without touching the allocator's tables when a cached block can serve
+  /// the allocation (CachingAllocator::TryTransient).
+  void TryApplyTransient(const MemEffect& alloc, const MemEffect& free, Status* error);
+  /// Apply of alloc, TryApplyTransient(inner_alloc, inner_free), Apply of free for a nested
+  /// transient group (four effects of one task: an allocation, a transient pair, the free of
+  /// the first allocation), without touching the tables when cached blocks serve both
+  /// (CachingAllocator::TryTransientNested).
+  void TryApplyTransientNested(const MemEffect& alloc, const MemEffect& inner_alloc,
+                               const MemEffect& inner_free, const MemEffect& free,
+                               Status* error);
+  /// Whether |free|, applied right after |alloc|, frees the block |alloc| allocated: both on
+  /// the GPU, the same category, an allocation and the free of exactly its bytes (the replay's
+  /// rule 1 then picks that block, the category's most recent).
+  static bool IsTransientPair(const MemEffect& alloc, const MemEffect& free) {
+    return alloc.space == MemSpace::kGpu && free.space == MemSpace::kGpu && alloc.bytes > 0 &&
+           free.bytes == -alloc.bytes && alloc.category == free.category;
+  }
   /// Forgets every live block (after ReleaseAll).
   void Clear() {
     for (auto& l : live_) l.clear();

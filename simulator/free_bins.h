@@ -82,37 +82,45 @@ class FreeBins {
   }
 
   /// The id of the smallest entry of at least |size| bytes, ties to the lower id; -1 when none.
-  int BestFit(int64_t size) const {
+  /// |except| >= 0: as if that entry were not there (the caching allocator asks what a second
+  /// request would get once a first one took that block).
+  int BestFit(int64_t size, int except = -1) const {
     if (count_ == 0) return -1;
     const int b = BinOf(size);
     if (b < static_cast<int>(bins_.size())) {
       int best = INT_MAX;
       int64_t best_bytes = INT64_MAX;
       for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(b)]) {
-        if (bytes >= size && (bytes < best_bytes || (bytes == best_bytes && id < best))) {
+        if (bytes >= size && (bytes < best_bytes || (bytes == best_bytes && id < best)) &&
+            id != except) {
           best = id;
           best_bytes = bytes;
         }
       }
       if (best != INT_MAX) return best;
     }
-    // Every size in a later bin exceeds every size in bin b: the next non-empty bin's smallest.
-    const int next = NextUsed(b + 1);
-    if (next < 0) return -1;
-    int best = INT_MAX;
-    int64_t best_bytes = INT64_MAX;
-    for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(next)]) {
-      if (bytes < best_bytes || (bytes == best_bytes && id < best)) {
-        best = id;
-        best_bytes = bytes;
+    // Every size in a later bin exceeds every size in bin b: the next non-empty bin's smallest
+    // (the one after, when that bin holds only |except|).
+    for (int next = NextUsed(b + 1); next >= 0; next = NextUsed(next + 1)) {
+      int best = INT_MAX;
+      int64_t best_bytes = INT64_MAX;
+      for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(next)]) {
+        if ((bytes < best_bytes || (bytes == best_bytes && id < best)) && id != except) {
+          best = id;
+          best_bytes = bytes;
+        }
       }
+      if (best != INT_MAX) return best;
     }
-    return best;
+    return -1;
   }
 
   int size() const { return count_; }
   void Clear() {
-    for (auto& bin : bins_) bin.clear();
+    // Only the non-empty bins (the bitmap's): a pool has hundreds of bins, a few in use.
+    for (int b = NextUsed(0); b >= 0; b = NextUsed(b + 1)) {
+      bins_[static_cast<std::size_t>(b)].clear();
+    }
     used_.fill(0);
     count_ = 0;
   }

@@ -162,18 +162,27 @@ const char* MemoryVerdictName(MemoryVerdict v) {
 
 namespace {
 
-SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
-                              Precision precision, int64_t persistence_threshold,
-                              SoftwareStack stack, bool family_measured) {
+// A context over |layer_costs|, CostModel::Layers(w) for the context's precision and stack.
+SimulationContext ContextWithCosts(const Workload& w, const HardwareProfile& profile,
+                                   std::vector<LayerCost> layer_costs,
+                                   int64_t persistence_threshold, SoftwareStack stack) {
   SimulationContext ctx;
   ctx.workload = &w;
   ctx.profile = &profile;
   ctx.stack = stack;
-  ctx.layer_costs = CostModel(profile, precision, stack).Layers(w, family_measured);
+  ctx.layer_costs = std::move(layer_costs);
   ctx.layer_params = ComputeLayerParams(w, persistence_threshold);
   ctx.persistence_threshold = persistence_threshold;
   ctx.profile_sources = profile.SourceSummary();
   return ctx;
+}
+
+SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
+                              Precision precision, int64_t persistence_threshold,
+                              SoftwareStack stack, bool family_measured) {
+  return ContextWithCosts(w, profile,
+                          CostModel(profile, precision, stack).Layers(w, family_measured),
+                          persistence_threshold, stack);
 }
 
 }  // namespace
@@ -535,11 +544,16 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
     if (!slot) slot = std::make_unique<Context>();
     c = slot.get();
   }
-  // Built outside the lock, once; a second caller waits for the first.
+  // Built outside the lock, once; a second caller waits for the first. The layer costs are the
+  // shape's (the search asks for two or three thresholds of a stage-3 shape; pricing every layer
+  // is most of a context's cost), the layer parameters the threshold's.
   std::call_once(c->built, [&] {
-    c->context = std::make_unique<SimulationContext>(
-        MakeContext(*e->workload, *profile_, shape.precision, persistence_threshold, stack_,
-                    family_measured_));
+    std::call_once(e->costs_built, [&] {
+      e->layer_costs =
+          CostModel(*profile_, shape.precision, stack_).Layers(*e->workload, family_measured_);
+    });
+    c->context = std::make_unique<SimulationContext>(ContextWithCosts(
+        *e->workload, *profile_, e->layer_costs, persistence_threshold, stack_));
   });
   return static_cast<const SimulationContext*>(c->context.get());
 }

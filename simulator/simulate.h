@@ -257,6 +257,10 @@ class Simulator {
     std::once_flag built;
     Status status;                        // BuildWorkload's error, if any
     std::unique_ptr<Workload> workload;
+    // The workload's layer costs (CostModel::Layers), which do not depend on the persistence
+    // threshold: priced once and copied into each threshold's context.
+    std::once_flag costs_built;
+    std::vector<LayerCost> layer_costs;
     std::map<int64_t, std::unique_ptr<Context>> contexts;  // by threshold
   };
   struct ShapeLess {

@@ -72,16 +72,15 @@ T Tracer::New(std::string name, Shape shape, DType dtype) {
   t.numel = Numel(shape, name);
   t.shape = std::move(shape);
   t.dtype = dtype;
-  Storage s;
   auto b = CheckedMul(t.numel, DTypeBytes(dtype));
   if (!b) Fail(name);
+  t.storage = static_cast<int>(storages_.size());
+  Storage& s = storages_.emplace_back();  // in place: a Storage is a name and a whole Shape
   s.name = std::move(name);
   s.bytes = b.value_or(0);
   s.layer = static_cast<int>(layers_.size()) - 1;
   s.shape = t.shape;
   s.dtype = dtype;
-  t.storage = static_cast<int>(storages_.size());
-  storages_.push_back(std::move(s));
   return t;
 }
 
@@ -285,9 +284,9 @@ void Elementwise(Tracer& tr, const std::string& name, OpKind kind, const T& out,
 T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias,
          const T* tied_weight) {
   const int64_t in = x.shape.back();
-  T w = tied_weight ? *tied_weight : tr.Param(name + ".weight", {out, in});
-  if (bias) tr.Param(name + ".bias", {out});
-  T y = tr.New(name + ".out", WithLast(x.shape, out));
+  T w = tied_weight ? *tied_weight : tr.Param(Cat(name, ".weight"), {out, in});
+  if (bias) tr.Param(Cat(name, ".bias"), {out});
+  T y = tr.New(Cat(name, ".out"), WithLast(x.shape, out));
   tr.Save(x);
   Op op;
   op.name = name;
@@ -311,7 +310,7 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
 T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& weight) {
   Shape shape = ids.shape;
   shape.push_back(weight.shape.back());
-  T y = tr.New(name + ".out", shape);
+  T y = tr.New(Cat(name, ".out"), shape);
   tr.Save(ids);  // embedding_backward needs the indices (model inputs are not activations)
   Op op;
   op.name = name;
@@ -325,18 +324,18 @@ T EmbeddingShared(Tracer& tr, const std::string& name, const T& ids, const T& we
 
 T Embedding(Tracer& tr, const std::string& name, const T& ids, int64_t num, int64_t dim,
             T* weight_out) {
-  T w = tr.Param(name + ".weight", {num, dim});
+  T w = tr.Param(Cat(name, ".weight"), {num, dim});
   if (weight_out) *weight_out = w;
   return EmbeddingShared(tr, name, ids, w);
 }
 
 T LayerNorm(Tracer& tr, const std::string& name, const T& x, bool bias) {
   const int64_t d = x.shape.back();
-  tr.Param(name + ".weight", {d});
-  if (bias) tr.Param(name + ".bias", {d});
-  T y = tr.New(name + ".out", x.shape, x.dtype);
-  T mean = tr.New(name + ".mean", {x.rows()}, DType::kF32);
-  T rstd = tr.New(name + ".rstd", {x.rows()}, DType::kF32);
+  tr.Param(Cat(name, ".weight"), {d});
+  if (bias) tr.Param(Cat(name, ".bias"), {d});
+  T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
+  T mean = tr.New(Cat(name, ".mean"), {x.rows()}, DType::kF32);
+  T rstd = tr.New(Cat(name, ".rstd"), {x.rows()}, DType::kF32);
   tr.Save(x);
   tr.Save(mean);
   tr.Save(rstd);
@@ -394,14 +393,14 @@ EagerWork RmsNormEager(double n, double e, bool fp32_weight_mul) {
 // fp32), which saves that input too.
 T RmsNormFp32Variance(Tracer& tr, const std::string& name, const T& x, bool saves_input) {
   const int64_t d = x.shape.back();
-  tr.Param(name + ".weight", {d});
+  tr.Param(Cat(name, ".weight"), {d});
   // hidden_states.to(float32): a copy unless already fp32; saved by pow(2) (and by the mul).
-  T h32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
-  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
-  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
+  T h32 = x.dtype == DType::kF32 ? x : tr.New(Cat(name, ".x_fp32"), x.shape, DType::kF32);
+  T r = tr.New(Cat(name, ".rsqrt"), {x.rows(), 1}, DType::kF32);
+  T n32 = tr.New(Cat(name, ".normed_fp32"), x.shape, DType::kF32);
   // .to(input_dtype): a copy unless fp32; saved by weight * normed.
-  T n = x.dtype == DType::kF32 ? n32 : tr.New(name + ".normed", x.shape, x.dtype);
-  T y = tr.New(name + ".out", x.shape, x.dtype);
+  T n = x.dtype == DType::kF32 ? n32 : tr.New(Cat(name, ".normed"), x.shape, x.dtype);
+  T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
   tr.Save(h32);
   if (saves_input) tr.Save(x);
   tr.Save(r);
@@ -423,13 +422,13 @@ T RmsNormT5(Tracer& tr, const std::string& name, const T& x) {
 
 T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {
   const int64_t d = x.shape.back();
-  tr.Param(name + ".weight", {d});
-  T x32 = x.dtype == DType::kF32 ? x : tr.New(name + ".x_fp32", x.shape, DType::kF32);
-  T r = tr.New(name + ".rsqrt", {x.rows(), 1}, DType::kF32);
-  T n32 = tr.New(name + ".normed_fp32", x.shape, DType::kF32);
-  T y32 = tr.New(name + ".scaled_fp32", x.shape, DType::kF32);
-  T y = x.dtype == DType::kF32 ? y32 : tr.New(name + ".out", x.shape, x.dtype);
-  T one_plus_w = tr.New(name + ".one_plus_weight", {d}, DType::kF32);  // (1 + weight.float())
+  tr.Param(Cat(name, ".weight"), {d});
+  T x32 = x.dtype == DType::kF32 ? x : tr.New(Cat(name, ".x_fp32"), x.shape, DType::kF32);
+  T r = tr.New(Cat(name, ".rsqrt"), {x.rows(), 1}, DType::kF32);
+  T n32 = tr.New(Cat(name, ".normed_fp32"), x.shape, DType::kF32);
+  T y32 = tr.New(Cat(name, ".scaled_fp32"), x.shape, DType::kF32);
+  T y = x.dtype == DType::kF32 ? y32 : tr.New(Cat(name, ".out"), x.shape, x.dtype);
+  T one_plus_w = tr.New(Cat(name, ".one_plus_weight"), {d}, DType::kF32);  // (1 + weight.float())
   tr.Save(x32);
   tr.Save(r);
   tr.Save(n32);
@@ -441,8 +440,8 @@ T RmsNormGemma(Tracer& tr, const std::string& name, const T& x) {
 
 T Dropout(Tracer& tr, const std::string& name, const T& x, double p) {
   if (p <= 0) return x;  // F.dropout with p == 0 returns its input (no kernel, no mask)
-  T mask = tr.New(name + ".mask", x.shape, DType::kBool);
-  T y = tr.New(name + ".out", x.shape, x.dtype);
+  T mask = tr.New(Cat(name, ".mask"), x.shape, DType::kBool);
+  T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
   tr.Save(mask);
   // Fused: reads x, writes y and the bool mask; backward reads grad and mask, writes one grad.
   EagerWork w;
@@ -455,7 +454,7 @@ T Dropout(Tracer& tr, const std::string& name, const T& x, double p) {
 T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
   switch (a) {
     case Activation::kRelu: {
-      T y = tr.New(name + ".out", x.shape, x.dtype);
+      T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
       tr.Save(y);  // threshold_backward uses the result
       Elementwise(tr, name, OpKind::kActivation, y, {&x}, 1.0);
       return y;
@@ -466,7 +465,7 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
       // 1 +, 0.79788456 * x, the product, tanh, 1.0 +, the final product (9 kernels).
       // Backward, bloom_gelu_back recomputes tanh from x (6 kernels), builds ff (11) and
       // multiplies by the gradient (1). Unary ops move 2 B(x), binary ones 3 B(x).
-      T y = tr.New(name + ".out", x.shape, x.dtype);
+      T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
       tr.Save(x);
       const double b = B(x);
       EagerWork w;
@@ -482,7 +481,7 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
     case Activation::kGelu:
     case Activation::kGeluTanh:
     case Activation::kSilu: {
-      T y = tr.New(name + ".out", x.shape, x.dtype);
+      T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
       tr.Save(x);
       // One fused kernel each way: backward reads grad and x, writes the input gradient.
       EagerWork w;
@@ -494,10 +493,10 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
     case Activation::kGeluNew: {
       // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) as Python tensor ops:
       // pow saves x; tanh saves its output t; the final mul saves h = 0.5*x and u = 1 + t.
-      T t = tr.New(name + ".tanh", x.shape, x.dtype);
-      T h = tr.New(name + ".half_x", x.shape, x.dtype);
-      T u = tr.New(name + ".one_plus_tanh", x.shape, x.dtype);
-      T y = tr.New(name + ".out", x.shape, x.dtype);
+      T t = tr.New(Cat(name, ".tanh"), x.shape, x.dtype);
+      T h = tr.New(Cat(name, ".half_x"), x.shape, x.dtype);
+      T u = tr.New(Cat(name, ".one_plus_tanh"), x.shape, x.dtype);
+      T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
       tr.Save(x);
       tr.Save(t);
       tr.Save(h);
@@ -517,7 +516,7 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
       std::vector<T> saved;
       for (const char* part : {".c", ".a", ".d", ".tanh", ".half_x", ".one_plus_tanh"})
         saved.push_back(tr.New(name + part, x.shape, x.dtype));
-      T y = tr.New(name + ".out", x.shape, x.dtype);
+      T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
       tr.Save(x);
       for (const T& s : saved) tr.Save(s);
       // Ten Python tensor ops forward (four muls, add, mul, tanh, add, mul, mul); backward,
@@ -535,7 +534,7 @@ T Activate(Tracer& tr, const std::string& name, const T& x, Activation a) {
 }
 
 T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b) {
-  T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
+  T y = tr.New(Cat(name, ".out"), Broadcast(a.shape, b.shape), a.dtype);
   tr.Save(a);
   tr.Save(b);
   // Backward: grad * b and grad * a, one kernel each.
@@ -549,7 +548,7 @@ T MulSaveBoth(Tracer& tr, const std::string& name, const T& a, const T& b) {
 }
 
 T AddT(Tracer& tr, const std::string& name, const T& a, const T& b) {
-  T y = tr.New(name + ".out", Broadcast(a.shape, b.shape), a.dtype);
+  T y = tr.New(Cat(name, ".out"), Broadcast(a.shape, b.shape), a.dtype);
   // Backward passes the gradient to both inputs without a kernel; where the two branches
   // meet again, autograd adds their gradients: one add.
   EagerWork w;
@@ -584,7 +583,7 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   // require grad, so q is not saved); slices, neg and cat save nothing.
   tr.Save(cos);
   tr.Save(sin);
-  T y = tr.New(name + ".out", x.shape, x.dtype);
+  T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
   // Eager kernels over the rotated part r = rotary_dim / head_dim of x: x * cos, the negated
   // half, cat, * sin, add (GPT-J-style partial rotary also slices and cats back the rest).
   // Backward: the two muls' gradients, neg, the slices' zero-filled gradients, accumulation.
@@ -656,15 +655,15 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     // H200 (PyTorch 2.11): GPT-2's fused q|k|v saves 3 [b, s, h] tensors per block, not 5, and
     // GPT-NeoX's strided V keeps all 3 alive (docs/validation/deepspeed/README.md).
     T q = a.q;
-    T k = KernelInput(tr, a.name + ".k_contiguous", a.k, false, e);
-    T v = KernelInput(tr, a.name + ".v_contiguous", a.v, false, e);
+    T k = KernelInput(tr, Cat(a.name, ".k_contiguous"), a.k, false, e);
+    T v = KernelInput(tr, Cat(a.name, ".v_contiguous"), a.v, false, e);
     // The output takes Q's memory layout: [b, s, h, d] unless Q is contiguous [b, h, s, d].
-    T out = tr.New(a.name + ".sdpa_out", {b, sq, h, hdv}, e);
-    T lse = tr.New(a.name + ".logsumexp", {b, h, sq, 1}, DType::kF32);
-    T philox = tr.New(a.name + ".philox_seed_offset", {2}, DType::kI64);
+    T out = tr.New(Cat(a.name, ".sdpa_out"), {b, sq, h, hdv}, e);
+    T lse = tr.New(Cat(a.name, ".logsumexp"), {b, h, sq, 1}, DType::kF32);
+    T philox = tr.New(Cat(a.name, ".philox_seed_offset"), {2}, DType::kI64);
     for (const T* t : {&q, &k, &v, &out, &lse, &philox}) tr.Save(*t);
     if (a.float_mask) tr.Save(*a.float_mask);
-    Op op = AttentionGemm(a.name + ".sdpa", OpKind::kAttention, b * h, sq, sk, hd, 0);
+    Op op = AttentionGemm(Cat(a.name, ".sdpa"), OpKind::kAttention, b * h, sq, sk, hd, 0);
     op.fwd_flops = qk_flops + pv_flops;
     op.bwd_flops = 2 * op.fwd_flops;
     op.causal = a.causal;
@@ -672,7 +671,8 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.bwd_bytes = 2 * op.fwd_bytes + B(out);
     tr.AddOp(std::move(op));
     if (a.q_layout == Layout::kBhsd) {
-      return tr.View(Copy(tr, a.name + ".context_merged", out, e, /*permuted=*/true), {b, sq, h * hdv});
+      return tr.View(Copy(tr, Cat(a.name, ".context_merged"), out, e, /*permuted=*/true),
+                     {b, sq, h * hdv});
     }
     return tr.View(out, {b, sq, h * hdv});
   }
@@ -682,16 +682,16 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   const bool math = tr.sdpa();
   const DType work = (math || a.eager_upcast_qk) ? DType::kF32 : e;
   const DType vwork = math ? DType::kF32 : e;
-  T q = KernelInput(tr, a.name + ".q_matmul", a.q, a.q_layout != Layout::kBhsd, work);
-  T k = KernelInput(tr, a.name + ".k_matmul", a.k, true, work);
-  T v = KernelInput(tr, a.name + ".v_matmul", a.v, a.v_layout != Layout::kBhsd, vwork);
-  if (k.dim(1) != h) k = tr.New(a.name + ".k_heads", {b, h, sk, hd}, work);  // K/V broadcast
-  if (v.dim(1) != h) v = tr.New(a.name + ".v_heads", {b, h, sk, hdv}, vwork);
-  T scores = tr.New(a.name + ".scores", {b, h, sq, sk}, work);
+  T q = KernelInput(tr, Cat(a.name, ".q_matmul"), a.q, a.q_layout != Layout::kBhsd, work);
+  T k = KernelInput(tr, Cat(a.name, ".k_matmul"), a.k, true, work);
+  T v = KernelInput(tr, Cat(a.name, ".v_matmul"), a.v, a.v_layout != Layout::kBhsd, vwork);
+  if (k.dim(1) != h) k = tr.New(Cat(a.name, ".k_heads"), {b, h, sk, hd}, work);  // K/V broadcast
+  if (v.dim(1) != h) v = tr.New(Cat(a.name, ".v_heads"), {b, h, sk, hdv}, vwork);
+  T scores = tr.New(Cat(a.name, ".scores"), {b, h, sq, sk}, work);
   tr.Save(q);
   tr.Save(k);
   {
-    Op qk = AttentionGemm(a.name + ".qk", OpKind::kBatchedGemm, b * h, sq, sk, hd,
+    Op qk = AttentionGemm(Cat(a.name, ".qk"), OpKind::kBatchedGemm, b * h, sq, sk, hd,
                           B(q) + B(k) + B(scores));
     qk.fp32 = work == DType::kF32;
     tr.AddOp(std::move(qk));
@@ -701,13 +701,13 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     // (a copy from a stride-0 view) and the GEMM reads it back as C; the scale is its alpha.
     // Backward: the bias takes no gradient, q's and k's come from the GEMM's backward.
     Op op;
-    op.name = a.name + ".bias_baddbmm";
+    op.name = Cat(a.name, ".bias_baddbmm");
     op.kind = OpKind::kElementwise;
     op.fwd_bytes = 2 * B(scores);
     op.eager.Fwd(KernelClass::kBroadcast, op.fwd_bytes);
     tr.AddOp(std::move(op));
   }
-  T masked = tr.New(a.name + ".masked_scores", scores.shape, scores.dtype);
+  T masked = tr.New(Cat(a.name, ".masked_scores"), scores.shape, scores.dtype);
   if (a.eager_mask) {
     // scores + mask: the mask ([b, 1, s_q, s_k]) broadcasts over heads, so PyTorch runs the
     // unvectorized elementwise kernel. Backward: the scores' gradient is the incoming one (no
@@ -715,20 +715,20 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     const T& m = *a.eager_mask;
     const bool broadcast = m.numel < scores.numel;
     Op op;
-    op.name = a.name + ".mask_add";
+    op.name = Cat(a.name, ".mask_add");
     op.kind = OpKind::kElementwise;
     op.fwd_bytes = B(scores) + B(m) + B(masked);
     op.eager.Fwd(broadcast ? KernelClass::kBroadcast : KernelClass::kStream, op.fwd_bytes);
     tr.AddOp(std::move(op));
   } else {
-    Elementwise(tr, a.name + ".scale_mask", OpKind::kElementwise, masked, {&scores}, 2.0);
+    Elementwise(tr, Cat(a.name, ".scale_mask"), OpKind::kElementwise, masked, {&scores}, 2.0);
   }
   const DType sm_dtype = (math || a.eager_softmax_fp32) ? DType::kF32 : masked.dtype;
-  T probs = tr.New(a.name + ".probs", scores.shape, sm_dtype);
+  T probs = tr.New(Cat(a.name, ".probs"), scores.shape, sm_dtype);
   tr.Save(probs);
   {
     Op op;
-    op.name = a.name + ".softmax";
+    op.name = Cat(a.name, ".softmax");
     op.kind = OpKind::kSoftmax;
     op.fwd_flops = 5.0 * probs.numel;
     op.bwd_flops = 4.0 * probs.numel;
@@ -739,17 +739,17 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     tr.AddOp(std::move(op));
   }
   T p = probs;
-  if (sm_dtype != v.dtype) p = Copy(tr, a.name + ".probs_cast", probs, v.dtype);
-  p = Dropout(tr, a.name + ".attn_dropout", p, a.dropout);
-  T ctx = tr.New(a.name + ".context", {b, h, sq, hdv}, v.dtype);
+  if (sm_dtype != v.dtype) p = Copy(tr, Cat(a.name, ".probs_cast"), probs, v.dtype);
+  p = Dropout(tr, Cat(a.name, ".attn_dropout"), p, a.dropout);
+  T ctx = tr.New(Cat(a.name, ".context"), {b, h, sq, hdv}, v.dtype);
   tr.Save(p);
   tr.Save(v);
-  Op pv = AttentionGemm(a.name + ".pv", OpKind::kBatchedGemm, b * h, sq, hdv, sk,
+  Op pv = AttentionGemm(Cat(a.name, ".pv"), OpKind::kBatchedGemm, b * h, sq, hdv, sk,
                         B(p) + B(v) + B(ctx));
   pv.fp32 = v.dtype == DType::kF32;
   tr.AddOp(std::move(pv));
   // transpose(1, 2).contiguous() (and the cast back from fp32 on the math path): a real copy.
-  T merged = Copy(tr, a.name + ".context_merged", ctx, e, /*permuted=*/true);
+  T merged = Copy(tr, Cat(a.name, ".context_merged"), ctx, e, /*permuted=*/true);
   return tr.View(merged, {b, sq, h * hdv});
 }
 
@@ -757,13 +757,13 @@ void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upc
   T src = logits;
   if (upcast && logits.dtype != DType::kF32) {
     // logits.float(): a transient fp32 copy (log_softmax saves its output, not its input).
-    src = Copy(tr, name + ".logits_fp32", logits, DType::kF32);
+    src = Copy(tr, Cat(name, ".logits_fp32"), logits, DType::kF32);
   }
-  T logp = tr.New(name + ".log_softmax", src.shape, src.dtype);
+  T logp = tr.New(Cat(name, ".log_softmax"), src.shape, src.dtype);
   // nll_loss saves the log-probabilities, the int64 targets (the shifted label copy, or the
   // labels themselves) and the fp32 total weight.
-  T target = tr.New(name + ".target", {src.rows()}, DType::kI64);
-  T total_weight = tr.New(name + ".total_weight", {1}, DType::kF32);
+  T target = tr.New(Cat(name, ".target"), {src.rows()}, DType::kI64);
+  T total_weight = tr.New(Cat(name, ".total_weight"), {1}, DType::kF32);
   tr.Save(logp);
   tr.Save(target);
   tr.Save(total_weight);

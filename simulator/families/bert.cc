@@ -30,10 +30,10 @@ void TraceBert(Tracer& tr) {
     const std::string l = fmt::format("bert.encoder.layer.{}", i);
     tr.BeginLayer(l, LayerKind::kEncoderBlock, true);
     tr.CheckpointArg(h);
-    const std::string a = l + ".attention.self";
-    T q = Linear(tr, a + ".query", h, s.hidden_size, true);
-    T k = Linear(tr, a + ".key", h, s.hidden_size, true);
-    T v = Linear(tr, a + ".value", h, s.hidden_size, true);
+    const std::string a = Cat(l, ".attention.self");
+    T q = Linear(tr, Cat(a, ".query"), h, s.hidden_size, true);
+    T k = Linear(tr, Cat(a, ".key"), h, s.hidden_size, true);
+    T v = Linear(tr, Cat(a, ".value"), h, s.hidden_size, true);
     AttentionArgs args;
     args.name = a;
     args.q = tr.View(q, {b, s.num_heads, n, s.head_dim});
@@ -42,16 +42,16 @@ void TraceBert(Tracer& tr) {
     args.causal = false;
     args.dropout = s.attn_dropout;
     args.eager_softmax_fp32 = false;
-    T o = Linear(tr, l + ".attention.output.dense", Attention(tr, args), s.hidden_size, true);
-    o = Dropout(tr, l + ".attention.output.dropout", o, s.hidden_dropout);
-    T sum = AddT(tr, l + ".attention.output.residual", o, h);
-    T h2 = LayerNorm(tr, l + ".attention.output.LayerNorm", sum);
-    T m = Linear(tr, l + ".intermediate.dense", h2, s.intermediate_size, true);
-    m = Activate(tr, l + ".intermediate.act", m, s.activation);
-    m = Linear(tr, l + ".output.dense", m, s.hidden_size, true);
-    m = Dropout(tr, l + ".output.dropout", m, s.hidden_dropout);
-    T sum2 = AddT(tr, l + ".output.residual", m, h2);
-    h = LayerNorm(tr, l + ".output.LayerNorm", sum2);
+    T o = Linear(tr, Cat(l, ".attention.output.dense"), Attention(tr, args), s.hidden_size, true);
+    o = Dropout(tr, Cat(l, ".attention.output.dropout"), o, s.hidden_dropout);
+    T sum = AddT(tr, Cat(l, ".attention.output.residual"), o, h);
+    T h2 = LayerNorm(tr, Cat(l, ".attention.output.LayerNorm"), sum);
+    T m = Linear(tr, Cat(l, ".intermediate.dense"), h2, s.intermediate_size, true);
+    m = Activate(tr, Cat(l, ".intermediate.act"), m, s.activation);
+    m = Linear(tr, Cat(l, ".output.dense"), m, s.hidden_size, true);
+    m = Dropout(tr, Cat(l, ".output.dropout"), m, s.hidden_dropout);
+    T sum2 = AddT(tr, Cat(l, ".output.residual"), m, h2);
+    h = LayerNorm(tr, Cat(l, ".output.LayerNorm"), sum2);
   }
 
   tr.BeginLayer("cls.predictions", LayerKind::kHead, false);

@@ -63,57 +63,57 @@ T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames
                        bool qkv_bias, bool o_bias, bool softmax_fp32, bool scale_q = false) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
-  T q = Linear(tr, p + "." + names.q, x, s.num_heads * s.head_dim, qkv_bias);
-  if (scale_q) q = Copy(tr, p + ".q_scaled", q, q.dtype);  // q_proj(x) * scaling (OPT)
-  T k = Linear(tr, p + "." + names.k, x, s.num_kv_heads * s.head_dim, qkv_bias);
-  T v = Linear(tr, p + "." + names.v, x, s.num_kv_heads * s.head_dim, qkv_bias);
+  T q = Linear(tr, Cat(p, ".") + names.q, x, s.num_heads * s.head_dim, qkv_bias);
+  if (scale_q) q = Copy(tr, Cat(p, ".q_scaled"), q, q.dtype);  // q_proj(x) * scaling (OPT)
+  T k = Linear(tr, Cat(p, ".") + names.k, x, s.num_kv_heads * s.head_dim, qkv_bias);
+  T v = Linear(tr, Cat(p, ".") + names.v, x, s.num_kv_heads * s.head_dim, qkv_bias);
   AttentionArgs a;
   a.name = p;
   a.q = Heads(c, q, s.num_heads, s.head_dim);
   a.k = Heads(c, k, s.num_kv_heads, s.head_dim);
   a.v = Heads(c, v, s.num_kv_heads, s.head_dim);
   if (s.qk_layernorm) {
-    a.q = LayerNorm(tr, p + ".q_layernorm", a.q);
-    a.k = LayerNorm(tr, p + ".k_layernorm", a.k);
+    a.q = LayerNorm(tr, Cat(p, ".q_layernorm"), a.q);
+    a.k = LayerNorm(tr, Cat(p, ".k_layernorm"), a.k);
   }
   if (c.rope) {
-    a.q = Rotary(tr, p + ".rotary_q", a.q, s.rotary_dim, c.cos, c.sin);
-    a.k = Rotary(tr, p + ".rotary_k", a.k, s.rotary_dim, c.cos, c.sin);
+    a.q = Rotary(tr, Cat(p, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin);
+    a.k = Rotary(tr, Cat(p, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin);
     a.q_layout = a.k_layout = RopeLayout(s);
   }
   // repeat_kv materializes K/V for every query head unless SDPA runs without a mask
   // (enable_gqa); the copies are contiguous [b, h, s, d].
   const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
   if (s.num_kv_heads < s.num_heads && mask) {
-    a.k = tr.New(p + ".k_repeated", {c.b, s.num_heads, c.n, s.head_dim});
-    a.v = tr.New(p + ".v_repeated", {c.b, s.num_heads, c.n, s.head_dim});
+    a.k = tr.New(Cat(p, ".k_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
+    a.v = tr.New(Cat(p, ".v_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
     a.k_layout = a.v_layout = Layout::kBhsd;
   }
   T bias;
   if (tr.sdpa() && mask) {
     // cuDNN converts the bool mask to a bf16 attn_bias of its own, per call.
-    bias = tr.New(p + ".attn_bias", {c.b, 1, c.n, c.n});
+    bias = tr.New(Cat(p, ".attn_bias"), {c.b, 1, c.n, c.n});
     a.float_mask = &bias;
   }
   a.causal = true;
   a.dropout = s.attn_dropout;
   a.eager_softmax_fp32 = softmax_fp32;
   T ctx = Attention(tr, a);
-  return Linear(tr, p + "." + names.o, ctx, s.hidden_size, o_bias);
+  return Linear(tr, Cat(p, ".") + names.o, ctx, s.hidden_size, o_bias);
 }
 
 T Mlp2(Ctx& c, const std::string& p, const T& x, const char* up, const char* down, bool bias) {
-  T h = Linear(c.tr, p + "." + up, x, c.s.intermediate_size, bias);
-  h = Activate(c.tr, p + ".act", h, c.s.activation);
-  return Linear(c.tr, p + "." + down, h, c.s.hidden_size, bias);
+  T h = Linear(c.tr, Cat(p, ".") + up, x, c.s.intermediate_size, bias);
+  h = Activate(c.tr, Cat(p, ".act"), h, c.s.activation);
+  return Linear(c.tr, Cat(p, ".") + down, h, c.s.hidden_size, bias);
 }
 
 T GatedMlp(Ctx& c, const std::string& p, const T& x, int64_t inter, bool bias) {
-  T g = Linear(c.tr, p + ".gate_proj", x, inter, bias);
-  T a = Activate(c.tr, p + ".act_fn", g, c.s.activation);
-  T u = Linear(c.tr, p + ".up_proj", x, inter, bias);
-  T h = MulSaveBoth(c.tr, p + ".act_mul_up", a, u);
-  return Linear(c.tr, p + ".down_proj", h, c.s.hidden_size, bias);
+  T g = Linear(c.tr, Cat(p, ".gate_proj"), x, inter, bias);
+  T a = Activate(c.tr, Cat(p, ".act_fn"), g, c.s.activation);
+  T u = Linear(c.tr, Cat(p, ".up_proj"), x, inter, bias);
+  T h = MulSaveBoth(c.tr, Cat(p, ".act_mul_up"), a, u);
+  return Linear(c.tr, Cat(p, ".down_proj"), h, c.s.hidden_size, bias);
 }
 
 // Mixtral's sparse MoE block as transformers 5 runs it (MixtralTopKRouter + MixtralExperts with
@@ -127,18 +127,18 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
   const int64_t k = s.experts_per_token;
   const int64_t routed = tr.Mul(tokens, k, "routed tokens");
   T flat = tr.View(x, {tokens, d});
-  T router_w = tr.Param(p + ".gate.weight", {e, d});
-  T logits = Linear(tr, p + ".gate", flat, e, false, &router_w);
+  T router_w = tr.Param(Cat(p, ".gate.weight"), {e, d});
+  T logits = Linear(tr, Cat(p, ".gate"), flat, e, false, &router_w);
   (void)logits;
   // softmax(logits.float()) saves its fp32 output; topk saves the indices; the renormalized
   // top-k weights are fp32.
-  T probs = tr.New(p + ".router_probs", {tokens, e}, DType::kF32);
-  T idx = tr.New(p + ".topk_indices", {tokens, k}, DType::kI64);
-  T weights = tr.New(p + ".topk_weights", {tokens, k}, DType::kF32);
+  T probs = tr.New(Cat(p, ".router_probs"), {tokens, e}, DType::kF32);
+  T idx = tr.New(Cat(p, ".topk_indices"), {tokens, k}, DType::kI64);
+  T weights = tr.New(Cat(p, ".topk_weights"), {tokens, k}, DType::kF32);
   for (const T* t : {&probs, &idx, &weights}) tr.Save(*t);
   {
     Op op;
-    op.name = p + ".router_softmax_topk";
+    op.name = Cat(p, ".router_softmax_topk");
     op.kind = OpKind::kSoftmax;
     op.fwd_flops = 6.0 * tokens * e;
     op.bwd_flops = 4.0 * tokens * e;
@@ -146,21 +146,21 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
     op.bwd_bytes = 3.0 * tokens * e * 4;
     tr.AddOp(std::move(op));
   }
-  tr.Param(p + ".experts.gate_up_proj", {e, 2 * inter, d});
-  tr.Param(p + ".experts.down_proj", {e, d, inter});
+  tr.Param(Cat(p, ".experts.gate_up_proj"), {e, 2 * inter, d});
+  tr.Param(Cat(p, ".experts.down_proj"), {e, d, inter});
   // grouped_mm_experts_forward: gather rows per expert, one grouped GEMM for gate+up, silu(gate)
   // * up, a grouped GEMM down, times the fp32 routing weight, scatter back and sum over top-k.
-  T gathered = tr.New(p + ".experts.inputs", {routed, d});
-  T gate_up = tr.New(p + ".experts.gate_up", {routed, 2 * inter});
-  T act = tr.New(p + ".experts.act", {routed, inter});
-  T prod = tr.New(p + ".experts.act_mul_up", {routed, inter});
-  T down = tr.New(p + ".experts.down", {routed, d});
+  T gathered = tr.New(Cat(p, ".experts.inputs"), {routed, d});
+  T gate_up = tr.New(Cat(p, ".experts.gate_up"), {routed, 2 * inter});
+  T act = tr.New(Cat(p, ".experts.act"), {routed, inter});
+  T prod = tr.New(Cat(p, ".experts.act_mul_up"), {routed, inter});
+  T down = tr.New(Cat(p, ".experts.down"), {routed, d});
   for (const T* t : {&gathered, &gate_up, &act, &prod, &down}) tr.Save(*t);
   // Bookkeeping the backward needs: gather and inverse-permutation indices, the sorted fp32
   // routing weights, and the masked_fill masks of both grouped GEMM outputs.
   for (const char* n : {".experts.gather_index", ".experts.inverse_perm"})
     tr.Save(tr.New(p + n, {routed}, DType::kI64));
-  tr.Save(tr.New(p + ".experts.sorted_weights", {routed, 1}, DType::kF32));
+  tr.Save(tr.New(Cat(p, ".experts.sorted_weights"), {routed, 1}, DType::kF32));
   for (const char* n : {".experts.gate_up_fill_mask", ".experts.down_fill_mask"})
     tr.Save(tr.New(p + n, {routed, 1}, DType::kBool));
   const int64_t per_expert = (routed + e - 1) / e;
@@ -181,11 +181,11 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
     op.bwd_bytes = 2 * op.fwd_bytes;
     tr.AddOp(std::move(op));
   };
-  expert_gemm(p + ".experts.gate_up_proj", 2 * inter, d);
-  expert_gemm(p + ".experts.down_proj", d, inter);
+  expert_gemm(Cat(p, ".experts.gate_up_proj"), 2 * inter, d);
+  expert_gemm(Cat(p, ".experts.down_proj"), d, inter);
   {
     Op op;
-    op.name = p + ".experts.elementwise";
+    op.name = Cat(p, ".experts.elementwise");
     op.kind = OpKind::kElementwise;
     op.fwd_flops = 10.0 * routed * inter + 3.0 * routed * d;
     op.bwd_flops = 2 * op.fwd_flops;
@@ -193,7 +193,7 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
     op.bwd_bytes = 2 * op.fwd_bytes;
     tr.AddOp(std::move(op));
   }
-  return tr.New(p + ".out", x.shape);
+  return tr.New(Cat(p, ".out"), x.shape);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -225,7 +225,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
   const T* tie = s.tie_word_embeddings ? &tied : nullptr;
   T logits = Linear(tr, head, x, s.vocab_size, head_bias, tie);
   if (logits_fp32 && logits.dtype != DType::kF32) {
-    logits = Copy(tr, head + ".logits_fp32", logits, DType::kF32);
+    logits = Copy(tr, Cat(head, ".logits_fp32"), logits, DType::kF32);
   }
   tr.KeepAsOutput(logits);
   tr.BeginLayer("loss", LayerKind::kLoss, false);
@@ -236,8 +236,8 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
 // in the activation dtype, [1, n, rotary_dim] for the default position ids.
 void MakeRotary(Ctx& c, const std::string& name) {
   if (c.s.rotary_dim <= 0) return;
-  c.cos = c.tr.New(name + ".cos", {1, c.n, c.s.rotary_dim});
-  c.sin = c.tr.New(name + ".sin", {1, c.n, c.s.rotary_dim});
+  c.cos = c.tr.New(Cat(name, ".cos"), {1, c.n, c.s.rotary_dim});
+  c.sin = c.tr.New(Cat(name, ".sin"), {1, c.n, c.s.rotary_dim});
   c.rope = true;
 }
 
@@ -265,21 +265,21 @@ void Gpt2(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
-    T x = LayerNorm(tr, p + ".ln_1", h);
-    T qkv = Linear(tr, p + ".attn.c_attn", x, 3 * s.hidden_size, true);
+    T x = LayerNorm(tr, Cat(p, ".ln_1"), h);
+    T qkv = Linear(tr, Cat(p, ".attn.c_attn"), x, 3 * s.hidden_size, true);
     AttentionArgs a;
-    a.name = p + ".attn";
+    a.name = Cat(p, ".attn");
     a.q = a.k = a.v = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
     a.eager_softmax_fp32 = false;  // GPT-2's eager softmax runs in the activation dtype
-    T o = Linear(tr, p + ".attn.c_proj", Attention(tr, a), s.hidden_size, true);
-    o = Dropout(tr, p + ".attn.resid_dropout", o, s.hidden_dropout);
-    T h2 = AddT(tr, p + ".residual_1", h, o);
-    x = LayerNorm(tr, p + ".ln_2", h2);
-    T m = Mlp2(c, p + ".mlp", x, "c_fc", "c_proj", true);
-    m = Dropout(tr, p + ".mlp.dropout", m, s.hidden_dropout);
-    h = AddT(tr, p + ".residual_2", h2, m);
+    T o = Linear(tr, Cat(p, ".attn.c_proj"), Attention(tr, a), s.hidden_size, true);
+    o = Dropout(tr, Cat(p, ".attn.resid_dropout"), o, s.hidden_dropout);
+    T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
+    x = LayerNorm(tr, Cat(p, ".ln_2"), h2);
+    T m = Mlp2(c, Cat(p, ".mlp"), x, "c_fc", "c_proj", true);
+    m = Dropout(tr, Cat(p, ".mlp.dropout"), m, s.hidden_dropout);
+    h = AddT(tr, Cat(p, ".residual_2"), h2, m);
   }
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", wte, false, false);
 }
@@ -296,32 +296,32 @@ void GptJ(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
-    T x = LayerNorm(tr, p + ".ln_1", h);
-    T q = Linear(tr, p + ".attn.q_proj", x, s.hidden_size, false);
-    T k = Linear(tr, p + ".attn.k_proj", x, s.hidden_size, false);
-    T v = Linear(tr, p + ".attn.v_proj", x, s.hidden_size, false);
+    T x = LayerNorm(tr, Cat(p, ".ln_1"), h);
+    T q = Linear(tr, Cat(p, ".attn.q_proj"), x, s.hidden_size, false);
+    T k = Linear(tr, Cat(p, ".attn.k_proj"), x, s.hidden_size, false);
+    T v = Linear(tr, Cat(p, ".attn.v_proj"), x, s.hidden_size, false);
     // sin/cos gathered per layer from the embed_positions buffer and repeat_interleave'd, once
     // for q and once for k: four [1, n, 1, rot] tensors the rotary muls save.
-    T rq_sin = tr.New(p + ".attn.q_sin", {1, c.n, 1, rot});
-    T rq_cos = tr.New(p + ".attn.q_cos", {1, c.n, 1, rot});
-    T rk_sin = tr.New(p + ".attn.k_sin", {1, c.n, 1, rot});
-    T rk_cos = tr.New(p + ".attn.k_cos", {1, c.n, 1, rot});
+    T rq_sin = tr.New(Cat(p, ".attn.q_sin"), {1, c.n, 1, rot});
+    T rq_cos = tr.New(Cat(p, ".attn.q_cos"), {1, c.n, 1, rot});
+    T rk_sin = tr.New(Cat(p, ".attn.k_sin"), {1, c.n, 1, rot});
+    T rk_cos = tr.New(Cat(p, ".attn.k_cos"), {1, c.n, 1, rot});
     AttentionArgs a;
-    a.name = p + ".attn";
-    a.q = Rotary(tr, p + ".attn.rotary_q", Heads(c, q, s.num_heads, s.head_dim), rot, rq_cos,
+    a.name = Cat(p, ".attn");
+    a.q = Rotary(tr, Cat(p, ".attn.rotary_q"), Heads(c, q, s.num_heads, s.head_dim), rot, rq_cos,
                  rq_sin);
-    a.k = Rotary(tr, p + ".attn.rotary_k", Heads(c, k, s.num_heads, s.head_dim), rot, rk_cos,
+    a.k = Rotary(tr, Cat(p, ".attn.rotary_k"), Heads(c, k, s.num_heads, s.head_dim), rot, rk_cos,
                  rk_sin);
     a.v = Heads(c, v, s.num_heads, s.head_dim);
     a.dropout = s.attn_dropout;
     a.eager_upcast_qk = true;  // _attn casts q and k to fp32: an FP32 score matmul
     a.eager_softmax_fp32 = true;
-    T o = Linear(tr, p + ".attn.out_proj", Attention(tr, a), s.hidden_size, false);
-    o = Dropout(tr, p + ".attn.resid_dropout", o, s.hidden_dropout);
-    T m = Mlp2(c, p + ".mlp", x, "fc_in", "fc_out", true);
-    m = Dropout(tr, p + ".mlp.dropout", m, s.hidden_dropout);
-    T sum = AddT(tr, p + ".parallel_add", o, m);
-    h = AddT(tr, p + ".residual", sum, h);
+    T o = Linear(tr, Cat(p, ".attn.out_proj"), Attention(tr, a), s.hidden_size, false);
+    o = Dropout(tr, Cat(p, ".attn.resid_dropout"), o, s.hidden_dropout);
+    T m = Mlp2(c, Cat(p, ".mlp"), x, "fc_in", "fc_out", true);
+    m = Dropout(tr, Cat(p, ".mlp.dropout"), m, s.hidden_dropout);
+    T sum = AddT(tr, Cat(p, ".parallel_add"), o, m);
+    h = AddT(tr, Cat(p, ".residual"), sum, h);
   }
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", wte, true, false);
 }
@@ -338,31 +338,31 @@ void GptNeoX(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("gpt_neox.layers", i);
     BeginBlock(c, p, h);
-    T x = LayerNorm(tr, p + ".input_layernorm", h);
-    T qkv = Linear(tr, p + ".attention.query_key_value", x, 3 * s.hidden_size, s.linear_bias);
+    T x = LayerNorm(tr, Cat(p, ".input_layernorm"), h);
+    T qkv = Linear(tr, Cat(p, ".attention.query_key_value"), x, 3 * s.hidden_size, s.linear_bias);
     T heads = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});  // per-head interleaved q|k|v
     AttentionArgs a;
-    a.name = p + ".attention";
-    a.q = Rotary(tr, p + ".attention.rotary_q", heads, s.rotary_dim, c.cos, c.sin);
-    a.k = Rotary(tr, p + ".attention.rotary_k", heads, s.rotary_dim, c.cos, c.sin);
+    a.name = Cat(p, ".attention");
+    a.q = Rotary(tr, Cat(p, ".attention.rotary_q"), heads, s.rotary_dim, c.cos, c.sin);
+    a.k = Rotary(tr, Cat(p, ".attention.rotary_k"), heads, s.rotary_dim, c.cos, c.sin);
     a.q_layout = a.k_layout = RopeLayout(s);
     a.v = heads;
     a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
-    T o = Linear(tr, p + ".attention.dense", Attention(tr, a), s.hidden_size, s.linear_bias);
-    o = Dropout(tr, p + ".post_attention_dropout", o, s.hidden_dropout);
+    T o = Linear(tr, Cat(p, ".attention.dense"), Attention(tr, a), s.hidden_size, s.linear_bias);
+    o = Dropout(tr, Cat(p, ".post_attention_dropout"), o, s.hidden_dropout);
     if (s.parallel_residual) {
-      T x2 = LayerNorm(tr, p + ".post_attention_layernorm", h);
-      T m = Mlp2(c, p + ".mlp", x2, "dense_h_to_4h", "dense_4h_to_h", true);
-      m = Dropout(tr, p + ".post_mlp_dropout", m, s.hidden_dropout);
-      T sum = AddT(tr, p + ".parallel_add", m, o);
-      h = AddT(tr, p + ".residual", sum, h);
+      T x2 = LayerNorm(tr, Cat(p, ".post_attention_layernorm"), h);
+      T m = Mlp2(c, Cat(p, ".mlp"), x2, "dense_h_to_4h", "dense_4h_to_h", true);
+      m = Dropout(tr, Cat(p, ".post_mlp_dropout"), m, s.hidden_dropout);
+      T sum = AddT(tr, Cat(p, ".parallel_add"), m, o);
+      h = AddT(tr, Cat(p, ".residual"), sum, h);
     } else {
-      T h2 = AddT(tr, p + ".residual_1", o, h);
-      T x2 = LayerNorm(tr, p + ".post_attention_layernorm", h2);
-      T m = Mlp2(c, p + ".mlp", x2, "dense_h_to_4h", "dense_4h_to_h", true);
-      m = Dropout(tr, p + ".post_mlp_dropout", m, s.hidden_dropout);
-      h = AddT(tr, p + ".residual_2", m, h2);
+      T h2 = AddT(tr, Cat(p, ".residual_1"), o, h);
+      T x2 = LayerNorm(tr, Cat(p, ".post_attention_layernorm"), h2);
+      T m = Mlp2(c, Cat(p, ".mlp"), x2, "dense_h_to_4h", "dense_4h_to_h", true);
+      m = Dropout(tr, Cat(p, ".post_mlp_dropout"), m, s.hidden_dropout);
+      h = AddT(tr, Cat(p, ".residual_2"), m, h2);
     }
   }
   TailAndLoss(c, h, "gpt_neox.final_layer_norm", "lm_head", emb, false, false);
@@ -386,17 +386,18 @@ void Opt(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.decoder.layers", i);
     BeginBlock(c, p, h);
-    T x = s.opt_norm_before ? LayerNorm(tr, p + ".self_attn_layer_norm", h) : h;
-    T o = SeparateQkvAttention(c, p + ".self_attn", x, names, s.linear_bias, s.linear_bias, true,
-                               /*scale_q=*/true);
-    o = Dropout(tr, p + ".dropout_1", o, s.hidden_dropout);
-    T h2 = AddT(tr, p + ".residual_1", h, o);
-    if (!s.opt_norm_before) h2 = LayerNorm(tr, p + ".self_attn_layer_norm", h2);
-    x = s.opt_norm_before ? LayerNorm(tr, p + ".final_layer_norm", h2) : h2;
+    T x = s.opt_norm_before ? LayerNorm(tr, Cat(p, ".self_attn_layer_norm"), h) : h;
+    T o =
+        SeparateQkvAttention(c, Cat(p, ".self_attn"), x, names, s.linear_bias, s.linear_bias, true,
+                             /*scale_q=*/true);
+    o = Dropout(tr, Cat(p, ".dropout_1"), o, s.hidden_dropout);
+    T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
+    if (!s.opt_norm_before) h2 = LayerNorm(tr, Cat(p, ".self_attn_layer_norm"), h2);
+    x = s.opt_norm_before ? LayerNorm(tr, Cat(p, ".final_layer_norm"), h2) : h2;
     T m = Mlp2(c, p, x, "fc1", "fc2", s.linear_bias);
-    m = Dropout(tr, p + ".dropout_2", m, s.hidden_dropout);
-    h = AddT(tr, p + ".residual_2", h2, m);
-    if (!s.opt_norm_before) h = LayerNorm(tr, p + ".final_layer_norm", h);
+    m = Dropout(tr, Cat(p, ".dropout_2"), m, s.hidden_dropout);
+    h = AddT(tr, Cat(p, ".residual_2"), h2, m);
+    if (!s.opt_norm_before) h = LayerNorm(tr, Cat(p, ".final_layer_norm"), h);
   }
   TailAndLoss(c, h, s.opt_final_norm ? "model.decoder.final_layer_norm" : "", "lm_head", emb,
               false, false);
@@ -417,22 +418,22 @@ void Bloom(Ctx& c, const T& ids) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
     tr.CheckpointArg(alibi);
-    T x = LayerNorm(tr, p + ".input_layernorm", h);
-    T qkv = Linear(tr, p + ".self_attention.query_key_value", x, 3 * s.hidden_size, true);
+    T x = LayerNorm(tr, Cat(p, ".input_layernorm"), h);
+    T qkv = Linear(tr, Cat(p, ".self_attention.query_key_value"), x, 3 * s.hidden_size, true);
     AttentionArgs a;
-    a.name = p + ".self_attention";
+    a.name = Cat(p, ".self_attention");
     a.q = a.k = a.v = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
     a.dropout = s.attn_dropout;
     a.score_bias = &alibi;
     if (c.has_mask) a.eager_mask = &c.mask;
-    T o = Linear(tr, p + ".self_attention.dense", Attention(tr, a), s.hidden_size, true);
-    o = Dropout(tr, p + ".self_attention.dropout", o, s.hidden_dropout);
-    T h2 = AddT(tr, p + ".residual_1", o, h);
-    x = LayerNorm(tr, p + ".post_attention_layernorm", h2);
-    T m = Mlp2(c, p + ".mlp", x, "dense_h_to_4h", "dense_4h_to_h", true);
-    m = Dropout(tr, p + ".mlp.dropout", m, s.hidden_dropout);
-    h = AddT(tr, p + ".residual_2", m, h2);
+    T o = Linear(tr, Cat(p, ".self_attention.dense"), Attention(tr, a), s.hidden_size, true);
+    o = Dropout(tr, Cat(p, ".self_attention.dropout"), o, s.hidden_dropout);
+    T h2 = AddT(tr, Cat(p, ".residual_1"), o, h);
+    x = LayerNorm(tr, Cat(p, ".post_attention_layernorm"), h2);
+    T m = Mlp2(c, Cat(p, ".mlp"), x, "dense_h_to_4h", "dense_4h_to_h", true);
+    m = Dropout(tr, Cat(p, ".mlp.dropout"), m, s.hidden_dropout);
+    h = AddT(tr, Cat(p, ".residual_2"), m, h2);
   }
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", emb, false, false);
 }
@@ -464,13 +465,13 @@ void Falcon(Ctx& c, const T& ids) {
     BeginBlock(c, p, h);
     T x_attn, x_mlp;
     if (s.parallel_residual && s.falcon_num_ln_parallel == 2) {
-      x_attn = LayerNorm(tr, p + ".ln_attn", h);
-      x_mlp = LayerNorm(tr, p + ".ln_mlp", h);
+      x_attn = LayerNorm(tr, Cat(p, ".ln_attn"), h);
+      x_mlp = LayerNorm(tr, Cat(p, ".ln_mlp"), h);
     } else {
-      x_attn = x_mlp = LayerNorm(tr, p + ".input_layernorm", h);
+      x_attn = x_mlp = LayerNorm(tr, Cat(p, ".input_layernorm"), h);
     }
-    const std::string sa = p + ".self_attention";
-    T qkv = Linear(tr, sa + ".query_key_value", x_attn, qkv_out, s.linear_bias);
+    const std::string sa = Cat(p, ".self_attention");
+    T qkv = Linear(tr, Cat(sa, ".query_key_value"), x_attn, qkv_out, s.linear_bias);
     T fused = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
     AttentionArgs a;
     a.name = sa;
@@ -480,20 +481,21 @@ void Falcon(Ctx& c, const T& ids) {
       // New architecture: K/V broadcast to every query head and flattened (copies); multi-query:
       // one K/V head picked with an index list (copies).
       const int64_t kv = s.falcon_new_arch ? s.num_heads : 1;
-      a.q = tr.New(sa + ".q", {c.b, s.num_heads, c.n, s.head_dim});
-      a.k = tr.New(sa + ".k", {c.b, kv, c.n, s.head_dim});
-      a.v = tr.New(sa + ".v", {c.b, kv, c.n, s.head_dim});
+      a.q = tr.New(Cat(sa, ".q"), {c.b, s.num_heads, c.n, s.head_dim});
+      a.k = tr.New(Cat(sa, ".k"), {c.b, kv, c.n, s.head_dim});
+      a.v = tr.New(Cat(sa, ".v"), {c.b, kv, c.n, s.head_dim});
     }
     if (c.rope) {
-      a.q = Rotary(tr, sa + ".rotary_q", a.q, s.rotary_dim, c.cos, c.sin);
-      a.k = Rotary(tr, sa + ".rotary_k", a.k, s.rotary_dim, c.cos, c.sin);
+      a.q = Rotary(tr, Cat(sa, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin);
+      a.k = Rotary(tr, Cat(sa, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin);
     }
     T bias;
     if (tr.sdpa()) {
       if (s.alibi) {
         a.float_mask = &c.mask;
       } else if (a.k.dim(1) == s.num_heads) {
-        bias = tr.New(sa + ".attn_bias", {c.b, 1, c.n, c.n});  // the bool mask as bf16, per call
+        bias =
+            tr.New(Cat(sa, ".attn_bias"), {c.b, 1, c.n, c.n});  // the bool mask as bf16, per call
         a.float_mask = &bias;
       } else {
         a.backend = SdpaBackend::kMath;  // one K/V head without enable_gqa: the fp32 math path
@@ -503,20 +505,20 @@ void Falcon(Ctx& c, const T& ids) {
     // in the activation dtype there and in fp32 on the ALiBi path.
     a.dropout = s.alibi ? s.attn_dropout : 0.0;
     a.eager_softmax_fp32 = false;
-    T o = Linear(tr, sa + ".dense", Attention(tr, a), s.hidden_size, s.linear_bias);
+    T o = Linear(tr, Cat(sa, ".dense"), Attention(tr, a), s.hidden_size, s.linear_bias);
     if (s.parallel_residual) {
-      T m = Mlp2(c, p + ".mlp", x_mlp, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
-      T sum = AddT(tr, p + ".parallel_add", m, o);
-      sum = Dropout(tr, p + ".dropout", sum, s.hidden_dropout);
-      h = AddT(tr, p + ".residual", sum, h);
+      T m = Mlp2(c, Cat(p, ".mlp"), x_mlp, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
+      T sum = AddT(tr, Cat(p, ".parallel_add"), m, o);
+      sum = Dropout(tr, Cat(p, ".dropout"), sum, s.hidden_dropout);
+      h = AddT(tr, Cat(p, ".residual"), sum, h);
     } else {
       // The post-attention residual dropout uses attention_dropout (as in FalconDecoderLayer).
-      o = Dropout(tr, p + ".attn_dropout", o, s.attn_dropout);
-      T h2 = AddT(tr, p + ".residual_1", o, h);
-      T x2 = LayerNorm(tr, p + ".post_attention_layernorm", h2);
-      T m = Mlp2(c, p + ".mlp", x2, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
-      m = Dropout(tr, p + ".mlp_dropout", m, s.hidden_dropout);
-      h = AddT(tr, p + ".residual_2", m, h2);
+      o = Dropout(tr, Cat(p, ".attn_dropout"), o, s.attn_dropout);
+      T h2 = AddT(tr, Cat(p, ".residual_1"), o, h);
+      T x2 = LayerNorm(tr, Cat(p, ".post_attention_layernorm"), h2);
+      T m = Mlp2(c, Cat(p, ".mlp"), x2, "dense_h_to_4h", "dense_4h_to_h", s.linear_bias);
+      m = Dropout(tr, Cat(p, ".mlp_dropout"), m, s.hidden_dropout);
+      h = AddT(tr, Cat(p, ".residual_2"), m, h2);
     }
   }
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", emb, false, false);
@@ -535,13 +537,13 @@ void Phi(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.layers", i);
     BeginBlock(c, p, h);
-    T x = LayerNorm(tr, p + ".input_layernorm", h);
-    T o = SeparateQkvAttention(c, p + ".self_attn", x, names, true, true, true);
-    o = Dropout(tr, p + ".resid_dropout_attn", o, s.hidden_dropout);
-    T m = Mlp2(c, p + ".mlp", x, "fc1", "fc2", true);
-    m = Dropout(tr, p + ".resid_dropout_mlp", m, s.hidden_dropout);
-    T sum = AddT(tr, p + ".parallel_add", o, m);
-    h = AddT(tr, p + ".residual", sum, h);
+    T x = LayerNorm(tr, Cat(p, ".input_layernorm"), h);
+    T o = SeparateQkvAttention(c, Cat(p, ".self_attn"), x, names, true, true, true);
+    o = Dropout(tr, Cat(p, ".resid_dropout_attn"), o, s.hidden_dropout);
+    T m = Mlp2(c, Cat(p, ".mlp"), x, "fc1", "fc2", true);
+    m = Dropout(tr, Cat(p, ".resid_dropout_mlp"), m, s.hidden_dropout);
+    T sum = AddT(tr, Cat(p, ".parallel_add"), o, m);
+    h = AddT(tr, Cat(p, ".residual"), sum, h);
   }
   TailAndLoss(c, h, "model.final_layernorm", "lm_head", emb, true, false);
 }
@@ -564,13 +566,13 @@ void LlamaLike(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.layers", i);
     BeginBlock(c, p, h);
-    T x = norm(p + ".input_layernorm", h);
-    T o = SeparateQkvAttention(c, p + ".self_attn", x, names, qkv_bias, s.attention_bias, true);
-    T h2 = AddT(tr, p + ".residual_1", h, o);
-    x = norm(p + ".post_attention_layernorm", h2);
-    T m = s.num_experts > 0 ? MoeBlock(c, p + ".mlp", x)
-                            : GatedMlp(c, p + ".mlp", x, s.intermediate_size, s.mlp_bias);
-    h = AddT(tr, p + ".residual_2", h2, m);
+    T x = norm(Cat(p, ".input_layernorm"), h);
+    T o = SeparateQkvAttention(c, Cat(p, ".self_attn"), x, names, qkv_bias, s.attention_bias, true);
+    T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
+    x = norm(Cat(p, ".post_attention_layernorm"), h2);
+    T m = s.num_experts > 0 ? MoeBlock(c, Cat(p, ".mlp"), x)
+                            : GatedMlp(c, Cat(p, ".mlp"), x, s.intermediate_size, s.mlp_bias);
+    h = AddT(tr, Cat(p, ".residual_2"), h2, m);
   }
   TailAndLoss(c, h, "model.norm", "lm_head", emb, false, false);
 }

@@ -21,9 +21,9 @@ T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, in
               int64_t sk, const T& bias, bool causal, bool self_attention) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
-  T q = Linear(tr, p + ".q", x, c.inner, false);
-  T k = Linear(tr, p + ".k", kv_source, c.inner, false);
-  T v = Linear(tr, p + ".v", kv_source, c.inner, false);
+  T q = Linear(tr, Cat(p, ".q"), x, c.inner, false);
+  T k = Linear(tr, Cat(p, ".k"), kv_source, c.inner, false);
+  T v = Linear(tr, Cat(p, ".v"), kv_source, c.inner, false);
   AttentionArgs a;
   a.name = p;
   a.q = tr.View(q, {c.b, s.num_heads, sq, s.head_dim});
@@ -35,32 +35,33 @@ T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, in
   if (self_attention) {
     a.backend = SdpaBackend::kMath;
     // The decoder's mask is torch.where(causal, bias, min): its bool condition is saved.
-    if (causal && tr.sdpa()) tr.Save(tr.New(p + ".causal_condition", {1, 1, sq, sk}, DType::kBool));
+    if (causal && tr.sdpa())
+      tr.Save(tr.New(Cat(p, ".causal_condition"), {1, 1, sq, sk}, DType::kBool));
   } else {
     a.float_mask = &bias;
   }
-  return Linear(tr, p + ".o", Attention(tr, a), s.hidden_size, false);
+  return Linear(tr, Cat(p, ".o"), Attention(tr, a), s.hidden_size, false);
 }
 
 T T5Ff(T5Ctx& c, const std::string& p, const T& h) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
-  T x = RmsNormT5(tr, p + ".layer_norm", h);
-  const std::string d = p + ".DenseReluDense";
+  T x = RmsNormT5(tr, Cat(p, ".layer_norm"), h);
+  const std::string d = Cat(p, ".DenseReluDense");
   T inner;
   if (s.gated_mlp) {
-    T g = Activate(tr, d + ".act", Linear(tr, d + ".wi_0", x, s.intermediate_size, false),
+    T g = Activate(tr, Cat(d, ".act"), Linear(tr, Cat(d, ".wi_0"), x, s.intermediate_size, false),
                    s.activation);
-    T lin = Linear(tr, d + ".wi_1", x, s.intermediate_size, false);
-    inner = MulSaveBoth(tr, d + ".gate_mul", g, lin);
+    T lin = Linear(tr, Cat(d, ".wi_1"), x, s.intermediate_size, false);
+    inner = MulSaveBoth(tr, Cat(d, ".gate_mul"), g, lin);
   } else {
-    inner = Activate(tr, d + ".act", Linear(tr, d + ".wi", x, s.intermediate_size, false),
+    inner = Activate(tr, Cat(d, ".act"), Linear(tr, Cat(d, ".wi"), x, s.intermediate_size, false),
                      s.activation);
   }
-  inner = Dropout(tr, d + ".dropout", inner, s.hidden_dropout);
-  T y = Linear(tr, d + ".wo", inner, s.hidden_size, false);
-  y = Dropout(tr, p + ".dropout", y, s.hidden_dropout);
-  return AddT(tr, p + ".residual", h, y);
+  inner = Dropout(tr, Cat(d, ".dropout"), inner, s.hidden_dropout);
+  T y = Linear(tr, Cat(d, ".wo"), inner, s.hidden_size, false);
+  y = Dropout(tr, Cat(p, ".dropout"), y, s.hidden_dropout);
+  return AddT(tr, Cat(p, ".residual"), h, y);
 }
 
 // The relative position bias of a stack, computed in its first block and passed to the others:
@@ -68,9 +69,9 @@ T T5Ff(T5Ctx& c, const std::string& p, const T& h) {
 // transformers 5 keeps the attention mask separate from it.
 T RelativeBias(T5Ctx& c, const std::string& p, int64_t sq, int64_t sk) {
   Tracer& tr = c.tr;
-  T buckets = tr.New(p + ".relative_position_bucket", {sq, sk}, DType::kI64);
-  T table = Embedding(tr, p + ".relative_attention_bias", buckets, c.s.t5_rel_buckets,
-                      c.s.num_heads);
+  T buckets = tr.New(Cat(p, ".relative_position_bucket"), {sq, sk}, DType::kI64);
+  T table =
+      Embedding(tr, Cat(p, ".relative_attention_bias"), buckets, c.s.t5_rel_buckets, c.s.num_heads);
   return tr.View(table, {1, c.s.num_heads, sq, sk});
 }
 
@@ -94,17 +95,17 @@ void TraceT5(Tracer& tr) {
     const std::string p = fmt::format("encoder.block.{}", i);
     tr.BeginLayer(p, LayerKind::kEncoderBlock, true);
     tr.CheckpointArg(h);
-    const std::string a = p + ".layer.0";
+    const std::string a = Cat(p, ".layer.0");
     if (i == 0) {
-      enc_bias = RelativeBias(c, a + ".SelfAttention", src, src);
+      enc_bias = RelativeBias(c, Cat(a, ".SelfAttention"), src, src);
     } else {
       tr.CheckpointArg(enc_bias);
     }
-    T x = RmsNormT5(tr, a + ".layer_norm", h);
-    T o = T5Attention(c, a + ".SelfAttention", x, x, src, src, enc_bias, false, true);
-    o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
-    h = AddT(tr, a + ".residual", h, o);
-    h = T5Ff(c, p + ".layer.1", h);
+    T x = RmsNormT5(tr, Cat(a, ".layer_norm"), h);
+    T o = T5Attention(c, Cat(a, ".SelfAttention"), x, x, src, src, enc_bias, false, true);
+    o = Dropout(tr, Cat(a, ".dropout"), o, s.hidden_dropout);
+    h = AddT(tr, Cat(a, ".residual"), h, o);
+    h = T5Ff(c, Cat(p, ".layer.1"), h);
   }
   tr.BeginLayer("encoder.final_layer_norm", LayerKind::kFinalNorm, false);
   T enc = RmsNormT5(tr, "encoder.final_layer_norm", h);
@@ -125,26 +126,26 @@ void TraceT5(Tracer& tr) {
     tr.CheckpointArg(h);
     tr.CheckpointArg(enc);
     if (!tr.sdpa()) tr.CheckpointArg(causal_mask);
-    const std::string a = p + ".layer.0";
-    const std::string x_ = p + ".layer.1";
+    const std::string a = Cat(p, ".layer.0");
+    const std::string x_ = Cat(p, ".layer.1");
     if (i == 0) {
-      dec_bias = RelativeBias(c, a + ".SelfAttention", tgt, tgt);
+      dec_bias = RelativeBias(c, Cat(a, ".SelfAttention"), tgt, tgt);
       // Cross attention has no relative bias: zeros [1, h, tgt, src], made in block 0 and
       // reused by the later blocks.
-      cross_bias = tr.New(x_ + ".EncDecAttention.position_bias", {1, s.num_heads, tgt, src});
+      cross_bias = tr.New(Cat(x_, ".EncDecAttention.position_bias"), {1, s.num_heads, tgt, src});
     } else {
       tr.CheckpointArg(dec_bias);
       tr.CheckpointArg(cross_bias);
     }
-    T x = RmsNormT5(tr, a + ".layer_norm", h);
-    T o = T5Attention(c, a + ".SelfAttention", x, x, tgt, tgt, dec_bias, true, true);
-    o = Dropout(tr, a + ".dropout", o, s.hidden_dropout);
-    h = AddT(tr, a + ".residual", h, o);
-    x = RmsNormT5(tr, x_ + ".layer_norm", h);
-    o = T5Attention(c, x_ + ".EncDecAttention", x, enc, tgt, src, cross_bias, false, false);
-    o = Dropout(tr, x_ + ".dropout", o, s.hidden_dropout);
-    h = AddT(tr, x_ + ".residual", h, o);
-    h = T5Ff(c, p + ".layer.2", h);
+    T x = RmsNormT5(tr, Cat(a, ".layer_norm"), h);
+    T o = T5Attention(c, Cat(a, ".SelfAttention"), x, x, tgt, tgt, dec_bias, true, true);
+    o = Dropout(tr, Cat(a, ".dropout"), o, s.hidden_dropout);
+    h = AddT(tr, Cat(a, ".residual"), h, o);
+    x = RmsNormT5(tr, Cat(x_, ".layer_norm"), h);
+    o = T5Attention(c, Cat(x_, ".EncDecAttention"), x, enc, tgt, src, cross_bias, false, false);
+    o = Dropout(tr, Cat(x_, ".dropout"), o, s.hidden_dropout);
+    h = AddT(tr, Cat(x_, ".residual"), h, o);
+    h = T5Ff(c, Cat(p, ".layer.2"), h);
   }
   tr.BeginLayer("decoder.final_layer_norm", LayerKind::kFinalNorm, false);
   T out = RmsNormT5(tr, "decoder.final_layer_norm", h);

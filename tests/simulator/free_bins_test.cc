@@ -1,7 +1,8 @@
 // FreeBins (simulator/free_bins.h), the caching allocator's per-pool index of free blocks: the
 // size classes are ordered, and BestFit gives exactly what a scan of every free block gives (the
-// smallest sufficient size, ties to the lower id) through inserts and removes; and the allocator
-// built on it picks the best-fitting block, keeps streams apart and re-files merged blocks.
+// smallest sufficient size, ties to the lower id; also with one entry left out) through inserts
+// and removes; and the allocator built on it picks the best-fitting block, keeps streams apart
+// and re-files merged blocks.
 #include "simulator/free_bins.h"
 
 #include <gtest/gtest.h>
@@ -139,6 +140,21 @@ TEST(FreeBinsTest, MatchesAFullScanThroughRandomInsertsAndRemoves) {
         }
       }
       ASSERT_EQ(f.BestFit(want), best) << "step " << step << " request " << want;
+      // Without one entry (the best one, or another): the reference without it.
+      if (live.empty()) continue;
+      const int except = q % 2 == 0 && best >= 0 ? best : live[rng() % live.size()].id;
+      int best_except = -1;
+      best_bytes = 0;
+      for (const Entry& e : live) {
+        if (e.bytes < want || e.id == except) continue;
+        if (best_except < 0 || e.bytes < best_bytes ||
+            (e.bytes == best_bytes && e.id < best_except)) {
+          best_except = e.id;
+          best_bytes = e.bytes;
+        }
+      }
+      ASSERT_EQ(f.BestFit(want, except), best_except)
+          << "step " << step << " request " << want << " except " << except;
     }
   }
 }

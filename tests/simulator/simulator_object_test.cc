@@ -97,6 +97,53 @@ TEST(Simulator, SamePredictionAsAHandBuiltContext) {
   }
 }
 
+// The Simulator prices a shape's layers once and gives that pricing to every persistence
+// threshold's context: each context equals one made by hand at its threshold (layer costs and
+// parameters), for a measured family and as an unseen one, and so does its prediction.
+TEST(Simulator, ContextsOfOneShapeShareItsLayerCosts) {
+  auto spec = LoadModel("t5-small", kData);
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  for (bool measured : {true, false}) {
+    Simulator sim(*spec, *hw, SoftwareStack::kPyTorchDeepSpeed, measured);
+    for (bool gc : {false, true}) {
+      Plan plan = MakePlan(3, 2, gc);
+      auto w = BuildWorkload(*spec, plan.shape());
+      ASSERT_TRUE(w.ok());
+      for (int64_t threshold : {int64_t{0}, int64_t{1000}, int64_t{100'000}}) {
+        SCOPED_TRACE(testing::Message() << measured << gc << " threshold " << threshold);
+        plan.zero.stage3_param_persistence_threshold = threshold;
+        const SimulationContext want =
+            measured ? MakeSimulationContext(*w, *hw, plan.precision, threshold)
+                     : MakeUnseenFamilySimulationContext(*w, *hw, plan.precision, threshold);
+        auto got = sim.ContextFor(plan.shape(), threshold);
+        ASSERT_TRUE(got.ok());
+        const SimulationContext& c = **got;
+        ASSERT_EQ(c.layer_costs.size(), want.layer_costs.size());
+        for (size_t i = 0; i < c.layer_costs.size(); ++i) {
+          EXPECT_EQ(c.layer_costs[i].fwd_s, want.layer_costs[i].fwd_s) << i;
+          EXPECT_EQ(c.layer_costs[i].bwd_s, want.layer_costs[i].bwd_s) << i;
+          EXPECT_EQ(c.layer_costs[i].recompute_s, want.layer_costs[i].recompute_s) << i;
+          EXPECT_EQ(c.layer_costs[i].fwd_dispatch_s, want.layer_costs[i].fwd_dispatch_s) << i;
+          EXPECT_EQ(c.layer_costs[i].bwd_dispatch_s, want.layer_costs[i].bwd_dispatch_s) << i;
+          EXPECT_EQ(c.layer_costs[i].modules, want.layer_costs[i].modules) << i;
+        }
+        ASSERT_EQ(c.layer_params.size(), want.layer_params.size());
+        for (size_t i = 0; i < c.layer_params.size(); ++i) {
+          EXPECT_EQ(c.layer_params[i].persistent_numel, want.layer_params[i].persistent_numel);
+          EXPECT_EQ(c.layer_params[i].gathered_tensors, want.layer_params[i].gathered_tensors);
+        }
+        EXPECT_EQ(c.persistence_threshold, threshold);
+        auto by_hand = Simulate(want, plan);
+        auto through = sim.Simulate(plan);
+        ASSERT_TRUE(by_hand.ok() && through.ok());
+        EXPECT_EQ(by_hand->step_time_s, through->step_time_s);
+        EXPECT_EQ(by_hand->gpu_peak_reserved_bytes, through->gpu_peak_reserved_bytes);
+      }
+    }
+  }
+}
+
 TEST(Simulator, CachesWorkloadsByShapeAndContextsByThreshold) {
   auto spec = LoadModel("gpt2", kData);
   auto hw = FindHardwareProfile("h200-sxm", kData);

@@ -40,6 +40,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_models  # noqa: E402
+from zero3_host_waits import checkpointed_model  # noqa: E402
 from probe_util import (host_speed, interleaved_step_times, release_engine, single_rank_env,  # noqa: E402
                         write_doc)
 
@@ -225,20 +226,6 @@ def stacks(widths, ns, rounds, warm, attrib):
         gc.collect()
         torch.cuda.empty_cache()
     return rows
-
-
-def checkpointed_model(cfg0, layers):
-    cfg = hf_models.with_layers(cfg0, layers)
-    if "vocab_size" in cfg:
-        cfg["vocab_size"] = 1024
-    for k in ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id"):
-        if isinstance(cfg.get(k), int) and cfg[k] >= 1024:
-            cfg[k] = 0
-    torch.manual_seed(0)
-    model, s2s = hf_models.build(cfg, DEV, dtype=DT)
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    model.train()
-    return model, s2s
 
 
 def batch(is_s2s):

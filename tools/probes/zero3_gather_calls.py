@@ -57,9 +57,9 @@ def quick_host_speed():
     return host_speed(n=400, reps=1)
 
 
-def zero_config(stage, bucket, threshold, live=1_000_000_000):
+def zero_config(stage, bucket, threshold, live=1_000_000_000, reduce=50_000_000):
     z = {"stage": stage, "contiguous_gradients": True, "overlap_comm": True,
-         "reduce_bucket_size": 50_000_000, "reduce_scatter": True}
+         "reduce_bucket_size": reduce, "reduce_scatter": True}
     if stage == 3:
         z.update({"stage3_param_persistence_threshold": threshold,
                   "stage3_prefetch_bucket_size": bucket,
@@ -71,9 +71,13 @@ def zero_config(stage, bucket, threshold, live=1_000_000_000):
             "zero_optimization": z, "steps_per_print": 10 ** 9, "wall_clock_breakdown": False}
 
 
-# (tag, stage, prefetch bucket, max live parameters)
+# (tag, stage, prefetch bucket, max live parameters[, reduce bucket])
 VARIANTS = {"s2": (2, 0, 10 ** 9), "s3": (3, 50_000_000, 10 ** 9), "s3_b0": (3, 0, 10 ** 9),
             "s3_ball": (3, 10 ** 12, 10 ** 12)}
+# --reduce-sweep: stage 3 with everything gathered in one call, and the reduce bucket holding
+# one 4096 x 4096 gradient (one flush per module) or all of them (one flush per step).
+REDUCE_VARIANTS = {"s2": (2, 0, 10 ** 9), "s3_r1": (3, 10 ** 12, 10 ** 12, 4096 * 4096),
+                   "s3_rall": (3, 10 ** 12, 10 ** 12, 10 ** 12)}
 
 
 class Attrib:
@@ -202,12 +206,12 @@ def stacks(widths, ns, rounds, warm, attrib):
     for w in widths:
         engines = {}
         x = torch.randn(1, 8, w, device=DEV, dtype=DT)
-        for v, (stage, bucket, live) in VARIANTS.items():
+        for v, spec in VARIANTS.items():
             for n in ns:
                 torch.manual_seed(0)
                 model = nn.Sequential(*[nn.Linear(w, w, bias=False) for _ in range(n)]).to(DEV)
                 e, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                                  config=zero_config(stage, bucket, 0, live))
+                                                  config=zero_config(spec[0], spec[1], 0, *spec[2:]))
                 engines[(v, n)] = e
         times = interleaved_step_times({k: (e, lambda e: e(x).float().sum()) for k, e in engines.items()},
                                        rounds, warm, each_round=quick_host_speed)
@@ -276,8 +280,13 @@ def main():
     ap.add_argument("--catalog", default=hf_models.CATALOG)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--warm", type=int, default=3)
+    ap.add_argument("--reduce-sweep", action="store_true",
+                    help="stacks: sweep the reduce bucket instead of the prefetch bucket")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.reduce_sweep:
+        VARIANTS.clear()
+        VARIANTS.update(REDUCE_VARIANTS)
     single_rank_env(29519)
     import deepspeed
     deepspeed.init_distributed()

@@ -75,9 +75,10 @@ def zero_config(stage, bucket, threshold, live=1_000_000_000, reduce=50_000_000)
 VARIANTS = {"s2": (2, 0, 10 ** 9), "s3": (3, 50_000_000, 10 ** 9), "s3_b0": (3, 0, 10 ** 9),
             "s3_ball": (3, 10 ** 12, 10 ** 12)}
 # --reduce-sweep: stage 3 with everything gathered in one call, and the reduce bucket holding
-# one 4096 x 4096 gradient (one flush per module) or all of them (one flush per step).
+# one 4096 x 4096 gradient (one flush per module) or all of the deepest stack (one flush per
+# step; stage 3 allocates the bucket whole, so not 1e12).
 REDUCE_VARIANTS = {"s2": (2, 0, 10 ** 9), "s3_r1": (3, 10 ** 12, 10 ** 12, 4096 * 4096),
-                   "s3_rall": (3, 10 ** 12, 10 ** 12, 10 ** 12)}
+                   "s3_rall": (3, 10 ** 12, 10 ** 12, 24 * 4096 * 4096)}
 
 
 class Attrib:

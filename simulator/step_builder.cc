@@ -666,16 +666,16 @@ void Builder::CountGatherCalls() {
   const int64_t bucket = p_.zero.stage3_prefetch_bucket_size;
   const int64_t threshold = p_.zero.stage3_param_persistence_threshold;
   int64_t open = 0;  // elements in the call being filled (0: none open)
+  auto add = [&](size_t l, int64_t numel) {
+    if (open == 0) ++gather_calls_[l];
+    open += numel;
+    if (bucket <= 0 || open >= bucket) open = 0;
+  };
   for (size_t l = 0; l < lp_.size(); ++l) {
-    auto add = [&](int64_t numel) {
-      if (bucket <= 0 || open == 0) ++gather_calls_[l];
-      open = bucket <= 0 ? 0 : open + numel;
-      if (open >= bucket) open = 0;
-    };
     for (int64_t numel : lp_[l].tensor_numels) {
-      if (numel > threshold) add(numel);
+      if (numel > threshold) add(l, numel);  // as ComputeLayerParams counts gathered_tensors
     }
-    if (lp_[l].tied_numel > 0) add(lp_[l].tied_numel);
+    if (lp_[l].tied_numel > 0) add(l, lp_[l].tied_numel);
   }
 }
 

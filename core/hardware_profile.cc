@@ -64,7 +64,8 @@ std::string HardwareProfile::StackSummary() const {
   // tools/probes/bf16_optimizer_parts.py measures it; --stack does not run it yet.
   notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
   // tools/probes/zero3_gather_calls.py measures it; --stack does not run it yet.
-  notes.push_back(fmt::format("ZeRO-3 cost per gather call: {}", kBuiltInStackCosts));
+  notes.push_back(fmt::format("ZeRO-3 cost per gather call and per reduce-bucket flush: {}",
+                              kBuiltInStackCosts));
   if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
   if (!stack.gemm.empty()) {
     notes.push_back(fmt::format("GEMMs measured through PyTorch ({})",

@@ -595,7 +595,10 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
   const StackCosts& s = *stack_costs_;
   const double calls = t.gather_calls * s.z3_per_gather_call_s;
   if (t.kind == TaskKind::kBackward) {
-    return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s + calls;
+    // The reduce-bucket flushes its gradient hooks run (stream waits, the reduce-scatter call,
+    // partitioning the bucket's gradients in Python), on the same thread.
+    return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s + calls +
+           t.bucket_flushes * s.z3_per_bucket_flush_s;
   }
   return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s + calls;
 }

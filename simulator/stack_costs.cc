@@ -109,6 +109,13 @@ StackCosts Build() {
   // (the host's speed varied by up to 2x between rounds; the minimum is the undisturbed cost,
   // the estimator the per-module costs above agree with: 186-205 us there). Their mean.
   s.z3_per_gather_call_s = 69e-6;
+  // zero3-reduce-stacks-{a,b}-h200.json (zero3_gather_calls.py --stacks --reduce-sweep): stacks
+  // of 8 and 24 Linear(4096, 4096) gathered in one call, reduce bucket of one gradient (a flush
+  // in every module's backward hook) against the whole stack (one flush, at the end): 299 and
+  // 416 us more per module in two processes (minimum over 10 rounds); one attributed
+  // __reduce_and_partition_ipg_grads took 368-409 us. Width 64, where both buckets hold every
+  // gradient, differs by -20 us. About 370 us.
+  s.z3_per_bucket_flush_s = 370e-6;
   // "zero3" grid of stack-costs-call2.json, the stage-2 and stage-3 columns alone: the step
   // time (engine.step(), synchronized) of the six stacks of 32 to 385 tiny modules with 32 to
   // 256 parameter tensors, least squares t = a + b * parameter tensors. The stacks' tensors

@@ -65,6 +65,9 @@ struct StackCosts {
   /// ZeRO-3: host time per gather call (the per-module and per-tensor costs above were
   /// measured with the whole stack gathered in one call per step).
   double z3_per_gather_call_s = 0;
+  /// ZeRO-3: host time per reduce-bucket flush that a backward hook runs (the per-module and
+  /// per-tensor backward costs above were measured with one flush per step, at its end).
+  double z3_per_bucket_flush_s = 0;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer: a fixed part and a part per
   /// parameter tensor of the rank's partition (the per-gradient norm loop and the per-tensor
   /// bookkeeping), for ZeRO stages 1/2 and 3, measured on stacks of tiny modules.

@@ -238,7 +238,8 @@ class Builder {
   void AddToBucket(int micro, int l, TaskId produced);
   void AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors, TaskId produced,
                 int64_t freed);
-  void FlushBucket(int micro);
+  // |hook|: the backward task whose gradient hook runs the flush (-1: the epilogue's).
+  void FlushBucket(int micro, TaskId hook = -1);
   void EndOfBackward(int micro);
   void OptimizerStep();
   Task EngineAllReduce(int micro, int64_t bytes) const;
@@ -934,7 +935,7 @@ void Builder::BackwardTiled(int micro, int l) {
     last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
     first -= params;
     if (params > 0) {
-      if (bucket_elems_ > 0 && bucket_elems_ + params > rbs_) FlushBucket(micro);
+      if (bucket_elems_ > 0 && bucket_elems_ + params > rbs_) FlushBucket(micro, last_compute_);
       AddChunk(micro, l, first, params, std::max(1, lp_[l].tensors), last_compute_, params);
     }
   }
@@ -981,7 +982,7 @@ TaskId Builder::CheckpointFromHost(int micro, int l) {
 void Builder::AddToBucket(int micro, int l, TaskId produced) {
   const LayerParams& lp = lp_[l];
   if (bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1) {
-    if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro);
+    if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro, produced);
     AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel);
     return;
   }
@@ -1005,7 +1006,7 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
       end -= chunk;
       chunk = 0;
       chunk_tensors = 0;
-      FlushBucket(micro);
+      FlushBucket(micro, produced);
     }
     chunk += *it;
     ++chunk_tensors;
@@ -1039,8 +1040,11 @@ void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int te
   bucket_tensors_ += tensors;
 }
 
-void Builder::FlushBucket(int micro) {
+void Builder::FlushBucket(int micro, TaskId hook) {
   if (bucket_elems_ == 0) return;
+  // ZeRO-3 runs the flush inside the gradient hook of the backward that overfilled the bucket,
+  // on the thread that issues the backward's kernels: host time of that task (CostModel).
+  if (Stage3() && hook >= 0 && g_.task(hook).kind == TaskKind::kBackward) g_.AddBucketFlush(hook);
   const ZeroConfig& z = p_.zero;
   const bool boundary = micro == gas_ - 1;
   const int64_t owned = CeilDiv(bucket_elems_, N_);

@@ -154,6 +154,10 @@ struct Task {
   // ZeRO-3: the gather calls (all_gather_coalesced handles) issued just before this task: the
   // fetch of its layer and the prefetch of the next, as the prefetch bucket groups tensors.
   int32_t gather_calls = 0;
+  // ZeRO-3 backward: reduce-bucket flushes that this task's gradient hooks run
+  // (__reduce_and_partition_ipg_grads when the next gradient would overfill the bucket), each
+  // host work on the thread that issues the backward's kernels.
+  int32_t bucket_flushes = 0;
   // Layer tasks of a tiled block (Plan::linear_tiles): the task is one of |parts| tiles and
   // does 1/parts of the layer's kernels' work; its hooks are charged whole (each tile is a set
   // of modules of its own).
@@ -231,6 +235,8 @@ class StepGraph {
   /// Adds one more dependency or effect to the most recently added task.
   void AddDep(TaskId dep);
   void AddEffect(const MemEffect& effect);
+  /// Counts one more reduce-bucket flush in task |id|'s hooks (Task::bucket_flushes).
+  void AddBucketFlush(TaskId id) { ++tasks_[id].bucket_flushes; }
 
   int size() const { return static_cast<int>(tasks_.size()); }
   const Task& task(TaskId id) const { return tasks_[id]; }

@@ -139,6 +139,12 @@ TEST(HookCost, ZeroHooksAreHostWorkThatOverlapsTheLayersKernels) {
   t.kind = TaskKind::kBackward;
   EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 1.0e-3 + bwd_hooks, 1e-15);
   EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), c.bwd_s);
+  // Each reduce-bucket flush its gradient hooks run is host work on the same thread.
+  t.bucket_flushes = 2;
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 1.0e-3 + bwd_hooks + 2 * s.z3_per_bucket_flush_s, 1e-15);
+  EXPECT_GT(s.z3_per_bucket_flush_s, 100e-6);  // measured 299-416 us (docs/stack-costs.md 4c)
+  EXPECT_LT(s.z3_per_bucket_flush_s, 1e-3);
+  t.bucket_flushes = 0;
   t.zero3_hooks = false;
   EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {c}, 1), c.bwd_s);
   // GPU-bound: kernels longer than dispatch plus hooks hide the hooks entirely.

@@ -159,6 +159,33 @@ TEST_F(StepBuilderTest, GatherCallsFollowThePrefetchBucket) {
   EXPECT_LT(mid, 20);
 }
 
+// ZeRO-3 flushes the reduce bucket inside the gradient hook of the backward that would overfill
+// it; the builder counts those flushes on that backward task (its host work), not the one the
+// epilogue runs at the end of the backward, and not stage 2's (its hooks are not priced so).
+TEST_F(StepBuilderTest, Stage3BucketFlushesAreChargedToTheHookThatRunsThem) {
+  auto flushes = [&](int stage, int64_t bucket) {
+    Plan plan = MakePlan(stage, 1);
+    plan.zero.reduce_bucket_size = bucket;
+    const BuiltStep b = Build(plan);
+    int64_t hooks = 0, reductions = 0;
+    for (const Task& t : b.graph.tasks()) {
+      hooks += t.bucket_flushes;
+      if (t.bucket_flushes > 0) EXPECT_EQ(t.kind, TaskKind::kBackward);
+      if (t.kind == TaskKind::kReduceScatter || t.kind == TaskKind::kAllReduce) ++reductions;
+    }
+    return std::make_pair(hooks, reductions);
+  };
+  // A bucket that holds every gradient: the epilogue's flush only.
+  EXPECT_EQ(flushes(3, 1'000'000'000'000), std::make_pair(int64_t{0}, int64_t{1}));
+  // GPT-2 small (124 M parameters) in 10 M-element buckets: the 38.6 M-element token embedding
+  // is a bucket of its own, the other 85.8 M fill at least 9 more; every reduction but the
+  // epilogue's runs in a hook.
+  const auto small = flushes(3, 10'000'000);
+  EXPECT_GE(small.second, 10);
+  EXPECT_EQ(small.first, small.second - 1);
+  EXPECT_EQ(flushes(2, 10'000'000).first, 0);
+}
+
 TEST_F(StepBuilderTest, ParameterCountIsGpt2s) {
   EXPECT_EQ(psi_, 124'439'808);  // transformers' count for openai-community/gpt2
   EXPECT_EQ(w_->params, psi_);

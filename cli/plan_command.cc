@@ -142,7 +142,7 @@ std::string RecommendationTable(const std::vector<ScoredPlan>& plans, int top, b
   std::vector<std::pair<std::string, bool>> h = {
       {"#", true},          {"stage", true},      {"offload", false},   {"micro x accum", true},
       {"global", true},     {"ckpt", false},      {"bucket", true},     {"peak GPU", true},
-      {"largest parts", false}, {"spare", true},  {"host RAM", true},   {"step s", true},
+      {"largest parts", false}, {"spare", true},  {"host RAM", true},   {"step s", true}, {"range", true},
       {"tokens/s", true},   {"TFLOP/s", true},    {"MFU", true}};
   if (cost) h.push_back({"GPU-h/Mtok", true});
   if (cost && price > 0) h.push_back({"cost/Mtok", true});
@@ -168,6 +168,8 @@ std::string RecommendationTable(const std::vector<ScoredPlan>& plans, int top, b
         Bytes(d.gpu_spare_bytes),
         Bytes(d.host_peak_bytes_per_node),
         fmt::format("{:.3f}", d.step_time_s),
+        fmt::format("{:.2f}-{:.2f}", d.time_band.low * d.step_time_s,
+                    d.time_band.high * d.step_time_s),
         fmt::format("{:.0f}", d.tokens_per_s),
         fmt::format("{:.1f}", d.tflops_per_gpu),
         fmt::format("{:.1f}%", 100 * d.mfu)};
@@ -190,8 +192,10 @@ std::string HeadroomText(const Prediction& d, const Headroom& h) {
       h.Describe(d.gpu_capacity_bytes), 100 * d.memory_band.upper, d.memory_band.basis,
       d.gpu_nccl_bytes > 0 ? "estimated buffers of two communicators (not measured)"
                            : "none on one GPU") +
-         fmt::format("Step times: expect {:.2f}-{:.2f}x the predicted ({})\n", d.time_band.low,
-                     d.time_band.high, d.time_band.basis);
+         fmt::format("Step times: each row's range is where the measured step should fall "
+                     "({}; plan 1 is {:.0f}% host-bound: {:.2f}-{:.2f}x)\n",
+                     d.time_band.basis, 100 * d.host_bound_share, d.time_band.low,
+                     d.time_band.high);
 }
 
 nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {

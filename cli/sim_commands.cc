@@ -349,6 +349,9 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"measured_step_s", r.run.step_s},
                       {"predicted_step_s", r.step_s},
                       {"step_error", r.step_error},
+                      {"host_bound_share", r.host_bound_share},
+                      {"step_band", {{"low", r.band_low}, {"high", r.band_high}}},
+                      {"step_in_band", r.in_band},
                       {"peak_at", r.peak_at}});
     }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
@@ -361,6 +364,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"reserved_mean_abs_error", summary->reserved_mean_abs},
                           {"step_mean_abs_error", summary->step_mean_abs},
                           {"step_max_abs_error", summary->step_max_abs},
+                          {"step_in_band", summary->time_in_band},
                           {"verdicts_right", summary->verdicts_right}};
     fmt::print("{}\n", JsonText(out));
     return 0;

@@ -120,12 +120,20 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
       row.alloc_error = err(row.peak_alloc_mib, run.peak_alloc_mib);
       row.reserved_error = err(row.peak_reserved_mib, run.peak_reserved_mib);
     }
-    if (row.has_time) row.step_error = err(row.step_s, run.step_s);
+    row.host_bound_share = p.host_bound_share;
+    row.band_low = p.time_band.low;
+    row.band_high = p.time_band.high;
+    if (row.has_time) {
+      row.step_error = err(row.step_s, run.step_s);
+      const double ratio = row.step_s > 0 ? run.step_s / row.step_s : 0;
+      row.in_band = ratio >= row.band_low && ratio <= row.band_high;
+    }
     s.rows.push_back(std::move(row));
   }
   for (const AccuracyRow& r : s.rows) {
     if (r.has_memory) ++s.memory_rows;
     if (r.has_time) ++s.time_rows;
+    if (r.has_time && r.in_band) ++s.time_in_band;
     if (r.verdict_right) ++s.verdicts_right;
     if (r.run.oom) {
       ++s.oom_runs;
@@ -159,13 +167,14 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   o << fmt::format(
       "{} runs. Peak allocated memory ({} runs): mean |error| {:.1f}%, max {:.1f}% (targets: mean "
       "< 3%, every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time ({} runs): mean "
-      "{:.1f}%, max {:.1f}% (target: mean < 10%). Fit verdicts right: {}/{} (with the memory "
+      "{:.1f}%, max {:.1f}% (target: mean < 10%); measured within the prediction's band for {} "
+      "of them. Fit verdicts right: {}/{} (with the memory "
       "band and the default headroom: runs that ran out of memory said not to fit {}/{}; runs "
       "that ran said to fit, or at risk for {} of them).\n\n",
       s.rows.size(), s.memory_rows, 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs,
       100 * s.reserved_mean_abs, 100 * s.reserved_max_abs, s.time_rows, 100 * s.step_mean_abs,
-      100 * s.step_max_abs, s.verdicts_right, s.rows.size(), s.oom_rejected, s.oom_runs,
-      s.ran_at_risk);
+      100 * s.step_max_abs, s.time_in_band, s.verdicts_right, s.rows.size(), s.oom_rejected,
+      s.oom_runs, s.ran_at_risk);
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
        "err) | step s (m / p / err) | verdict | peak at |\n";
   o << "|---|---|---|---|---|---|---|\n";
@@ -186,7 +195,10 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
                                    r.peak_reserved_mib, 100 * r.reserved_error)
                      : fmt::format("- / {:.0f} / -", r.peak_reserved_mib);
     if (r.has_time) {
-      step = fmt::format("{:.3f} / {:.3f} / {:+.1f}%", r.run.step_s, r.step_s, 100 * r.step_error);
+      // The band, and how much of the predicted step is host-bound (what its width follows).
+      step = fmt::format("{:.3f} / {:.3f} / {:+.1f}% (band {:.2f}-{:.2f}x{}, host-bound {:.0f}%)",
+                         r.run.step_s, r.step_s, 100 * r.step_error, r.band_low, r.band_high,
+                         r.in_band ? "" : ": OUTSIDE", 100 * r.host_bound_share);
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }

@@ -64,6 +64,11 @@ struct AccuracyRow {
   double alloc_error = 0;          // (predicted - measured) / measured
   double reserved_error = 0;
   double step_error = 0;
+  /// The prediction's share of host-bound time (Prediction::host_bound_share) and its band
+  /// (StepTimeBand: measured expected within low-high x predicted); |in_band|: it was.
+  double host_bound_share = 0;
+  double band_low = 1, band_high = 1;
+  bool in_band = false;
 };
 
 struct AccuracySummary {
@@ -75,6 +80,7 @@ struct AccuracySummary {
   int oom_runs = 0, oom_rejected = 0;  // runs that ran out of memory; of them, not said to fit
   int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)
   int memory_rows = 0, time_rows = 0;  // rows each mean is over
+  int time_in_band = 0;                // rows with a time whose measured step was in the band
 };
 
 /// Simulates every run with |profile|.

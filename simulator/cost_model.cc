@@ -605,6 +605,12 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
 
 double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
                               int cpu_threads) const {
+  return TaskSeconds(t, layers, cpu_threads, nullptr);
+}
+
+double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
+                              int cpu_threads, bool* host_bound) const {
+  if (host_bound != nullptr) *host_bound = false;
   const double dispatch = DispatchSeconds();
   switch (t.kind) {
     // A layer's kernels run no faster than the Python thread issues them. ZeRO-3's hooks are
@@ -630,6 +636,7 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
                            : t.kind == TaskKind::kRecompute ? c.recompute_s
                                                             : c.bwd_s;
       const double hooks = HookSeconds(t, c);
+      if (host_bound != nullptr) *host_bound = host / parts + hooks > gpu / parts;
       return hooks > 0 ? std::max(gpu / parts, host / parts + hooks) : plain / parts;
     }
     case TaskKind::kGpuOptimizer:

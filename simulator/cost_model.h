@@ -142,6 +142,10 @@ class CostModel {
 
   /// The duration of |task|; compute tasks of layers read |layers| (from Layers()).
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
+  /// The same; |*host_bound| says whether a layer task's host work (dispatch and hooks) is
+  /// longer than its kernels, so that the host's speed sets its time (false for other tasks).
+  double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads,
+                     bool* host_bound) const;
 
  private:
   using OpMemoKey =

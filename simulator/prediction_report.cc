@@ -100,6 +100,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                 {{"low", p.time_band.low},
                  {"high", p.time_band.high},
                  {"family_measured", p.time_band.family_measured},
+                 {"host_bound_share", p.host_bound_share},
                  {"basis", p.time_band.basis}}},
                {"samples_per_s", p.samples_per_s},
                {"tokens_per_s", p.tokens_per_s},

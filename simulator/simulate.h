@@ -78,9 +78,9 @@ struct MemoryBand {
 };
 
 /// How far a measured step time may lie from dsplan's prediction: measured between |low| and
-/// |high| times the predicted. Drawn from the 132 real DeepSpeed runs with a step time
-/// (calibration, validation, hold-out, rank-1 plan and fresh-set records; docs/simulator.md
-/// "Accuracy today").
+/// |high| times the predicted. Drawn from the 155 real DeepSpeed runs with a step time
+/// (calibration, validation, hold-out, rank-1 plan, fresh-set and repeat records;
+/// docs/simulator.md "Accuracy today"), by how host-bound the step is.
 struct TimeBand {
   double low = 1;              // measured at least low x predicted
   double high = 1;             // ... and at most high x predicted
@@ -91,10 +91,12 @@ struct TimeBand {
 struct StackCosts;
 
 /// The band for a step-time prediction of |spec| priced with |stack| (the profile's stack costs,
-/// StackCostsOf): the measured band when |stack| holds the host time of the family's blocks, the
-/// wider one when they are priced per op. So a profile whose stack section measured other
-/// families than the built-in costs gets the band of what it measured.
-TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack);
+/// StackCostsOf) whose step is |host_bound_share| host-bound (Prediction::host_bound_share):
+/// narrow for GPU-bound steps, wider as the host's share grows (its speed varies between runs),
+/// and wider again when |stack| does not hold the host time of the family's blocks (they are
+/// priced per op). So a profile whose stack section measured other families than the built-in
+/// costs gets the band of what it measured.
+TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a
@@ -198,6 +200,10 @@ struct Prediction {
   StepBreakdown breakdown;
   std::array<double, kNumResources> busy_s{};
   std::string bottleneck;
+  /// The share of the step (0-1) spent in forward, recompute and backward tasks whose host
+  /// work (eager dispatch, ZeRO-3 hooks) is longer than their kernels: the part of the step
+  /// whose time follows the host CPU's speed, which varies between runs (StepTimeBand).
+  double host_bound_share = 0;
 
   // Kept with SimulateOptions::keep_graph.
   StepGraph graph;

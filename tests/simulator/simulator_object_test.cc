@@ -272,14 +272,14 @@ TEST(ResolveBatch, RefusesAProductThatOverflows) {
 TEST(StepTimeBand, FollowsTheStackCostsNotABuiltInList) {
   auto gpt2 = LoadModel("gpt2", kData);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
-  const TimeBand built_in = StepTimeBand(*gpt2, MeasuredStackCosts());
+  const TimeBand built_in = StepTimeBand(*gpt2, MeasuredStackCosts(), 0);
   EXPECT_TRUE(built_in.family_measured);
   EXPECT_LT(built_in.low, 1.0);
   EXPECT_GT(built_in.high, 1.0);
   // Stack costs without gpt2's blocks (a profile that measured other families): the wide band.
   StackCosts other = MeasuredStackCosts();
   std::erase_if(other.families, [](const FamilyBlockHost& b) { return b.model_type == "gpt2"; });
-  const TimeBand unmeasured = StepTimeBand(*gpt2, other);
+  const TimeBand unmeasured = StepTimeBand(*gpt2, other, 0);
   EXPECT_FALSE(unmeasured.family_measured);
   // The band of a family never measured is the wider one.
   EXPECT_GT(unmeasured.high, built_in.high);
@@ -289,11 +289,55 @@ TEST(StepTimeBand, FollowsTheStackCostsNotABuiltInList) {
   StackCosts only_gpt2 = MeasuredStackCosts();
   std::erase_if(only_gpt2.families,
                 [](const FamilyBlockHost& b) { return b.model_type != "gpt2"; });
-  EXPECT_TRUE(StepTimeBand(*gpt2, only_gpt2).family_measured);
+  EXPECT_TRUE(StepTimeBand(*gpt2, only_gpt2, 0).family_measured);
   auto llama = LoadModel("llama-2-7b", kData);
   ASSERT_TRUE(llama.ok()) << llama.status().ToString();
-  EXPECT_TRUE(StepTimeBand(*llama, MeasuredStackCosts()).family_measured);
-  EXPECT_FALSE(StepTimeBand(*llama, only_gpt2).family_measured);
+  EXPECT_TRUE(StepTimeBand(*llama, MeasuredStackCosts(), 0).family_measured);
+  EXPECT_FALSE(StepTimeBand(*llama, only_gpt2, 0).family_measured);
+}
+
+// A host-bound step's time follows the CPU's speed, which varies between runs; a GPU-bound one
+// does not. So the band widens with the host-bound share, on both sides.
+TEST(StepTimeBand, WidensWithTheHostBoundShare) {
+  auto gpt2 = LoadModel("gpt2", kData);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
+  const TimeBand gpu = StepTimeBand(*gpt2, MeasuredStackCosts(), 0);
+  const TimeBand half = StepTimeBand(*gpt2, MeasuredStackCosts(), 0.5);
+  const TimeBand host = StepTimeBand(*gpt2, MeasuredStackCosts(), 1);
+  EXPECT_LT(gpu.low, 1.0);
+  EXPECT_GT(gpu.high, 1.0);
+  EXPECT_LT(host.low, half.low);
+  EXPECT_LT(half.low, gpu.low);
+  EXPECT_GT(host.high, half.high);
+  EXPECT_GT(half.high, gpu.high);
+  // Shares outside 0-1 are clamped.
+  EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), 7).high, host.high);
+  EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), -1).low, gpu.low);
+}
+
+// The share comes from the prediction: a tiny model at stage 3 (every layer's hooks longer than
+// its kernels) is host-bound; gpt2-xl at stage 1 with a large micro-batch is GPU-bound.
+TEST(StepTimeBand, APredictionsShareFollowsItsTasks) {
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  auto share = [&](const char* model, int stage, int micro) {
+    auto spec = LoadModel(model, kData);
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    Simulator sim(*spec, *hw);
+    Plan plan;
+    plan.gpus_per_node = 1;
+    plan.seq_len = 1024;
+    plan.micro_batch = micro;
+    plan.zero.stage = stage;
+    auto p = sim.Simulate(plan);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_GE(p->host_bound_share, 0.0);
+    EXPECT_LE(p->host_bound_share, 1.0);
+    EXPECT_EQ(p->time_band.low, StepTimeBand(*spec, MeasuredStackCosts(), p->host_bound_share).low);
+    return p->host_bound_share;
+  };
+  EXPECT_GT(share("gpt2", 3, 1), 0.6);
+  EXPECT_LT(share("gpt2-xl", 1, 16), 0.1);
 }
 
 TEST(StepTimeBand, APredictionGetsTheBandOfItsProfilesStackSection) {

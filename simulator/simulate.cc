@@ -44,11 +44,12 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   // fresh-1203d/, kprof-1203e/, fresh-1203f/, repeat-1204/, rep-1204b/), replayed on 2026-12-04
   // with `dsplan accuracy --json` (each row's host_bound_share and measured / predicted).
   // Runs whose step is GPU-bound (host-bound share below 0.1) measured 0.93-1.22x the
-  // prediction with the families' measured block host times, 0.92-1.55x with per-op host costs
+  // prediction with the families' measured block host times, 0.92-1.56x with per-op host costs
   // in their place (`--unseen-families`). Host-bound steps follow the CPU's speed, which moved
   // by up to 1.7x between two days and 1.3x between two processes for the same case
   // (rep-1204b/): the band widens linearly with the host-bound share, to the ends that hold
-  // every run with a share of 0.6 or more: 0.69-1.45x and 0.86-2.98x. Outside it: 2 of the 155
+  // every run with a share of 0.6 or more: 0.68-1.46x and 0.86-2.98x (every end rounded
+  // outward). Outside it: 2 of the 155
   // (gpt2-xl at stage 3 with both offloads, 1.50x at share 0.34; gemma-2b at stage 2 with
   // checkpointing, 0.78x at 0.41) and 1 of 155 without the family's blocks (t5-large at stage 2
   // with checkpointing, 2.33x at 0.49).
@@ -59,16 +60,16 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   }
   const double h = std::clamp(host_bound_share, 0.0, 1.0);
   if (b.family_measured) {
-    b.low = 0.93 + (0.69 - 0.93) * h;
-    b.high = 1.22 + (1.45 - 1.22) * h;
+    b.low = 0.93 + (0.68 - 0.93) * h;
+    b.high = 1.22 + (1.46 - 1.22) * h;
     b.basis =
-        "155 real DeepSpeed runs on an H200: 0.93-1.22x when GPU-bound, widening to 0.69-1.45x "
+        "155 real DeepSpeed runs on an H200: 0.93-1.22x when GPU-bound, widening to 0.68-1.46x "
         "as the host-bound share of the step grows";
   } else {
     b.low = 0.92 + (0.86 - 0.92) * h;
-    b.high = 1.55 + (2.98 - 1.55) * h;
+    b.high = 1.56 + (2.98 - 1.56) * h;
     b.basis =
-        "this family's host time was never measured; 155 runs predicted that way: 0.92-1.55x "
+        "this family's host time was never measured; 155 runs predicted that way: 0.92-1.56x "
         "when GPU-bound, widening to 0.86-2.98x as the host-bound share grows";
   }
   return b;
@@ -189,9 +190,11 @@ SimulationContext ContextWithCosts(const Workload& w, const HardwareProfile& pro
 SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
                               Precision precision, int64_t persistence_threshold,
                               SoftwareStack stack, bool family_measured) {
-  return ContextWithCosts(w, profile,
-                          CostModel(profile, precision, stack).Layers(w, family_measured),
-                          persistence_threshold, stack);
+  SimulationContext ctx =
+      ContextWithCosts(w, profile, CostModel(profile, precision, stack).Layers(w, family_measured),
+                       persistence_threshold, stack);
+  ctx.family_blocks = family_measured;
+  return ctx;
 }
 
 }  // namespace
@@ -456,7 +459,9 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.busy_s = sched.busy_s;
   p.host_bound_share =
       p.step_time_s > 0 ? std::clamp(host_bound_s / p.step_time_s, 0.0, 1.0) : 0.0;
-  p.time_band = StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share);
+  p.time_band = ctx.family_blocks
+                    ? StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share)
+                    : StepTimeBand(w.spec, StackCosts{}, p.host_bound_share);  // priced per op
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const double d = sched.critical_s[k];
     switch (static_cast<TaskKind>(k)) {
@@ -572,6 +577,7 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
     });
     c->context = std::make_unique<SimulationContext>(ContextWithCosts(
         *e->workload, *profile_, e->layer_costs, persistence_threshold, stack_));
+    c->context->family_blocks = family_measured_;
   });
   return static_cast<const SimulationContext*>(c->context.get());
 }

@@ -34,6 +34,9 @@ struct SimulationContext {
   std::vector<LayerParams> layer_params;  // ComputeLayerParams(*workload, threshold)
   int64_t persistence_threshold = 0;
   SoftwareStack stack = SoftwareStack::kPyTorchDeepSpeed;
+  /// false: the layers were priced as for a family the stack measurement never saw
+  /// (MakeUnseenFamilySimulationContext), so its prediction gets that band (StepTimeBand).
+  bool family_blocks = true;
   /// profile->SourceSummary(), made once for every prediction of the context (empty: each
   /// prediction makes it).
   std::string profile_sources;

@@ -340,6 +340,26 @@ TEST(StepTimeBand, APredictionsShareFollowsItsTasks) {
   EXPECT_LT(share("gpt2-xl", 1, 16), 0.1);
 }
 
+// A Simulator that prices a measured family per op (accuracy --unseen-families) gives its
+// predictions the band of a family never measured: the band follows how it was priced.
+TEST(StepTimeBand, PricedPerOpGetsTheUnmeasuredBand) {
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  auto spec = LoadModel("gpt2", kData);
+  ASSERT_TRUE(hw.ok() && spec.ok());
+  Plan plan;
+  plan.gpus_per_node = 1;
+  plan.seq_len = 256;
+  plan.zero.stage = 2;
+  Simulator measured(*spec, *hw);
+  Simulator per_op(*spec, *hw, SoftwareStack::kPyTorchDeepSpeed, false);
+  auto a = measured.Simulate(plan);
+  auto b = per_op.Simulate(plan);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(a->time_band.family_measured);
+  EXPECT_FALSE(b->time_band.family_measured);
+  EXPECT_GT(b->time_band.high, a->time_band.high);
+}
+
 TEST(StepTimeBand, APredictionGetsTheBandOfItsProfilesStackSection) {
   // h200-sxm plus a stack section (as `dsplan profile --stack` writes it) that measured gpt2's
   // blocks only: gpt2's prediction keeps the measured band, llama's gets the wide one, although

@@ -8,9 +8,10 @@ Writes into DIR (docs/validation/deepspeed/ in the repository):
   probe-configs/<fam>-L<n>/config.json   the same reduced configs as HF config.json files
   probe-predictions.jsonl     `dsplan model <config.json> --micro-batch N --seq-len S [--gradient-checkpointing] --json`
                               reduced to its activation numbers, one line per probe shape
-  plans-dsplan.jsonl          rank-1 plan of `dsplan --model M --gpus 1 --json` per model (run in a scratch dir)
+  plans-dsplan.jsonl          rank-1 plan of `dsplan --model M --gpus 1 --json` per model (run in a scratch dir;
+                              decoder-only models at --seq-len, default 1024)
   cases-plans.jsonl           one group per model: the rank-1 plan at 50 %, 75 % and 100 % of its
-                              micro-batch (ascending, one engine), pred = `dsplan simulate` of each
+                              micro-batch (--fractions; ascending, one engine), pred = `dsplan simulate` of each
   cases-stage3.jsonl          stage-2 vs stage-3 groups (tiny models at 6 and 12 layers, t5-large, gpt2-large)
 and copies the case lists and probe configs to BENCH (the folder carried to the GPU machine).
 Every dsplan call is read-only (the scratch dir absorbs any file it writes).
@@ -147,12 +148,12 @@ def simulate(a, model, ds_config, scratch, seq, gck):
             "command": " ".join(cmd[1:])}
 
 
-def seq_args(cfg):
+def seq_args(cfg, decoder_seq=1024):
     if cfg["model_type"] == "t5":
         return ["--seq-len", "512", "--target-len", "128"], {"src_len": 512, "tgt_len": 128}
     if cfg["model_type"] == "bert":
         return ["--seq-len", "512"], {"seq_len": 512}
-    return ["--seq-len", "1024"], {"seq_len": 1024}
+    return ["--seq-len", str(decoder_seq)], {"seq_len": decoder_seq}
 
 
 def with_mb(dsc, mb):
@@ -168,7 +169,7 @@ def plan_cases(a, out, scratch):
     plans, cases = [], []
     for m in a.plan_models:
         cfg = catalog(a.models, m)
-        seq, sh = seq_args(cfg)
+        seq, sh = seq_args(cfg, a.seq_len)
         j = run_json([a.dsplan, "--model", m, "--gpus", "1"] + seq + ["--json"], scratch)
         recs = j.get("recommendations") or []
         if not recs:
@@ -182,7 +183,7 @@ def plan_cases(a, out, scratch):
         dsc = top["ds_config"]
         mb = int(p["micro_batch"])
         gck = bool(p.get("gradient_checkpointing"))
-        mbs = sorted({max(1, mb // 2), max(1, (3 * mb) // 4), mb})
+        mbs = sorted({max(1, (f * mb) // 100) for f in a.fractions})
         off_o = p.get("offload_optimizer") or "none"
         off_p = p.get("offload_param") or "none"
         subs = []
@@ -194,7 +195,8 @@ def plan_cases(a, out, scratch):
                              offload_optimizer=off_o, offload_param=off_p, ds_config=d, model_config=cfg,
                              pred=pred, variant=f"{pct}% of planned micro-batch {mb}", **sh))
         est = 60 + 40 * (1 if "7b" in m else 0) + (120 if off_o != "none" else 0)
-        cases.append(dict(id=f"plan_{m}", model=m, model_config=cfg, plan_rank=1, variant="mb sweep 50/75/100 %",
+        cases.append(dict(id=f"plan_{m}", model=m, model_config=cfg, plan_rank=1,
+                          variant="mb sweep " + "/".join(map(str, a.fractions)) + " %",
                           stage=p["stage"], mb=mb, grad_checkpointing=gck, offload_optimizer=off_o,
                           offload_param=off_p, ds_config=dsc, pred=[s["pred"] for s in subs],
                           needs_cpu_adam=off_o == "cpu", n_steps=5, est_s=est, subs=subs,
@@ -277,8 +279,11 @@ def main():
     ap.add_argument("--plan-models", default=",".join(PLAN_MODELS))
     ap.add_argument("--no-sim", action="store_true", help="stage-3 pairs without dsplan predictions (added later)")
     ap.add_argument("--skip", default="", help="comma list of: probes,predictions,plans,stage3")
+    ap.add_argument("--seq-len", type=int, default=1024, help="decoder-only models' sequence length (T5: 512 + 128, BERT: 512)")
+    ap.add_argument("--fractions", default="50,75,100", help="micro-batches run per plan, in percent of the planned one")
     a = ap.parse_args()
     a.plan_models = [m for m in a.plan_models.split(",") if m]
+    a.fractions = [int(f) for f in a.fractions.split(",") if f]
     skip = set(a.skip.split(","))
     os.makedirs(a.out, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="dsplan_scratch_")

@@ -26,6 +26,9 @@
 #include "core/status.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "core/hardware_profile.h"
+#include "simulator/cost_model.h"
+#include "simulator/layer_times.h"
 #include "simulator/workload.h"
 #include "simulator/workload_report.h"
 
@@ -100,7 +103,8 @@ int RunModels(bool json) {
 // dsplan model's options.
 struct ModelFlags {
   std::string model;
-  bool json = false, all_layers = false, tensors = false;
+  bool json = false, all_layers = false, tensors = false, times = false;
+  std::string hardware;  // with --times; empty: DefaultHardwareName()
   WorkloadFlags workload;
 };
 
@@ -114,8 +118,24 @@ int RunModel(const ModelFlags& f) {
   if (!opts.ok()) return Fail(opts.status());
   auto w = BuildWorkload(*spec, *opts);
   if (!w.ok()) return Fail(w.status());
+  std::optional<HardwareProfile> hw;
+  if (f.times) {
+    auto p = FindHardwareProfile(f.hardware.empty() ? DefaultHardwareName() : f.hardware,
+                                 DataDir());
+    if (!p.ok()) return Fail(p.status());
+    hw = std::move(*p);
+  } else if (!f.hardware.empty()) {
+    return Fail(Status::InvalidArgument("--hardware is read only with --times"));
+  }
+  // The PyTorch stack's prices of each op (CostModel), as `dsplan simulate` uses them.
+  auto times = [&] {
+    return PriceLayers(*w, CostModel(*hw, opts->precision), all_layers);
+  };
   if (json) {
     nlohmann::json j = WorkloadToJson(*w, tensors);
+    if (hw) {
+      j["times"] = {{"hardware", hw->name}, {"layers", LayerTimesJson(times())}};
+    }
     j["schema"] = "dsplan/model";
     j["schema_version"] = 1;
     j["dsplan_version"] = DSPLAN_VERSION;
@@ -132,6 +152,12 @@ int RunModel(const ModelFlags& f) {
              PrecisionName(opts->precision), AttentionImplName(w->attention),
              opts->gradient_checkpointing ? "on" : "off");
   fmt::print("{}", WorkloadTable(*w, all_layers));
+  if (hw) {
+    fmt::print("\npredicted kernel and host time per layer on {} (PyTorch eager + DeepSpeed "
+               "stack; host time is the family's measured block where the stack costs hold it, "
+               "else per op)\n\n{}",
+               hw->name, LayerTimesText(times()));
+  }
   return 0;
 }
 
@@ -151,6 +177,12 @@ DeclaredCommand AddModelCommand(CLI::App& app) {
   cmd->add_flag("--json", f.json, "Machine-readable output");
   cmd->add_flag("--all-layers", f.all_layers, "One row per block instead of folding repeats");
   cmd->add_flag("--tensors", f.tensors, "With --json: include the full tensor table");
+  cmd->add_flag("--times", f.times,
+                "Also each op's predicted forward and backward kernel time and each layer's "
+                "host time (to set beside a kernel profile)");
+  cmd->add_option("--hardware", f.hardware,
+                  "With --times: hardware profile name or YAML path (default: h200-measured "
+                  "when installed)");
   f.workload.Add(cmd);
   return {cmd, [flags] { return RunModel(*flags); }};
 }

@@ -40,6 +40,19 @@ run model gpt2-xl --micro-batch 2 --seq-len 512
 check "model table exits 0" test "$rc" -eq 0
 check "model table folds repeated blocks" grep -qE "transformer\.h\.0-47 +48" "$tmp/out"
 
+# --times: each op's predicted kernel time and each layer's host time, from the profile.
+run model gpt2-xl --micro-batch 2 --seq-len 512 --times
+check "model --times exits 0" test "$rc" -eq 0
+check "model --times names the profile" grep -q "per layer on h200" "$tmp/out"
+check "model --times lists a block's GEMMs" grep -qE "transformer\.h\.0\.attn\.c_attn +gemm +[0-9]+\.[0-9]+ +[0-9]+\.[0-9]+" "$tmp/out"
+run model gpt2-xl --micro-batch 2 --seq-len 512 --times --json
+check "model --times --json: one block of 48 (repeats folded), op times add up to the kernels" json "len([l for l in j['times']['layers'] if l['kind'] == 'decoder_block']) == 1 and all(abs(sum(o['fwd_s'] for o in l['ops']) - l['kernels_fwd_s']) <= 1e-9 + 1e-6 * l['kernels_fwd_s'] and abs(sum(o['bwd_s'] for o in l['ops']) - l['kernels_bwd_s']) <= 1e-9 + 1e-6 * l['kernels_bwd_s'] for l in j['times']['layers'])"
+check "model --times --json: GEMMs cost more at 4x the batch" sh -c "'$bin' model gpt2-xl --micro-batch 8 --seq-len 512 --times --json | python3 -c \"import json,sys; a=json.load(open('$tmp/out')); b=json.load(sys.stdin); f=lambda j: [l for l in j['times']['layers'] if l['kind'] == 'decoder_block'][0]['gemm_fwd_s']; assert f(b) > 2.5 * f(a)\""
+run model gpt2-xl --hardware h200-sxm
+check "model --hardware without --times is an error" test "$rc" -eq 2
+run model gpt2-xl --times --hardware no-such-profile
+check "model --times with an unknown profile exits 2" test "$rc" -eq 2
+
 # A user's config.json, as a file and as a folder.
 mkdir -p "$tmp/m"
 echo '{"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024, "num_hidden_layers": 2, "num_attention_heads": 8, "vocab_size": 1000}' >"$tmp/m/config.json"

@@ -37,6 +37,7 @@ conforms "check" check.schema.json check --model gpt2 --gpus 2 --ds-config "$fx/
 check "check JSON is versioned" json "j['schema'] == 'dsplan/check' and j['schema_version'] == 1"
 conforms "models" models.schema.json models --json
 conforms "model" model.schema.json model gpt2 --json
+conforms "model --times" model.schema.json model gpt2 --times --json
 check "model JSON is versioned" json "j['schema'] == 'dsplan/model' and j['schema_version'] == 1"
 conforms "estimate" estimate.schema.json estimate --model gpt2 --gpus 2 --json
 check "estimate JSON is versioned" json "j['schema'] == 'dsplan/estimate' and j['schema_version'] == 1"

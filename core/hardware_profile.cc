@@ -198,6 +198,9 @@ std::string HardwareProfile::SourceSummary() const {
   comps.push_back({"HBM", {&gpu.hbm_bytes_per_s.source, &gpu.memory_bound_efficiency.source}});
   comps.push_back({"attention", {&gpu.attention_efficiency.source}});
   if (!gpu.attention.empty()) comps.push_back({"runtime attention", {&gpu.attention_source}});
+  if (!gpu.sustained_gemm.empty()) {
+    comps.push_back({"sustained GEMM clock", {&gpu.sustained_gemm_source}});
+  }
   comps.push_back({"launch", {&gpu.kernel_launch_s.source}});
   comps.push_back({"context", {&gpu.context_bytes.source}});
   comps.push_back({"PCIe", {&links.h2d_pinned.bytes_per_s.source,

@@ -87,6 +87,15 @@ struct StreamPoint {
   bool operator==(const StreamPoint&) const = default;
 };
 
+/// A GEMM's time under sustained load over its time alone (the profile's GEMM table), at a
+/// tensor-core duty: the share of GPU time spent in GEMMs. Above some duty the GPU reaches its
+/// power limit and lowers its clock.
+struct DutyPoint {
+  double duty = 0;        // (0, 1]
+  double time_ratio = 1;  // >= 1
+  bool operator==(const DutyPoint&) const = default;
+};
+
 /// A measured point of dsplan's fused attention kernel (runtime/cuda/flash_attention.h):
 /// self-attention (sq = sk = |seq|) of |batch_heads| slices in |dtype| with |head_dim|, causal or
 /// not, at the FLOP/s the forward and the backward reached. FLOPs: forward 4 B H sq sk d (halved
@@ -149,6 +158,11 @@ struct GpuProfile {
   /// leaves out for small kernels. Empty in datasheet profiles.
   std::vector<StreamPoint> streaming;
   Source streaming_source;
+  /// GEMMs under sustained load: time over the table's (measured alone) by tensor-core duty,
+  /// ascending in duty (tools/probes/gemm_sustained.py --duty-sweep). Empty: GEMMs run at the
+  /// table's rate whatever the load.
+  std::vector<DutyPoint> sustained_gemm;
+  Source sustained_gemm_source;
   /// Fused attention (SDPA) throughput as a fraction of the bf16 peak: the PyTorch + DeepSpeed
   /// stack's cuDNN / flash kernels (an assumption until measured there).
   Number attention_efficiency;

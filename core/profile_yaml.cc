@@ -452,7 +452,8 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
       n, "gpu",
       {"name", "memory_bytes", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_tf32",
        "peak_flops_fp32", "hbm_bytes_per_s", "memory_bound_efficiency", "gemm_efficiency",
-       "gemm_source", "gemm", "streaming_source", "streaming", "attention_source", "attention",
+       "gemm_source", "gemm", "streaming_source", "streaming", "sustained_gemm_source",
+       "sustained_gemm", "attention_source", "attention",
        "attention_efficiency",
        "kernel_launch_s", "context_bytes"}));
   GpuProfile g;
@@ -516,6 +517,36 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
   } else if (!g.streaming.empty()) {
     return r.Error(n, "gpu.streaming_source",
                    "missing: a streaming curve needs its source (the method)");
+  }
+  YAML::Node su = n["sustained_gemm"];
+  if (su.IsDefined() && !su.IsNull()) {
+    if (!su.IsSequence()) return r.Error(su, "gpu.sustained_gemm", "expected a list");
+    for (size_t i = 0; i < su.size(); ++i) {
+      const std::string p = fmt::format("gpu.sustained_gemm[{}]", i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(su[i], p, 2, "[duty, time_ratio]"));
+      DutyPoint pt;
+      DSPLAN_ASSIGN_OR_RETURN(pt.duty, r.Value(su[i][0], p + "[0]", Unit::kFraction));
+      DSPLAN_ASSIGN_OR_RETURN(pt.time_ratio, r.Value(su[i][1], p + "[1]", Unit::kRate));
+      if (pt.duty <= 0 || pt.time_ratio < 1 || pt.time_ratio > 4) {
+        return r.Error(su[i], p,
+                       "duty must be in (0, 1] and time_ratio in [1, 4] (sustained time over "
+                       "the GEMM's time alone)");
+      }
+      if (!g.sustained_gemm.empty() && pt.duty <= g.sustained_gemm.back().duty) {
+        return r.Error(su[i], p, "points must be in ascending order of duty");
+      }
+      g.sustained_gemm.push_back(pt);
+    }
+  }
+  YAML::Node sus = n["sustained_gemm_source"];
+  if (sus.IsDefined() && !sus.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(sus, "gpu.sustained_gemm_source",
+                                      {"datasheet", "measured", "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(g.sustained_gemm_source,
+                            r.SourceOf(sus, "gpu.sustained_gemm_source"));
+  } else if (!g.sustained_gemm.empty()) {
+    return r.Error(n, "gpu.sustained_gemm_source",
+                   "missing: a sustained-GEMM curve needs its source (the method)");
   }
   DSPLAN_RETURN_IF_ERROR(ReadAttention(r, n, &g));
   return g;
@@ -943,6 +974,14 @@ std::string EmitProfile(const HardwareProfile& p) {
     e << YAML::Key << "streaming" << YAML::Value << YAML::BeginSeq;
     for (const StreamPoint& pt : g.streaming) {
       e << YAML::Flow << YAML::BeginSeq << Num(pt.bytes) << Num(pt.seconds) << YAML::EndSeq;
+    }
+    e << YAML::EndSeq;
+  }
+  if (!g.sustained_gemm.empty()) {
+    EmitSourceMap(e, "sustained_gemm_source", g.sustained_gemm_source);
+    e << YAML::Key << "sustained_gemm" << YAML::Value << YAML::BeginSeq;
+    for (const DutyPoint& pt : g.sustained_gemm) {
+      e << YAML::Flow << YAML::BeginSeq << Num(pt.duty) << Num(pt.time_ratio) << YAML::EndSeq;
     }
     e << YAML::EndSeq;
   }

@@ -482,6 +482,16 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
 std::vector<LayerCost> CostModel::Layers(const Workload& w) const { return Layers(w, true); }
 
 std::vector<LayerCost> CostModel::Layers(const Workload& w, bool family_measured) const {
+  std::vector<LayerCost> out = LayersAlone(w, family_measured);
+  ApplySustainedLoad(w, SustainedLoadRatio(out), &out);
+  return out;
+}
+
+double CostModel::WorkloadSustainedRatio(const Workload& w, bool family_measured) const {
+  return SustainedLoadRatio(LayersAlone(w, family_measured));
+}
+
+std::vector<LayerCost> CostModel::LayersAlone(const Workload& w, bool family_measured) const {
   const std::string_view family = family_measured ? std::string_view(w.spec.model_type) : "";
   std::vector<LayerCost> out;
   out.reserve(w.layers.size());
@@ -508,6 +518,53 @@ std::vector<LayerCost> CostModel::Layers(const Workload& w, bool family_measured
     }
   }
   return out;
+}
+
+double CostModel::SustainedGemmRatio(double duty) const {
+  const std::vector<DutyPoint>& pts = profile_->gpu.sustained_gemm;
+  if (pts.empty() || duty <= 0) return 1;
+  if (duty <= pts.front().duty) return 1 + (pts.front().time_ratio - 1) * duty / pts.front().duty;
+  for (size_t i = 1; i < pts.size(); ++i) {
+    if (duty <= pts[i].duty) {
+      const DutyPoint& a = pts[i - 1];
+      const DutyPoint& b = pts[i];
+      return a.time_ratio + (b.time_ratio - a.time_ratio) * (duty - a.duty) / (b.duty - a.duty);
+    }
+  }
+  return pts.back().time_ratio;
+}
+
+double CostModel::SustainedLoadRatio(const std::vector<LayerCost>& alone) const {
+  // GEMMs that keep the tensor cores busy most of the time bring the GPU to its power limit,
+  // which lowers its clock; the profile's GEMM table was measured one call at a time
+  // (docs/stack-costs.md section 7). The duty is the share of the layers' time (forward,
+  // backward and recompute, each the longer of its kernels and its host work) in GEMMs and fused
+  // attention; their kernels take the profile's measured ratio at that duty.
+  if (profile_->gpu.sustained_gemm.empty()) return 1;
+  double tensor = 0, total = 0;
+  for (const LayerCost& c : alone) {
+    const double fwd_tc = c.fwd_gemm_s + c.fwd_attention_s;
+    tensor += fwd_tc + c.bwd_gemm_s + c.bwd_attention_s + (c.recompute_s > 0 ? fwd_tc : 0);
+    total += c.fwd_s + c.bwd_s + c.recompute_s;
+  }
+  return total > 0 ? SustainedGemmRatio(tensor / total) : 1;
+}
+
+void CostModel::ApplySustainedLoad(const Workload& w, double r,
+                                   std::vector<LayerCost>* layers) const {
+  if (r == 1) return;
+  for (size_t i = 0; i < layers->size(); ++i) {
+    LayerCost& c = (*layers)[i];
+    c.fwd_gemm_s *= r;
+    c.bwd_gemm_s *= r;
+    c.fwd_attention_s *= r;
+    c.bwd_attention_s *= r;
+    c.fwd_s = std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s);
+    c.bwd_s = std::max(c.BwdGpuSeconds(), c.bwd_dispatch_s);
+    if (w.layers[i].checkpointed) {
+      c.recompute_s = std::max(c.FwdGpuSeconds(), c.recompute_dispatch_s);
+    }
+  }
 }
 
 double CostModel::CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const {

@@ -124,6 +124,13 @@ class CostModel {
   /// The same, |family_measured| false: as for a family whose blocks the stack measurement
   /// never saw (per-op host costs only), to report leave-one-family-out accuracy.
   std::vector<LayerCost> Layers(const Workload& w, bool family_measured) const;
+  /// A GEMM's time under sustained load over its time alone at tensor-core |duty| (0-1), from
+  /// the profile's measured curve (HardwareProfile::gpu.sustained_gemm; 1 without one): linear
+  /// between points, from 1 at duty 0 to the first point, the last point's above it.
+  double SustainedGemmRatio(double duty) const;
+  /// The ratio Layers() applies to |w|'s GEMM and attention kernels: SustainedGemmRatio at their
+  /// duty in the layers' costs at the table's rates.
+  double WorkloadSustainedRatio(const Workload& w, bool family_measured = true) const;
 
   double CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const;
   double CopySeconds(bool h2d, bool pinned, double bytes) const;
@@ -153,6 +160,12 @@ class CostModel {
   using OpMemo = std::map<OpMemoKey, std::pair<double, double>>;
   /// Layer() with forward/backward seconds of ops already priced in |memo| (may be null).
   /// |model_type| picks the family's measured block host time.
+  // Layers() at the GEMM table's rates (GEMMs measured alone).
+  std::vector<LayerCost> LayersAlone(const Workload& w, bool family_measured) const;
+  // SustainedGemmRatio at the tensor-core duty of |alone| (LayersAlone).
+  double SustainedLoadRatio(const std::vector<LayerCost>& alone) const;
+  // Scales the GEMM and attention kernels of |layers| (all of |w|'s) by |ratio|.
+  void ApplySustainedLoad(const Workload& w, double ratio, std::vector<LayerCost>* layers) const;
   LayerCost LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
                           OpMemo* memo) const;
   /// Host time of DeepSpeed ZeRO-3's hooks around layer task |t| of the layer costed |c|; 0

@@ -29,6 +29,7 @@ double Ms(double s) { return 1e3 * s; }
 
 std::vector<LayerTimes> PriceLayers(const Workload& w, const CostModel& cost, bool all_layers) {
   const std::vector<LayerCost> costs = cost.Layers(w);
+  const double ratio = cost.WorkloadSustainedRatio(w);
   std::vector<LayerTimes> out;
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const Layer& l = w.layers[i];
@@ -37,8 +38,12 @@ std::vector<LayerTimes> PriceLayers(const Workload& w, const CostModel& cost, bo
     LayerTimes t;
     t.layer = &l;
     t.cost = costs[i];
+    t.sustained_ratio = ratio;
     for (const Op& op : l.ops) {
-      t.ops.push_back({&op, cost.OpForwardSeconds(op), cost.OpBackwardSeconds(op)});
+      const bool tensor = op.kind == OpKind::kGemm || op.kind == OpKind::kBatchedGemm ||
+                          op.kind == OpKind::kAttention;
+      const double r = tensor ? ratio : 1.0;
+      t.ops.push_back({&op, r * cost.OpForwardSeconds(op), r * cost.OpBackwardSeconds(op)});
     }
     out.push_back(std::move(t));
   }
@@ -49,8 +54,12 @@ std::string LayerTimesText(const std::vector<LayerTimes>& layers) {
   std::string o;
   for (const LayerTimes& t : layers) {
     const LayerCost& c = t.cost;
-    o += fmt::format("{} ({}{})\n", t.layer->name, LayerKindName(t.layer->kind),
-                     t.layer->checkpointed ? ", checkpointed" : "");
+    o += fmt::format("{} ({}{}{})\n", t.layer->name, LayerKindName(t.layer->kind),
+                     t.layer->checkpointed ? ", checkpointed" : "",
+                     t.sustained_ratio != 1
+                         ? fmt::format("; GEMMs and attention x{:.3f} for sustained load",
+                                       t.sustained_ratio)
+                         : "");
     size_t width = 4;
     for (const OpTime& op : t.ops) width = std::max(width, op.op->name.size());
     o += fmt::format("  {:<{}}  {:<13}  {:>9}  {:>9}\n", "op", width, "kind", "fwd ms", "bwd ms");
@@ -88,6 +97,7 @@ nlohmann::json LayerTimesJson(const std::vector<LayerTimes>& layers) {
     out.push_back({{"layer", t.layer->name},
                    {"kind", LayerKindName(t.layer->kind)},
                    {"checkpointed", t.layer->checkpointed},
+                   {"sustained_ratio", t.sustained_ratio},
                    {"ops", ops},
                    {"kernels_fwd_s", c.FwdGpuSeconds()},
                    {"kernels_bwd_s", c.BwdGpuSeconds()},

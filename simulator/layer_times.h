@@ -16,10 +16,15 @@ namespace dsplan {
 
 struct OpTime {
   const Op* op = nullptr;
-  double fwd_s = 0, bwd_s = 0;  // kernels (CostModel::OpForwardSeconds / OpBackwardSeconds)
+  // kernels (CostModel::OpForwardSeconds / OpBackwardSeconds; GEMMs and attention times the
+  // sustained-load ratio, as in the layer's cost)
+  double fwd_s = 0, bwd_s = 0;
 };
 
 struct LayerTimes {
+  /// The sustained-load ratio the GEMM and attention kernels carry (CostModel::
+  /// WorkloadSustainedRatio; 1 without the profile's curve), in every op's time below.
+  double sustained_ratio = 1;
   const Layer* layer = nullptr;
   LayerCost cost;  // CostModel::Layers: kernels by class, host time, what the task takes
   std::vector<OpTime> ops;

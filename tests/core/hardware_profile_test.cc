@@ -80,6 +80,8 @@ HardwareProfile SyntheticMeasured() {
             {Precision::kBf16, 512, 512, 64, 2.1e14, GemmLayout::kNT, 256}};
   g.streaming_source = {SourceKind::kMeasured, "streaming kernel back to back"};
   g.streaming = {{4096, 2.9e-6}, {1.0 / 3 * 3e6, 3.7e-6}, {1073741824, 2.6e-4}};
+  g.sustained_gemm_source = {SourceKind::kMeasured, "duty sweep"};
+  g.sustained_gemm = {{0.404, 1.0118}, {0.745, 1.0 + 1.0 / 3}, {0.999, 1.1843}};
   HostProfile& h = p.host;
   h.cores = 16;
   h.ram_bytes = Measured(128.0 * (1 << 30), "/proc/meminfo");
@@ -271,6 +273,34 @@ TEST_F(HardwareProfileTest, GemmLayoutsAndTheStreamingCurveAreChecked) {
   auto sourceless = with("  streaming:\n    - [4096, 3e-6]\n");
   ASSERT_FALSE(sourceless.ok());
   EXPECT_NE(sourceless.status().message().find("gpu.streaming_source"), std::string::npos)
+      << sourceless.status().message();
+}
+
+TEST_F(HardwareProfileTest, TheSustainedGemmCurveIsChecked) {
+  const std::string gpu_end = "  context_bytes:";
+  auto with = [&](const std::string& rows) {
+    return LoadHardwareProfile(Mutated(gpu_end, rows + gpu_end));
+  };
+  auto ok = with("  sustained_gemm_source: {measured: \"t\"}\n  sustained_gemm:\n"
+                 "    - [0.4, 1.01]\n    - [0.9, 1.15]\n");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  ASSERT_EQ(ok->gpu.sustained_gemm.size(), 2u);
+  EXPECT_EQ(ok->gpu.sustained_gemm[1].time_ratio, 1.15);
+  EXPECT_NE(ok->SourceSummary().find("sustained GEMM clock"), std::string::npos)
+      << ok->SourceSummary();
+  for (const char* bad : {"    - [0.9, 1.15]\n    - [0.4, 1.01]\n",  // not ascending
+                          "    - [1.5, 1.1]\n",                         // duty above 1
+                          "    - [0.5, 0.9]\n",                         // faster than alone
+                          "    - [0.5]\n"}) {
+    auto r = with(std::string("  sustained_gemm_source: {measured: \"t\"}\n  sustained_gemm:\n") +
+                  bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("gpu.sustained_gemm["), std::string::npos)
+        << r.status().message();
+  }
+  auto sourceless = with("  sustained_gemm:\n    - [0.4, 1.01]\n");
+  ASSERT_FALSE(sourceless.ok());
+  EXPECT_NE(sourceless.status().message().find("gpu.sustained_gemm_source"), std::string::npos)
       << sourceless.status().message();
 }
 

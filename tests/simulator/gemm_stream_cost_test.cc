@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include "core/hardware_profile.h"
+#include "core/model_catalog.h"
 #include "simulator/cost_model.h"
 #include "simulator/stack_costs.h"
 #include "simulator/step_graph.h"
+#include "simulator/workload.h"
 
 namespace dsplan {
 namespace {
@@ -167,6 +169,46 @@ TEST(HookCost, ZeroHooksAreHostWorkThatOverlapsTheLayersKernels) {
     EXPECT_GT(v, 50e-6);
     EXPECT_LT(v, 500e-6);
   }
+}
+
+// GEMMs under sustained load (docs/stack-costs.md 7): the profile's measured time ratio by
+// tensor-core duty, interpolated; a GEMM-heavy workload's layers take it, one whose duty is low
+// (host-bound) barely does.
+TEST(SustainedLoad, GemmsSlowDownWithTheirDuty) {
+  const HardwareProfile base = Base();
+  CostModel plain(base, Precision::kBf16);
+  EXPECT_EQ(plain.SustainedGemmRatio(0.9), 1.0);  // no curve: the table's rate
+  HardwareProfile p = base;
+  p.gpu.sustained_gemm = {{0.4, 1.01}, {0.8, 1.11}, {1.0, 1.2}};
+  p.gpu.sustained_gemm_source = {SourceKind::kMeasured, "test"};
+  CostModel cm(p, Precision::kBf16);
+  EXPECT_DOUBLE_EQ(cm.SustainedGemmRatio(0), 1.0);
+  EXPECT_NEAR(cm.SustainedGemmRatio(0.2), 1.005, 1e-12);  // from 1 at duty 0 to the first point
+  EXPECT_NEAR(cm.SustainedGemmRatio(0.6), 1.06, 1e-12);
+  EXPECT_NEAR(cm.SustainedGemmRatio(0.9), 1.155, 1e-12);
+  EXPECT_DOUBLE_EQ(cm.SustainedGemmRatio(1.0), 1.2);
+
+  auto spec = LoadModel("gpt2", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  RunShape big;
+  big.micro_batch = 32;
+  big.seq_len = 1024;
+  auto w = BuildWorkload(*spec, big);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::vector<LayerCost> a = plain.Layers(*w), b = cm.Layers(*w);
+  double gemm_a = 0, gemm_b = 0, tensor = 0, total = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    gemm_a += a[i].fwd_gemm_s + a[i].bwd_gemm_s;
+    gemm_b += b[i].fwd_gemm_s + b[i].bwd_gemm_s;
+    tensor += a[i].fwd_gemm_s + a[i].bwd_gemm_s + a[i].fwd_attention_s + a[i].bwd_attention_s;
+    total += a[i].fwd_s + a[i].bwd_s;
+    EXPECT_EQ(b[i].fwd_memory_s, a[i].fwd_memory_s);  // memory-bound kernels keep their time
+    EXPECT_GE(b[i].fwd_s, a[i].fwd_s);
+  }
+  ASSERT_GT(gemm_a, 0);
+  EXPECT_NEAR(gemm_b / gemm_a, cm.SustainedGemmRatio(tensor / total), 1e-9);
+  EXPECT_NEAR(gemm_b / gemm_a, cm.WorkloadSustainedRatio(*w), 1e-12);
+  EXPECT_GT(gemm_b / gemm_a, 1.0);
 }
 
 TEST(StreamingCurve, RuntimeLaunchesFollowTheMeasuredCurve) {

@@ -13,7 +13,12 @@ real blocks at the token counts the planner picks):
   clocks      SM clock and power (nvidia-smi) sampled in the sustained phase's last half
 Prints a JSON document (schema dsplan-gemm-sustained/1).
 
-usage: gemm_sustained.py [--seconds 4] [--evict-mib 1024] [--out F]
+With --duty-sweep, one shape (pythia-1.4b's fc1) is run sustained with memory-bound passes of
+0, 64, 256, 1024, 2048 and 4096 MiB between calls, so that the share of GPU time in the GEMM
+(its duty: GEMM time over GEMM plus pass time, both from events) runs from 1 down to about 0.2:
+how the slowdown depends on how much of the time the tensor cores are busy.
+
+usage: gemm_sustained.py [--seconds 4] [--evict-mib 1024] [--duty-sweep] [--out F]
 """
 import argparse
 import json
@@ -59,7 +64,7 @@ def alone(x, w, reps=7, warm=2):
     return statistics.median(ts)
 
 
-def sustained(x, w, seconds, evict):
+def sustained(x, w, seconds, evict, pass_times=None):
     samples, stop = [], threading.Event()
 
     def sample():
@@ -76,20 +81,25 @@ def sustained(x, w, seconds, evict):
     while time.time() - t0 < seconds:
         batch = []
         for _ in range(20):
-            evict.mul_(1.0001)  # a memory-bound pass between GEMMs, as in a block
+            p0 = torch.cuda.Event(enable_timing=True)
+            p0.record()
+            if evict is not None:
+                evict.mul_(1.0001)  # a memory-bound pass between GEMMs, as in a block
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record()
             F.linear(x, w)
             e.record()
-            batch.append((time.time() - t0, s, e))
+            batch.append((time.time() - t0, s, e, p0))
         events.extend(batch)
         batch[-1][2].synchronize()
     torch.cuda.synchronize()
     stop.set()
     th.join()
-    half = [s.elapsed_time(e) / 1e3 for (t, s, e) in events if t >= seconds / 2]
+    half = [s.elapsed_time(e) / 1e3 for (t, s, e, p) in events if t >= seconds / 2]
+    passes = [p.elapsed_time(s) / 1e3 for (t, s, e, p) in events if t >= seconds / 2]
     late = [v for (t, v) in samples if t - t0 >= seconds / 2]
-    return {"calls": len(events), "median_s": statistics.median(half),
+    g, q = statistics.median(half), statistics.median(passes)
+    return {"calls": len(events), "median_s": g, "pass_median_s": q, "duty": g / (g + q),
             "sm_mhz": statistics.median([v[0] for v in late]) if late else None,
             "power_w": statistics.median([v[1] for v in late]) if late else None,
             "temp_c": max([v[2] for v in late]) if late else None}
@@ -99,8 +109,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=4.0)
     ap.add_argument("--evict-mib", type=int, default=1024)
+    ap.add_argument("--duty-sweep", action="store_true")
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
+    if a.duty_sweep:
+        return duty_sweep(a)
     torch.backends.cuda.matmul.allow_tf32 = False
     evict = torch.ones(a.evict_mib << 18, device="cuda", dtype=torch.float32)
     rows = []
@@ -122,6 +135,30 @@ def main():
     doc = {"schema": "dsplan-gemm-sustained/1", "torch": torch.__version__,
            "device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"),
            "idle_smi": idle, "seconds": a.seconds, "evict_mib": a.evict_mib, "rows": rows}
+    text = json.dumps(doc, indent=1)
+    if a.out:
+        open(a.out, "w").write(text + "\n")
+    else:
+        print(text)
+
+
+def duty_sweep(a):
+    label, m, k, n = SHAPES[1]
+    x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
+    t_alone = alone(x, w)
+    rows = []
+    for mib in (0, 64, 256, 1024, 2048, 4096):
+        evict = torch.ones(mib << 18, device="cuda", dtype=torch.float32) if mib else None
+        sus = sustained(x, w, a.seconds, evict)
+        rows.append({"evict_mib": mib, "sustained": sus, "alone_s": t_alone,
+                     "sustained_over_alone": sus["median_s"] / t_alone})
+        print(json.dumps(rows[-1]), flush=True)
+        del evict
+        time.sleep(2)  # let the clock recover between points
+    doc = {"schema": "dsplan-gemm-duty/1", "torch": torch.__version__, "shape": label,
+           "device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"),
+           "seconds": a.seconds, "rows": rows}
     text = json.dumps(doc, indent=1)
     if a.out:
         open(a.out, "w").write(text + "\n")

@@ -416,25 +416,33 @@ void ApplyEffects(const StepGraph& graph, TaskId id, int64_t copy,
                   std::array<int64_t, kNumMemSpaces>& total, MemoryTimeline& m, bool record_curve) {
   const MemEffect* b = graph.effects_begin(id);
   const MemEffect* e = graph.effects_end(id);
-  int64_t after_start = 0;
   // Effects apply in their listed order (start effects, then end effects); the peak is checked
   // after every allocation, so a task's transient allocations and frees sequence correctly.
-  for (int phase = 0; phase < 2; ++phase) {
-    const bool at_end = phase == 1;
-    for (const MemEffect* x = b; x != e; ++x) {
-      if (x->at_end != at_end) continue;
-      const int sp = static_cast<int>(x->space);
-      cur[sp][static_cast<int>(x->category)] += x->bytes;
-      total[sp] += x->bytes;
-      if (x->bytes > 0 && total[sp] > m.peak[sp].bytes) {
-        m.peak[sp].bytes = total[sp];
-        m.peak[sp].task = id;
-        m.peak[sp].copy = copy;
-        m.peak[sp].at_end = at_end;
-        m.peak[sp].breakdown = cur[sp];
-      }
+  bool any_at_end = false;
+  auto apply = [&](const MemEffect& x) {
+    const int sp = static_cast<int>(x.space);
+    cur[sp][static_cast<int>(x.category)] += x.bytes;
+    total[sp] += x.bytes;
+    if (x.bytes > 0 && total[sp] > m.peak[sp].bytes) {
+      m.peak[sp].bytes = total[sp];
+      m.peak[sp].task = id;
+      m.peak[sp].copy = copy;
+      m.peak[sp].at_end = x.at_end;
+      m.peak[sp].breakdown = cur[sp];
     }
-    if (phase == 0) after_start = total[0];
+  };
+  for (const MemEffect* x = b; x != e; ++x) {
+    if (x->at_end) {
+      any_at_end = true;  // applied below, after every start effect (most tasks have none)
+    } else {
+      apply(*x);
+    }
+  }
+  const int64_t after_start = total[0];
+  if (any_at_end) {
+    for (const MemEffect* x = b; x != e; ++x) {
+      if (x->at_end) apply(*x);
+    }
   }
   if (record_curve) m.gpu_curve.push_back({id, after_start, total[0]});
 }

@@ -224,10 +224,11 @@ class StepGraph {
   Status CheckRepeat() const;
 
   /// Appends |task| with |deps| (all < the new id) and |effects|; returns its id.
-  TaskId Add(Task task, std::initializer_list<TaskId> deps,
+  TaskId Add(const Task& task, std::initializer_list<TaskId> deps,
              std::initializer_list<MemEffect> effects = {});
-  TaskId Add(Task task, const std::vector<TaskId>& deps, const std::vector<MemEffect>& effects);
-  TaskId Add(Task task, std::initializer_list<TaskId> deps, const EffectList& effects);
+  TaskId Add(const Task& task, const std::vector<TaskId>& deps,
+             const std::vector<MemEffect>& effects);
+  TaskId Add(const Task& task, std::initializer_list<TaskId> deps, const EffectList& effects);
   /// Adds one more dependency or effect to the most recently added task.
   void AddDep(TaskId dep);
   void AddEffect(const MemEffect& effect);
@@ -244,6 +245,8 @@ class StepGraph {
   void Clear();
 
  private:
+  TaskId Append(const Task& task, std::initializer_list<TaskId> deps,
+                const MemEffect* effects_begin, const MemEffect* effects_end);
   std::vector<Task> tasks_;
   std::vector<TaskId> deps_;
   std::vector<MemEffect> effects_;

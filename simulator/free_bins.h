@@ -115,6 +115,23 @@ class FreeBins {
     return -1;
   }
 
+  /// Whether BestFit(size, except) would find an entry, answered without looking for the
+  /// smallest one: the first sufficient entry of the request's bin, or any of a later bin.
+  bool AnyFit(int64_t size, int except = -1) const {
+    if (count_ == 0) return false;
+    const int b = BinOf(size);
+    if (b < static_cast<int>(bins_.size())) {
+      for (const auto& [bytes, id] : bins_[static_cast<std::size_t>(b)]) {
+        if (bytes >= size && id != except) return true;
+      }
+    }
+    for (int next = NextUsed(b + 1); next >= 0; next = NextUsed(next + 1)) {
+      const auto& bin = bins_[static_cast<std::size_t>(next)];
+      if (bin.size() > 1 || bin[0].second != except) return true;
+    }
+    return false;
+  }
+
   int size() const { return count_; }
   void Clear() {
     // Only the non-empty bins (the bitmap's): a pool has hundreds of bins, a few in use.

@@ -9,7 +9,8 @@
 namespace dsplan {
 
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
-                                         int64_t capacity, bool lazy_states) {
+                                         int64_t capacity, bool lazy_states,
+                                         const GpuEffectOrder* gpu_order) {
   CountingSegmentSource source(capacity);
   // One allocator, replayer and effect list per thread, reset for each call: a search replays
   // thousands of graphs, and building them afresh each time was a good part of the replay's
@@ -18,9 +19,8 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     CountingSegmentSource none;
     CachingAllocator allocator{&none};
     EffectReplayer replay{&allocator};
-    std::vector<MemEffect> gpu;
+    GpuEffectOrder order;
     std::vector<uint8_t> role;
-    std::vector<int> first;
   };
   thread_local Scratch scratch;
   CachingAllocator& a = scratch.allocator;
@@ -49,43 +49,26 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   bool lazy_pending = lazy_bytes > 0;
   (void)replay.AllocateInitial(graph, lazy_bytes);
   // Each task's GPU effects in replay order (those at its start, then those at its end),
-  // gathered once: the replay walks every task at least |iterations| times. Transient effects
-  // within one task are replayed as queries (role[k]): an allocation the next effect frees (a
-  // temporary, a collective's flat copy; EffectReplayer::TryApplyTransient), and such a pair
-  // inside an allocation that the effect after it frees (a backward's two workspaces;
-  // TryApplyTransientNested).
-  enum Role : uint8_t { kPlain, kPairFirst, kNestedFirst, kInGroup };
-  std::vector<MemEffect>& gpu = scratch.gpu;
-  std::vector<uint8_t>& role = scratch.role;
-  std::vector<int>& first = scratch.first;
-  gpu.clear();
-  role.clear();
-  first.resize(static_cast<size_t>(graph.size()) + 1);
+  // gathered once (by the memory timeline's walk): the replay walks every task at least
+  // |iterations| times. Transient effects within one task are replayed as queries (role[k]):
+  // an allocation the next effect frees (a temporary, a collective's flat copy;
+  // EffectReplayer::TryApplyTransient), and such a pair inside an allocation that the effect
+  // after it frees (a backward's two workspaces; TryApplyTransientNested).
+  if (gpu_order == nullptr) {
+    (void)ComputeMemory(graph, false, &scratch.order);
+    gpu_order = &scratch.order;
+  }
+  const std::vector<MemEffect>& gpu = gpu_order->effects;
+  const std::vector<int>& first = gpu_order->first;
   TaskId lazy_task = -1;  // the first optimizer task: the lazy states are created before it
-  for (TaskId id = 0; id < graph.size(); ++id) {
-    if (lazy_task < 0 && graph.task(id).kind == TaskKind::kGpuOptimizer) lazy_task = id;
-    const size_t task_first = gpu.size();
-    first[static_cast<size_t>(id)] = static_cast<int>(task_first);
-    // The effects are copied into one flat array that every iteration walks (those at the
-    // task's start, then those at its end; most tasks have none at the end).
-    const MemEffect* begin = graph.effects_begin(id);
-    const MemEffect* end = graph.effects_end(id);
-    bool any_at_end = false;
-    for (const MemEffect* e = begin; e != end; ++e) {
-      if (e->space != MemSpace::kGpu || e->bytes == 0) continue;
-      if (e->at_end) {
-        any_at_end = true;
-      } else {
-        gpu.push_back(*e);
-      }
-    }
-    if (any_at_end) {
-      for (const MemEffect* e = begin; e != end; ++e) {
-        if (e->space == MemSpace::kGpu && e->bytes != 0 && e->at_end) gpu.push_back(*e);
-      }
+  for (TaskId id = 0; lazy_pending && id < graph.size(); ++id) {
+    if (graph.task(id).kind == TaskKind::kGpuOptimizer) {
+      lazy_task = id;
+      break;
     }
   }
-  first[static_cast<size_t>(graph.size())] = static_cast<int>(gpu.size());
+  enum Role : uint8_t { kPlain, kPairFirst, kNestedFirst, kInGroup };
+  std::vector<uint8_t>& role = scratch.role;
   role.assign(gpu.size(), kPlain);
   for (TaskId id = 0; id < graph.size(); ++id) {
     const size_t task_first = static_cast<size_t>(first[static_cast<size_t>(id)]);

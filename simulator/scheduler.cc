@@ -410,16 +410,24 @@ Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durati
 
 namespace {
 
-// Applies task |id|'s effects to |cur| and |total|, recording peaks as copy |copy|.
+// Applies task |id|'s effects to |cur| and |total|, recording peaks as copy |copy|; appends
+// its GPU effects to |gpu_order| unless null.
 void ApplyEffects(const StepGraph& graph, TaskId id, int64_t copy,
                   std::array<CategoryBytes, kNumMemSpaces>& cur,
-                  std::array<int64_t, kNumMemSpaces>& total, MemoryTimeline& m, bool record_curve) {
+                  std::array<int64_t, kNumMemSpaces>& total, MemoryTimeline& m, bool record_curve,
+                  GpuEffectOrder* gpu_order) {
   const MemEffect* b = graph.effects_begin(id);
   const MemEffect* e = graph.effects_end(id);
+  if (gpu_order != nullptr) {
+    gpu_order->first.push_back(static_cast<int>(gpu_order->effects.size()));
+  }
   // Effects apply in their listed order (start effects, then end effects); the peak is checked
   // after every allocation, so a task's transient allocations and frees sequence correctly.
   bool any_at_end = false;
   auto apply = [&](const MemEffect& x) {
+    if (gpu_order != nullptr && x.space == MemSpace::kGpu && x.bytes != 0) {
+      gpu_order->effects.push_back(x);
+    }
     const int sp = static_cast<int>(x.space);
     cur[sp][static_cast<int>(x.category)] += x.bytes;
     total[sp] += x.bytes;
@@ -456,8 +464,13 @@ int64_t SaturatingMulAdd(int64_t base, int64_t times, int64_t delta) {
 
 }  // namespace
 
-MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve) {
+MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve,
+                             GpuEffectOrder* gpu_order) {
   MemoryTimeline m;
+  if (gpu_order != nullptr) {
+    gpu_order->effects.clear();
+    gpu_order->first.clear();
+  }
   std::array<CategoryBytes, kNumMemSpaces> cur = graph.initial;
   std::array<int64_t, kNumMemSpaces> total{};
   for (int sp = 0; sp < kNumMemSpaces; ++sp) {
@@ -472,7 +485,9 @@ MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve) {
   for (TaskId id = 0; id < n; ++id) {
     if (compact && id == r.begin) {
       const std::array<CategoryBytes, kNumMemSpaces> before = cur;
-      for (TaskId b = r.begin; b < r.end; ++b) ApplyEffects(graph, b, 0, cur, total, m, record_curve);
+      for (TaskId b = r.begin; b < r.end; ++b) {
+        ApplyEffects(graph, b, 0, cur, total, m, record_curve, gpu_order);
+      }
       if (cur != before) {
         // Not memory-neutral (BuildStepGraph never builds this): the copies between the first
         // and the last add the block's net bytes each; the last copy is walked again.
@@ -484,13 +499,16 @@ MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve) {
           }
         }
         for (TaskId b = r.begin; b < r.end; ++b) {
-          ApplyEffects(graph, b, r.count - 1, cur, total, m, record_curve);
+          ApplyEffects(graph, b, r.count - 1, cur, total, m, record_curve, nullptr);
         }
       }
       id = r.end - 1;
       continue;
     }
-    ApplyEffects(graph, id, 0, cur, total, m, record_curve);
+    ApplyEffects(graph, id, 0, cur, total, m, record_curve, gpu_order);
+  }
+  if (gpu_order != nullptr) {
+    gpu_order->first.push_back(static_cast<int>(gpu_order->effects.size()));
   }
   m.final_bytes = total;
   return m;

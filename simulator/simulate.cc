@@ -267,7 +267,9 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     }
   }
   Schedule sched = ScheduleGraph(g, durations, true);
-  MemoryTimeline mem = ComputeMemory(g, options.keep_graph);
+  // The walk also gathers the GPU effects for the allocator replay below.
+  thread_local GpuEffectOrder gpu_order;
+  MemoryTimeline mem = ComputeMemory(g, options.keep_graph, &gpu_order);
 
   Prediction p;
   p.facts = built.facts;
@@ -297,7 +299,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     // them with the model states.
     const AllocatorResult a =
         SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0,
-                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed);
+                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed, &gpu_order);
     p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
     allocator_oom = a.out_of_memory;
   }

@@ -411,11 +411,12 @@ Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durati
 namespace {
 
 // Applies task |id|'s effects to |cur| and |total|, recording peaks as copy |copy|; appends
-// its GPU effects to |gpu_order| unless null.
-void ApplyEffects(const StepGraph& graph, TaskId id, int64_t copy,
-                  std::array<CategoryBytes, kNumMemSpaces>& cur,
-                  std::array<int64_t, kNumMemSpaces>& total, MemoryTimeline& m, bool record_curve,
-                  GpuEffectOrder* gpu_order) {
+// its GPU effects to |gpu_order| unless null. Inlined into ComputeMemory's loop (a call per
+// task, with its state in memory, cost about 1 us of a t5-3b simulation).
+[[gnu::always_inline]] inline void ApplyEffects(
+    const StepGraph& graph, TaskId id, int64_t copy, std::array<CategoryBytes, kNumMemSpaces>& cur,
+    std::array<int64_t, kNumMemSpaces>& total, MemoryTimeline& m, bool record_curve,
+    GpuEffectOrder* gpu_order) {
   const MemEffect* b = graph.effects_begin(id);
   const MemEffect* e = graph.effects_end(id);
   if (gpu_order != nullptr) {

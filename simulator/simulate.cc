@@ -341,13 +341,11 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // The band's absolute part: the step's largest single allocation of activations or
   // temporaries (the fp32 logits of a large vocabulary, an attention workspace). Model-state
   // buffers (flat gradients, gathered parameters) are sized by the configuration, not by the
-  // step's transients, and are left out.
-  for (TaskId id = 0; id < g.size(); ++id) {
-    for (const MemEffect* e = g.effects_begin(id); e != g.effects_end(id); ++e) {
-      if (e->space == MemSpace::kGpu && e->bytes > p.memory_band.upper_bytes &&
-          (e->category == MemCategory::kActivations || e->category == MemCategory::kTemporaries)) {
-        p.memory_band.upper_bytes = e->bytes;
-      }
+  // step's transients, and are left out. The GPU effects are the memory walk's gathered ones.
+  for (const MemEffect& e : gpu_order.effects) {
+    if (e.bytes > p.memory_band.upper_bytes &&
+        (e.category == MemCategory::kActivations || e.category == MemCategory::kTemporaries)) {
+      p.memory_band.upper_bytes = e.bytes;
     }
   }
   const double band_upper = options.apply_band ? p.memory_band.upper : 0.0;

@@ -211,7 +211,9 @@ class CachingAllocator {
     if (stream == 0 || stream == 1) pool_index_[stream][small ? 1 : 0] = made;
     return made;
   }
-  void InsertFree(int id) {
+  // Inlined into Free and NewBlock (the replay files a block nearly every effect; as a call,
+  // with FreeBins::Insert's, it cost about 0.5 us of a t5-3b simulation).
+  [[gnu::always_inline]] void InsertFree(int id) {
     Block& b = blocks_[id];
     b.free_at = pools_[b.pool].free.Insert(b.size, id);
   }

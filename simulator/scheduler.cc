@@ -22,8 +22,10 @@ Schedule SchedulePlain(const StepGraph& graph, const std::vector<double>& durati
   std::array<double, kNumResources> free_at{};
   std::array<TaskId, kNumResources> last_on{};
   last_on.fill(-1);
-  // For the critical path: which predecessor set each task's start.
+  // For the critical path: which predecessor set each task's start, and the task that ends
+  // last (ties: the later id).
   std::vector<TaskId> pred(critical_path ? n : 0, -1);
+  TaskId last = 0;
   for (TaskId id = 0; id < n; ++id) {
     const Task& t = graph.task(id);
     const int r = static_cast<int>(t.resource);
@@ -42,12 +44,9 @@ Schedule SchedulePlain(const StepGraph& graph, const std::vector<double>& durati
     s.busy_s[r] += durations[id];
     if (critical_path) pred[id] = from;
     s.makespan_s = std::max(s.makespan_s, s.end_s[id]);
+    if (s.end_s[id] >= s.end_s[last]) last = id;
   }
   if (critical_path && n > 0) {
-    TaskId last = 0;
-    for (TaskId id = 0; id < n; ++id) {
-      if (s.end_s[id] >= s.end_s[last]) last = id;  // ties: the later id
-    }
     for (TaskId id = last; id >= 0; id = pred[id]) s.critical_path.push_back(id);
     std::reverse(s.critical_path.begin(), s.critical_path.end());
     for (TaskId id : s.critical_path) {
@@ -425,7 +424,8 @@ namespace {
   // Effects apply in their listed order (start effects, then end effects); the peak is checked
   // after every allocation, so a task's transient allocations and frees sequence correctly.
   bool any_at_end = false;
-  auto apply = [&](const MemEffect& x) {
+  // Inlined (GCC called it per effect).
+  auto apply = [&](const MemEffect& x) __attribute__((always_inline)) {
     if (gpu_order != nullptr && x.space == MemSpace::kGpu && x.bytes != 0) {
       gpu_order->effects.push_back(x);
     }

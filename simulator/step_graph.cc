@@ -96,6 +96,12 @@ const char* MemCategoryKey(MemCategory c) {
   return "?";
 }
 
+void EffectList::PushToHeap(const MemEffect& e) {
+  if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
+  heap_.push_back(e);
+  ++size_;
+}
+
 TaskId StepGraph::Append(const Task& task, std::initializer_list<TaskId> deps,
                          const MemEffect* effects_begin, const MemEffect* effects_end) {
   // The task is copied once, into place, and its few effects appended one by one (a search

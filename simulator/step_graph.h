@@ -112,9 +112,7 @@ class EffectList {
       inline_[size_++] = e;
       return;
     }
-    if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
-    heap_.push_back(e);
-    ++size_;
+    PushToHeap(e);
   }
   void clear() {
     size_ = 0;
@@ -126,6 +124,8 @@ class EffectList {
   const MemEffect* end() const { return begin() + size_; }
 
  private:
+  // push_back past kInline effects (rare; out of line so that the common case inlines).
+  void PushToHeap(const MemEffect& e);
   std::array<MemEffect, kInline> inline_;
   std::vector<MemEffect> heap_;  // all of them, once there are more than kInline
   size_t size_ = 0;

@@ -9,7 +9,8 @@
 namespace dsplan {
 
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
-                                         int64_t capacity, bool lazy_states) {
+                                         int64_t capacity, bool lazy_states,
+                                         const GpuEffectOrder* gpu_order) {
   CountingSegmentSource source(capacity);
   // One allocator, replayer and effect list per thread, reset for each call: a search replays
   // thousands of graphs, and building them afresh each time was a good part of the replay's
@@ -18,9 +19,8 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     CountingSegmentSource none;
     CachingAllocator allocator{&none};
     EffectReplayer replay{&allocator};
-    std::vector<const MemEffect*> gpu;
+    GpuEffectOrder order;
     std::vector<uint8_t> role;
-    std::vector<int> first;
   };
   thread_local Scratch scratch;
   CachingAllocator& a = scratch.allocator;
@@ -49,66 +49,73 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   bool lazy_pending = lazy_bytes > 0;
   (void)replay.AllocateInitial(graph, lazy_bytes);
   // Each task's GPU effects in replay order (those at its start, then those at its end),
-  // gathered once: the replay walks every task at least |iterations| times. Transient effects
-  // within one task are replayed as queries (role[k]): an allocation the next effect frees (a
-  // temporary, a collective's flat copy; EffectReplayer::TryApplyTransient), and such a pair
-  // inside an allocation that the effect after it frees (a backward's two workspaces;
-  // TryApplyTransientNested).
+  // gathered once (by the memory timeline's walk): the replay walks every task at least
+  // |iterations| times. Transient effects within one task are replayed as queries (role[k]):
+  // an allocation the next effect frees (a temporary, a collective's flat copy;
+  // EffectReplayer::TryApplyTransient), and such a pair inside an allocation that the effect
+  // after it frees (a backward's two workspaces; TryApplyTransientNested).
+  if (gpu_order == nullptr) {
+    (void)ComputeMemory(graph, false, &scratch.order);
+    gpu_order = &scratch.order;
+  }
+  const std::vector<MemEffect>& gpu = gpu_order->effects;
+  const std::vector<int>& first = gpu_order->first;
+  TaskId lazy_task = -1;  // the first optimizer task: the lazy states are created before it
+  for (TaskId id = 0; lazy_pending && id < graph.size(); ++id) {
+    if (graph.task(id).kind == TaskKind::kGpuOptimizer) {
+      lazy_task = id;
+      break;
+    }
+  }
   enum Role : uint8_t { kPlain, kPairFirst, kNestedFirst, kInGroup };
-  std::vector<const MemEffect*>& gpu = scratch.gpu;
   std::vector<uint8_t>& role = scratch.role;
-  std::vector<int>& first = scratch.first;
-  gpu.clear();
-  role.clear();
-  first.assign(static_cast<size_t>(graph.size()) + 1, 0);
+  role.assign(gpu.size(), kPlain);
   for (TaskId id = 0; id < graph.size(); ++id) {
-    const size_t task_first = gpu.size();
-    first[static_cast<size_t>(id)] = static_cast<int>(task_first);
-    const MemEffect* begin = graph.effects_begin(id);
-    const MemEffect* end = graph.effects_end(id);
-    for (int phase = 0; phase < 2; ++phase) {
-      for (const MemEffect* e = begin; e != end; ++e) {
-        if (e->space != MemSpace::kGpu || e->at_end != (phase == 1) || e->bytes == 0) continue;
-        const size_t n = gpu.size();
-        uint8_t mine = kPlain;
-        if (n > task_first && role[n - 1] == kPlain &&
-            EffectReplayer::IsTransientPair(*gpu[n - 1], *e)) {
-          role[n - 1] = kPairFirst;
-          mine = kInGroup;
-        } else if (n >= task_first + 3 && role[n - 3] == kPlain && role[n - 2] == kPairFirst &&
-                   EffectReplayer::IsTransientPair(*gpu[n - 3], *e)) {
-          role[n - 3] = kNestedFirst;
-          role[n - 2] = kInGroup;
-          mine = kInGroup;
-        }
-        gpu.push_back(e);
-        role.push_back(mine);
+    const size_t task_first = static_cast<size_t>(first[static_cast<size_t>(id)]);
+    const size_t task_end = static_cast<size_t>(first[static_cast<size_t>(id) + 1]);
+    for (size_t n = task_first + 1; n < task_end; ++n) {
+      if (role[n - 1] == kPlain && EffectReplayer::IsTransientPair(gpu[n - 1], gpu[n])) {
+        role[n - 1] = kPairFirst;
+        role[n] = kInGroup;
+      } else if (n >= task_first + 3 && role[n - 3] == kPlain && role[n - 2] == kPairFirst &&
+                 EffectReplayer::IsTransientPair(gpu[n - 3], gpu[n])) {
+        role[n - 3] = kNestedFirst;
+        role[n - 2] = kInGroup;
+        role[n] = kInGroup;
       }
     }
   }
-  first[static_cast<size_t>(graph.size())] = static_cast<int>(gpu.size());
   Status never;  // a counting source fails only for memory, which is not an error
-  auto apply = [&](TaskId id) {
-    if (lazy_pending && graph.task(id).kind == TaskKind::kGpuOptimizer) {
-      lazy_pending = false;
-      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
-    }
-    const size_t end = static_cast<size_t>(first[static_cast<size_t>(id) + 1]);
-    for (size_t k = static_cast<size_t>(first[static_cast<size_t>(id)]); k < end; ++k) {
+  auto run = [&](size_t from, size_t to) {
+    for (size_t k = from; k < to; ++k) {
       switch (role[k]) {
         case kPairFirst:
-          replay.TryApplyTransient(*gpu[k], *gpu[k + 1], &never);
+          replay.TryApplyTransient(gpu[k], gpu[k + 1], &never);
           k += 1;
           break;
         case kNestedFirst:
-          replay.TryApplyTransientNested(*gpu[k], *gpu[k + 1], *gpu[k + 2], *gpu[k + 3], &never);
+          replay.TryApplyTransientNested(gpu[k], gpu[k + 1], gpu[k + 2], gpu[k + 3], &never);
           k += 3;
           break;
         default:
-          (void)replay.TryApply(*gpu[k], &never);
+          (void)replay.TryApply(gpu[k], &never);
           break;
       }
     }
+  };
+  // Tasks [t0, t1): their effects in order, the lazy states created before the first
+  // optimizer task's effects the first time it comes.
+  auto apply = [&](TaskId t0, TaskId t1) {
+    size_t from = static_cast<size_t>(first[static_cast<size_t>(t0)]);
+    const size_t to = static_cast<size_t>(first[static_cast<size_t>(t1)]);
+    if (lazy_pending && lazy_task >= t0 && lazy_task < t1) {
+      const size_t at = static_cast<size_t>(first[static_cast<size_t>(lazy_task)]);
+      run(from, at);
+      lazy_pending = false;
+      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
+      from = at;
+    }
+    run(from, to);
   };
   auto key = [&] {
     std::vector<int64_t> k = replay.StateKey();
@@ -124,16 +131,16 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       a.ResetPeaks();
     }
     if (!compact) {
-      for (TaskId id = 0; id < graph.size(); ++id) apply(id);
+      apply(0, graph.size());
       continue;
     }
-    for (TaskId id = 0; id < rep.begin; ++id) apply(id);
+    apply(0, rep.begin);
     // The repeated block, copy after copy until the allocator comes back to a state it was in
     // after an earlier copy: from there the copies cycle, every state and peak repeating, so
     // only the copies that bring the cycle to where the last copy leaves it are replayed.
     std::vector<std::vector<int64_t>> seen = {key()};  // seen[k]: after k copies
     for (int64_t done = 0; done < rep.count;) {
-      for (TaskId id = rep.begin; id < rep.end; ++id) apply(id);
+      apply(rep.begin, rep.end);
       ++done;
       ++r.copies_replayed;
       if (done == rep.count) break;
@@ -143,14 +150,14 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
         const int64_t period = done - (hit - seen.begin());
         const int64_t left = (rep.count - done) % period;
         for (int64_t k = 0; k < left; ++k) {
-          for (TaskId id = rep.begin; id < rep.end; ++id) apply(id);
+          apply(rep.begin, rep.end);
         }
         r.copies_replayed += left;
         break;
       }
       seen.push_back(std::move(now));
     }
-    for (TaskId id = rep.end; id < graph.size(); ++id) apply(id);
+    apply(rep.end, graph.size());
   }
   r.peak_allocated = a.peak_allocated();
   r.peak_reserved = std::max(peak_reserved, a.peak_reserved());

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "simulator/scheduler.h"
 #include "simulator/step_graph.h"
 
 namespace dsplan {
@@ -46,8 +47,11 @@ struct AllocatorResult {
 /// |lazy_states|: the optimizer states of StepGraph::lazy_gpu_states are created at the first
 /// optimizer task of the first iteration, as PyTorch's optimizers do, instead of with the
 /// initial state (as dsplan's executor allocates them).
+/// |gpu_order|: the graph's GPU effects in replay order, as ComputeMemory gives them (the
+/// simulation has walked the graph once already); null: gathered here the same way.
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
-                                         int64_t capacity = 0, bool lazy_states = false);
+                                         int64_t capacity = 0, bool lazy_states = false,
+                                         const GpuEffectOrder* gpu_order = nullptr);
 
 }  // namespace dsplan
 

@@ -129,7 +129,12 @@ bool CachingAllocator::TryTransient(int64_t request, int stream) {
   const int64_t size = RoundSize(request);
   const bool small = size <= kSmallSize;
   const int pool = FindPool(small, stream);
-  const int best = pool < 0 ? -1 : pools_[pool].free.BestFit(size);
+  if (pool < 0) return false;
+  const FreeBins& free = pools_[pool].free;
+  // Below the peak by more than the request could take, only whether a block serves it
+  // matters (which one does not: the peak stays).
+  if (allocated_ + MostTaken(size) <= peak_allocated_) return free.AnyFit(size);
+  const int best = free.BestFit(size);
   if (best < 0) return false;
   peak_allocated_ = std::max(peak_allocated_, allocated_ + Taken(size, blocks_[best].size));
   return true;
@@ -139,16 +144,26 @@ bool CachingAllocator::TryTransientNested(int64_t outer, int outer_stream, int64
                                           int inner_stream) {
   const int64_t size1 = RoundSize(outer);
   const int pool1 = FindPool(size1 <= kSmallSize, outer_stream);
-  const int best1 = pool1 < 0 ? -1 : pools_[pool1].free.BestFit(size1);
+  const int64_t size2 = RoundSize(inner);
+  const int pool2 = FindPool(size2 <= kSmallSize, inner_stream);
+  if (pool1 < 0 || pool2 < 0) return false;
+  // Below the peak by more than both requests could take, only whether blocks serve them
+  // matters; from another pool, the second request's answer does not depend on the first's.
+  const bool below_peak = allocated_ + MostTaken(size1) + MostTaken(size2) <= peak_allocated_;
+  if (below_peak && pool2 != pool1) {
+    return pools_[pool1].free.AnyFit(size1) && pools_[pool2].free.AnyFit(size2);
+  }
+  const int best1 = pools_[pool1].free.BestFit(size1);
   if (best1 < 0) return false;
   const int64_t taken1 = Taken(size1, blocks_[best1].size);
   const int64_t rest1 = blocks_[best1].size - taken1;  // split off as a free block when > 0
-  const int64_t size2 = RoundSize(inner);
-  const int pool2 = FindPool(size2 <= kSmallSize, inner_stream);
-  if (pool2 < 0) return false;
   // The second request sees best1 taken and its remainder free; the remainder's id would be
   // the newest, so it loses ties.
-  const int best2 = pools_[pool2].free.BestFit(size2, pool2 == pool1 ? best1 : -1);
+  const int except = pool2 == pool1 ? best1 : -1;
+  if (below_peak) {
+    return (pool2 == pool1 && rest1 >= size2) || pools_[pool2].free.AnyFit(size2, except);
+  }
+  const int best2 = pools_[pool2].free.BestFit(size2, except);
   int64_t block2 = best2 < 0 ? -1 : blocks_[best2].size;
   if (pool2 == pool1 && rest1 >= size2 && (block2 < 0 || rest1 < block2)) block2 = rest1;
   if (block2 < 0) return false;

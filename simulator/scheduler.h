@@ -63,12 +63,23 @@ struct MemoryTimeline {
   std::vector<Point> gpu_curve;
 };
 
+/// The GPU effects of nonzero bytes in the order the allocator replay applies them (each task's
+/// effects at its start, then those at its end), as ComputeMemory meets them on its walk:
+/// SimulateCachingAllocator (simulator/allocator.h) takes them from there instead of walking
+/// the graph again.
+struct GpuEffectOrder {
+  std::vector<MemEffect> effects;
+  std::vector<int> first;  // per task, the index of its first effect; one more: the count
+};
+
 /// A compact graph's repeated block is walked once when it frees what it allocates (every copy
 /// then repeats the first one's timeline, so no later copy sets a new peak); otherwise its
 /// first and last copies are walked, the copies between adding the block's net bytes each
 /// (a peak inside the block grows linearly with the copy, so it is highest in one of the two).
 /// gpu_curve holds the walked copies only.
-MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve = false);
+/// |gpu_order| (optional): receives the graph's GPU effects in replay order (GpuEffectOrder).
+MemoryTimeline ComputeMemory(const StepGraph& graph, bool record_curve = false,
+                             GpuEffectOrder* gpu_order = nullptr);
 
 }  // namespace dsplan
 

@@ -286,7 +286,9 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     }
   }
   Schedule sched = ScheduleGraph(g, durations, true);
-  MemoryTimeline mem = ComputeMemory(g, options.keep_graph);
+  // The walk also gathers the GPU effects for the allocator replay below.
+  thread_local GpuEffectOrder gpu_order;
+  MemoryTimeline mem = ComputeMemory(g, options.keep_graph, &gpu_order);
 
   Prediction p;
   p.facts = built.facts;
@@ -315,7 +317,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     // them with the model states.
     const AllocatorResult a =
         SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0,
-                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed);
+                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed, &gpu_order);
     p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
     allocator_oom = a.out_of_memory;
   }
@@ -357,13 +359,11 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // The band's absolute part: the step's largest single allocation of activations or
   // temporaries (the fp32 logits of a large vocabulary, an attention workspace). Model-state
   // buffers (flat gradients, gathered parameters) are sized by the configuration, not by the
-  // step's transients, and are left out.
-  for (TaskId id = 0; id < g.size(); ++id) {
-    for (const MemEffect* e = g.effects_begin(id); e != g.effects_end(id); ++e) {
-      if (e->space == MemSpace::kGpu && e->bytes > p.memory_band.upper_bytes &&
-          (e->category == MemCategory::kActivations || e->category == MemCategory::kTemporaries)) {
-        p.memory_band.upper_bytes = e->bytes;
-      }
+  // step's transients, and are left out. The GPU effects are the memory walk's gathered ones.
+  for (const MemEffect& e : gpu_order.effects) {
+    if (e.bytes > p.memory_band.upper_bytes &&
+        (e.category == MemCategory::kActivations || e.category == MemCategory::kTemporaries)) {
+      p.memory_band.upper_bytes = e.bytes;
     }
   }
   const double band_upper = options.apply_band ? p.memory_band.upper : 0.0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <utility>
 
@@ -63,6 +64,24 @@ namespace {
 constexpr int64_t kEngineAllReduceBucket = 500'000'000;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// The sum of CeilDiv(n, parts) over |numels| (every tensor's partition: hundreds per model, for
+// each plan built). When |parts| is a power of two, as data-parallel sizes mostly are, a shift
+// gives each quotient instead of a 64-bit division, for the non-negative dividends it is exact
+// on.
+int64_t SumCeilDiv(const std::vector<int64_t>& numels, int64_t parts) {
+  int64_t sum = 0;
+  if (parts > 0 && (parts & (parts - 1)) == 0) {
+    const int shift = std::countr_zero(static_cast<uint64_t>(parts));
+    for (int64_t n : numels) {
+      const int64_t a = n + parts - 1;
+      sum += a >= 0 ? a >> shift : a / parts;
+    }
+    return sum;
+  }
+  for (int64_t n : numels) sum += CeilDiv(n, parts);
+  return sum;
+}
 
 // [start, end) of the parameter tensor holding flat element |pos| (0 <= pos < Psi): a binary
 // search over the layers, then a walk over one layer's tensors.
@@ -335,9 +354,7 @@ Status Builder::Build() {
   flat_ = P_;
   if (Stage3()) {
     part_ = 0;
-    for (const LayerParams& l : lp_) {
-      for (int64_t n : l.tensor_numels) part_ += CeilDiv(n, N_);
-    }
+    for (const LayerParams& l : lp_) part_ += SumCeilDiv(l.tensor_numels, N_);
   } else if (Zero12() || f_.wrapper == OptimizerWrapper::kBf16Optimizer) {
     flat_ = CeilDiv(P_, 2 * int64_t{N_}) * 2 * N_;
     part_ = flat_ / N_;

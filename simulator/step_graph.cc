@@ -96,34 +96,44 @@ const char* MemCategoryKey(MemCategory c) {
   return "?";
 }
 
-TaskId StepGraph::Add(Task task, std::initializer_list<TaskId> deps,
-                      std::initializer_list<MemEffect> effects) {
+void EffectList::PushToHeap(const MemEffect& e) {
+  if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
+  heap_.push_back(e);
+  ++size_;
+}
+
+TaskId StepGraph::Append(const Task& task, std::initializer_list<TaskId> deps,
+                         const MemEffect* effects_begin, const MemEffect* effects_end) {
+  // The task is copied once, into place, and its few effects appended one by one (a search
+  // builds thousands of graphs of hundreds of tasks: a range insert per task cost more).
   const TaskId id = static_cast<TaskId>(tasks_.size());
-  task.deps_begin = static_cast<uint32_t>(deps_.size());
-  task.deps_count = 0;
+  tasks_.push_back(task);
+  Task& t = tasks_.back();
+  t.deps_begin = static_cast<uint32_t>(deps_.size());
+  t.deps_count = 0;
   for (TaskId d : deps) {
     if (d < 0) continue;  // "no dependency" placeholders
     assert(d < id);
     deps_.push_back(d);
-    ++task.deps_count;
+    ++t.deps_count;
   }
-  task.mem_begin = static_cast<uint32_t>(effects_.size());
-  task.mem_count = static_cast<uint32_t>(effects.size());
-  effects_.insert(effects_.end(), effects.begin(), effects.end());
-  tasks_.push_back(task);
+  t.mem_begin = static_cast<uint32_t>(effects_.size());
+  t.mem_count = static_cast<uint32_t>(effects_end - effects_begin);
+  for (const MemEffect* e = effects_begin; e != effects_end; ++e) effects_.push_back(*e);
   return id;
 }
 
-TaskId StepGraph::Add(Task task, std::initializer_list<TaskId> deps,
+TaskId StepGraph::Add(const Task& task, std::initializer_list<TaskId> deps,
+                      std::initializer_list<MemEffect> effects) {
+  return Append(task, deps, effects.begin(), effects.end());
+}
+
+TaskId StepGraph::Add(const Task& task, std::initializer_list<TaskId> deps,
                       const EffectList& effects) {
-  const TaskId id = Add(task, deps, {});
-  Task& t = tasks_.back();
-  t.mem_count = static_cast<uint32_t>(effects.size());
-  effects_.insert(effects_.end(), effects.begin(), effects.end());
-  return id;
+  return Append(task, deps, effects.begin(), effects.end());
 }
 
-TaskId StepGraph::Add(Task task, const std::vector<TaskId>& deps,
+TaskId StepGraph::Add(const Task& task, const std::vector<TaskId>& deps,
                       const std::vector<MemEffect>& effects) {
   const TaskId id = Add(task, {}, {});
   for (TaskId d : deps) AddDep(d);

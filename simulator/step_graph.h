@@ -112,9 +112,7 @@ class EffectList {
       inline_[size_++] = e;
       return;
     }
-    if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
-    heap_.push_back(e);
-    ++size_;
+    PushToHeap(e);
   }
   void clear() {
     size_ = 0;
@@ -126,6 +124,8 @@ class EffectList {
   const MemEffect* end() const { return begin() + size_; }
 
  private:
+  // push_back past kInline effects (rare; out of line so that the common case inlines).
+  void PushToHeap(const MemEffect& e);
   std::array<MemEffect, kInline> inline_;
   std::vector<MemEffect> heap_;  // all of them, once there are more than kInline
   size_t size_ = 0;
@@ -228,10 +228,11 @@ class StepGraph {
   Status CheckRepeat() const;
 
   /// Appends |task| with |deps| (all < the new id) and |effects|; returns its id.
-  TaskId Add(Task task, std::initializer_list<TaskId> deps,
+  TaskId Add(const Task& task, std::initializer_list<TaskId> deps,
              std::initializer_list<MemEffect> effects = {});
-  TaskId Add(Task task, const std::vector<TaskId>& deps, const std::vector<MemEffect>& effects);
-  TaskId Add(Task task, std::initializer_list<TaskId> deps, const EffectList& effects);
+  TaskId Add(const Task& task, const std::vector<TaskId>& deps,
+             const std::vector<MemEffect>& effects);
+  TaskId Add(const Task& task, std::initializer_list<TaskId> deps, const EffectList& effects);
   /// Adds one more dependency or effect to the most recently added task.
   void AddDep(TaskId dep);
   void AddEffect(const MemEffect& effect);
@@ -250,6 +251,8 @@ class StepGraph {
   void Clear();
 
  private:
+  TaskId Append(const Task& task, std::initializer_list<TaskId> deps,
+                const MemEffect* effects_begin, const MemEffect* effects_end);
   std::vector<Task> tasks_;
   std::vector<TaskId> deps_;
   std::vector<MemEffect> effects_;

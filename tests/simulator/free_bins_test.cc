@@ -2,7 +2,7 @@
 // size classes are ordered, and BestFit gives exactly what a scan of every free block gives (the
 // smallest sufficient size, ties to the lower id; also with one entry left out) through inserts
 // and removes; and the allocator built on it picks the best-fitting block, keeps streams apart
-// and re-files merged blocks.
+// and re-files merged blocks. AnyFit answers whether BestFit finds an entry.
 #include "simulator/free_bins.h"
 
 #include <gtest/gtest.h>
@@ -209,6 +209,49 @@ TEST(FreeBinsTest, AMergedBlockIsFiledUnderItsNewSize) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(a.Ptr(*m), start);
   EXPECT_EQ(a.reserved(), 20 * kMiB);
+}
+
+TEST(FreeBinsTest, AnyFitIsWhetherBestFitFindsOne) {
+  // AnyFit (the allocator's transient queries below the peak) answers BestFit(...) >= 0, with
+  // and without an entry left out, through random inserts and removes.
+  std::mt19937_64 rng(151);
+  FreeBins f;
+  struct Entry {
+    int64_t bytes;
+    int id;
+    FreeBins::Where at;
+  };
+  std::vector<Entry> live;
+  auto random_size = [&rng]() -> int64_t {
+    return rng() % 2 == 0 ? static_cast<int64_t>(1 + rng() % 4096) * 512
+                          : static_cast<int64_t>(1 + rng() % 40) * 2 * kMiB;
+  };
+  for (int step = 0; step < 5000; ++step) {
+    if (live.empty() || rng() % 3 != 0) {
+      const int64_t bytes = !live.empty() && rng() % 4 == 0 ? live[rng() % live.size()].bytes
+                                                            : random_size();
+      const int id = step;
+      live.push_back({bytes, id, f.Insert(bytes, id)});
+    } else {
+      const size_t k = rng() % live.size();
+      const int moved = f.Remove(live[k].at);
+      for (Entry& e : live) {
+        if (e.id == moved) e.at.pos = live[k].at.pos;
+      }
+      live[k] = live.back();
+      live.pop_back();
+    }
+    for (int q = 0; q < 4; ++q) {
+      const int64_t want = q == 0 && !live.empty() ? live[rng() % live.size()].bytes
+                                                   : random_size();
+      ASSERT_EQ(f.AnyFit(want), f.BestFit(want) >= 0) << "step " << step << " request " << want;
+      const int except = live.empty() ? -1
+                         : q % 2 == 0 ? f.BestFit(want)
+                                      : live[rng() % live.size()].id;
+      ASSERT_EQ(f.AnyFit(want, except), f.BestFit(want, except) >= 0)
+          << "step " << step << " request " << want << " except " << except;
+    }
+  }
 }
 
 }  // namespace

@@ -63,9 +63,19 @@ std::string HardwareProfile::StackSummary() const {
   }
   // tools/probes/bf16_optimizer_parts.py measures it; --stack does not run it yet.
   notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
-  // tools/probes/zero3_gather_calls.py measures it; --stack does not run it yet.
-  notes.push_back(fmt::format("ZeRO-3 cost per gather call and per reduce-bucket flush: {}",
-                              kBuiltInStackCosts));
+  // stack_costs.py's zero3_calls section (zero3_gather_calls.py's stacks) measures them.
+  const bool call = stack.z3_per_gather_call_s.has_value();
+  const bool flush = stack.z3_per_bucket_flush_s.has_value();
+  if (call && flush) {
+    notes.push_back("ZeRO-3 cost per gather call and per reduce-bucket flush: measured");
+  } else if (call || flush) {
+    notes.push_back(fmt::format("ZeRO-3 cost per {}: measured; per {}: {}",
+                                call ? "gather call" : "reduce-bucket flush",
+                                call ? "reduce-bucket flush" : "gather call", kBuiltInStackCosts));
+  } else {
+    notes.push_back(fmt::format("ZeRO-3 cost per gather call and per reduce-bucket flush: {}",
+                                kBuiltInStackCosts));
+  }
   if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
   if (!stack.gemm.empty()) {
     notes.push_back(fmt::format("GEMMs measured through PyTorch ({})",

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,10 @@ struct StackProfile {
   bool zero3 = false;
   double z3_fwd_per_module_s = 0, z3_fwd_per_param_s = 0;
   double z3_bwd_per_module_s = 0, z3_bwd_per_param_s = 0;
+  /// ZeRO-3's host time per gather call and per reduce-bucket flush a backward hook runs
+  /// (stack_costs.py "zero3_calls", docs/stack-costs.md 4c), each when measured (empty: the
+  /// built-in one). YAML: stack.zero3.per_gather_call_s, stack.zero3.per_bucket_flush_s.
+  std::optional<double> z3_per_gather_call_s, z3_per_bucket_flush_s;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
   /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
   /// false: the built-in ones). Stage 0's BF16_Optimizer step is not measured by --stack.

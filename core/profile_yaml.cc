@@ -644,18 +644,39 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
   DSPLAN_ASSIGN_OR_RETURN(auto kernel, ReadFwdBwd(r, ks, "stack.kernel_s", Unit::kSeconds));
   s.kernel_fwd_s = kernel.first;
   s.kernel_bwd_s = kernel.second;
-  YAML::Node z3 = n["zero3"];
+  const YAML::Node z3 = n["zero3"];
   if (z3.IsDefined() && !z3.IsNull()) {
     DSPLAN_RETURN_IF_ERROR(r.CheckMap(z3, "stack.zero3",
                                       {"fwd_per_module_s", "fwd_per_param_s", "bwd_per_module_s",
-                                       "bwd_per_param_s"}));
-    s.zero3 = true;
+                                       "bwd_per_param_s", "per_gather_call_s",
+                                       "per_bucket_flush_s"}));
+    // The hooks' four costs come together (one fit) or not at all; the per-call and per-flush
+    // costs are measured apart (stack_costs.py "zero3_calls") and each may be absent.
     const std::pair<const char*, double*> fields[] = {
         {"fwd_per_module_s", &s.z3_fwd_per_module_s}, {"fwd_per_param_s", &s.z3_fwd_per_param_s},
         {"bwd_per_module_s", &s.z3_bwd_per_module_s}, {"bwd_per_param_s", &s.z3_bwd_per_param_s}};
+    for (const auto& [name, out] : fields) s.zero3 = s.zero3 || z3[name].IsDefined();
     for (const auto& [name, out] : fields) {
+      if (!s.zero3) break;
       DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(z3, "stack.zero3", name));
       DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join("stack.zero3", name), Unit::kSeconds));
+    }
+    const std::pair<const char*, std::optional<double>*> calls[] = {
+        {"per_gather_call_s", &s.z3_per_gather_call_s},
+        {"per_bucket_flush_s", &s.z3_per_bucket_flush_s}};
+    for (const auto& [name, out] : calls) {
+      const YAML::Node x = z3[name];
+      if (!x.IsDefined() || x.IsNull()) continue;
+      const std::string key = Reader::Join("stack.zero3", name);
+      DSPLAN_ASSIGN_OR_RETURN(double v, r.Value(x, key, Unit::kSeconds));
+      if (!(v > 0)) return r.Error(x, key, "must be positive");
+      *out = v;
+    }
+    if (!s.zero3 && !s.z3_per_gather_call_s && !s.z3_per_bucket_flush_s) {
+      return r.Error(z3, "stack.zero3",
+                     "empty (expected the hook costs fwd_per_module_s, fwd_per_param_s, "
+                     "bwd_per_module_s, bwd_per_param_s and/or per_gather_call_s, "
+                     "per_bucket_flush_s)");
     }
   }
   YAML::Node step = n["optimizer_step"];
@@ -1084,12 +1105,20 @@ std::string EmitProfile(const HardwareProfile& p) {
     for (int i = 0; i < kStackOpKinds; ++i) pair(StackOpKindName(i), s.op_fwd_s[i], s.op_bwd_s[i]);
     e << YAML::EndMap;
     pair("kernel_s", s.kernel_fwd_s, s.kernel_bwd_s);
-    if (s.zero3) {
+    if (s.zero3 || s.z3_per_gather_call_s || s.z3_per_bucket_flush_s) {
       e << YAML::Key << "zero3" << YAML::Value << YAML::BeginMap;
-      e << YAML::Key << "fwd_per_module_s" << YAML::Value << Num(s.z3_fwd_per_module_s);
-      e << YAML::Key << "fwd_per_param_s" << YAML::Value << Num(s.z3_fwd_per_param_s);
-      e << YAML::Key << "bwd_per_module_s" << YAML::Value << Num(s.z3_bwd_per_module_s);
-      e << YAML::Key << "bwd_per_param_s" << YAML::Value << Num(s.z3_bwd_per_param_s);
+      if (s.zero3) {
+        e << YAML::Key << "fwd_per_module_s" << YAML::Value << Num(s.z3_fwd_per_module_s);
+        e << YAML::Key << "fwd_per_param_s" << YAML::Value << Num(s.z3_fwd_per_param_s);
+        e << YAML::Key << "bwd_per_module_s" << YAML::Value << Num(s.z3_bwd_per_module_s);
+        e << YAML::Key << "bwd_per_param_s" << YAML::Value << Num(s.z3_bwd_per_param_s);
+      }
+      if (s.z3_per_gather_call_s) {
+        e << YAML::Key << "per_gather_call_s" << YAML::Value << Num(*s.z3_per_gather_call_s);
+      }
+      if (s.z3_per_bucket_flush_s) {
+        e << YAML::Key << "per_bucket_flush_s" << YAML::Value << Num(*s.z3_per_bucket_flush_s);
+      }
       e << YAML::EndMap;
     }
     if (s.optimizer_step) {

@@ -46,6 +46,18 @@ Result<double> Positive(const json& obj, const std::string& where, const char* k
   return x;
 }
 
+// A host time per call from a difference of measurements: positive and within [lo, hi] seconds
+// (beyond that the measurement was disturbed or the mechanism did not happen).
+Result<double> PlausibleSeconds(const json& obj, const std::string& where, const char* key,
+                                double lo, double hi) {
+  DSPLAN_ASSIGN_OR_RETURN(double x, Positive(obj, where, key));
+  if (x < lo || x > hi) {
+    return Status::InvalidArgument(fmt::format(
+        "{}.{}: {} s is not plausible (expected {} to {} s)", where, key, x, lo, hi));
+  }
+  return x;
+}
+
 std::string Str(const json& obj, const char* key) {
   if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_string()) return "";
   return obj.at(key).get<std::string>();
@@ -310,10 +322,29 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
                      kBuiltInStackCosts));
   }
 
+  // ZeRO-3's host time per gather call and per reduce-bucket flush (§4c): zero3_gather_calls.py's
+  // stacks, run by stack_costs.py's zero3_calls section. 1 us to 10 ms: DeepSpeed's Python path
+  // of one call (built-in: 69 and 370 us).
+  if (doc.contains("zero3_calls")) {
+    const json& zc = doc["zero3_calls"];
+    const std::string where = file + ": zero3_calls";
+    if (!zc.is_object()) return Status::InvalidArgument(where + ": expected an object");
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_per_gather_call_s,
+                            PlausibleSeconds(zc, where, "per_gather_call_s", 1e-6, 10e-3));
+    DSPLAN_ASSIGN_OR_RETURN(s.z3_per_bucket_flush_s,
+                            PlausibleSeconds(zc, where, "per_bucket_flush_s", 1e-6, 10e-3));
+  } else if (!s.versions.deepspeed.empty()) {
+    // (Without DeepSpeed the hooks' note above says that ZeRO-3 was not measured.)
+    note(fmt::format("stack ZeRO-3 cost per gather call and per reduce-bucket flush not measured "
+                     "(no zero3_calls result): plans use the built-in ones ({})",
+                     kBuiltInStackCosts));
+  }
+
   std::string what = "op_kinds, kernels";
   if (families > 0) what += fmt::format(", {} families", families);
   if (s.zero3) what += ", zero3";
   if (s.optimizer_step) what += ", optimizer step";
+  if (s.z3_per_gather_call_s) what += ", zero3 calls";
   std::string vers = "PyTorch " + s.versions.torch;
   if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;
   if (!s.versions.transformers.empty()) vers += ", transformers " + s.versions.transformers;

@@ -1,9 +1,12 @@
 // The profile's stack: section (the PyTorch + DeepSpeed stack's measured costs) and the fast
 // GEMM row scanner: round trips, one-line errors naming file, line and key, and the same result
 // whether the rows are scanned or read by yaml-cpp.
+#include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -117,6 +120,98 @@ TEST(StackSectionTest, OptimizerStepCostsAreReadWrittenAndApplied) {
                                       "zero12_s, zero12_per_param_s, zero3_s, zero3_per_param_s)"),
             std::string::npos)
       << b.status().message();
+}
+
+// ZeRO-3's cost per gather call and per reduce-bucket flush (stack.zero3.per_gather_call_s,
+// per_bucket_flush_s; written when --stack ran stack_costs.py's zero3_calls): read, written back,
+// with or without the hook costs beside them, and summarised as measured; each may be absent.
+TEST(StackSectionTest, GatherCallAndBucketFlushCostsAreReadAndWritten) {
+  // Alone (the hook fit not measured) and beside the hook costs.
+  std::string alone = WithStack();
+  Replace(&alone, "  blocks:\n",
+          "  zero3: {per_gather_call_s: 80us, per_bucket_flush_s: 4.5e-4}\n  blocks:\n");
+  auto a = ParseHardwareProfile(alone, "alone.yaml");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_FALSE(a->stack.zero3);
+  ASSERT_TRUE(a->stack.z3_per_gather_call_s.has_value());
+  ASSERT_TRUE(a->stack.z3_per_bucket_flush_s.has_value());
+  EXPECT_DOUBLE_EQ(*a->stack.z3_per_gather_call_s, 80e-6);
+  EXPECT_DOUBLE_EQ(*a->stack.z3_per_bucket_flush_s, 4.5e-4);
+  std::string sum = a->SourceSummary();
+  EXPECT_NE(sum.find("ZeRO-3 hooks not measured: built-in"), std::string::npos) << sum;
+  EXPECT_NE(sum.find("ZeRO-3 cost per gather call and per reduce-bucket flush: measured"),
+            std::string::npos)
+      << sum;
+  ExpectRoundTrip(*a, "dsplan-stack-calls-alone.yaml");
+
+  std::string both = WithStack();
+  Replace(&both, "  blocks:\n",
+          "  zero3: {fwd_per_module_s: 190us, fwd_per_param_s: 120us, bwd_per_module_s: 280us, "
+          "bwd_per_param_s: 190us, per_bucket_flush_s: 0.4ms}\n  blocks:\n");
+  auto b = ParseHardwareProfile(both, "both.yaml");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_TRUE(b->stack.zero3);
+  EXPECT_DOUBLE_EQ(b->stack.z3_bwd_per_param_s, 190e-6);
+  EXPECT_FALSE(b->stack.z3_per_gather_call_s.has_value());
+  ASSERT_TRUE(b->stack.z3_per_bucket_flush_s.has_value());
+  EXPECT_DOUBLE_EQ(*b->stack.z3_per_bucket_flush_s, 0.4e-3);
+  sum = b->SourceSummary();
+  EXPECT_EQ(sum.find("ZeRO-3 hooks not measured"), std::string::npos) << sum;
+  EXPECT_NE(sum.find("ZeRO-3 cost per reduce-bucket flush: measured; per gather call: built-in"),
+            std::string::npos)
+      << sum;
+  ExpectRoundTrip(*b, "dsplan-stack-calls-both.yaml");
+  // A written profile holds the keys under stack.zero3.
+  const std::string path = testing::TempDir() + "/dsplan-stack-calls-written.yaml";
+  ASSERT_TRUE(WriteHardwareProfile(*a, path).ok());
+  std::ifstream in(path);
+  std::stringstream written;
+  written << in.rdbuf();
+  EXPECT_NE(written.str().find("  kernel_s: [9e-06, 7e-06]\n  zero3:\n    per_gather_call_s: "),
+            std::string::npos)
+      << written.str();
+  EXPECT_NE(written.str().find("\n    per_bucket_flush_s: 0.00045\n  blocks:\n"),
+            std::string::npos)
+      << written.str();
+  std::remove(path.c_str());
+
+  // Without them the summary names the built-in ones.
+  auto plain = ParseHardwareProfile(WithStack(), "with-stack.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->stack.z3_per_gather_call_s.has_value());
+  EXPECT_NE(plain->SourceSummary().find(
+                "ZeRO-3 cost per gather call and per reduce-bucket flush: built-in"),
+            std::string::npos)
+      << plain->SourceSummary();
+
+  // Bad values and keys: one line naming the file, the line and the key.
+  const std::pair<const char*, const char*> bad[] = {
+      {"per_gather_call_s: 80us", "per_gather_call_s: 0"},
+      {"per_bucket_flush_s: 4.5e-4", "per_bucket_flush_s: -4.5e-4"},
+      {"per_gather_call_s: 80us", "per_gather_call_s: 80 GB/s"},
+      {"per_gather_call_s: 80us", "per_gather_cal_s: 80us"},
+      {"zero3: {per_gather_call_s: 80us, per_bucket_flush_s: 4.5e-4}", "zero3: {}"},
+      {"per_gather_call_s: 80us", "fwd_per_module_s: 190us"},
+  };
+  const char* messages[] = {
+      "stack.zero3.per_gather_call_s: must be positive",
+      "stack.zero3.per_bucket_flush_s: '-4.5e-4' is negative",
+      "stack.zero3.per_gather_call_s: '80 GB/s' has the wrong unit for this key",
+      "stack.zero3.per_gather_cal_s: unknown key (valid here: fwd_per_module_s, fwd_per_param_s, "
+      "bwd_per_module_s, bwd_per_param_s, per_gather_call_s, per_bucket_flush_s)",
+      "stack.zero3: empty (expected the hook costs",
+      "stack.zero3.fwd_per_param_s: missing (required)",
+  };
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    std::string text = alone;
+    Replace(&text, bad[i].first, bad[i].second);
+    auto p = ParseHardwareProfile(text, "alone.yaml");
+    ASSERT_FALSE(p.ok()) << bad[i].second;
+    const std::string m = p.status().message();
+    EXPECT_EQ(m.rfind("alone.yaml", 0), 0u) << m;
+    EXPECT_NE(m.find(messages[i]), std::string::npos) << m;
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+  }
 }
 
 TEST(StackSectionTest, WithoutTheSectionTheSummaryNamesTheBuiltInCosts) {

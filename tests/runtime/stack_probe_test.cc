@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -46,6 +47,17 @@ json MergedH200Document() {
   return doc;
 }
 
+// A real run on the H200 machine of op_kinds, kernels and zero3_calls only (2026-12-04,
+// docs/validation/stack/stack-costs-zero3-calls-h200.json, trimmed).
+json ZeroCallsH200Document() {
+  return json::parse(Read(kData + "/tests/fixtures/probes/stack-costs-zero3-calls-h200.json"));
+}
+
+// The note of a run with DeepSpeed whose document has no zero3_calls (older outputs).
+constexpr const char* kNoCallsNote =
+    "stack ZeRO-3 cost per gather call and per reduce-bucket flush not measured (no zero3_calls "
+    "result): plans use the built-in ones";
+
 // The compiled-in numbers are rounded to 3-4 digits when transcribed.
 void ExpectNear(double got, double built_in, const std::string& what) {
   EXPECT_NEAR(got, built_in, std::max(0.6e-6, 0.001 * std::abs(built_in))) << what;
@@ -66,7 +78,11 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   EXPECT_EQ(s->source.kind, SourceKind::kMeasured);
   EXPECT_NE(s->source.detail.find("PyTorch 2.11.0+cu130"), std::string::npos) << s->source.detail;
   EXPECT_NE(s->source.detail.find("DeepSpeed 0.14.5"), std::string::npos);
-  EXPECT_TRUE(notes.empty()) << notes.front();
+  // These outputs predate the zero3_calls section: its costs stay the built-in ones.
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find(kNoCallsNote), std::string::npos) << notes[0];
+  EXPECT_FALSE(s->z3_per_gather_call_s.has_value());
+  EXPECT_FALSE(s->z3_per_bucket_flush_s.has_value());
 
   const StackCosts converted = StackCostsFromProfile(*s);
   const StackCosts& b = MeasuredStackCosts();
@@ -85,6 +101,8 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   ExpectNear(converted.z3_fwd_per_param_s, b.z3_fwd_per_param_s, "z3");
   ExpectNear(converted.z3_bwd_per_module_s, b.z3_bwd_per_module_s, "z3");
   ExpectNear(converted.z3_bwd_per_param_s, b.z3_bwd_per_param_s, "z3");
+  EXPECT_EQ(converted.z3_per_gather_call_s, b.z3_per_gather_call_s);
+  EXPECT_EQ(converted.z3_per_bucket_flush_s, b.z3_per_bucket_flush_s);
   // The optimizer step's costs come from the same grid's step column (docs/stack-costs.md §5).
   EXPECT_TRUE(s->optimizer_step);
   ExpectNear(converted.z12_step_s, b.z12_step_s, "z12 step");
@@ -215,6 +233,112 @@ TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
       << s->source.detail;
 }
 
+// The zero3_calls section of a real H200 run: ZeRO-3's host time per gather call and per
+// reduce-bucket flush, read into the section and used by the cost model in place of the
+// built-in ones.
+TEST(StackProbeTest, ZeroCallsOfARealRunAreReadAndReplaceTheBuiltInOnes) {
+  std::vector<std::string> notes;
+  const json doc = ZeroCallsH200Document();
+  auto s = StackProfileFromJson(doc.dump(), "calls.json", kH200Stream,
+                                "tools/probes/stack_costs.py", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->z3_per_gather_call_s.has_value());
+  ASSERT_TRUE(s->z3_per_bucket_flush_s.has_value());
+  EXPECT_EQ(*s->z3_per_gather_call_s, doc["zero3_calls"]["per_gather_call_s"].get<double>());
+  EXPECT_EQ(*s->z3_per_bucket_flush_s, doc["zero3_calls"]["per_bucket_flush_s"].get<double>());
+  EXPECT_NEAR(*s->z3_per_gather_call_s, 321.5e-6, 0.1e-6);
+  EXPECT_NEAR(*s->z3_per_bucket_flush_s, 853.7e-6, 0.1e-6);
+  // This run measured no hook fit (zero3) and no family: those are notes, not errors.
+  EXPECT_FALSE(s->zero3);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("gather call"), std::string::npos) << n;
+  EXPECT_NE(s->source.detail.find(", zero3 calls)"), std::string::npos) << s->source.detail;
+
+  // The cost model takes the measured costs over the built-in ones.
+  const StackCosts& built_in = MeasuredStackCosts();
+  ASSERT_NE(*s->z3_per_gather_call_s, built_in.z3_per_gather_call_s);
+  ASSERT_NE(*s->z3_per_bucket_flush_s, built_in.z3_per_bucket_flush_s);
+  HardwareProfile p;
+  p.stack = *s;
+  const std::shared_ptr<const StackCosts> c = StackCostsOf(p);
+  EXPECT_EQ(c->z3_per_gather_call_s, *s->z3_per_gather_call_s);
+  EXPECT_EQ(c->z3_per_bucket_flush_s, *s->z3_per_bucket_flush_s);
+  EXPECT_NE(p.StackSummary().find("ZeRO-3 cost per gather call and per reduce-bucket flush: "
+                                  "measured"),
+            std::string::npos)
+      << p.StackSummary();
+  // One measured, the other built-in: each is taken on its own, and the summary says which.
+  p.stack.z3_per_bucket_flush_s.reset();
+  const std::shared_ptr<const StackCosts> one = StackCostsOf(p);
+  EXPECT_EQ(one->z3_per_gather_call_s, *s->z3_per_gather_call_s);
+  EXPECT_EQ(one->z3_per_bucket_flush_s, built_in.z3_per_bucket_flush_s);
+  EXPECT_NE(p.StackSummary().find("ZeRO-3 cost per gather call: measured; per reduce-bucket "
+                                  "flush: built-in"),
+            std::string::npos)
+      << p.StackSummary();
+  // Without a stack section: the built-in ones.
+  EXPECT_EQ(StackCostsOf(HardwareProfile{})->z3_per_gather_call_s, built_in.z3_per_gather_call_s);
+
+  // Without the section (older outputs, or the section failed): the built-in ones, and a note.
+  json without = doc;
+  without.erase("zero3_calls");
+  notes.clear();
+  auto w = StackProfileFromJson(without.dump(), "without.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_FALSE(w->z3_per_gather_call_s.has_value());
+  EXPECT_FALSE(w->z3_per_bucket_flush_s.has_value());
+  bool said = false;
+  for (const std::string& n : notes) said = said || n.find(kNoCallsNote) != std::string::npos;
+  EXPECT_TRUE(said);
+  const StackCosts wc = StackCostsFromProfile(*w);
+  EXPECT_EQ(wc.z3_per_gather_call_s, built_in.z3_per_gather_call_s);
+  EXPECT_EQ(wc.z3_per_bucket_flush_s, built_in.z3_per_bucket_flush_s);
+  HardwareProfile wp;
+  wp.stack = *w;
+  EXPECT_NE(wp.StackSummary().find("ZeRO-3 cost per gather call and per reduce-bucket flush: "
+                                   "built-in"),
+            std::string::npos)
+      << wp.StackSummary();
+  EXPECT_EQ(w->source.detail.find("zero3 calls"), std::string::npos) << w->source.detail;
+}
+
+// A broken or implausible cost is one line naming the file and the key, and no section.
+TEST(StackProbeTest, BadZeroCallsAreErrorsNamingTheKey) {
+  struct Case {
+    const char* key;
+    json value;  // null: the key removed
+    const char* message;
+  };
+  const Case cases[] = {
+      {"per_gather_call_s", -7e-6, "bad.json: zero3_calls.per_gather_call_s: -7e-06 is negative"},
+      {"per_bucket_flush_s", 0.0, "bad.json: zero3_calls.per_bucket_flush_s: must be positive"},
+      {"per_gather_call_s", "69us", "bad.json: zero3_calls.per_gather_call_s: expected a number"},
+      {"per_bucket_flush_s", nullptr, "bad.json: zero3_calls.per_bucket_flush_s: missing"},
+      {"per_gather_call_s", 0.5,
+       "bad.json: zero3_calls.per_gather_call_s: 0.5 s is not plausible (expected 1e-06 to 0.01 "
+       "s)"},
+      {"per_bucket_flush_s", 2e-7,
+       "bad.json: zero3_calls.per_bucket_flush_s: 2e-07 s is not plausible"},
+  };
+  for (const Case& c : cases) {
+    json doc = ZeroCallsH200Document();
+    if (c.value.is_null()) {
+      doc["zero3_calls"].erase(c.key);
+    } else {
+      doc["zero3_calls"][c.key] = c.value;
+    }
+    auto s = StackProfileFromJson(doc.dump(), "bad.json", kH200Stream, "t", nullptr);
+    ASSERT_FALSE(s.ok()) << c.message;
+    EXPECT_NE(s.status().message().find(c.message), std::string::npos) << s.status().message();
+  }
+  json doc = ZeroCallsH200Document();
+  doc["zero3_calls"] = json::array({1, 2});
+  auto s = StackProfileFromJson(doc.dump(), "bad.json", kH200Stream, "t", nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("bad.json: zero3_calls: expected an object"),
+            std::string::npos)
+      << s.status().message();
+}
+
 TEST(StackProbeTest, TorchGemmOutputBecomesTheStackGemmTable) {
   StackProfile s;
   Status st = AddTorchGemmFromJson(Read(kStack + "torch-gemm-h200-bf16.json"),
@@ -302,7 +426,9 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
   // machine's real output to its --out, after checking it was given the profile's rows.
   const std::string merged = (dir_ / "merged.json").string();
-  std::ofstream(merged) << MergedH200Document().dump();
+  json doc = MergedH200Document();
+  doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
+  std::ofstream(merged) << doc.dump();
   const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
   const std::string py = FakePython(
       "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
@@ -319,6 +445,8 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   ASSERT_TRUE(r.stack.present) << (r.notes.empty() ? "" : r.notes.front());
   EXPECT_TRUE(r.notes.empty()) << r.notes.front();
   EXPECT_TRUE(r.stack.zero3);
+  ASSERT_TRUE(r.stack.z3_per_gather_call_s.has_value());
+  ASSERT_TRUE(r.stack.z3_per_bucket_flush_s.has_value());
   EXPECT_EQ(r.stack.blocks.size(), 15u);
   EXPECT_EQ(r.stack.gemm.size(), 3264u);
   EXPECT_NE(r.stack.source.detail.find("dsplan 0.1.0 (test)"), std::string::npos);
@@ -333,6 +461,12 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   back->file = p.file;
   EXPECT_TRUE(back->stack == p.stack);
   EXPECT_TRUE(*back == p);
+  EXPECT_EQ(back->stack.z3_per_gather_call_s, r.stack.z3_per_gather_call_s);
+  EXPECT_EQ(back->stack.z3_per_bucket_flush_s, r.stack.z3_per_bucket_flush_s);
+  EXPECT_NE(back->SourceSummary().find(
+                "ZeRO-3 cost per gather call and per reduce-bucket flush: measured"),
+            std::string::npos)
+      << back->SourceSummary();
   EXPECT_NE(back->SourceSummary().find("stack costs: measured on NVIDIA H200 with PyTorch "
                                        "2.11.0+cu130 / DeepSpeed 0.14.5 on 2026-12-03"),
             std::string::npos)

@@ -21,6 +21,14 @@ before the host issues the next, so wall time is host time. None is fitted to a 
                stepped in turn), with the partition threshold set so that the tiny model's
                matrices are gathered and its vectors persist, as in the full-size model. Not
                read by dsplan: a record (docs/stack-costs.md 4b).
+  zero3_calls  ZeRO-3's host time per gather call and per reduce-bucket flush (docs/stack-costs.md
+               4c), with zero3_gather_calls.py's stacks: 8 and 24 Linear(1024, 1024), every
+               parameter partitioned, at stage 3 with a prefetch bucket of 0 (a gather call per
+               module) or of everything (one call per step), and a reduce bucket of one gradient
+               (a flush per module) or of all of them (one flush per step). Per call: the forward
+               per added module, bucket 0 less everything; per flush: the backward per added
+               module, one gradient less all. Minimum over the rounds (the host's speed varies
+               between rounds; the minimum is the undisturbed cost).
 
 usage: stack_costs.py [--models gpt2-xl,t5-3b,...] [--zero3-models M,...] [--catalog DIR]
                       [--no-deepspeed] [--out F]
@@ -545,6 +553,43 @@ def zero3_family(cfg, rounds=15, warm=3):
     return out
 
 
+Z3_CALLS_WIDTH = 1024
+Z3_CALLS_DEPTHS = (8, 24)
+
+
+def zero3_calls(width=Z3_CALLS_WIDTH, depths=Z3_CALLS_DEPTHS, rounds=10, warm=3):
+    """Per gather call and per reduce-bucket flush (module docstring), with zero3_gather_calls'
+    stacks() and its VARIANTS set to these three (restored after)."""
+    import zero3_gather_calls as zg
+    lo, hi = depths
+    w2 = width * width
+    # (stage, prefetch bucket, max live parameters, reduce bucket), as zg.VARIANTS
+    variants = {"s3_b0": (3, 0, 10 ** 9, hi * w2),            # a gather call per module
+                "s3_ball": (3, 10 ** 12, 10 ** 12, hi * w2),  # one call, one flush per step
+                "s3_r1": (3, 10 ** 12, 10 ** 12, w2)}         # a flush per module
+    attrib = zg.Attrib()
+    attrib.install()  # wraps DeepSpeed's hooks for the rest of the process: the last section
+    saved = dict(zg.VARIANTS)
+    zg.VARIANTS.clear()
+    zg.VARIANTS.update(variants)
+    try:
+        row = zg.stacks([width], depths, rounds, warm, attrib)[0]
+    finally:
+        zg.VARIANTS.clear()
+        zg.VARIANTS.update(saved)
+    ph = ("fwd_s", "bwd_s", "step_s")
+    mins = {v: {n: dict(zip(ph, map(min, row["raw"][str((v, n))]))) for n in depths} for v in variants}
+    per = {v: {p: (m[hi][p] - m[lo][p]) / (hi - lo) for p in ph} for v, m in mins.items()}
+    counts = {v: {"gather_calls": {p: c["calls"] for p, c in a["gather_calls"].items()},
+                  "flushes": {r["phase"]: r["count"] for r in a["fns"]
+                              if r["fn"].endswith("__reduce_and_partition_ipg_grads")}}
+              for v, a in row["attrib"].items()}
+    return {"per_gather_call_s": per["s3_b0"]["fwd_s"] - per["s3_ball"]["fwd_s"],
+            "per_bucket_flush_s": per["s3_r1"]["bwd_s"] - per["s3_ball"]["bwd_s"],
+            "width": width, "depths": list(depths), "rounds": rounds, "variants": variants,
+            "min_s": mins, "per_module_min_s": per, "attributed_counts": counts, "stacks": row}
+
+
 def versions(have_ds):
     v = {"python": platform.python_version(), "torch": torch.__version__,
          "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
@@ -570,8 +615,9 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
-    ap.add_argument("--only", default="op_kinds,kernels,families,zero3",
-                    help="comma-separated sections to measure")
+    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,zero3_calls",
+                    help="comma-separated sections to measure (also: zero3_release, "
+                         "zero3_families)")
     args = ap.parse_args()
     have_ds = False
     if not args.no_deepspeed:
@@ -637,6 +683,9 @@ def main():
             section("_z3", lambda: dict(zero3_family(cfg), measured_with=name), "zero3_family:" + name)
             if "_z3" in doc:
                 doc["zero3_families"][cfg["model_type"]] = doc.pop("_z3")
+        # last: it wraps DeepSpeed's hook functions with timers for the rest of the process
+        if "zero3_calls" in only:
+            section("zero3_calls", zero3_calls)
     save()
     if args.out == "-":
         print(json.dumps(doc, indent=1))

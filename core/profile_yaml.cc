@@ -348,6 +348,47 @@ Result<Collective> ParseCollective(const std::string& s) {
 
 // gpu.attention: [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]
 // rows, and gpu.attention_source (required with rows).
+// The source of the table gpu.|table| (gpu.|table|_source): required when the table has rows.
+Status ReadTableSource(const Reader& r, const YAML::Node& gpu, const std::string& table,
+                       bool has_rows, const char* what, Source* out) {
+  const std::string key = table + "_source";
+  const YAML::Node s = gpu[key];
+  if (s.IsDefined() && !s.IsNull()) {
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(s, "gpu." + key, {"datasheet", "measured", "assumption"}));
+    DSPLAN_ASSIGN_OR_RETURN(*out, r.SourceOf(s, "gpu." + key));
+  } else if (has_rows) {
+    return r.Error(gpu, "gpu." + key,
+                   fmt::format("missing: a {} needs its source (the method)", what));
+  }
+  return Status();
+}
+
+// gpu.|table|: rows [x, y] in ascending x, read into Point{x, y}; |check| names what is wrong
+// with a row's values ("" when they are valid).
+template <class Point>
+Status ReadPairTable(const Reader& r, const YAML::Node& gpu, const std::string& table,
+                     const char* shape, Unit ux, Unit uy, const char* x_name,
+                     std::string (*check)(double, double), std::vector<Point>* out) {
+  const YAML::Node t = gpu[table];
+  if (!t.IsDefined() || t.IsNull()) return Status();
+  const std::string key = "gpu." + table;
+  if (!t.IsSequence()) return r.Error(t, key, "expected a list");
+  double last = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    const std::string p = fmt::format("{}[{}]", key, i);
+    DSPLAN_RETURN_IF_ERROR(r.Tuple(t[i], p, 2, shape));
+    DSPLAN_ASSIGN_OR_RETURN(const double x, r.Value(t[i][0], p + "[0]", ux));
+    DSPLAN_ASSIGN_OR_RETURN(const double y, r.Value(t[i][1], p + "[1]", uy));
+    if (const std::string why = check(x, y); !why.empty()) return r.Error(t[i], p, why);
+    if (i > 0 && x <= last) {
+      return r.Error(t[i], p, fmt::format("points must be in ascending order of {}", x_name));
+    }
+    last = x;
+    out->push_back(Point{x, y});
+  }
+  return Status();
+}
+
 Status ReadAttention(const Reader& r, const YAML::Node& n, GpuProfile* g) {
   YAML::Node at = n["attention"];
   if (at.IsDefined() && !at.IsNull()) {
@@ -483,71 +524,27 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
                           r.NumberOf(n, "gpu", "kernel_launch_s", Unit::kSeconds));
   DSPLAN_ASSIGN_OR_RETURN(g.context_bytes, r.NumberOf(n, "gpu", "context_bytes", Unit::kBytes));
   DSPLAN_ASSIGN_OR_RETURN(g.gemm, ReadGemmTable(r, n, "gpu.gemm", fast_gemm));
-  YAML::Node gs = n["gemm_source"];
-  if (gs.IsDefined() && !gs.IsNull()) {
-    DSPLAN_RETURN_IF_ERROR(r.CheckMap(gs, "gpu.gemm_source", {"datasheet", "measured",
-                                                              "assumption"}));
-    DSPLAN_ASSIGN_OR_RETURN(g.gemm_source, r.SourceOf(gs, "gpu.gemm_source"));
-  } else if (!g.gemm.empty()) {
-    return r.Error(n, "gpu.gemm_source", "missing: a GEMM table needs its source (the method)");
-  }
-  YAML::Node st = n["streaming"];
-  if (st.IsDefined() && !st.IsNull()) {
-    if (!st.IsSequence()) return r.Error(st, "gpu.streaming", "expected a list");
-    for (size_t i = 0; i < st.size(); ++i) {
-      const std::string p = fmt::format("gpu.streaming[{}]", i);
-      DSPLAN_RETURN_IF_ERROR(r.Tuple(st[i], p, 2, "[bytes, seconds]"));
-      StreamPoint pt;
-      DSPLAN_ASSIGN_OR_RETURN(pt.bytes, r.Value(st[i][0], p + "[0]", Unit::kBytes));
-      DSPLAN_ASSIGN_OR_RETURN(pt.seconds, r.Value(st[i][1], p + "[1]", Unit::kSeconds));
-      if (pt.bytes <= 0 || pt.seconds <= 0) {
-        return r.Error(st[i], p, "bytes and seconds must be positive");
-      }
-      if (!g.streaming.empty() && pt.bytes <= g.streaming.back().bytes) {
-        return r.Error(st[i], p, "points must be in ascending order of bytes");
-      }
-      g.streaming.push_back(pt);
-    }
-  }
-  YAML::Node ss = n["streaming_source"];
-  if (ss.IsDefined() && !ss.IsNull()) {
-    DSPLAN_RETURN_IF_ERROR(r.CheckMap(ss, "gpu.streaming_source", {"datasheet", "measured",
-                                                                   "assumption"}));
-    DSPLAN_ASSIGN_OR_RETURN(g.streaming_source, r.SourceOf(ss, "gpu.streaming_source"));
-  } else if (!g.streaming.empty()) {
-    return r.Error(n, "gpu.streaming_source",
-                   "missing: a streaming curve needs its source (the method)");
-  }
-  YAML::Node su = n["sustained_gemm"];
-  if (su.IsDefined() && !su.IsNull()) {
-    if (!su.IsSequence()) return r.Error(su, "gpu.sustained_gemm", "expected a list");
-    for (size_t i = 0; i < su.size(); ++i) {
-      const std::string p = fmt::format("gpu.sustained_gemm[{}]", i);
-      DSPLAN_RETURN_IF_ERROR(r.Tuple(su[i], p, 2, "[duty, time_ratio]"));
-      DutyPoint pt;
-      DSPLAN_ASSIGN_OR_RETURN(pt.duty, r.Value(su[i][0], p + "[0]", Unit::kFraction));
-      DSPLAN_ASSIGN_OR_RETURN(pt.time_ratio, r.Value(su[i][1], p + "[1]", Unit::kRate));
-      if (pt.duty <= 0 || pt.time_ratio < 1 || pt.time_ratio > 4) {
-        return r.Error(su[i], p,
-                       "duty must be in (0, 1] and time_ratio in [1, 4] (sustained time over "
-                       "the GEMM's time alone)");
-      }
-      if (!g.sustained_gemm.empty() && pt.duty <= g.sustained_gemm.back().duty) {
-        return r.Error(su[i], p, "points must be in ascending order of duty");
-      }
-      g.sustained_gemm.push_back(pt);
-    }
-  }
-  YAML::Node sus = n["sustained_gemm_source"];
-  if (sus.IsDefined() && !sus.IsNull()) {
-    DSPLAN_RETURN_IF_ERROR(r.CheckMap(sus, "gpu.sustained_gemm_source",
-                                      {"datasheet", "measured", "assumption"}));
-    DSPLAN_ASSIGN_OR_RETURN(g.sustained_gemm_source,
-                            r.SourceOf(sus, "gpu.sustained_gemm_source"));
-  } else if (!g.sustained_gemm.empty()) {
-    return r.Error(n, "gpu.sustained_gemm_source",
-                   "missing: a sustained-GEMM curve needs its source (the method)");
-  }
+  DSPLAN_RETURN_IF_ERROR(
+      ReadTableSource(r, n, "gemm", !g.gemm.empty(), "GEMM table", &g.gemm_source));
+  DSPLAN_RETURN_IF_ERROR(ReadPairTable(
+      r, n, "streaming", "[bytes, seconds]", Unit::kBytes, Unit::kSeconds, "bytes",
+      +[](double bytes, double seconds) -> std::string {
+        return bytes > 0 && seconds > 0 ? "" : "bytes and seconds must be positive";
+      },
+      &g.streaming));
+  DSPLAN_RETURN_IF_ERROR(ReadTableSource(r, n, "streaming", !g.streaming.empty(),
+                                         "streaming curve", &g.streaming_source));
+  DSPLAN_RETURN_IF_ERROR(ReadPairTable(
+      r, n, "sustained_gemm", "[duty, time_ratio]", Unit::kFraction, Unit::kRate, "duty",
+      +[](double duty, double ratio) -> std::string {
+        return duty > 0 && ratio >= 1 && ratio <= 4
+                   ? ""
+                   : "duty must be in (0, 1] and time_ratio in [1, 4] (sustained time over the "
+                     "GEMM's time alone)";
+      },
+      &g.sustained_gemm));
+  DSPLAN_RETURN_IF_ERROR(ReadTableSource(r, n, "sustained_gemm", !g.sustained_gemm.empty(),
+                                         "sustained-GEMM curve", &g.sustained_gemm_source));
   DSPLAN_RETURN_IF_ERROR(ReadAttention(r, n, &g));
   return g;
 }

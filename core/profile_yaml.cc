@@ -933,6 +933,19 @@ void EmitSourceMap(YAML::Emitter& e, const char* key, const Source& s) {
   e << YAML::EndMap;
 }
 
+// gpu.|table|_source and gpu.|table| as [x, y] rows (ReadPairTable's form); nothing when empty.
+template <class Point>
+void EmitPairTable(YAML::Emitter& e, const std::string& table, const Source& source,
+                   const std::vector<Point>& points, double Point::*x, double Point::*y) {
+  if (points.empty()) return;
+  EmitSourceMap(e, (table + "_source").c_str(), source);
+  e << YAML::Key << table << YAML::Value << YAML::BeginSeq;
+  for (const Point& pt : points) {
+    e << YAML::Flow << YAML::BeginSeq << Num(pt.*x) << Num(pt.*y) << YAML::EndSeq;
+  }
+  e << YAML::EndSeq;
+}
+
 void EmitPoints(YAML::Emitter& e, const std::vector<BandwidthPoint>& pts) {
   if (pts.empty()) return;
   e << YAML::Key << "points" << YAML::Value << YAML::BeginSeq;
@@ -987,22 +1000,10 @@ std::string EmitProfile(const HardwareProfile& p) {
     EmitSourceMap(e, "gemm_source", g.gemm_source);
   }
   if (!g.gemm.empty()) EmitGemmRows(e, g.gemm);
-  if (!g.streaming.empty()) {
-    EmitSourceMap(e, "streaming_source", g.streaming_source);
-    e << YAML::Key << "streaming" << YAML::Value << YAML::BeginSeq;
-    for (const StreamPoint& pt : g.streaming) {
-      e << YAML::Flow << YAML::BeginSeq << Num(pt.bytes) << Num(pt.seconds) << YAML::EndSeq;
-    }
-    e << YAML::EndSeq;
-  }
-  if (!g.sustained_gemm.empty()) {
-    EmitSourceMap(e, "sustained_gemm_source", g.sustained_gemm_source);
-    e << YAML::Key << "sustained_gemm" << YAML::Value << YAML::BeginSeq;
-    for (const DutyPoint& pt : g.sustained_gemm) {
-      e << YAML::Flow << YAML::BeginSeq << Num(pt.duty) << Num(pt.time_ratio) << YAML::EndSeq;
-    }
-    e << YAML::EndSeq;
-  }
+  EmitPairTable(e, "streaming", g.streaming_source, g.streaming, &StreamPoint::bytes,
+                &StreamPoint::seconds);
+  EmitPairTable(e, "sustained_gemm", g.sustained_gemm_source, g.sustained_gemm, &DutyPoint::duty,
+                &DutyPoint::time_ratio);
   if (!g.attention.empty()) {
     EmitSourceMap(e, "attention_source", g.attention_source);
     e << YAML::Key << "attention" << YAML::Value << YAML::BeginSeq;

@@ -84,15 +84,17 @@ TEST(FreeBinsTest, RemoveReportsTheMovedEntry) {
   EXPECT_EQ(f.size(), 0);
 }
 
+// A live entry of the random walks below: its size, id and where FreeBins keeps it.
+struct Entry {
+  int64_t bytes;
+  int id;
+  FreeBins::Where at;
+};
+
 TEST(FreeBinsTest, MatchesAFullScanThroughRandomInsertsAndRemoves) {
   // The reference: the smallest (bytes, id) of at least the request over every entry.
   std::mt19937_64 rng(15);
   FreeBins f;
-  struct Entry {
-    int64_t bytes;
-    int id;
-    FreeBins::Where at;
-  };
   std::vector<Entry> live;
   std::vector<int> index_of(20000, -1);  // id -> index in live
   auto random_size = [&rng]() -> int64_t {
@@ -216,11 +218,6 @@ TEST(FreeBinsTest, AnyFitIsWhetherBestFitFindsOne) {
   // and without an entry left out, through random inserts and removes.
   std::mt19937_64 rng(151);
   FreeBins f;
-  struct Entry {
-    int64_t bytes;
-    int id;
-    FreeBins::Where at;
-  };
   std::vector<Entry> live;
   auto random_size = [&rng]() -> int64_t {
     return rng() % 2 == 0 ? static_cast<int64_t>(1 + rng() % 4096) * 512

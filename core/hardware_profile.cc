@@ -206,7 +206,10 @@ std::string HardwareProfile::SourceSummary() const {
   std::vector<Component> comps;
   comps.push_back({"GEMM", {&gpu.gemm_source, &gpu.gemm_efficiency.source}});
   comps.push_back({"HBM", {&gpu.hbm_bytes_per_s.source, &gpu.memory_bound_efficiency.source}});
-  comps.push_back({"attention", {&gpu.attention_efficiency.source}});
+  // The PyTorch stack's fused attention: its measured table when the profile has one, else the
+  // efficiency (an assumption in the shipped profiles).
+  comps.push_back({"attention", {gpu.sdpa.empty() ? &gpu.attention_efficiency.source
+                                                  : &gpu.sdpa_source}});
   if (!gpu.attention.empty()) comps.push_back({"runtime attention", {&gpu.attention_source}});
   if (!gpu.sustained_gemm.empty()) {
     comps.push_back({"sustained GEMM clock", {&gpu.sustained_gemm_source}});

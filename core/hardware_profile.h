@@ -172,6 +172,12 @@ struct GpuProfile {
   /// attention is then priced as tiled GEMMs (simulator/cost_model.h).
   std::vector<AttentionPoint> attention;
   Source attention_source;
+  /// PyTorch's fused scaled-dot-product attention (the cuDNN / flash kernels transformers'
+  /// "sdpa" attention runs), measured through PyTorch (tools/probes/torch_sdpa.py) in the
+  /// attention table's row format. When it has rows the PyTorch stack's fused attention is
+  /// priced from them instead of |attention_efficiency| (simulator/cost_model.h).
+  std::vector<AttentionPoint> sdpa;
+  Source sdpa_source;
   Number kernel_launch_s;           // fixed cost per kernel
   /// Device memory in use outside PyTorch's caching allocator once CUDA, cuBLAS and NCCL are
   /// initialised (CUDA context and library workspaces).

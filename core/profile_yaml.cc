@@ -389,12 +389,16 @@ Status ReadPairTable(const Reader& r, const YAML::Node& gpu, const std::string& 
   return Status();
 }
 
-Status ReadAttention(const Reader& r, const YAML::Node& n, GpuProfile* g) {
-  YAML::Node at = n["attention"];
+// gpu.|table| (attention, sdpa): rows [dtype, head_dim, causal, seq, batch_heads,
+// fwd_flops_per_s, bwd_flops_per_s], and gpu.|table|_source (required with rows).
+Status ReadAttentionTable(const Reader& r, const YAML::Node& n, const std::string& table,
+                          std::vector<AttentionPoint>* out, Source* source) {
+  const std::string key = "gpu." + table;
+  YAML::Node at = n[table];
   if (at.IsDefined() && !at.IsNull()) {
-    if (!at.IsSequence()) return r.Error(at, "gpu.attention", "expected a list");
+    if (!at.IsSequence()) return r.Error(at, key, "expected a list");
     for (size_t i = 0; i < at.size(); ++i) {
-      const std::string p = fmt::format("gpu.attention[{}]", i);
+      const std::string p = fmt::format("{}[{}]", key, i);
       DSPLAN_RETURN_IF_ERROR(r.Tuple(at[i], p, 7,
                                      "[dtype, head_dim, causal, seq, batch_heads, "
                                      "fwd_flops_per_s, bwd_flops_per_s]"));
@@ -412,26 +416,17 @@ Status ReadAttention(const Reader& r, const YAML::Node& n, GpuProfile* g) {
       if (pt.fwd_flops_per_s <= 0 || pt.bwd_flops_per_s <= 0) {
         return r.Error(at[i], p, "the forward and backward rates must be positive");
       }
-      for (const AttentionPoint& q : g->attention) {
+      for (const AttentionPoint& q : *out) {
         if (q.dtype == pt.dtype && q.head_dim == pt.head_dim && q.causal == pt.causal &&
             q.seq == pt.seq && q.batch_heads == pt.batch_heads) {
           return r.Error(at[i], p,
                          "repeats an earlier row's dtype, head_dim, causal, seq and batch_heads");
         }
       }
-      g->attention.push_back(pt);
+      out->push_back(pt);
     }
   }
-  YAML::Node as = n["attention_source"];
-  if (as.IsDefined() && !as.IsNull()) {
-    DSPLAN_RETURN_IF_ERROR(r.CheckMap(as, "gpu.attention_source", {"datasheet", "measured",
-                                                                   "assumption"}));
-    DSPLAN_ASSIGN_OR_RETURN(g->attention_source, r.SourceOf(as, "gpu.attention_source"));
-  } else if (!g->attention.empty()) {
-    return r.Error(n, "gpu.attention_source",
-                   "missing: an attention table needs its source (the method)");
-  }
-  return Status();
+  return ReadTableSource(r, n, table, !out->empty(), "table of attention rates", source);
 }
 
 // A GEMM table (gpu.gemm, stack.gemm): rows [dtype, m, n, k, flops_per_s] with an optional
@@ -494,7 +489,7 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
       {"name", "memory_bytes", "peak_flops_bf16", "peak_flops_fp16", "peak_flops_tf32",
        "peak_flops_fp32", "hbm_bytes_per_s", "memory_bound_efficiency", "gemm_efficiency",
        "gemm_source", "gemm", "streaming_source", "streaming", "sustained_gemm_source",
-       "sustained_gemm", "attention_source", "attention",
+       "sustained_gemm", "attention_source", "attention", "sdpa_source", "sdpa",
        "attention_efficiency",
        "kernel_launch_s", "context_bytes"}));
   GpuProfile g;
@@ -545,7 +540,8 @@ Result<GpuProfile> ReadGpu(const Reader& r, const YAML::Node& root,
       &g.sustained_gemm));
   DSPLAN_RETURN_IF_ERROR(ReadTableSource(r, n, "sustained_gemm", !g.sustained_gemm.empty(),
                                          "sustained-GEMM curve", &g.sustained_gemm_source));
-  DSPLAN_RETURN_IF_ERROR(ReadAttention(r, n, &g));
+  DSPLAN_RETURN_IF_ERROR(ReadAttentionTable(r, n, "attention", &g.attention, &g.attention_source));
+  DSPLAN_RETURN_IF_ERROR(ReadAttentionTable(r, n, "sdpa", &g.sdpa, &g.sdpa_source));
   return g;
 }
 
@@ -946,6 +942,21 @@ void EmitPairTable(YAML::Emitter& e, const std::string& table, const Source& sou
   e << YAML::EndSeq;
 }
 
+// gpu.|table|_source and gpu.|table| (attention, sdpa) in ReadAttentionTable's row form;
+// nothing when empty.
+void EmitAttentionTable(YAML::Emitter& e, const std::string& table, const Source& source,
+                        const std::vector<AttentionPoint>& points) {
+  if (points.empty()) return;
+  EmitSourceMap(e, (table + "_source").c_str(), source);
+  e << YAML::Key << table << YAML::Value << YAML::BeginSeq;
+  for (const AttentionPoint& pt : points) {
+    e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.head_dim
+      << (pt.causal ? "true" : "false") << pt.seq << pt.batch_heads << Num(pt.fwd_flops_per_s)
+      << Num(pt.bwd_flops_per_s) << YAML::EndSeq;
+  }
+  e << YAML::EndSeq;
+}
+
 void EmitPoints(YAML::Emitter& e, const std::vector<BandwidthPoint>& pts) {
   if (pts.empty()) return;
   e << YAML::Key << "points" << YAML::Value << YAML::BeginSeq;
@@ -1004,16 +1015,8 @@ std::string EmitProfile(const HardwareProfile& p) {
                 &StreamPoint::seconds);
   EmitPairTable(e, "sustained_gemm", g.sustained_gemm_source, g.sustained_gemm, &DutyPoint::duty,
                 &DutyPoint::time_ratio);
-  if (!g.attention.empty()) {
-    EmitSourceMap(e, "attention_source", g.attention_source);
-    e << YAML::Key << "attention" << YAML::Value << YAML::BeginSeq;
-    for (const AttentionPoint& pt : g.attention) {
-      e << YAML::Flow << YAML::BeginSeq << PrecisionName(pt.dtype) << pt.head_dim
-        << (pt.causal ? "true" : "false") << pt.seq << pt.batch_heads << Num(pt.fwd_flops_per_s)
-        << Num(pt.bwd_flops_per_s) << YAML::EndSeq;
-    }
-    e << YAML::EndSeq;
-  }
+  EmitAttentionTable(e, "attention", g.attention_source, g.attention);
+  EmitAttentionTable(e, "sdpa", g.sdpa_source, g.sdpa);
   e << YAML::EndMap;
 
   const HostProfile& h = p.host;

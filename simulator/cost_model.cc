@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <memory>
@@ -258,10 +259,7 @@ double CostModel::OpForwardSeconds(const Op& op) const {
                                 op.fp32 ? Precision::kFp32 : precision_);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, false);
-      const GpuProfile& g = profile_->gpu;
-      const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
-      const double flops = op.causal ? op.fwd_flops / 2 : op.fwd_flops;
-      return std::max(flops / (PeakFlops(precision_) * eff), MemoryBoundSeconds(op.fwd_bytes));
+      return StackAttentionSeconds(op, false);
     }
     default:
       return EagerSeconds(op, false);
@@ -271,9 +269,11 @@ double CostModel::OpForwardSeconds(const Op& op) const {
 double CostModel::OpBackwardSeconds(const Op& op) const {
   switch (op.kind) {
     case OpKind::kGemm:
-      // Linear: dX[m,k] = dY[m,n] W[n,k] (nn) and dW[n,k] = dY^T X (tn, reducing over tokens).
+      // Linear: dX[m,k] = dY[m,n] W[n,k] (nn) and dW[n,k] = dY^T X (tn, reducing over tokens);
+      // in eager PyTorch, the bias gradient's reduction (the op's eager backward bytes).
       return LinearGemmSeconds(GemmLayout::kNN, op.m, op.k, op.n) +
-             LinearGemmSeconds(GemmLayout::kTN, op.n, op.k, op.m);
+             LinearGemmSeconds(GemmLayout::kTN, op.n, op.k, op.m) +
+             BackwardMemoryBoundPart(op);
     case OpKind::kBatchedGemm:
       // C = A B: dA = dC B^T (nt: m, k, n) and dB = A^T dC (tn: k, n, m).
       return BatchedGemmSeconds(GemmLayout::kNT, op.m, op.k, op.n, op.batch,
@@ -282,12 +282,7 @@ double CostModel::OpBackwardSeconds(const Op& op) const {
                                 op.fp32 ? Precision::kFp32 : precision_);
     case OpKind::kAttention: {
       if (stack_ == SoftwareStack::kDsplanRuntime) return RuntimeAttentionSeconds(op, true);
-      const GpuProfile& g = profile_->gpu;
-      const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
-      const double flops = op.causal ? op.bwd_flops / 2 : op.bwd_flops;
-      // Fused backward kernels recompute the scores: about 2.5x the forward's work.
-      return std::max(1.25 * flops / (PeakFlops(precision_) * eff),
-                      MemoryBoundSeconds(op.bwd_bytes));
+      return StackAttentionSeconds(op, true);
     }
     default:
       return EagerSeconds(op, true);
@@ -332,6 +327,43 @@ double FusedAttentionRate(const std::vector<AttentionPoint>& table, Precision dt
     by_rows.push_back({r, LogInterp(s, seq)});
   }
   return LogInterp(by_rows, rows > 0 ? rows : by_rows.back().first);
+}
+
+double CostModel::BackwardMemoryBoundPart(const Op& op) const {
+  if (op.kind != OpKind::kGemm || stack_ == SoftwareStack::kDsplanRuntime || op.eager.empty()) {
+    return 0;
+  }
+  return EagerSeconds(op, true);
+}
+
+double CostModel::StackAttentionSeconds(const Op& op, bool backward) const {
+  const GpuProfile& g = profile_->gpu;
+  const double bytes = backward ? op.bwd_bytes : op.fwd_bytes;
+  if (!g.sdpa.empty()) {
+    // The measured head dim nearest the op's (the kernels are tiled by head dim; a head dim
+    // between two measured ones runs the larger one's tiles, so ties go up).
+    int64_t hd = 0;
+    for (const AttentionPoint& p : g.sdpa) {
+      const int64_t d = std::llabs(p.head_dim - op.k), best = std::llabs(hd - op.k);
+      if (hd == 0 || d < best || (d == best && p.head_dim > hd)) hd = p.head_dim;
+    }
+    const double B = static_cast<double>(std::max<int64_t>(1, op.batch));
+    const double seq = std::sqrt(static_cast<double>(op.m) * static_cast<double>(op.n));
+    const double rate = FusedAttentionRate(g.sdpa, precision_, hd, op.causal, seq, B * seq,
+                                           backward);
+    if (rate > 0) {
+      // FLOPs as the table counts them: forward 4 b h sq sk d (halved when causal), backward
+      // 2.5x the forward.
+      const double fwd = 4.0 * B * static_cast<double>(op.m) * static_cast<double>(op.n) *
+                         static_cast<double>(op.k) / (op.causal ? 2.0 : 1.0);
+      return std::max((backward ? 2.5 * fwd : fwd) / rate, MemoryBoundSeconds(bytes));
+    }
+  }
+  const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
+  const double flops = (op.causal ? 0.5 : 1.0) * (backward ? op.bwd_flops : op.fwd_flops);
+  // Fused backward kernels recompute the scores: about 2.5x the forward's work.
+  return std::max((backward ? 1.25 : 1.0) * flops / (PeakFlops(precision_) * eff),
+                  MemoryBoundSeconds(bytes));
 }
 
 double CostModel::RuntimeAttentionSeconds(const Op& op, bool backward) const {
@@ -433,10 +465,15 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
     }
     switch (op.kind) {
       case OpKind::kGemm:
-      case OpKind::kBatchedGemm:
+      case OpKind::kBatchedGemm: {
+        // A Linear's bias-gradient reduction is memory-bound, not a GEMM (no sustained-load
+        // scaling).
+        const double bias = BackwardMemoryBoundPart(op);
         c.fwd_gemm_s += f;
-        c.bwd_gemm_s += b;
+        c.bwd_gemm_s += b - bias;
+        c.bwd_memory_s += bias;
         break;
+      }
       case OpKind::kAttention:
         c.fwd_attention_s += f;
         c.bwd_attention_s += b;

@@ -119,6 +119,9 @@ class CostModel {
   double StreamLaunchSeconds(double bytes) const;
   double OpForwardSeconds(const Op& op) const;
   double OpBackwardSeconds(const Op& op) const;
+  /// The memory-bound part of OpBackwardSeconds: a Linear's bias-gradient reduction in eager
+  /// PyTorch (not a GEMM: no sustained-load scaling); 0 for other ops and dsplan's runtime.
+  double BackwardMemoryBoundPart(const Op& op) const;
   LayerCost Layer(const dsplan::Layer& layer) const;
   std::vector<LayerCost> Layers(const Workload& w) const;
   /// The same, |family_measured| false: as for a family whose blocks the stack measurement
@@ -174,6 +177,10 @@ class CostModel {
   /// Fused attention as dsplan's runtime runs it: its fused kernel at the profile's measured
   /// rates (gpu.attention), or the tiled GEMMs of its stand-in.
   double RuntimeAttentionSeconds(const Op& op, bool backward) const;
+  /// Fused attention as the PyTorch stack runs it (SDPA's cuDNN / flash kernels): from the
+  /// profile's measured table gpu.sdpa at the measured head dim nearest op.k, else at
+  /// gpu.attention_efficiency of the peak (with a backward of 2.5x the forward's FLOPs).
+  double StackAttentionSeconds(const Op& op, bool backward) const;
   /// Measured CPU Adam elements/s at |threads| (the best point at or below it).
   double CpuAdamRate(int threads) const;
 

@@ -43,7 +43,9 @@ std::vector<LayerTimes> PriceLayers(const Workload& w, const CostModel& cost, bo
       const bool tensor = op.kind == OpKind::kGemm || op.kind == OpKind::kBatchedGemm ||
                           op.kind == OpKind::kAttention;
       const double r = tensor ? ratio : 1.0;
-      t.ops.push_back({&op, r * cost.OpForwardSeconds(op), r * cost.OpBackwardSeconds(op)});
+      const double mem = cost.BackwardMemoryBoundPart(op);
+      t.ops.push_back(
+          {&op, r * cost.OpForwardSeconds(op), r * (cost.OpBackwardSeconds(op) - mem) + mem});
     }
     out.push_back(std::move(t));
   }

@@ -64,13 +64,22 @@ StackCosts Build() {
   // Layout-dependent copies (docs/validation/deepspeed/plans-1203b/copy-kernels-h200.json,
   // tools/probes/copy_kernels.py: bf16, 32-160 MiB, CUDA events, median over the shapes of
   // partial-rotary and attention blocks): transpose(1, 2).contiguous() 1.45 TB/s (a contiguous
-  // copy 3.95); a multiply reading a narrow strided slice 1.33; rotate_half of a 16-40 element
-  // slice 0.715; a last-dimension cat of pieces not multiples of 16 elements 1.34 (of pieces
-  // that are, 3.1: the streaming class). Backward is taken at the same rate.
+  // copy 3.95); a multiply reading a narrow strided slice 1.33. Backward is taken at the same
+  // rate.
   set(KernelClass::kPermuteCopy, 1.448e12, 1.448e12);
   set(KernelClass::kStridedMul, 1.335e12, 1.335e12);
-  set(KernelClass::kRotateHalf, 0.715e12, 0.715e12);
-  set(KernelClass::kCatUnaligned, 1.339e12, 1.339e12);
+  // The rotary embedding's ops in the layouts transformers gives them (docs/validation/stack/
+  // rotary-kernels-h200.json, tools/probes/rotary_kernels.py: bf16, 9 shapes of 34-130 MB per
+  // tensor, CUDA events, median of 7 batches of 10; medians over the shapes, bytes read +
+  // written): rotate_half's cat of the negated half with a slice 0.87 TB/s (0.73-0.97); the
+  // partial rotary's cat of the rotated part with the pass-through slice 0.78 (0.75-0.88,
+  // contiguous or transposed source alike); an add of a result laid out like a transposed view
+  // with a contiguous one 1.74 (1.63-1.86; 3.8-4.2 when both are contiguous). The strided
+  // multiplies and negations of the same probe ran at 1.29 (0.99-1.70), the broadcast multiplies
+  // at 1.58: the classes above, measured before, within 4 %.
+  set(KernelClass::kRotateHalf, 0.866e12, 0.866e12);
+  set(KernelClass::kCatStrided, 0.78e12, 0.78e12);
+  set(KernelClass::kMixedLayout, 1.74e12, 1.74e12);
   // An elementwise op with a broadcast operand (docs/validation/stack/
   // eager-attention-kernels-h200.json, tools/probes/eager_attention_kernels.py: bf16 scores
   // [b, h, s, s] + a mask [b, 1, s, s], 134-168 Mi elements, CUDA events behind a busy-wait,

@@ -302,6 +302,10 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
   const double traffic = e * (static_cast<double>(op.m) * op.k + static_cast<double>(op.k) * op.n + mn);
   op.fwd_bytes = traffic;
   op.bwd_bytes = 2 * traffic;
+  // The bias gradient is a separate reduction of the output gradient over the tokens (aten::sum
+  // in autograd's AddmmBackward): it reads dY once, at the streaming rate (3.6-3.9 TB/s measured
+  // in pythia-1.4b's block, tools/probes/block_ops.py). The forward's bias is fused into the GEMM.
+  if (bias) op.eager.Bwd(KernelClass::kStream, e * (mn + static_cast<double>(out)));
   tr.AddOp(std::move(op));
   (void)w;
   return y;
@@ -578,39 +582,68 @@ T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype, bool permut
 }
 
 T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
-         const T& sin) {
+         const T& sin, Layout in) {
   // q * cos + rotate_half(q) * sin: the muls save cos and sin (q's grad needs them; they do not
   // require grad, so q is not saved); slices, neg and cat save nothing.
   tr.Save(cos);
   tr.Save(sin);
   T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
-  // Eager kernels over the rotated part r = rotary_dim / head_dim of x: x * cos, the negated
-  // half, cat, * sin, add (GPT-J-style partial rotary also slices and cats back the rest).
-  // Backward: the two muls' gradients, neg, the slices' zero-filled gradients, accumulation.
+  // The eager kernels of transformers' apply_rotary_pos_emb, each in the kernel class its
+  // operands' layout sends it to (measured op by op: tools/probes/rotary_kernels.py,
+  // docs/stack-costs.md section 2). b: bytes of the rotated part; B: of the whole tensor.
+  // PyTorch vectorizes an elementwise op only when every operand is contiguous in one layout:
+  // q arrives as a transposed view of its projection (|in| kBshd or kFused) or contiguous
+  // (kBhsd); the rotated part of a partial rotary is a slice of it either way.
   const int64_t hd = x.shape.back();
   const double r = rotary_dim > 0 && rotary_dim < hd ? static_cast<double>(rotary_dim) / hd : 1.0;
-  const double b = B(x) * r;
-  // A partial rotary (transformers' gpt_neox, phi, gptj: q[..., :rotary_dim]) works on a narrow
-  // strided slice: the muls by cos read it strided, rotate_half negates and concatenates halves
-  // of 8-32 elements, and the final cat with the pass-through part is unaligned unless both
-  // pieces are multiples of 16 elements (measured rates, simulator/stack_costs.cc).
+  const double whole = B(x), b = whole * r;
   const bool partial = r < 1;
-  const KernelClass strided = partial ? KernelClass::kStridedMul : KernelClass::kStream;
-  const KernelClass rotate = partial ? KernelClass::kRotateHalf : KernelClass::kStream;
-  const bool aligned = rotary_dim % 16 == 0 && (hd - rotary_dim) % 16 == 0;
-  const KernelClass cat = aligned ? KernelClass::kStream : KernelClass::kCatUnaligned;
+  const bool strided = in != Layout::kBhsd;  // a transposed view of the projection
   EagerWork w;
-  w.Fwd(strided, 2.0 * b);  // x_rot * cos
-  w.Fwd(rotate, 3.0 * b);   // rotate_half: neg, cat
-  w.Fwd(KernelClass::kStream, 2.0 * b);  // * sin
-  w.Fwd(KernelClass::kStream, 3.0 * b);  // add
-  if (partial) w.Fwd(cat, 2.0 * B(x));
-  w.Bwd(strided, 2.0 * b);
-  w.Bwd(rotate, 3.0 * b);
-  for (double k : {1.5, 1.5, 3.0}) w.Bwd(KernelClass::kStream, k * b);
-  if (partial) w.Bwd(cat, 2.0 * B(x));
+  // Forward: x_rot * cos (broadcast cos; strided when x_rot is a slice or a transposed view),
+  // neg of one half (a slice), cat(-x2, x1) (rotate_half), * sin (broadcast), the add (the
+  // first product keeps x's layout: mixed with the contiguous second one when x is strided),
+  // and for a partial rotary the cat of the rotated part with the pass-through slice.
+  w.Fwd(partial || strided ? KernelClass::kStridedMul : KernelClass::kBroadcast, 2.0 * b);
+  w.Fwd(KernelClass::kStridedMul, b);
+  w.Fwd(KernelClass::kRotateHalf, 2.0 * b);
+  w.Fwd(KernelClass::kBroadcast, 2.0 * b);
+  w.Fwd(strided ? KernelClass::kMixedLayout : KernelClass::kStream, 3.0 * b);
+  if (partial) w.Fwd(KernelClass::kCatStrided, 2.0 * whole);
+  // Backward (autograd): the gradient times cos and times sin (broadcast), neg, the two half
+  // slices' gradients (zero-filled, then the half copied into its slice), the three
+  // contributions to x_rot's gradient accumulated (two adds, mixed layouts when x is strided);
+  // for a partial rotary the rotated and pass-through slices' gradients (zero-filled whole,
+  // copied in) and their sum; the gradient of a transposed view of a separate projection is
+  // copied back to the projection's layout (a fused projection's split is FusedQkvSplit's).
+  w.Bwd(KernelClass::kBroadcast, 2.0 * b);
+  w.Bwd(KernelClass::kBroadcast, 2.0 * b);
+  w.Bwd(KernelClass::kStridedMul, b);
+  for (int i = 0; i < 2; ++i) {
+    w.Bwd(KernelClass::kStream, b);
+    w.Bwd(KernelClass::kStridedMul, b);
+    w.Bwd(strided ? KernelClass::kMixedLayout : KernelClass::kStream, 3.0 * b);
+  }
+  if (partial) {
+    w.Bwd(KernelClass::kStream, 2.0 * whole);
+    w.Bwd(KernelClass::kStridedMul, 2.0 * whole);
+    w.Bwd(KernelClass::kStream, 3.0 * whole);
+  }
+  if (in == Layout::kBshd) w.Bwd(KernelClass::kPermuteCopy, 2.0 * whole);
   Elementwise(tr, name, OpKind::kElementwise, y, {&x}, 3.0, w);
   return y;
+}
+
+void FusedQkvSplit(Tracer& tr, const std::string& name, const T& qkv) {
+  // A fused projection viewed per head, transposed and chunked into q, k and v (GPT-NeoX) has
+  // no forward kernel; its backward concatenates the three gradients (pieces strided as the
+  // attention and rotary return them: the element-wise cat path) and copies the result back to
+  // the projection's [b, s, heads, 3 hd] layout. Measured in pythia-1.4b's block (tools/probes/
+  // block_ops.py): the cat at 0.80 TB/s, the copy at 1.16 over 780 MB each.
+  EagerWork w;
+  w.Bwd(KernelClass::kCatStrided, 2.0 * B(qkv));
+  w.Bwd(KernelClass::kPermuteCopy, 2.0 * B(qkv));
+  Elementwise(tr, name, OpKind::kElementwise, qkv, {&qkv}, 0.0, w);
 }
 
 namespace {

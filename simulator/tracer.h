@@ -234,9 +234,15 @@ struct AttentionArgs {
 T Attention(Tracer& tr, const AttentionArgs& a);
 
 /// Rotary embedding applied to the first |rotary_dim| dims of |x| ([b, h, s, hd]); returns the
-/// new tensor (q*cos + rotate_half(q)*sin, concatenated with the pass-through part).
+/// new tensor (q*cos + rotate_half(q)*sin, concatenated with the pass-through part). |in| is how
+/// |x| is laid out (a transposed view of a separate projection, a view into a fused one, or
+/// contiguous): it decides which of PyTorch's kernels the eager ops run.
 T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
-         const T& sin);
+         const T& sin, Layout in = Layout::kBshd);
+
+/// The backward of a fused q|k|v projection split per head (view, transpose, chunk: GPT-NeoX):
+/// the gradients' cat and the copy back to the projection's layout; no forward kernel.
+void FusedQkvSplit(Tracer& tr, const std::string& name, const T& qkv);
 
 /// Cross entropy as transformers' ForCausalLMLoss does it (logits.float(), shift, CE) when
 /// |upcast| is true, else nn.CrossEntropyLoss on the logits as they are.

@@ -82,8 +82,9 @@ const char* KernelClassName(KernelClass c) {
     case KernelClass::kPermuteCopy: return "permute_copy";
     case KernelClass::kStridedMul: return "strided_mul";
     case KernelClass::kRotateHalf: return "rotate_half";
-    case KernelClass::kCatUnaligned: return "cat_unaligned";
+    case KernelClass::kCatStrided: return "cat_strided";
     case KernelClass::kBroadcast: return "broadcast";
+    case KernelClass::kMixedLayout: return "mixed_layout";
   }
   return "?";
 }

@@ -85,10 +85,13 @@ enum class KernelClass : uint8_t {
   kPermuteCopy,   // a copy out of a permuted view (transpose(1, 2).contiguous())
   kStridedMul,    // elementwise over a narrow strided slice (x[..., :rotary_dim] * cos)
   kRotateHalf,    // rotate_half of a narrow slice: negate one half, concatenate
-  kCatUnaligned,  // torch.cat along the last dimension of pieces not multiples of 16 elements
+  kCatStrided,    // torch.cat along the last dimension with a piece that is a slice of a wider
+                  // tensor (the partial rotary's pass-through part): the element-wise copy path
   kBroadcast,     // elementwise with a broadcast (stride-0) operand: not vectorized
+  kMixedLayout,   // a binary op whose operands are laid out differently (one a transposed
+                  // view): TensorIterator's generic strided kernel, not the vectorized one
 };
-inline constexpr int kKernelClassCount = 14;
+inline constexpr int kKernelClassCount = 15;
 const char* KernelClassName(KernelClass c);
 
 /// The kernels eager PyTorch runs for one traced op, forward and backward: bytes by class and

@@ -341,10 +341,13 @@ void GptNeoX(Ctx& c, const T& ids) {
     T x = LayerNorm(tr, Cat(p, ".input_layernorm"), h);
     T qkv = Linear(tr, Cat(p, ".attention.query_key_value"), x, 3 * s.hidden_size, s.linear_bias);
     T heads = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});  // per-head interleaved q|k|v
+    FusedQkvSplit(tr, Cat(p, ".attention.qkv_split"), qkv);
     AttentionArgs a;
     a.name = Cat(p, ".attention");
-    a.q = Rotary(tr, Cat(p, ".attention.rotary_q"), heads, s.rotary_dim, c.cos, c.sin);
-    a.k = Rotary(tr, Cat(p, ".attention.rotary_k"), heads, s.rotary_dim, c.cos, c.sin);
+    a.q = Rotary(tr, Cat(p, ".attention.rotary_q"), heads, s.rotary_dim, c.cos, c.sin,
+                 Layout::kFused);
+    a.k = Rotary(tr, Cat(p, ".attention.rotary_k"), heads, s.rotary_dim, c.cos, c.sin,
+                 Layout::kFused);
     a.q_layout = a.k_layout = RopeLayout(s);
     a.v = heads;
     a.v_layout = Layout::kFused;
@@ -486,8 +489,10 @@ void Falcon(Ctx& c, const T& ids) {
       a.v = tr.New(Cat(sa, ".v"), {c.b, kv, c.n, s.head_dim});
     }
     if (c.rope) {
-      a.q = Rotary(tr, Cat(sa, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin);
-      a.k = Rotary(tr, Cat(sa, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin);
+      // MHA: views into the fused projection; otherwise contiguous copies.
+      const Layout in = mha ? Layout::kFused : Layout::kBhsd;
+      a.q = Rotary(tr, Cat(sa, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin, in);
+      a.k = Rotary(tr, Cat(sa, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin, in);
     }
     T bias;
     if (tr.sdpa()) {

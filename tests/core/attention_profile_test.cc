@@ -115,5 +115,50 @@ TEST_F(AttentionProfileTest, SourceSummarySaysWhetherTheRuntimeAttentionIsMeasur
       << s;
 }
 
+TEST_F(AttentionProfileTest, TheSdpaTableReadsAndWritesLikeTheAttentionTable) {
+  HardwareProfile p = base_;
+  p.gpu.sdpa = {{Precision::kBf16, 128, true, 1024, 256, 4.46e14, 3.2e14},
+                {Precision::kBf16, 128, true, 2048, 128, 5.31e14, 4.2e14}};
+  p.gpu.sdpa_source = {SourceKind::kMeasured, "tools/probes/torch_sdpa.py, test"};
+  const std::string path = (dir_ / "sdpa.yaml").string();
+  ASSERT_TRUE(WriteHardwareProfile(p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gpu.sdpa, p.gpu.sdpa);
+  EXPECT_EQ(back->gpu.sdpa_source, p.gpu.sdpa_source);
+  EXPECT_TRUE(back->gpu.attention.empty());
+
+  // Errors name gpu.sdpa's own keys.
+  auto no_source =
+      LoadHardwareProfile(WithGpuLines("  sdpa:\n    - [bf16, 64, true, 2048, 8, 2e14, 2e14]\n"));
+  ASSERT_FALSE(no_source.ok());
+  EXPECT_NE(no_source.status().message().find("gpu.sdpa_source"), std::string::npos)
+      << no_source.status().message();
+  auto bad = LoadHardwareProfile(WithGpuLines(
+      "  sdpa_source: {measured: \"t\"}\n  sdpa:\n    - [bf16, 64, true, 2048, 8, -1, 2e14]\n"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("gpu.sdpa[0]"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST_F(AttentionProfileTest, SourceSummaryTakesTheSdpaTablesSourceForAttention) {
+  HardwareProfile p = base_;
+  p.gpu.attention_efficiency.source = {SourceKind::kAssumption, "x"};
+  p.gpu.sdpa.clear();
+  std::string s = p.SourceSummary();
+  size_t a = s.find("assumption (");
+  ASSERT_NE(a, std::string::npos) << s;
+  EXPECT_NE(s.substr(a, s.find(')', a) - a).find("attention"), std::string::npos) << s;
+  p.gpu.sdpa = {{Precision::kBf16, 64, true, 1024, 256, 3e14, 2.4e14}};
+  p.gpu.sdpa_source = {SourceKind::kMeasured, "test"};
+  s = p.SourceSummary();
+  a = s.find("assumption (");
+  if (a != std::string::npos) {
+    const std::string assumed = s.substr(a, s.find(')', a) - a);
+    EXPECT_EQ(assumed.find("attention,"), std::string::npos) << s;
+    EXPECT_NE(assumed.rfind("attention"), assumed.size() - 9) << s;
+  }
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -142,3 +142,38 @@ TEST(RuntimeAttentionCost, StandInPricingWithoutTableOrKernel) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+TEST(StackAttentionCost, PyTorchsSdpaPricedFromTheMeasuredSdpaTable) {
+  HardwareProfile p = Base();
+  p.gpu.sdpa = Table();
+  p.gpu.sdpa_source = {SourceKind::kMeasured, "test"};
+  CostModel cm(p, Precision::kBf16, SoftwareStack::kPyTorchDeepSpeed);
+  // 256 slices of 1024, head dim 64, causal: the large series' point, 200 / 150 TFLOP/s.
+  const Op op = Attention(256, 1024, 1024, 64, true);
+  const double fwd_flops = 4.0 * 256 * 1024 * 1024 * 64 / 2;
+  EXPECT_NEAR(cm.OpForwardSeconds(op), fwd_flops / 200e12, 1e-12);
+  EXPECT_NEAR(cm.OpBackwardSeconds(op), 2.5 * fwd_flops / 150e12, 1e-12);
+  // Head dim 80 has no row: the nearest measured head dim (64) prices it; 96 ties between 64
+  // and 128 and takes 128's tiles (its only point: 330 / 280 TFLOP/s, causal 2048 x 128).
+  const Op d80 = Attention(256, 1024, 1024, 80, true);
+  EXPECT_NEAR(cm.OpForwardSeconds(d80), 4.0 * 256 * 1024 * 1024 * 80 / 2 / 200e12, 1e-12);
+  const Op d96 = Attention(128, 2048, 2048, 96, true);
+  EXPECT_NEAR(cm.OpBackwardSeconds(d96), 2.5 * 4.0 * 128 * 2048 * 2048 * 96 / 2 / 280e12,
+              1e-12);
+  // dsplan's runtime does not run PyTorch's kernels: the sdpa table does not price it.
+  HardwareProfile q = Base();
+  CostModel runtime_with(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  CostModel runtime_without(q, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  EXPECT_DOUBLE_EQ(runtime_with.OpForwardSeconds(op), runtime_without.OpForwardSeconds(op));
+  // Without the table the stack keeps the efficiency assumption: a different price.
+  CostModel assumed(q, Precision::kBf16, SoftwareStack::kPyTorchDeepSpeed);
+  const double eff = q.gpu.attention_efficiency.value > 0 ? q.gpu.attention_efficiency.value : 0.5;
+  EXPECT_NEAR(assumed.OpForwardSeconds(op), fwd_flops / (q.gpu.peak_flops_bf16.value * eff),
+              1e-12);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -201,25 +201,71 @@ TEST(MathAttention, FalconsUpcastScoresArePricedAsFp32Products) {
 namespace dsplan {
 namespace {
 
-TEST(EagerKernels, PartialRotaryReadsNarrowStridedSlices) {
-  // pythia-1.4b: head_dim 128, rotary_dim 32 (both multiples of 16). The muls by cos read the
-  // strided slice, rotate_half works on 16-element halves, the cat back is aligned (stream).
-  // llama-3.2-1b rotates the whole head: only streaming kernels.
+TEST(EagerKernels, RotaryOpsRunInTheKernelClassOfTheirOperandsLayout) {
+  // pythia-1.4b (batch 1, 128 tokens): q is a view into the fused q|k|v projection, [1, 16, 128,
+  // 128] bf16 = 524288 bytes (B), rotary_dim 32: the rotated part is b = B / 4 = 131072 bytes.
+  // Bytes by class, from transformers' apply_rotary_pos_emb (docs/stack-costs.md section 2).
+  const double B = 524288, b = 131072;
   const Workload p = Trace("pythia-1.4b", 1, 128);
   const Op* rq = FindOp(p, "layers.0.attention.rotary_q");
   ASSERT_NE(rq, nullptr);
-  EXPECT_GT(At(KernelClass::kStridedMul, rq->eager.fwd), 0);
-  EXPECT_GT(At(KernelClass::kRotateHalf, rq->eager.fwd), 0);
-  EXPECT_EQ(At(KernelClass::kCatUnaligned, rq->eager.fwd), 0);
-  // rotate_half moves 3 bytes per rotated byte, the strided mul 2.
-  EXPECT_DOUBLE_EQ(At(KernelClass::kRotateHalf, rq->eager.fwd),
-                   1.5 * At(KernelClass::kStridedMul, rq->eager.fwd));
+  // Forward: x_rot * cos and neg (strided), rotate_half's cat, * sin (broadcast), the add of a
+  // strided-layout and a contiguous product, the cat with the pass-through slice.
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStridedMul, rq->eager.fwd), 3 * b);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kRotateHalf, rq->eager.fwd), 2 * b);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, rq->eager.fwd), 2 * b);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kMixedLayout, rq->eager.fwd), 3 * b);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCatStrided, rq->eager.fwd), 2 * B);
+  EXPECT_DOUBLE_EQ(Sum(rq->eager.fwd), 10 * b + 2 * B);
+  // Backward: two broadcast muls, neg, the halves' zero-fills and copies, two accumulations;
+  // the partial slices' zero-fills, copies and sum; no copy back (the fused split does it).
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, rq->eager.bwd), 4 * b);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStridedMul, rq->eager.bwd), 3 * b + 2 * B);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStream, rq->eager.bwd), 2 * b + 5 * B);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kMixedLayout, rq->eager.bwd), 6 * b);
+  EXPECT_EQ(At(KernelClass::kPermuteCopy, rq->eager.bwd), 0);
+  // The fused projection's split: the gradients' cat and the copy back, 2 x [1, 128, 6144] bf16
+  // (1572864 bytes) each, nothing forward.
+  const Op* split = FindOp(p, "layers.0.attention.qkv_split");
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(Sum(split->eager.fwd), 0);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCatStrided, split->eager.bwd), 2 * 1572864.0);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kPermuteCopy, split->eager.bwd), 2 * 1572864.0);
+
+  // llama-3.2-1b rotates the whole head of q, a transposed view of q_proj: [1, 32, 128, 64]
+  // bf16 = 524288 bytes; no pass-through cat, and the gradient is copied back to q_proj's layout.
+  const double L = 524288;
   const Workload l = Trace("llama-3.2-1b", 1, 128);
   const Op* lq = FindOp(l, "layers.0.self_attn.rotary_q");
   ASSERT_NE(lq, nullptr);
-  EXPECT_EQ(At(KernelClass::kStridedMul, lq->eager.fwd), 0);
-  EXPECT_EQ(At(KernelClass::kRotateHalf, lq->eager.fwd), 0);
-  EXPECT_DOUBLE_EQ(At(KernelClass::kStream, lq->eager.fwd), Sum(lq->eager.fwd));
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStridedMul, lq->eager.fwd), 3 * L);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kMixedLayout, lq->eager.fwd), 3 * L);
+  EXPECT_EQ(At(KernelClass::kCatStrided, lq->eager.fwd), 0);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kPermuteCopy, lq->eager.bwd), 2 * L);
+  EXPECT_EQ(FindOp(l, "layers.0.self_attn.qkv_split"), nullptr);
+}
+
+TEST(EagerKernels, ALinearsBiasGradientIsAStreamingReductionOfItsOutputGradient) {
+  // pythia-1.4b's dense_h_to_4h has a bias: the backward reads dY [128, 8192] bf16 and writes the
+  // [8192] gradient (2 x (128 x 8192 + 8192) bytes). llama's projections have none.
+  const Workload p = Trace("pythia-1.4b", 1, 128);
+  const Op* fc1 = FindOp(p, "layers.0.mlp.dense_h_to_4h");
+  ASSERT_NE(fc1, nullptr);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kStream, fc1->eager.bwd), 2.0 * (128 * 8192 + 8192));
+  EXPECT_DOUBLE_EQ(Sum(fc1->eager.bwd), At(KernelClass::kStream, fc1->eager.bwd));
+  EXPECT_EQ(Sum(fc1->eager.fwd), 0);
+  const Workload l = Trace("llama-3.2-1b", 1, 128);
+  const Op* up = FindOp(l, "layers.0.mlp.up_proj");
+  ASSERT_NE(up, nullptr);
+  EXPECT_TRUE(up->eager.empty());
+  // Priced in the PyTorch stack's backward as memory-bound time on top of the two GEMMs.
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  Op no_bias = *fc1;
+  no_bias.eager = EagerWork{};
+  EXPECT_NEAR(m.OpBackwardSeconds(*fc1) - m.OpBackwardSeconds(no_bias),
+              2.0 * (128 * 8192 + 8192) / m.EagerRate(KernelClass::kStream, true), 1e-12);
 }
 
 TEST(OptimizerStepCost, TakesTheLongerOfItsPassesAndTheHostsWalkOverTensors) {

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Measures PyTorch's fused scaled-dot-product attention (the kernels transformers' "sdpa"
+attention runs: cuDNN or flash on Hopper, as PyTorch selects them) forward and backward, as a
+table the cost model prices the PyTorch stack's attention from (profile key stack.attention).
+
+Inputs are laid out as transformers passes them: q, k, v are [b, h, s, d] views (transpose(1, 2))
+of [b, s, h, d] projections; the causal rows pass is_causal=True (no mask tensor), as transformers
+does for a causal model without padding. The backward is autograd's through the same call, the
+gradient of the output contiguous.
+
+Method: uniform random operands; per point 2 warm-up + 7 timed calls, each behind a 1 ms
+busy-wait (so that the launch is not on the clock), CUDA events around the call, the median.
+FLOPs as the profile's attention table counts them: forward 4·b·h·s²·d (halved when causal),
+backward 2.5x the forward.
+
+usage: torch_sdpa.py [--dtypes bf16,fp16] [--out F] [--quick]
+Prints a JSON document (schema dsplan-torch-sdpa/1): versions, method, backend in use, and rows
+[dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]; "layout" rows
+time the same points with contiguous [b, h, s, d] inputs (not in the table: a check).
+"""
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def timed(fn, reps=7, warm=2):
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    ts = []
+    for i in range(warm + reps):
+        torch.cuda._sleep(1_000_000)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        if i >= warm:
+            ts.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(ts)
+
+
+def point(dtype, hd, causal, seq, bh, contiguous=False, heads=16):
+    b = max(1, bh // heads)
+    h = bh // b
+    dev = "cuda"
+    if contiguous:
+        q, k, v = (torch.rand(b, h, seq, hd, device=dev, dtype=dtype, requires_grad=True)
+                   for _ in range(3))
+        qv, kv, vv = q, k, v
+    else:
+        q, k, v = (torch.rand(b, seq, h, hd, device=dev, dtype=dtype, requires_grad=True)
+                   for _ in range(3))
+        qv, kv, vv = (t.transpose(1, 2) for t in (q, k, v))
+    out = F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal)
+    go = torch.rand_like(out)
+    fwd = timed(lambda: F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal))
+
+    def bwd():
+        torch.autograd.grad(out, (q, k, v), go, retain_graph=True)
+    t_b = timed(bwd)
+    flops = 4.0 * b * h * seq * seq * hd * (0.5 if causal else 1.0)
+    del q, k, v, out, go
+    return b * h, flops / fwd, 2.5 * flops / t_b
+
+
+def backend_in_use(dtype):
+    """Which fused kernel PyTorch picks for a causal bf16 call, from the profiler's kernel names."""
+    from torch.profiler import profile, ProfilerActivity
+    q = torch.rand(2, 1024, 8, 128, device="cuda", dtype=dtype, requires_grad=True).transpose(1, 2)
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        o = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        o.sum().backward()
+        torch.cuda.synchronize()
+    names = sorted({e.name[:80] for e in prof.events()
+                    if any(x in e.name.lower() for x in ("flash", "fmha", "sdpa", "cudnn", "attention"))})
+    return names
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dtypes", default="bf16,fp16")
+    ap.add_argument("--out", default="-")
+    ap.add_argument("--quick", action="store_true", help="a few points (a smoke test)")
+    args = ap.parse_args()
+    t0 = time.time()
+    head_dims = [64, 128] if args.quick else [64, 80, 96, 128, 256]
+    seqs = [1024] if args.quick else [256, 512, 1024, 2048, 4096]
+    rows_per = [262144] if args.quick else [65536, 262144, 1048576]  # b*h*s
+    rows, layout, errors = [], [], []
+    for dn in args.dtypes.split(","):
+        dtype = DT[dn]
+        for hd in head_dims:
+            for causal in (True, False):
+                for seq in seqs:
+                    for r in rows_per:
+                        bh = max(1, r // seq)
+                        try:
+                            n, f, b = point(dtype, hd, causal, seq, bh)
+                            rows.append([dn, hd, causal, seq, n, round(f, -9), round(b, -9)])
+                        except Exception as e:  # noqa: BLE001
+                            errors.append(f"{dn} hd {hd} causal {causal} seq {seq} bh {bh}: {e}"[:300])
+                        torch.cuda.empty_cache()
+        if not args.quick:
+            for hd in (64, 128):
+                for seq in (1024, 2048):
+                    bh = 262144 // seq
+                    n, f, b = point(dtype, hd, True, seq, bh, contiguous=True)
+                    layout.append([dn, hd, True, seq, n, round(f, -9), round(b, -9)])
+    doc = {"schema": "dsplan-torch-sdpa/1", "torch": torch.__version__,
+           "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+           "gpu": torch.cuda.get_device_name(0), "python": platform.python_version(),
+           "date": time.strftime("%Y-%m-%d"),
+           "kernels": backend_in_use(DT[args.dtypes.split(",")[0]]),
+           "method": "F.scaled_dot_product_attention on [b,h,s,d] views of [b,s,h,d] tensors, "
+                     "is_causal for causal rows; backward: autograd.grad of the output; "
+                     "2 warm-up + 7 timed behind a 1 ms busy-wait, CUDA events, median; FLOPs "
+                     "4bhs^2d (halved when causal), backward 2.5x",
+           "rows": rows, "layout_contiguous": layout, "errors": errors,
+           "seconds": round(time.time() - t0, 1)}
+    text = json.dumps(doc, indent=1)
+    if args.out == "-":
+        print(text)
+    else:
+        with open(args.out, "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -39,6 +39,26 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
 Status AddTorchGemmFromJson(const std::string& json_text, const std::string& source,
                             StackProfile* stack);
 
+/// The GEMM sustained-load curve and its source, for gpu.sustained_gemm / sustained_gemm_source.
+struct SustainedGemmCurve {
+  std::vector<DutyPoint> points;  // ascending in duty; empty when not measured
+  Source source;
+};
+
+/// At most this many points in a measured curve (the sweep writes 6).
+inline constexpr size_t kMaxSustainedGemmPoints = 64;
+
+/// The curve from the JSON that tools/probes/gemm_sustained.py --duty-sweep writes (schema
+/// dsplan-gemm-duty/1): one point per row, [rows[i].sustained.duty, rows[i].sustained_over_alone],
+/// sorted by duty. Every row is checked: duty in (0, 1], ratio a finite number in [0.95, 4]; a
+/// ratio in [0.95, 1) (noise around no slowdown: the sweep's lowest duties on a GPU that does not
+/// slow down) is read as 1 and the source says so; 2 to kMaxSustainedGemmPoints rows, no two at
+/// the same duty; torch, device and date present. Errors name |source| and the key. |tool| names
+/// what ran and |dsplan_version| (may be empty) what converted it, for the source.
+Result<SustainedGemmCurve> SustainedGemmFromJson(const std::string& json_text,
+                                                 const std::string& source, const std::string& tool,
+                                                 const std::string& dsplan_version);
+
 struct StackProbeOptions {
   std::string python = "python3";  // the interpreter (a name on PATH or a path)
   std::string tools_dir;           // where stack_costs.py and torch_gemm.py are

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <fstream>
 #include <sstream>
@@ -361,6 +362,159 @@ TEST(StackProbeTest, TorchGemmOutputBecomesTheStackGemmTable) {
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.message().find("g.json: rows[3]"), std::string::npos) << e.message();
   EXPECT_TRUE(t.gemm.empty());
+}
+
+// The duty sweep's two real outputs (tools/probes/gemm_sustained.py --duty-sweep on the H200
+// machine, 2026-12-04): one point per row, [sustained.duty, sustained_over_alone], ascending in
+// duty. The expected numbers are the JSON's own, read off the files (rows are in descending
+// duty there: evict_mib 4096 first here).
+TEST(SustainedGemmTest, TheRealSweepsBecomeTheirRowsSortedByDuty) {
+  const std::string tool = "tools/probes/gemm_sustained.py --duty-sweep";
+  auto a = SustainedGemmFromJson(Read(kStack + "gemm-duty-h200.json"), "gemm-duty-h200.json", tool,
+                                 "0.1.0 (test)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::vector<DutyPoint> want_a = {
+      {0.4044297563767671, 1.0118138388663003}, {0.5857492167406697, 1.053056616433489},
+      {0.745475479867118, 1.092482810633922},   {0.9241398746406152, 1.1537668596199806},
+      {0.9789692920629958, 1.184414756453309},  {0.9991892025602861, 1.1843444193512866}};
+  EXPECT_EQ(a->points, want_a);
+  EXPECT_EQ(a->source.kind, SourceKind::kMeasured);
+  for (const char* part :
+       {"tools/probes/gemm_sustained.py --duty-sweep: pythia-1.4b fc1 mb31 back to back for 4 s "
+        "per point with a memory-bound pass of 0-4096 MiB between calls, 6 points",
+        "SM clock 1980 MHz at duty 0.404, 1515 MHz at duty 0.999, 640-694 W", "NVIDIA H200",
+        "PyTorch 2.11.0+cu130", "2026-12-04", "dsplan 0.1.0 (test)"}) {
+    EXPECT_NE(a->source.detail.find(part), std::string::npos) << part << "\n" << a->source.detail;
+  }
+  // Neither file has a ratio below 1, nor the power limit or the clocks before the sweep.
+  EXPECT_EQ(a->source.detail.find("read as 1"), std::string::npos) << a->source.detail;
+  EXPECT_EQ(a->source.detail.find("power limit"), std::string::npos) << a->source.detail;
+
+  // h200-measured's curve was transcribed by hand from the first file, rounded to 3 and 4 digits.
+  auto h200 = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(h200.ok());
+  ASSERT_EQ(h200->gpu.sustained_gemm.size(), a->points.size());
+  for (size_t i = 0; i < a->points.size(); ++i) {
+    EXPECT_NEAR(a->points[i].duty, h200->gpu.sustained_gemm[i].duty, 0.0005) << i;
+    EXPECT_NEAR(a->points[i].time_ratio, h200->gpu.sustained_gemm[i].time_ratio, 0.00005) << i;
+  }
+
+  auto b = SustainedGemmFromJson(Read(kStack + "gemm-duty-h200-b.json"), "gemm-duty-h200-b.json",
+                                 tool, "");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const std::vector<DutyPoint> want_b = {
+      {0.4002800051268842, 1.0074043714732273}, {0.580326577906552, 1.0429146312324467},
+      {0.7448369617177772, 1.1021022852148674}, {0.9245074186233599, 1.173551237065654},
+      {0.9788552833579465, 1.1881339011351484}, {0.9991776398423262, 1.1860268619666503}};
+  EXPECT_EQ(b->points, want_b);
+  EXPECT_NE(b->source.detail.find("SM clock 1980 MHz at duty 0.400, 1530 MHz at duty 0.999, "
+                                  "668-693 W"),
+            std::string::npos)
+      << b->source.detail;
+  EXPECT_EQ(b->source.detail.find("dsplan"), std::string::npos) << b->source.detail;
+
+  // The curve goes into a profile, is written and read back unchanged (the reader's checks:
+  // ascending duty, ratio in [1, 4]).
+  HardwareProfile p = *h200;
+  p.gpu.sustained_gemm = b->points;
+  p.gpu.sustained_gemm_source = b->source;
+  const std::string out =
+      (fs::temp_directory_path() / ("dsplan-sustained-" + std::to_string(::getpid()) + ".yaml"))
+          .string();
+  ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
+  auto back = LoadHardwareProfile(out);
+  fs::remove(out);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gpu.sustained_gemm, want_b);
+  EXPECT_EQ(back->gpu.sustained_gemm_source, b->source);
+}
+
+TEST(SustainedGemmTest, TheNewOptionalFieldsGoIntoTheSourceAndNoiseBelowOneReadsAsOne) {
+  json doc = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  doc["m"] = 31744;
+  doc["k"] = 2048;
+  doc["n"] = 8192;
+  doc["idle_smi"] = {1980.0, 120.4, 40.0};
+  doc["power_limit_w"] = 700.0;
+  doc["rows"][5]["sustained_over_alone"] = 0.985;  // duty 0.404
+  doc["rows"][4]["sustained_over_alone"] = 0.99;   // duty 0.586
+  auto c = SustainedGemmFromJson(doc.dump(), "d.json", "t", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->points.size(), 6u);
+  EXPECT_EQ(c->points[0], (DutyPoint{0.4044297563767671, 1.0}));
+  EXPECT_EQ(c->points[1], (DutyPoint{0.5857492167406697, 1.0}));
+  EXPECT_EQ(c->points[2], (DutyPoint{0.745475479867118, 1.092482810633922}));
+  for (const char* part : {"pythia-1.4b fc1 mb31 (F.linear 31744 x 2048 -> 8192 bf16)",
+                           "2 ratios below 1 (lowest 0.9850) read as 1",
+                           "before the sweep 1980 MHz, 120 W; power limit 700 W"}) {
+    EXPECT_NE(c->source.detail.find(part), std::string::npos) << part << "\n" << c->source.detail;
+  }
+  // nvidia-smi missing: the samples are null, and the source says the clock was not sampled.
+  json no_smi = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  for (json& row : no_smi["rows"]) {
+    row["sustained"]["sm_mhz"] = nullptr;
+    row["sustained"]["power_w"] = nullptr;
+  }
+  no_smi["idle_smi"] = nullptr;
+  no_smi["power_limit_w"] = nullptr;
+  auto d = SustainedGemmFromJson(no_smi.dump(), "d.json", "t", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_NE(d->source.detail.find("SM clock not sampled (nvidia-smi); NVIDIA H200"),
+            std::string::npos)
+      << d->source.detail;
+}
+
+TEST(SustainedGemmTest, BadSweepsAreErrorsNamingTheFileAndKey) {
+  const std::string real = Read(kStack + "gemm-duty-h200.json");
+  auto error = [](const std::string& text) {
+    auto c = SustainedGemmFromJson(text, "sweep.json", "t", "");
+    return c.ok() ? std::string("(accepted)") : c.status().message();
+  };
+  auto with = [&](const std::function<void(json&)>& edit) {
+    json doc = json::parse(real);
+    edit(doc);
+    return error(doc.dump());
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      // gemm_sustained.py without --duty-sweep: a real output of the other mode.
+      {error(Read(kStack + "gemm-sustained-h200.json")),
+       "sweep.json: schema is 'dsplan-gemm-sustained/1', expected dsplan-gemm-duty/1"},
+      {with([](json& d) { d["rows"][2]["sustained"]["duty"] = 0; }),
+       "sweep.json: rows[2].sustained.duty: 0 is not in (0, 1]"},
+      {with([](json& d) { d["rows"][2]["sustained"]["duty"] = 1.2; }),
+       "sweep.json: rows[2].sustained.duty: 1.2 is not in (0, 1]"},
+      {with([](json& d) { d["rows"][1]["sustained_over_alone"] = 7; }),
+       "sweep.json: rows[1].sustained_over_alone: 7 is not in [0.95, 4]"},
+      {with([](json& d) { d["rows"][1]["sustained_over_alone"] = 0.9; }),
+       "sweep.json: rows[1].sustained_over_alone: 0.9 is not in [0.95, 4]"},
+      // A NaN in nlohmann's output is null; in Python's, the token NaN (not JSON).
+      {with([](json& d) { d["rows"][0]["sustained"]["duty"] = std::nan(""); }),
+       "sweep.json: rows[0].sustained.duty: expected a number"},
+      {error(std::string(real).replace(real.find("0.9991892025602861"), 18, "NaN")),
+       "sweep.json: not valid JSON (parse error at line 15, column 13"},
+      {with([](json& d) { d["rows"][3].erase("sustained_over_alone"); }),
+       "sweep.json: rows[3].sustained_over_alone: missing"},
+      {with([](json& d) { d["rows"][3].erase("sustained"); }),
+       "sweep.json: rows[3].sustained: missing"},
+      {with([](json& d) {
+         const json row = d["rows"][0];
+         d["rows"] = json::array();
+         for (int i = 0; i < 10000; ++i) d["rows"].push_back(row);
+       }),
+       "sweep.json: rows: 10000 rows; expected 2 to 64"},
+      {with([](json& d) { d["rows"] = json::array({d["rows"][0]}); }),
+       "sweep.json: rows: 1 rows; expected 2 to 64"},
+      {with([](json& d) { d["rows"][4]["sustained"]["duty"] = d["rows"][1]["sustained"]["duty"]; }),
+       "sweep.json: rows[1] and rows[4]: the same duty 0.9789692920629958 twice"},
+      {with([](json& d) { d.erase("rows"); }), "sweep.json: rows missing"},
+      {with([](json& d) { d.erase("torch"); }), "sweep.json: torch, device and date are required"},
+      {error(real.substr(0, real.size() / 2)), "sweep.json: not valid JSON (parse error at"},
+      {error(""), "sweep.json: not valid JSON"},
+      {error("[1, 2]"), "sweep.json: not a JSON object"},
+  };
+  for (const auto& [got, want] : cases) {
+    EXPECT_EQ(got.rfind(want, 0), 0u) << "got:  " << got << "\nwant: " << want;
+  }
 }
 
 class StackProbeRunTest : public ::testing::Test {

@@ -622,41 +622,14 @@ std::string ReadAll(const std::string& path) {
 const char* kNoSection =
     "the profile keeps no stack section (plans use the built-in stack costs)";
 
-}  // namespace
+const char* kNoCurve = "GEMM sustained-load curve not measured";
+const char* kNoCurveEffect = "GEMMs priced at the table's rate (no gpu.sustained_gemm)";
 
-StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
-  StackProbeResult res;
+// Steps 2 and 3 of MeasureStack: the stack section (stack_costs.py, then torch_gemm.py), into
+// |res|; what fails becomes a note.
+void MeasureStackSection(const HardwareProfile& profile, const StackProbeOptions& o,
+                         StackProbeResult& res) {
   const fs::path work(o.work_dir);
-  const std::string out = (work / "stack-probe.out").string();
-  const std::string err = (work / "stack-probe.err").string();
-
-  // 1. python3 with torch and a CUDA GPU.
-  const int rc = RunProcess(
-      {o.python, "-c",
-       "import torch; print(torch.__version__); "
-       "print(1 if torch.cuda.is_available() and torch.cuda.device_count() > 0 else 0)"},
-      out, err);
-  if (rc == 127) {
-    res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
-                                    Quote(o.python, 400), kNoSection));
-    return res;
-  }
-  if (rc != 0) {
-    res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
-                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
-    return res;
-  }
-  std::istringstream probe(ReadAll(out));
-  std::string torch_version, gpu;
-  std::getline(probe, torch_version);
-  std::getline(probe, gpu);
-  if (gpu != "1") {
-    res.notes.push_back(fmt::format(
-        "stack not measured: torch {} sees no CUDA GPU; {}", Escape(torch_version, 60),
-        kNoSection));
-    return res;
-  }
-
   // 2. The stack's costs.
   const double stream =
       profile.gpu.hbm_bytes_per_s.value * profile.gpu.memory_bound_efficiency.value;
@@ -669,14 +642,14 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
   if (src != 0 && stack_text.empty()) {
     res.notes.push_back(fmt::format("stack not measured: {} exited with {}; {}", script, src,
                                     kNoSection));
-    return res;
+    return;
   }
   auto stack = StackProfileFromJson(stack_text, stack_json, stream,
                                     "tools/probes/stack_costs.py", &res.notes);
   if (!stack.ok()) {
     res.notes.push_back(fmt::format("stack not measured: {}; {}", stack.status().message(),
                                     kNoSection));
-    return res;
+    return;
   }
   if (!o.dsplan_version.empty()) {
     stack->source.detail += fmt::format("; dsplan {}", o.dsplan_version);
@@ -713,6 +686,72 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
     }
   }
   res.stack = std::move(*stack);
+}
+
+// Step 4: the GEMM sustained-load curve (gpu.sustained_gemm) from gemm_sustained.py
+// --duty-sweep, into |res|; when it fails, no curve and a note.
+void MeasureSustainedGemm(const StackProbeOptions& o, StackProbeResult& res) {
+  if (!o.sustained_gemm) {
+    res.notes.push_back(fmt::format("{} (not asked): {}", kNoCurve, kNoCurveEffect));
+    return;
+  }
+  const fs::path work(o.work_dir);
+  const std::string duty_json = (work / "gemm-duty.json").string();
+  const std::string script = (fs::path(o.tools_dir) / "gemm_sustained.py").string();
+  const int rc = RunProcess({o.python, script, "--duty-sweep", "--out", duty_json},
+                            (work / "gemm-duty.stdout").string(), "");
+  auto curve = rc != 0 ? Result<SustainedGemmCurve>(
+                             Status::Internal(fmt::format("{} exited with {}", script, rc)))
+                       : SustainedGemmFromJson(ReadAll(duty_json), duty_json,
+                                               "tools/probes/gemm_sustained.py --duty-sweep",
+                                               o.dsplan_version);
+  if (!curve.ok()) {
+    res.notes.push_back(
+        fmt::format("{} ({}): {}", kNoCurve, curve.status().message(), kNoCurveEffect));
+    return;
+  }
+  res.sustained_gemm = std::move(*curve);
+}
+
+}  // namespace
+
+StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
+  StackProbeResult res;
+  const fs::path work(o.work_dir);
+  const std::string out = (work / "stack-probe.out").string();
+  const std::string err = (work / "stack-probe.err").string();
+
+  // 1. python3 with torch and a CUDA GPU.
+  const int rc =
+      RunProcess({o.python, "-c",
+                  "import torch; print(torch.__version__); "
+                  "print(1 if torch.cuda.is_available() and torch.cuda.device_count() > 0 else 0)"},
+                 out, err);
+  if (rc == 127) {
+    res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
+                                    Quote(o.python, 400), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+  if (rc != 0) {
+    res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
+                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+  std::istringstream probe(ReadAll(out));
+  std::string torch_version, gpu;
+  std::getline(probe, torch_version);
+  std::getline(probe, gpu);
+  if (gpu != "1") {
+    res.notes.push_back(fmt::format("stack not measured: torch {} sees no CUDA GPU; {}",
+                                    Escape(torch_version, 60), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs a CUDA GPU): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+
+  MeasureStackSection(profile, o, res);
+  MeasureSustainedGemm(o, res);
   return res;
 }
 

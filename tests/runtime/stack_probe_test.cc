@@ -6,9 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
-#include <fstream>
 #include <sstream>
 #include <string>
 
@@ -533,6 +533,34 @@ class StackProbeRunTest : public ::testing::Test {
     chmod(path.c_str(), 0755);
     return path;
   }
+  // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
+  // machine's real output to its --out, after checking it was given the profile's rows (and, for
+  // the GEMM duty sweep, --duty-sweep). |sweep| replaces the sweep's shell command.
+  std::string StandInPython(const std::string& sweep = "") {
+    const std::string merged = (dir_ / "merged.json").string();
+    json doc = MergedH200Document();
+    doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
+    std::ofstream(merged) << doc.dump();
+    const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
+    const std::string duty = kStack + "gemm-duty-h200.json";
+    return FakePython(
+        "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
+        "script=$1; out=''; prof=''; sweep=''\n"
+        "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --profile) prof=$2;; "
+        "--duty-sweep) sweep=1;; esac; shift; done\n"
+        "case $script in\n"
+        "  */stack_costs.py) cp '" +
+        merged +
+        "' \"$out\";;\n"
+        "  */torch_gemm.py) grep -q '^  gemm:' \"$prof\" || exit 3; cp '" +
+        gemm +
+        "' \"$out\";;\n"
+        "  */gemm_sustained.py) [ -n \"$sweep\" ] || exit 5; " +
+        (sweep.empty() ? "cp '" + duty + "' \"$out\"" : sweep) +
+        ";;\n"
+        "  *) exit 4;;\n"
+        "esac\n");
+  }
   StackProbeOptions Options(const std::string& python) {
     StackProbeOptions o;
     o.python = python;
@@ -555,15 +583,24 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
   HardwareProfile p = Profile();
   auto none = MeasureStack(p, Options((dir_ / "no-such-python").string()));
   EXPECT_FALSE(none.stack.present);
-  ASSERT_EQ(none.notes.size(), 1u);
+  EXPECT_TRUE(none.sustained_gemm.points.empty());
+  ASSERT_EQ(none.notes.size(), 2u);
   EXPECT_NE(none.notes[0].find("no-such-python' not found"), std::string::npos) << none.notes[0];
   EXPECT_NE(none.notes[0].find("no stack section"), std::string::npos);
+  EXPECT_EQ(none.notes[1],
+            "GEMM sustained-load curve not measured (needs python with torch): "
+            "GEMMs priced at the table's rate (no gpu.sustained_gemm)");
 
   auto no_torch = MeasureStack(
       p, Options(FakePython("echo \"ModuleNotFoundError: No module named 'torch'\" >&2\n"
                             "exit 1\n")));
   EXPECT_FALSE(no_torch.stack.present);
-  ASSERT_EQ(no_torch.notes.size(), 1u);
+  EXPECT_TRUE(no_torch.sustained_gemm.points.empty());
+  ASSERT_EQ(no_torch.notes.size(), 2u);
+  EXPECT_NE(no_torch.notes[1].find("GEMM sustained-load curve not measured (needs python with "
+                                   "torch)"),
+            std::string::npos)
+      << no_torch.notes[1];
   EXPECT_NE(no_torch.notes[0].find("cannot import torch (ModuleNotFoundError: No module named "
                                    "'torch')"),
             std::string::npos)
@@ -571,28 +608,18 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
 
   auto no_gpu = MeasureStack(p, Options(FakePython("echo 2.11.0+cpu\necho 0\n")));
   EXPECT_FALSE(no_gpu.stack.present);
-  ASSERT_EQ(no_gpu.notes.size(), 1u);
+  EXPECT_TRUE(no_gpu.sustained_gemm.points.empty());
+  ASSERT_EQ(no_gpu.notes.size(), 2u);
   EXPECT_NE(no_gpu.notes[0].find("torch 2.11.0+cpu sees no CUDA GPU"), std::string::npos)
       << no_gpu.notes[0];
+  EXPECT_NE(no_gpu.notes[1].find("GEMM sustained-load curve not measured (needs a CUDA GPU): "
+                                 "GEMMs priced at the table's rate"),
+            std::string::npos)
+      << no_gpu.notes[1];
 }
 
 TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
-  // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
-  // machine's real output to its --out, after checking it was given the profile's rows.
-  const std::string merged = (dir_ / "merged.json").string();
-  json doc = MergedH200Document();
-  doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
-  std::ofstream(merged) << doc.dump();
-  const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
-  const std::string py = FakePython(
-      "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
-      "script=$1; out=''; prof=''\n"
-      "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --profile) prof=$2;; esac; shift; done\n"
-      "case $script in\n"
-      "  */stack_costs.py) cp '" + merged + "' \"$out\";;\n"
-      "  */torch_gemm.py) grep -q '^  gemm:' \"$prof\" || exit 3; cp '" + gemm + "' \"$out\";;\n"
-      "  *) exit 4;;\n"
-      "esac\n");
+  const std::string py = StandInPython();
   StackProbeOptions o = Options(py);
   o.dsplan_version = "0.1.0 (test)";
   auto r = MeasureStack(Profile(), o);
@@ -604,10 +631,25 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   EXPECT_EQ(r.stack.blocks.size(), 15u);
   EXPECT_EQ(r.stack.gemm.size(), 3264u);
   EXPECT_NE(r.stack.source.detail.find("dsplan 0.1.0 (test)"), std::string::npos);
+  // The duty sweep ran last: the curve is the file's rows, labelled measured.
+  ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
+  EXPECT_EQ(r.sustained_gemm.points.front(), (DutyPoint{0.4044297563767671, 1.0118138388663003}));
+  EXPECT_EQ(r.sustained_gemm.points.back(), (DutyPoint{0.9991892025602861, 1.1843444193512866}));
+  EXPECT_EQ(r.sustained_gemm.source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(r.sustained_gemm.source.detail.rfind(
+                "tools/probes/gemm_sustained.py --duty-sweep: pythia-1.4b fc1 mb31", 0),
+            0u)
+      << r.sustained_gemm.source.detail;
+  EXPECT_NE(r.sustained_gemm.source.detail.find("PyTorch 2.11.0+cu130; 2026-12-04; dsplan 0.1.0 "
+                                                "(test)"),
+            std::string::npos)
+      << r.sustained_gemm.source.detail;
 
   // The section survives a write and a read unchanged.
   HardwareProfile p = Profile();
   p.stack = r.stack;
+  p.gpu.sustained_gemm = r.sustained_gemm.points;
+  p.gpu.sustained_gemm_source = r.sustained_gemm.source;
   const std::string out = (dir_ / "with-stack.yaml").string();
   ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
   auto back = LoadHardwareProfile(out);
@@ -625,6 +667,67 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
                                        "2.11.0+cu130 / DeepSpeed 0.14.5 on 2026-12-03"),
             std::string::npos)
       << back->SourceSummary();
+}
+
+TEST_F(StackProbeRunTest, AFailingSweepLeavesTheStackSectionAndSaysSo) {
+  // The sweep exits 1 (as a Python exception does): the stack section and its GEMMs are kept,
+  // no curve, one note.
+  StackProbeOptions o = Options(StandInPython("exit 1"));
+  auto r = MeasureStack(Profile(), o);
+  ASSERT_TRUE(r.stack.present) << (r.notes.empty() ? "" : r.notes.front());
+  EXPECT_EQ(r.stack.gemm.size(), 3264u);
+  EXPECT_TRUE(r.sustained_gemm.points.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], "GEMM sustained-load curve not measured (" + o.tools_dir +
+                            "/gemm_sustained.py exited with 1): GEMMs priced at the table's rate "
+                            "(no gpu.sustained_gemm)");
+
+  // A sweep whose output is bad: the note names the file and the key.
+  const std::string bad = (dir_ / "bad-duty.json").string();
+  json doc = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  doc["rows"][2]["sustained_over_alone"] = 7;
+  std::ofstream(bad) << doc.dump();
+  auto b = MeasureStack(Profile(), Options(StandInPython("cp '" + bad + "' \"$out\"")));
+  ASSERT_TRUE(b.stack.present);
+  EXPECT_TRUE(b.sustained_gemm.points.empty());
+  ASSERT_EQ(b.notes.size(), 1u);
+  // (The file's path is cut to 80 bytes in messages: this test's folder is long.)
+  EXPECT_EQ(b.notes[0].rfind("GEMM sustained-load curve not measured (", 0), 0u) << b.notes[0];
+  EXPECT_NE(b.notes[0].find(": rows[2].sustained_over_alone: 7 is not in [0.95, 4] (the GEMM's "
+                            "sustained time over its time alone)): GEMMs priced at the table's "
+                            "rate"),
+            std::string::npos)
+      << b.notes[0];
+
+  // Not asked: the same note, "not asked", and the script is not run.
+  StackProbeOptions no = Options(StandInPython("exit 5"));
+  no.sustained_gemm = false;
+  auto n = MeasureStack(Profile(), no);
+  ASSERT_EQ(n.notes.size(), 1u);
+  EXPECT_EQ(n.notes[0],
+            "GEMM sustained-load curve not measured (not asked): GEMMs priced at the "
+            "table's rate (no gpu.sustained_gemm)");
+}
+
+TEST_F(StackProbeRunTest, TheSweepRunsWhenTheStackScriptFails) {
+  // stack_costs.py fails (exit 1, no output): no stack section, but torch and the GPU are there,
+  // so the GEMM duty sweep still runs and its curve is measured.
+  const std::string py = FakePython(
+      "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
+      "script=$1; out=''\n"
+      "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; esac; shift; done\n"
+      "case $script in\n"
+      "  */gemm_sustained.py) cp '" +
+      kStack +
+      "gemm-duty-h200-b.json' \"$out\";;\n"
+      "  *) exit 1;;\n"
+      "esac\n");
+  auto r = MeasureStack(Profile(), Options(py));
+  EXPECT_FALSE(r.stack.present);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("stack_costs.py exited with 1"), std::string::npos) << r.notes[0];
+  ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
+  EXPECT_EQ(r.sustained_gemm.points[0], (DutyPoint{0.4002800051268842, 1.0074043714732273}));
 }
 
 }  // namespace

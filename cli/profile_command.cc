@@ -167,8 +167,9 @@ DeclaredCommand AddProfileCommand(CLI::App& app) {
   cmd->add_flag("--stack", f.stack,
                 "Also measure the PyTorch + DeepSpeed stack (host time per op, block and ZeRO-3 "
                 "hook, PyTorch's kernel rates, the GEMM rows through PyTorch) with "
-                "tools/probes/stack_costs.py and torch_gemm.py; needs python3 with torch and a "
-                "CUDA GPU (docs/stack-costs.md)");
+                "tools/probes/stack_costs.py and torch_gemm.py, and the GPU's GEMM "
+                "sustained-load curve (gpu.sustained_gemm, about 40 s) with gemm_sustained.py "
+                "--duty-sweep; needs python3 with torch and a CUDA GPU (docs/stack-costs.md)");
   cmd->add_option("--python", f.python,
                   "Python interpreter for --stack (default python3 on PATH)")
       ->capture_default_str();
@@ -260,6 +261,15 @@ int RunProfile(const ProfileFlags& f) {
                "measured on){}\n",
                f.stack ? "" : "; measure this one with --stack");
   }
+  // Nor is its GEMM sustained-load curve: it describes the GPU (its power limit and cooling) it
+  // was measured on; --stack measures this one's.
+  if (!result->profile.gpu.sustained_gemm.empty()) {
+    result->profile.gpu.sustained_gemm.clear();
+    result->profile.gpu.sustained_gemm_source = Source{};
+    fmt::print("# the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over "
+               "(it describes the GPU it was measured on){}\n",
+               f.stack ? "; --stack measures this one" : "; measure this one with --stack");
+  }
   if (f.stack) {
     // The stack's scripts live beside the catalog (the source tree, or DSPLAN_DATA_DIR).
     StackProbeOptions so;
@@ -277,10 +287,13 @@ int RunProfile(const ProfileFlags& f) {
       stack_notes.push_back(fmt::format("stack not measured: cannot create {}: {}; the profile "
                                         "keeps no stack section",
                                         work.string(), ec.message()));
+      stack_notes.push_back("GEMM sustained-load curve not measured (no folder for its output): "
+                            "GEMMs priced at the table's rate (no gpu.sustained_gemm)");
     } else {
       so.work_dir = work.string();
-      fmt::print("\n# Stack: {} {} (this takes a few minutes)\n", so.python,
-                 (fs::path(so.tools_dir) / "stack_costs.py").string());
+      fmt::print("\n# Stack: {} {}, torch_gemm.py and gemm_sustained.py --duty-sweep (this takes "
+                 "a few minutes)\n",
+                 so.python, (fs::path(so.tools_dir) / "stack_costs.py").string());
       std::fflush(stdout);
       StackProbeResult sr = MeasureStack(result->profile, so);
       stack_notes = sr.notes;
@@ -291,6 +304,15 @@ int RunProfile(const ProfileFlags& f) {
           fmt::print("# stack GEMMs through PyTorch: {} rows\n",
                      result->profile.stack.gemm.size());
         }
+      }
+      if (!sr.sustained_gemm.points.empty()) {
+        const std::vector<DutyPoint>& c = sr.sustained_gemm.points;
+        fmt::print("# GEMM sustained-load curve: {:.2f}x at duty {:.3f} to {:.2f}x at duty {:.3f}: "
+                   "{}\n",
+                   c.front().time_ratio, c.front().duty, c.back().time_ratio, c.back().duty,
+                   sr.sustained_gemm.source.detail);
+        result->profile.gpu.sustained_gemm = std::move(sr.sustained_gemm.points);
+        result->profile.gpu.sustained_gemm_source = std::move(sr.sustained_gemm.source);
       }
       fs::remove_all(work, ec);
     }

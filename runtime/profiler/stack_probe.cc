@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -120,8 +122,18 @@ std::string LastLine(const std::string& text) {
 }
 
 Result<json> ParseJson(const std::string& text, const std::string& source, const char* schema) {
-  json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // "[json.exception.parse_error.101] parse error at line 5, column 12: ...": where and why
+    // (a cut-off file, Python's NaN).
+    std::string why = e.what();
+    if (const size_t at = why.find("] "); at != std::string::npos) why = why.substr(at + 2);
+    return Status::InvalidArgument(
+        fmt::format("{}: not valid JSON ({})", Escape(source), Escape(why, 200)));
+  }
+  if (!doc.is_object()) {
     return Status::InvalidArgument(fmt::format("{}: not a JSON object", Escape(source)));
   }
   if (Str(doc, "schema") != schema) {
@@ -420,6 +432,153 @@ Status AddTorchGemmFromJson(const std::string& json_text, const std::string& sou
   return Status();
 }
 
+Result<SustainedGemmCurve> SustainedGemmFromJson(const std::string& json_text,
+                                                 const std::string& source, const std::string& tool,
+                                                 const std::string& dsplan_version) {
+  DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-gemm-duty/1"));
+  const std::string file = Escape(source);
+  const std::string torch = Str(doc, "torch"), device = Str(doc, "device"), date = Str(doc, "date");
+  if (torch.empty() || device.empty() || date.empty()) {
+    return Status::InvalidArgument(file + ": torch, device and date are required");
+  }
+  if (!doc.contains("rows") || !doc["rows"].is_array()) {
+    return Status::InvalidArgument(file + ": rows missing");
+  }
+  const json& rows = doc["rows"];
+  if (rows.size() < 2 || rows.size() > kMaxSustainedGemmPoints) {
+    return Status::InvalidArgument(fmt::format("{}: rows: {} rows; expected 2 to {}", file,
+                                               rows.size(), kMaxSustainedGemmPoints));
+  }
+  // An optional measured number (nvidia-smi's samples are null without nvidia-smi).
+  auto optional = [](const json& obj, const char* key) -> std::optional<double> {
+    if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_number()) return std::nullopt;
+    const double x = obj.at(key).get<double>();
+    if (!std::isfinite(x) || x <= 0) return std::nullopt;
+    return x;
+  };
+  struct Row {
+    size_t index;
+    DutyPoint pt;
+    std::optional<double> sm_mhz, power_w, evict_mib;
+  };
+  std::vector<Row> pts;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = fmt::format("{}: rows[{}]", file, i);
+    const json& row = rows[i];
+    if (!row.is_object() || !row.contains("sustained") || !row["sustained"].is_object()) {
+      return Status::InvalidArgument(where + ".sustained: missing");
+    }
+    const json& sus = row["sustained"];
+    Row r{i, {}, optional(sus, "sm_mhz"), optional(sus, "power_w"), std::nullopt};
+    DSPLAN_ASSIGN_OR_RETURN(r.pt.duty, Num(sus, where + ".sustained", "duty"));
+    if (!(r.pt.duty > 0 && r.pt.duty <= 1)) {
+      return Status::InvalidArgument(
+          fmt::format("{}.sustained.duty: {} is not in (0, 1]", where, r.pt.duty));
+    }
+    DSPLAN_ASSIGN_OR_RETURN(r.pt.time_ratio, Num(row, where, "sustained_over_alone"));
+    if (r.pt.time_ratio < 0.95 || r.pt.time_ratio > 4) {
+      return Status::InvalidArgument(fmt::format(
+          "{}.sustained_over_alone: {} is not in [0.95, 4] (the GEMM's sustained time over its "
+          "time alone)",
+          where, r.pt.time_ratio));
+    }
+    if (row.contains("evict_mib") && row["evict_mib"].is_number()) {
+      r.evict_mib = row["evict_mib"].get<double>();
+    }
+    pts.push_back(r);
+  }
+  std::stable_sort(pts.begin(), pts.end(),
+                   [](const Row& a, const Row& b) { return a.pt.duty < b.pt.duty; });
+  for (size_t j = 1; j < pts.size(); ++j) {
+    if (pts[j].pt.duty == pts[j - 1].pt.duty) {
+      return Status::InvalidArgument(
+          fmt::format("{}: rows[{}] and rows[{}]: the same duty {} twice", file, pts[j - 1].index,
+                      pts[j].index, pts[j].pt.duty));
+    }
+  }
+
+  // Where the clock holds (the H200 at duty 0.40: 1980 MHz) the two committed sweeps measured
+  // 1.012 and 1.007, run-to-run noise of about 0.5 %. A GPU that never slows down would measure
+  // about 1 at every duty, some points a little below: noise, read as 1 and said. Below 0.95 the
+  // measurement is broken (sustained cannot be much faster than alone): an error above.
+  SustainedGemmCurve c;
+  int below = 0;
+  double lowest = 1;
+  for (const Row& r : pts) {
+    DutyPoint pt = r.pt;
+    if (pt.time_ratio < 1) {
+      ++below;
+      lowest = std::min(lowest, pt.time_ratio);
+      pt.time_ratio = 1;
+    }
+    c.points.push_back(pt);
+  }
+
+  std::string shape = Escape(Str(doc, "shape"), 60);
+  if (shape.empty()) shape = "one GEMM";
+  auto dim = [&](const char* key) -> int64_t {
+    return doc.contains(key) && doc[key].is_number_integer() ? doc[key].get<int64_t>() : 0;
+  };
+  if (dim("m") > 0 && dim("k") > 0 && dim("n") > 0) {
+    shape += fmt::format(" (F.linear {} x {} -> {} bf16)", dim("m"), dim("k"), dim("n"));
+  }
+  std::string run = "back to back";
+  if (auto secs = optional(doc, "seconds")) run += fmt::format(" for {:g} s per point", *secs);
+  double lo_mib = 1e300, hi_mib = -1;
+  bool all_mib = true;
+  for (const Row& r : pts) {
+    all_mib = all_mib && r.evict_mib.has_value();
+    if (r.evict_mib) {
+      lo_mib = std::min(lo_mib, *r.evict_mib);
+      hi_mib = std::max(hi_mib, *r.evict_mib);
+    }
+  }
+  run += all_mib ? fmt::format(" with a memory-bound pass of {:g}-{:g} MiB between calls", lo_mib,
+                               hi_mib)
+                 : " with memory-bound passes between calls";
+  const Row& low = pts.front();
+  const Row& high = pts.back();
+  std::string clocks =
+      low.sm_mhz && high.sm_mhz
+          ? fmt::format("SM clock {:g} MHz at duty {:.3f}, {:g} MHz at duty {:.3f}", *low.sm_mhz,
+                        low.pt.duty, *high.sm_mhz, high.pt.duty)
+          : std::string("SM clock not sampled (nvidia-smi)");
+  double lo_w = 1e300, hi_w = -1;
+  for (const Row& r : pts) {
+    if (r.power_w) {
+      lo_w = std::min(lo_w, *r.power_w);
+      hi_w = std::max(hi_w, *r.power_w);
+    }
+  }
+  if (hi_w > 0) clocks += fmt::format(", {:.0f}-{:.0f} W", lo_w, hi_w);
+  if (doc.contains("idle_smi") && doc["idle_smi"].is_array() && doc["idle_smi"].size() >= 2) {
+    const json& idle = doc["idle_smi"];  // [SM MHz, W, C]
+    if (idle[0].is_number() && idle[1].is_number()) {
+      const double mhz = idle[0].get<double>(), w = idle[1].get<double>();
+      if (std::isfinite(mhz) && std::isfinite(w)) {
+        clocks += fmt::format("; before the sweep {:g} MHz, {:.0f} W", mhz, w);
+      }
+    }
+  }
+  if (auto limit = optional(doc, "power_limit_w")) {
+    clocks += fmt::format("; power limit {:.0f} W", *limit);
+  }
+  std::string clamped;
+  if (below > 0) {
+    clamped = fmt::format("; {} ratio{} below 1 (lowest {:.4f}) read as 1", below,
+                          below == 1 ? "" : "s", lowest);
+  }
+  c.source = Source{
+      SourceKind::kMeasured,
+      fmt::format("{}: {} {}, {} points; duty = GEMM time / (GEMM + pass time), CUDA events, "
+                  "median of the last half; ratio = that time over the same call alone after a "
+                  "busy-wait (as the GEMM table){}; {}; {}; PyTorch {}; {}{}",
+                  tool, shape, run, pts.size(), clamped, clocks, Escape(device, 60),
+                  Escape(torch, 40), Escape(date, 20),
+                  dsplan_version.empty() ? "" : "; dsplan " + dsplan_version)};
+  return c;
+}
+
 namespace {
 
 // Runs |argv| (argv[0] looked up on PATH) with stdout to |out_path| and stderr to |err_path|
@@ -463,41 +622,14 @@ std::string ReadAll(const std::string& path) {
 const char* kNoSection =
     "the profile keeps no stack section (plans use the built-in stack costs)";
 
-}  // namespace
+const char* kNoCurve = "GEMM sustained-load curve not measured";
+const char* kNoCurveEffect = "GEMMs priced at the table's rate (no gpu.sustained_gemm)";
 
-StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
-  StackProbeResult res;
+// Steps 2 and 3 of MeasureStack: the stack section (stack_costs.py, then torch_gemm.py), into
+// |res|; what fails becomes a note.
+void MeasureStackSection(const HardwareProfile& profile, const StackProbeOptions& o,
+                         StackProbeResult& res) {
   const fs::path work(o.work_dir);
-  const std::string out = (work / "stack-probe.out").string();
-  const std::string err = (work / "stack-probe.err").string();
-
-  // 1. python3 with torch and a CUDA GPU.
-  const int rc = RunProcess(
-      {o.python, "-c",
-       "import torch; print(torch.__version__); "
-       "print(1 if torch.cuda.is_available() and torch.cuda.device_count() > 0 else 0)"},
-      out, err);
-  if (rc == 127) {
-    res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
-                                    Quote(o.python, 400), kNoSection));
-    return res;
-  }
-  if (rc != 0) {
-    res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
-                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
-    return res;
-  }
-  std::istringstream probe(ReadAll(out));
-  std::string torch_version, gpu;
-  std::getline(probe, torch_version);
-  std::getline(probe, gpu);
-  if (gpu != "1") {
-    res.notes.push_back(fmt::format(
-        "stack not measured: torch {} sees no CUDA GPU; {}", Escape(torch_version, 60),
-        kNoSection));
-    return res;
-  }
-
   // 2. The stack's costs.
   const double stream =
       profile.gpu.hbm_bytes_per_s.value * profile.gpu.memory_bound_efficiency.value;
@@ -510,14 +642,14 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
   if (src != 0 && stack_text.empty()) {
     res.notes.push_back(fmt::format("stack not measured: {} exited with {}; {}", script, src,
                                     kNoSection));
-    return res;
+    return;
   }
   auto stack = StackProfileFromJson(stack_text, stack_json, stream,
                                     "tools/probes/stack_costs.py", &res.notes);
   if (!stack.ok()) {
     res.notes.push_back(fmt::format("stack not measured: {}; {}", stack.status().message(),
                                     kNoSection));
-    return res;
+    return;
   }
   if (!o.dsplan_version.empty()) {
     stack->source.detail += fmt::format("; dsplan {}", o.dsplan_version);
@@ -554,6 +686,72 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
     }
   }
   res.stack = std::move(*stack);
+}
+
+// Step 4: the GEMM sustained-load curve (gpu.sustained_gemm) from gemm_sustained.py
+// --duty-sweep, into |res|; when it fails, no curve and a note.
+void MeasureSustainedGemm(const StackProbeOptions& o, StackProbeResult& res) {
+  if (!o.sustained_gemm) {
+    res.notes.push_back(fmt::format("{} (not asked): {}", kNoCurve, kNoCurveEffect));
+    return;
+  }
+  const fs::path work(o.work_dir);
+  const std::string duty_json = (work / "gemm-duty.json").string();
+  const std::string script = (fs::path(o.tools_dir) / "gemm_sustained.py").string();
+  const int rc = RunProcess({o.python, script, "--duty-sweep", "--out", duty_json},
+                            (work / "gemm-duty.stdout").string(), "");
+  auto curve = rc != 0 ? Result<SustainedGemmCurve>(
+                             Status::Internal(fmt::format("{} exited with {}", script, rc)))
+                       : SustainedGemmFromJson(ReadAll(duty_json), duty_json,
+                                               "tools/probes/gemm_sustained.py --duty-sweep",
+                                               o.dsplan_version);
+  if (!curve.ok()) {
+    res.notes.push_back(
+        fmt::format("{} ({}): {}", kNoCurve, curve.status().message(), kNoCurveEffect));
+    return;
+  }
+  res.sustained_gemm = std::move(*curve);
+}
+
+}  // namespace
+
+StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
+  StackProbeResult res;
+  const fs::path work(o.work_dir);
+  const std::string out = (work / "stack-probe.out").string();
+  const std::string err = (work / "stack-probe.err").string();
+
+  // 1. python3 with torch and a CUDA GPU.
+  const int rc =
+      RunProcess({o.python, "-c",
+                  "import torch; print(torch.__version__); "
+                  "print(1 if torch.cuda.is_available() and torch.cuda.device_count() > 0 else 0)"},
+                 out, err);
+  if (rc == 127) {
+    res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
+                                    Quote(o.python, 400), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+  if (rc != 0) {
+    res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
+                                    Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+  std::istringstream probe(ReadAll(out));
+  std::string torch_version, gpu;
+  std::getline(probe, torch_version);
+  std::getline(probe, gpu);
+  if (gpu != "1") {
+    res.notes.push_back(fmt::format("stack not measured: torch {} sees no CUDA GPU; {}",
+                                    Escape(torch_version, 60), kNoSection));
+    res.notes.push_back(fmt::format("{} (needs a CUDA GPU): {}", kNoCurve, kNoCurveEffect));
+    return res;
+  }
+
+  MeasureStackSection(profile, o, res);
+  MeasureSustainedGemm(o, res);
   return res;
 }
 

@@ -1,7 +1,9 @@
 // `dsplan profile --stack`: measures the software stack users train with (PyTorch eager +
 // transformers + DeepSpeed) on this machine by running tools/probes/stack_costs.py and
 // tools/probes/torch_gemm.py with python3, and turns their JSON output into the profile's
-// `stack:` section (core/hardware_profile.h StackProfile; docs/stack-costs.md).
+// `stack:` section (core/hardware_profile.h StackProfile; docs/stack-costs.md). It also runs
+// tools/probes/gemm_sustained.py --duty-sweep for the GPU's GEMM sustained-load curve
+// (gpu.sustained_gemm; docs/stack-costs.md section 7).
 //
 // Nothing is measured silently or filled in: when python3, torch or a CUDA GPU is missing the
 // section is not written and one note says which and why; when DeepSpeed or transformers is
@@ -39,6 +41,26 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
 Status AddTorchGemmFromJson(const std::string& json_text, const std::string& source,
                             StackProfile* stack);
 
+/// The GEMM sustained-load curve and its source, for gpu.sustained_gemm / sustained_gemm_source.
+struct SustainedGemmCurve {
+  std::vector<DutyPoint> points;  // ascending in duty; empty when not measured
+  Source source;
+};
+
+/// At most this many points in a measured curve (the sweep writes 6).
+inline constexpr size_t kMaxSustainedGemmPoints = 64;
+
+/// The curve from the JSON that tools/probes/gemm_sustained.py --duty-sweep writes (schema
+/// dsplan-gemm-duty/1): one point per row, [rows[i].sustained.duty, rows[i].sustained_over_alone],
+/// sorted by duty. Every row is checked: duty in (0, 1], ratio a finite number in [0.95, 4]; a
+/// ratio in [0.95, 1) (noise around no slowdown: the sweep's lowest duties on a GPU that does not
+/// slow down) is read as 1 and the source says so; 2 to kMaxSustainedGemmPoints rows, no two at
+/// the same duty; torch, device and date present. Errors name |source| and the key. |tool| names
+/// what ran and |dsplan_version| (may be empty) what converted it, for the source.
+Result<SustainedGemmCurve> SustainedGemmFromJson(const std::string& json_text,
+                                                 const std::string& source, const std::string& tool,
+                                                 const std::string& dsplan_version);
+
 struct StackProbeOptions {
   std::string python = "python3";  // the interpreter (a name on PATH or a path)
   std::string tools_dir;           // where stack_costs.py and torch_gemm.py are
@@ -46,17 +68,21 @@ struct StackProbeOptions {
   std::string models;              // comma-separated catalog ids (DefaultStackModels())
   std::string work_dir;            // an existing folder for the probes' files
   bool gemm = true;                // also measure the profile's GEMM rows through PyTorch
+  bool sustained_gemm = true;      // also run the GEMM duty sweep (gpu.sustained_gemm)
   std::string gemm_dtypes = "bf16,fp16";
   std::string dsplan_version;      // "0.1.0 (abc1234)"
 };
 
 struct StackProbeResult {
   StackProfile stack;              // present only when measured
+  SustainedGemmCurve sustained_gemm;  // points only when measured
   std::vector<std::string> notes;  // what was not measured and why (one line each)
 };
 
 /// Measures the stack for |profile| (the profile being written: its streaming rate and, for
-/// stack.gemm, its gpu.gemm rows). Never fails: what cannot be measured becomes a note.
+/// stack.gemm, its gpu.gemm rows), then the GEMM sustained-load curve (whether or not the stack
+/// section was measured: it needs only torch and a CUDA GPU). Never fails: what cannot be
+/// measured becomes a note.
 StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& options);
 
 }  // namespace dsplan

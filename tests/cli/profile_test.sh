@@ -69,6 +69,57 @@ check "--stack without torch exits 0" test "$rc" -eq 0
 check "--stack without torch says why in one line" \
     grep -q "stack not measured: '$tmp/py-no-torch' cannot import torch (ModuleNotFoundError: No module named torch)" "$tmp/out"
 check "--stack without torch writes no stack section" bash -c "! grep -q '^stack:' '$tmp/notorch.yaml'"
+check "--stack without torch says the GEMM sustained-load curve is not measured" \
+    grep -q "GEMM sustained-load curve not measured (needs python with torch): GEMMs priced at the table's rate" "$tmp/out"
+
+# The GEMM duty sweep (gemm_sustained.py --duty-sweep) with stand-in interpreters: stack_costs.py
+# fails, the sweep copies a real H200 output (or fails). The base's curve (h200-measured's,
+# transcribed from the other sweep, gemm-duty-h200.json) is replaced, and the output says so.
+sweep_py() {  # sweep_py FILE SWEEP-COMMAND
+  {
+    echo '#!/bin/sh'
+    echo 'if [ "$1" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi'
+    echo 'script=$1; out=""; sweep=""'
+    echo 'while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --duty-sweep) sweep=1;; esac; shift; done'
+    echo 'case $script in'
+    echo "  */gemm_sustained.py) [ -n \"\$sweep\" ] || exit 5; $2;;"
+    echo '  *) exit 1;;'
+    echo 'esac'
+  } >"$1"
+  chmod +x "$1"
+}
+sweep_py "$tmp/py-sweep" "cp '$DSPLAN_DATA_DIR/docs/validation/stack/gemm-duty-h200-b.json' \"\$out\""
+run profile --test-sizes --base h200-measured --only cpu-adam --stack --python "$tmp/py-sweep" \
+    --out "$tmp/sweep.yaml"
+check "--stack with the sweep exits 0" test "$rc" -eq 0
+check "the base's curve is said to be replaced" \
+    grep -q "the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over (it describes the GPU it was measured on); --stack measures this one" "$tmp/out"
+check "the measured curve is printed" \
+    grep -q "^# GEMM sustained-load curve: 1.01x at duty 0.400 to 1.19x at duty 0.999: tools/probes/gemm_sustained.py --duty-sweep: .*, 6 points;" "$tmp/out"
+check "the stack script's failure is still said" \
+    grep -q "stack not measured: .*stack_costs.py exited with 1" "$tmp/out"
+check "the written curve is this sweep's rows" \
+    grep -qF -- "- [0.4002800051268842, 1.0074043714732273]" "$tmp/sweep.yaml"
+check "the written curve's source is the sweep, measured" \
+    grep -q "sustained_gemm_source: {measured: \"tools/probes/gemm_sustained.py --duty-sweep: pythia-1.4b fc1 mb31.*2026-12-04; dsplan " "$tmp/sweep.yaml"
+check "the base's hand-written curve is gone" \
+    bash -c "! grep -q 'docs/validation/stack/gemm-duty-h200.json' '$tmp/sweep.yaml'"
+check "the summary counts the curve as measured" grep -q "measured (.*sustained GEMM clock" "$tmp/out"
+run profile --test-sizes --base "$tmp/sweep.yaml" --only cpu-adam --out "$tmp/sweep-again.yaml"
+check "a profile with a measured curve loads as a base" test "$rc" -eq 0
+# The sweep fails: no curve (not the base's either), and one note says so.
+sweep_py "$tmp/py-sweep-fails" "exit 1"
+run profile --test-sizes --base h200-measured --only cpu-adam --stack \
+    --python "$tmp/py-sweep-fails" --out "$tmp/nosweep.yaml"
+check "a failing sweep exits 0" test "$rc" -eq 0
+check "a failing sweep says so" \
+    grep -q "GEMM sustained-load curve not measured (.*gemm_sustained.py exited with 1): GEMMs priced at the table's rate" "$tmp/out"
+check "a failing sweep writes no curve" bash -c "! grep -q 'sustained_gemm' '$tmp/nosweep.yaml'"
+# Without --stack the base's curve is not carried over either.
+run profile --test-sizes --base h200-measured --only cpu-adam --out "$tmp/nocurve.yaml"
+check "without --stack the base's curve is said to be dropped" \
+    grep -q "the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over (it describes the GPU it was measured on); measure this one with --stack" "$tmp/out"
+check "without --stack no curve is written" bash -c "! grep -q 'sustained_gemm' '$tmp/nocurve.yaml'"
 
 # Bad input: exit 2 before measuring, with the reason.
 run profile --test-sizes --base h200-sxm --out /nonexistent-dsplan-dir/p.yaml

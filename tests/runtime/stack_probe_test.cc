@@ -6,8 +6,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -363,6 +364,159 @@ TEST(StackProbeTest, TorchGemmOutputBecomesTheStackGemmTable) {
   EXPECT_TRUE(t.gemm.empty());
 }
 
+// The duty sweep's two real outputs (tools/probes/gemm_sustained.py --duty-sweep on the H200
+// machine, 2026-12-04): one point per row, [sustained.duty, sustained_over_alone], ascending in
+// duty. The expected numbers are the JSON's own, read off the files (rows are in descending
+// duty there: evict_mib 4096 first here).
+TEST(SustainedGemmTest, TheRealSweepsBecomeTheirRowsSortedByDuty) {
+  const std::string tool = "tools/probes/gemm_sustained.py --duty-sweep";
+  auto a = SustainedGemmFromJson(Read(kStack + "gemm-duty-h200.json"), "gemm-duty-h200.json", tool,
+                                 "0.1.0 (test)");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  const std::vector<DutyPoint> want_a = {
+      {0.4044297563767671, 1.0118138388663003}, {0.5857492167406697, 1.053056616433489},
+      {0.745475479867118, 1.092482810633922},   {0.9241398746406152, 1.1537668596199806},
+      {0.9789692920629958, 1.184414756453309},  {0.9991892025602861, 1.1843444193512866}};
+  EXPECT_EQ(a->points, want_a);
+  EXPECT_EQ(a->source.kind, SourceKind::kMeasured);
+  for (const char* part :
+       {"tools/probes/gemm_sustained.py --duty-sweep: pythia-1.4b fc1 mb31 back to back for 4 s "
+        "per point with a memory-bound pass of 0-4096 MiB between calls, 6 points",
+        "SM clock 1980 MHz at duty 0.404, 1515 MHz at duty 0.999, 640-694 W", "NVIDIA H200",
+        "PyTorch 2.11.0+cu130", "2026-12-04", "dsplan 0.1.0 (test)"}) {
+    EXPECT_NE(a->source.detail.find(part), std::string::npos) << part << "\n" << a->source.detail;
+  }
+  // Neither file has a ratio below 1, nor the power limit or the clocks before the sweep.
+  EXPECT_EQ(a->source.detail.find("read as 1"), std::string::npos) << a->source.detail;
+  EXPECT_EQ(a->source.detail.find("power limit"), std::string::npos) << a->source.detail;
+
+  // h200-measured's curve was transcribed by hand from the first file, rounded to 3 and 4 digits.
+  auto h200 = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(h200.ok());
+  ASSERT_EQ(h200->gpu.sustained_gemm.size(), a->points.size());
+  for (size_t i = 0; i < a->points.size(); ++i) {
+    EXPECT_NEAR(a->points[i].duty, h200->gpu.sustained_gemm[i].duty, 0.0005) << i;
+    EXPECT_NEAR(a->points[i].time_ratio, h200->gpu.sustained_gemm[i].time_ratio, 0.00005) << i;
+  }
+
+  auto b = SustainedGemmFromJson(Read(kStack + "gemm-duty-h200-b.json"), "gemm-duty-h200-b.json",
+                                 tool, "");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  const std::vector<DutyPoint> want_b = {
+      {0.4002800051268842, 1.0074043714732273}, {0.580326577906552, 1.0429146312324467},
+      {0.7448369617177772, 1.1021022852148674}, {0.9245074186233599, 1.173551237065654},
+      {0.9788552833579465, 1.1881339011351484}, {0.9991776398423262, 1.1860268619666503}};
+  EXPECT_EQ(b->points, want_b);
+  EXPECT_NE(b->source.detail.find("SM clock 1980 MHz at duty 0.400, 1530 MHz at duty 0.999, "
+                                  "668-693 W"),
+            std::string::npos)
+      << b->source.detail;
+  EXPECT_EQ(b->source.detail.find("dsplan"), std::string::npos) << b->source.detail;
+
+  // The curve goes into a profile, is written and read back unchanged (the reader's checks:
+  // ascending duty, ratio in [1, 4]).
+  HardwareProfile p = *h200;
+  p.gpu.sustained_gemm = b->points;
+  p.gpu.sustained_gemm_source = b->source;
+  const std::string out =
+      (fs::temp_directory_path() / ("dsplan-sustained-" + std::to_string(::getpid()) + ".yaml"))
+          .string();
+  ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
+  auto back = LoadHardwareProfile(out);
+  fs::remove(out);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gpu.sustained_gemm, want_b);
+  EXPECT_EQ(back->gpu.sustained_gemm_source, b->source);
+}
+
+TEST(SustainedGemmTest, TheNewOptionalFieldsGoIntoTheSourceAndNoiseBelowOneReadsAsOne) {
+  json doc = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  doc["m"] = 31744;
+  doc["k"] = 2048;
+  doc["n"] = 8192;
+  doc["idle_smi"] = {1980.0, 120.4, 40.0};
+  doc["power_limit_w"] = 700.0;
+  doc["rows"][5]["sustained_over_alone"] = 0.985;  // duty 0.404
+  doc["rows"][4]["sustained_over_alone"] = 0.99;   // duty 0.586
+  auto c = SustainedGemmFromJson(doc.dump(), "d.json", "t", "");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_EQ(c->points.size(), 6u);
+  EXPECT_EQ(c->points[0], (DutyPoint{0.4044297563767671, 1.0}));
+  EXPECT_EQ(c->points[1], (DutyPoint{0.5857492167406697, 1.0}));
+  EXPECT_EQ(c->points[2], (DutyPoint{0.745475479867118, 1.092482810633922}));
+  for (const char* part : {"pythia-1.4b fc1 mb31 (F.linear 31744 x 2048 -> 8192 bf16)",
+                           "2 ratios below 1 (lowest 0.9850) read as 1",
+                           "before the sweep 1980 MHz, 120 W; power limit 700 W"}) {
+    EXPECT_NE(c->source.detail.find(part), std::string::npos) << part << "\n" << c->source.detail;
+  }
+  // nvidia-smi missing: the samples are null, and the source says the clock was not sampled.
+  json no_smi = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  for (json& row : no_smi["rows"]) {
+    row["sustained"]["sm_mhz"] = nullptr;
+    row["sustained"]["power_w"] = nullptr;
+  }
+  no_smi["idle_smi"] = nullptr;
+  no_smi["power_limit_w"] = nullptr;
+  auto d = SustainedGemmFromJson(no_smi.dump(), "d.json", "t", "");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_NE(d->source.detail.find("SM clock not sampled (nvidia-smi); NVIDIA H200"),
+            std::string::npos)
+      << d->source.detail;
+}
+
+TEST(SustainedGemmTest, BadSweepsAreErrorsNamingTheFileAndKey) {
+  const std::string real = Read(kStack + "gemm-duty-h200.json");
+  auto error = [](const std::string& text) {
+    auto c = SustainedGemmFromJson(text, "sweep.json", "t", "");
+    return c.ok() ? std::string("(accepted)") : c.status().message();
+  };
+  auto with = [&](const std::function<void(json&)>& edit) {
+    json doc = json::parse(real);
+    edit(doc);
+    return error(doc.dump());
+  };
+  const std::pair<std::string, std::string> cases[] = {
+      // gemm_sustained.py without --duty-sweep: a real output of the other mode.
+      {error(Read(kStack + "gemm-sustained-h200.json")),
+       "sweep.json: schema is 'dsplan-gemm-sustained/1', expected dsplan-gemm-duty/1"},
+      {with([](json& d) { d["rows"][2]["sustained"]["duty"] = 0; }),
+       "sweep.json: rows[2].sustained.duty: 0 is not in (0, 1]"},
+      {with([](json& d) { d["rows"][2]["sustained"]["duty"] = 1.2; }),
+       "sweep.json: rows[2].sustained.duty: 1.2 is not in (0, 1]"},
+      {with([](json& d) { d["rows"][1]["sustained_over_alone"] = 7; }),
+       "sweep.json: rows[1].sustained_over_alone: 7 is not in [0.95, 4]"},
+      {with([](json& d) { d["rows"][1]["sustained_over_alone"] = 0.9; }),
+       "sweep.json: rows[1].sustained_over_alone: 0.9 is not in [0.95, 4]"},
+      // A NaN in nlohmann's output is null; in Python's, the token NaN (not JSON).
+      {with([](json& d) { d["rows"][0]["sustained"]["duty"] = std::nan(""); }),
+       "sweep.json: rows[0].sustained.duty: expected a number"},
+      {error(std::string(real).replace(real.find("0.9991892025602861"), 18, "NaN")),
+       "sweep.json: not valid JSON (parse error at line 15, column 13"},
+      {with([](json& d) { d["rows"][3].erase("sustained_over_alone"); }),
+       "sweep.json: rows[3].sustained_over_alone: missing"},
+      {with([](json& d) { d["rows"][3].erase("sustained"); }),
+       "sweep.json: rows[3].sustained: missing"},
+      {with([](json& d) {
+         const json row = d["rows"][0];
+         d["rows"] = json::array();
+         for (int i = 0; i < 10000; ++i) d["rows"].push_back(row);
+       }),
+       "sweep.json: rows: 10000 rows; expected 2 to 64"},
+      {with([](json& d) { d["rows"] = json::array({d["rows"][0]}); }),
+       "sweep.json: rows: 1 rows; expected 2 to 64"},
+      {with([](json& d) { d["rows"][4]["sustained"]["duty"] = d["rows"][1]["sustained"]["duty"]; }),
+       "sweep.json: rows[1] and rows[4]: the same duty 0.9789692920629958 twice"},
+      {with([](json& d) { d.erase("rows"); }), "sweep.json: rows missing"},
+      {with([](json& d) { d.erase("torch"); }), "sweep.json: torch, device and date are required"},
+      {error(real.substr(0, real.size() / 2)), "sweep.json: not valid JSON (parse error at"},
+      {error(""), "sweep.json: not valid JSON"},
+      {error("[1, 2]"), "sweep.json: not a JSON object"},
+  };
+  for (const auto& [got, want] : cases) {
+    EXPECT_EQ(got.rfind(want, 0), 0u) << "got:  " << got << "\nwant: " << want;
+  }
+}
+
 class StackProbeRunTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -378,6 +532,34 @@ class StackProbeRunTest : public ::testing::Test {
     std::ofstream(path) << "#!/bin/sh\n" << body;
     chmod(path.c_str(), 0755);
     return path;
+  }
+  // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
+  // machine's real output to its --out, after checking it was given the profile's rows (and, for
+  // the GEMM duty sweep, --duty-sweep). |sweep| replaces the sweep's shell command.
+  std::string StandInPython(const std::string& sweep = "") {
+    const std::string merged = (dir_ / "merged.json").string();
+    json doc = MergedH200Document();
+    doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
+    std::ofstream(merged) << doc.dump();
+    const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
+    const std::string duty = kStack + "gemm-duty-h200.json";
+    return FakePython(
+        "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
+        "script=$1; out=''; prof=''; sweep=''\n"
+        "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --profile) prof=$2;; "
+        "--duty-sweep) sweep=1;; esac; shift; done\n"
+        "case $script in\n"
+        "  */stack_costs.py) cp '" +
+        merged +
+        "' \"$out\";;\n"
+        "  */torch_gemm.py) grep -q '^  gemm:' \"$prof\" || exit 3; cp '" +
+        gemm +
+        "' \"$out\";;\n"
+        "  */gemm_sustained.py) [ -n \"$sweep\" ] || exit 5; " +
+        (sweep.empty() ? "cp '" + duty + "' \"$out\"" : sweep) +
+        ";;\n"
+        "  *) exit 4;;\n"
+        "esac\n");
   }
   StackProbeOptions Options(const std::string& python) {
     StackProbeOptions o;
@@ -401,15 +583,24 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
   HardwareProfile p = Profile();
   auto none = MeasureStack(p, Options((dir_ / "no-such-python").string()));
   EXPECT_FALSE(none.stack.present);
-  ASSERT_EQ(none.notes.size(), 1u);
+  EXPECT_TRUE(none.sustained_gemm.points.empty());
+  ASSERT_EQ(none.notes.size(), 2u);
   EXPECT_NE(none.notes[0].find("no-such-python' not found"), std::string::npos) << none.notes[0];
   EXPECT_NE(none.notes[0].find("no stack section"), std::string::npos);
+  EXPECT_EQ(none.notes[1],
+            "GEMM sustained-load curve not measured (needs python with torch): "
+            "GEMMs priced at the table's rate (no gpu.sustained_gemm)");
 
   auto no_torch = MeasureStack(
       p, Options(FakePython("echo \"ModuleNotFoundError: No module named 'torch'\" >&2\n"
                             "exit 1\n")));
   EXPECT_FALSE(no_torch.stack.present);
-  ASSERT_EQ(no_torch.notes.size(), 1u);
+  EXPECT_TRUE(no_torch.sustained_gemm.points.empty());
+  ASSERT_EQ(no_torch.notes.size(), 2u);
+  EXPECT_NE(no_torch.notes[1].find("GEMM sustained-load curve not measured (needs python with "
+                                   "torch)"),
+            std::string::npos)
+      << no_torch.notes[1];
   EXPECT_NE(no_torch.notes[0].find("cannot import torch (ModuleNotFoundError: No module named "
                                    "'torch')"),
             std::string::npos)
@@ -417,28 +608,18 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
 
   auto no_gpu = MeasureStack(p, Options(FakePython("echo 2.11.0+cpu\necho 0\n")));
   EXPECT_FALSE(no_gpu.stack.present);
-  ASSERT_EQ(no_gpu.notes.size(), 1u);
+  EXPECT_TRUE(no_gpu.sustained_gemm.points.empty());
+  ASSERT_EQ(no_gpu.notes.size(), 2u);
   EXPECT_NE(no_gpu.notes[0].find("torch 2.11.0+cpu sees no CUDA GPU"), std::string::npos)
       << no_gpu.notes[0];
+  EXPECT_NE(no_gpu.notes[1].find("GEMM sustained-load curve not measured (needs a CUDA GPU): "
+                                 "GEMMs priced at the table's rate"),
+            std::string::npos)
+      << no_gpu.notes[1];
 }
 
 TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
-  // A stand-in interpreter that answers the probe and "runs" each script by copying the H200
-  // machine's real output to its --out, after checking it was given the profile's rows.
-  const std::string merged = (dir_ / "merged.json").string();
-  json doc = MergedH200Document();
-  doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
-  std::ofstream(merged) << doc.dump();
-  const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
-  const std::string py = FakePython(
-      "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
-      "script=$1; out=''; prof=''\n"
-      "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; --profile) prof=$2;; esac; shift; done\n"
-      "case $script in\n"
-      "  */stack_costs.py) cp '" + merged + "' \"$out\";;\n"
-      "  */torch_gemm.py) grep -q '^  gemm:' \"$prof\" || exit 3; cp '" + gemm + "' \"$out\";;\n"
-      "  *) exit 4;;\n"
-      "esac\n");
+  const std::string py = StandInPython();
   StackProbeOptions o = Options(py);
   o.dsplan_version = "0.1.0 (test)";
   auto r = MeasureStack(Profile(), o);
@@ -450,10 +631,25 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   EXPECT_EQ(r.stack.blocks.size(), 15u);
   EXPECT_EQ(r.stack.gemm.size(), 3264u);
   EXPECT_NE(r.stack.source.detail.find("dsplan 0.1.0 (test)"), std::string::npos);
+  // The duty sweep ran last: the curve is the file's rows, labelled measured.
+  ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
+  EXPECT_EQ(r.sustained_gemm.points.front(), (DutyPoint{0.4044297563767671, 1.0118138388663003}));
+  EXPECT_EQ(r.sustained_gemm.points.back(), (DutyPoint{0.9991892025602861, 1.1843444193512866}));
+  EXPECT_EQ(r.sustained_gemm.source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(r.sustained_gemm.source.detail.rfind(
+                "tools/probes/gemm_sustained.py --duty-sweep: pythia-1.4b fc1 mb31", 0),
+            0u)
+      << r.sustained_gemm.source.detail;
+  EXPECT_NE(r.sustained_gemm.source.detail.find("PyTorch 2.11.0+cu130; 2026-12-04; dsplan 0.1.0 "
+                                                "(test)"),
+            std::string::npos)
+      << r.sustained_gemm.source.detail;
 
   // The section survives a write and a read unchanged.
   HardwareProfile p = Profile();
   p.stack = r.stack;
+  p.gpu.sustained_gemm = r.sustained_gemm.points;
+  p.gpu.sustained_gemm_source = r.sustained_gemm.source;
   const std::string out = (dir_ / "with-stack.yaml").string();
   ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
   auto back = LoadHardwareProfile(out);
@@ -471,6 +667,67 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
                                        "2.11.0+cu130 / DeepSpeed 0.14.5 on 2026-12-03"),
             std::string::npos)
       << back->SourceSummary();
+}
+
+TEST_F(StackProbeRunTest, AFailingSweepLeavesTheStackSectionAndSaysSo) {
+  // The sweep exits 1 (as a Python exception does): the stack section and its GEMMs are kept,
+  // no curve, one note.
+  StackProbeOptions o = Options(StandInPython("exit 1"));
+  auto r = MeasureStack(Profile(), o);
+  ASSERT_TRUE(r.stack.present) << (r.notes.empty() ? "" : r.notes.front());
+  EXPECT_EQ(r.stack.gemm.size(), 3264u);
+  EXPECT_TRUE(r.sustained_gemm.points.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], "GEMM sustained-load curve not measured (" + o.tools_dir +
+                            "/gemm_sustained.py exited with 1): GEMMs priced at the table's rate "
+                            "(no gpu.sustained_gemm)");
+
+  // A sweep whose output is bad: the note names the file and the key.
+  const std::string bad = (dir_ / "bad-duty.json").string();
+  json doc = json::parse(Read(kStack + "gemm-duty-h200.json"));
+  doc["rows"][2]["sustained_over_alone"] = 7;
+  std::ofstream(bad) << doc.dump();
+  auto b = MeasureStack(Profile(), Options(StandInPython("cp '" + bad + "' \"$out\"")));
+  ASSERT_TRUE(b.stack.present);
+  EXPECT_TRUE(b.sustained_gemm.points.empty());
+  ASSERT_EQ(b.notes.size(), 1u);
+  // (The file's path is cut to 80 bytes in messages: this test's folder is long.)
+  EXPECT_EQ(b.notes[0].rfind("GEMM sustained-load curve not measured (", 0), 0u) << b.notes[0];
+  EXPECT_NE(b.notes[0].find(": rows[2].sustained_over_alone: 7 is not in [0.95, 4] (the GEMM's "
+                            "sustained time over its time alone)): GEMMs priced at the table's "
+                            "rate"),
+            std::string::npos)
+      << b.notes[0];
+
+  // Not asked: the same note, "not asked", and the script is not run.
+  StackProbeOptions no = Options(StandInPython("exit 5"));
+  no.sustained_gemm = false;
+  auto n = MeasureStack(Profile(), no);
+  ASSERT_EQ(n.notes.size(), 1u);
+  EXPECT_EQ(n.notes[0],
+            "GEMM sustained-load curve not measured (not asked): GEMMs priced at the "
+            "table's rate (no gpu.sustained_gemm)");
+}
+
+TEST_F(StackProbeRunTest, TheSweepRunsWhenTheStackScriptFails) {
+  // stack_costs.py fails (exit 1, no output): no stack section, but torch and the GPU are there,
+  // so the GEMM duty sweep still runs and its curve is measured.
+  const std::string py = FakePython(
+      "if [ \"$1\" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi\n"
+      "script=$1; out=''\n"
+      "while [ $# -gt 0 ]; do case $1 in --out) out=$2;; esac; shift; done\n"
+      "case $script in\n"
+      "  */gemm_sustained.py) cp '" +
+      kStack +
+      "gemm-duty-h200-b.json' \"$out\";;\n"
+      "  *) exit 1;;\n"
+      "esac\n");
+  auto r = MeasureStack(Profile(), Options(py));
+  EXPECT_FALSE(r.stack.present);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("stack_costs.py exited with 1"), std::string::npos) << r.notes[0];
+  ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
+  EXPECT_EQ(r.sustained_gemm.points[0], (DutyPoint{0.4002800051268842, 1.0074043714732273}));
 }
 
 }  // namespace

@@ -16,7 +16,11 @@ Prints a JSON document (schema dsplan-gemm-sustained/1).
 With --duty-sweep, one shape (pythia-1.4b's fc1) is run sustained with memory-bound passes of
 0, 64, 256, 1024, 2048 and 4096 MiB between calls, so that the share of GPU time in the GEMM
 (its duty: GEMM time over GEMM plus pass time, both from events) runs from 1 down to about 0.2:
-how the slowdown depends on how much of the time the tensor cores are busy.
+how the slowdown depends on how much of the time the tensor cores are busy. Its document (schema
+dsplan-gemm-duty/1) also holds the shape (m, k, n), the SM clock, power and temperature before
+the sweep (idle_smi) and the board's power limit (power_limit_w), each null when nvidia-smi
+cannot tell. `dsplan profile --stack` runs it and writes the curve as the profile's
+gpu.sustained_gemm (runtime/profiler/stack_probe.cc).
 
 usage: gemm_sustained.py [--seconds 4] [--evict-mib 1024] [--duty-sweep] [--out F]
 """
@@ -44,8 +48,18 @@ def smi():
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw,temperature.gpu",
                               "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=5).stdout.strip().split(",")
-        return [float(x) for x in out[:3]]
+                             timeout=5).stdout.strip().splitlines()[0].split(",")
+        return [float(x) for x in out[:3]]  # the first GPU's line
+    except Exception:
+        return None
+
+
+def power_limit():
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=power.limit",
+                              "--format=csv,noheader,nounits"], capture_output=True, text=True,
+                             timeout=5).stdout.strip().splitlines()
+        return float(out[0])  # the first GPU's
     except Exception:
         return None
 
@@ -144,6 +158,7 @@ def main():
 
 def duty_sweep(a):
     label, m, k, n = SHAPES[1]
+    idle = smi()
     x = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     w = torch.randn(n, k, device="cuda", dtype=torch.bfloat16)
     t_alone = alone(x, w)
@@ -157,7 +172,8 @@ def duty_sweep(a):
         del evict
         time.sleep(2)  # let the clock recover between points
     doc = {"schema": "dsplan-gemm-duty/1", "torch": torch.__version__, "shape": label,
-           "device": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"),
+           "m": m, "k": k, "n": n, "device": torch.cuda.get_device_name(0),
+           "date": time.strftime("%Y-%m-%d"), "idle_smi": idle, "power_limit_w": power_limit(),
            "seconds": a.seconds, "rows": rows}
     text = json.dumps(doc, indent=1)
     if a.out:

@@ -169,7 +169,8 @@ DeclaredCommand AddProfileCommand(CLI::App& app) {
                 "hook, PyTorch's kernel rates, the GEMM rows through PyTorch) with "
                 "tools/probes/stack_costs.py and torch_gemm.py, and the GPU's GEMM "
                 "sustained-load curve (gpu.sustained_gemm, about 40 s) with gemm_sustained.py "
-                "--duty-sweep; needs python3 with torch and a CUDA GPU (docs/stack-costs.md)");
+                "--duty-sweep, and PyTorch's fused attention (gpu.sdpa, about 70 s) with "
+                "torch_sdpa.py; needs python3 with torch and a CUDA GPU (docs/stack-costs.md)");
   cmd->add_option("--python", f.python,
                   "Python interpreter for --stack (default python3 on PATH)")
       ->capture_default_str();
@@ -270,6 +271,14 @@ int RunProfile(const ProfileFlags& f) {
                "(it describes the GPU it was measured on){}\n",
                f.stack ? "; --stack measures this one" : "; measure this one with --stack");
   }
+  // Nor is its table of PyTorch's fused attention: it describes that GPU and PyTorch.
+  if (!result->profile.gpu.sdpa.empty()) {
+    result->profile.gpu.sdpa.clear();
+    result->profile.gpu.sdpa_source = Source{};
+    fmt::print("# the base's PyTorch attention table (gpu.sdpa) is not carried over (it describes "
+               "the GPU and PyTorch it was measured with){}\n",
+               f.stack ? "; --stack measures this one" : "; measure this one with --stack");
+  }
   if (f.stack) {
     // The stack's scripts live beside the catalog (the source tree, or DSPLAN_DATA_DIR).
     StackProbeOptions so;
@@ -289,10 +298,12 @@ int RunProfile(const ProfileFlags& f) {
                                         work.string(), ec.message()));
       stack_notes.push_back("GEMM sustained-load curve not measured (no folder for its output): "
                             "GEMMs priced at the table's rate (no gpu.sustained_gemm)");
+      stack_notes.push_back("PyTorch's fused attention not measured (no folder for its output): "
+                            "plans price SDPA at gpu.attention_efficiency (no gpu.sdpa)");
     } else {
       so.work_dir = work.string();
-      fmt::print("\n# Stack: {} {}, torch_gemm.py and gemm_sustained.py --duty-sweep (this takes "
-                 "a few minutes)\n",
+      fmt::print("\n# Stack: {} {}, torch_gemm.py, gemm_sustained.py --duty-sweep and "
+                 "torch_sdpa.py (this takes a few minutes)\n",
                  so.python, (fs::path(so.tools_dir) / "stack_costs.py").string());
       std::fflush(stdout);
       StackProbeResult sr = MeasureStack(result->profile, so);
@@ -313,6 +324,12 @@ int RunProfile(const ProfileFlags& f) {
                    sr.sustained_gemm.source.detail);
         result->profile.gpu.sustained_gemm = std::move(sr.sustained_gemm.points);
         result->profile.gpu.sustained_gemm_source = std::move(sr.sustained_gemm.source);
+      }
+      if (!sr.sdpa.rows.empty()) {
+        fmt::print("# PyTorch's fused attention: {} points: {}\n", sr.sdpa.rows.size(),
+                   sr.sdpa.source.detail);
+        result->profile.gpu.sdpa = std::move(sr.sdpa.rows);
+        result->profile.gpu.sdpa_source = std::move(sr.sdpa.source);
       }
       fs::remove_all(work, ec);
     }

@@ -619,6 +619,96 @@ std::string ReadAll(const std::string& path) {
   return ss.str();
 }
 
+}  // namespace
+
+Result<SdpaTable> SdpaTableFromJson(const std::string& json_text, const std::string& source,
+                                    const std::string& dsplan_version) {
+  DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-torch-sdpa/1"));
+  const std::string file = Escape(source);
+  const std::string torch = Str(doc, "torch"), gpu = Str(doc, "gpu"), date = Str(doc, "date");
+  if (torch.empty() || gpu.empty() || date.empty()) {
+    return Status::InvalidArgument(file + ": torch, gpu and date are required");
+  }
+  if (!doc.contains("rows") || !doc["rows"].is_array()) {
+    return Status::InvalidArgument(file + ": rows missing");
+  }
+  const json& rows = doc["rows"];
+  if (rows.empty() || rows.size() > kMaxSdpaRows) {
+    return Status::InvalidArgument(
+        fmt::format("{}: rows: {} rows; expected 1 to {}", file, rows.size(), kMaxSdpaRows));
+  }
+  SdpaTable t;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string where = fmt::format("{}: rows[{}]", file, i);
+    const json& r = rows[i];
+    if (!r.is_array() || r.size() != 7) {
+      return Status::InvalidArgument(
+          where + ": expected [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, "
+                  "bwd_flops_per_s]");
+    }
+    AttentionPoint pt;
+    const std::string dtype = r[0].is_string() ? r[0].get<std::string>() : "";
+    if (dtype == "bf16") {
+      pt.dtype = Precision::kBf16;
+    } else if (dtype == "fp16") {
+      pt.dtype = Precision::kFp16;
+    } else {
+      return Status::InvalidArgument(where + "[0]: expected bf16 or fp16");
+    }
+    auto integer = [&](int k, int64_t lo, int64_t hi, int64_t* out) -> Status {
+      if (!r[k].is_number_integer() || r[k].get<int64_t>() < lo || r[k].get<int64_t>() > hi) {
+        return Status::InvalidArgument(
+            fmt::format("{}[{}]: expected an integer from {} to {}", where, k, lo, hi));
+      }
+      *out = r[k].get<int64_t>();
+      return Status();
+    };
+    DSPLAN_RETURN_IF_ERROR(integer(1, 1, 1024, &pt.head_dim));
+    if (!r[2].is_boolean()) return Status::InvalidArgument(where + "[2]: expected true or false");
+    pt.causal = r[2].get<bool>();
+    DSPLAN_RETURN_IF_ERROR(integer(3, 1, int64_t{1} << 24, &pt.seq));
+    DSPLAN_RETURN_IF_ERROR(integer(4, 1, int64_t{1} << 24, &pt.batch_heads));
+    for (int k : {5, 6}) {
+      const double x = r[k].is_number() ? r[k].get<double>() : -1;
+      if (!std::isfinite(x) || x <= 0 || x > 1e17) {
+        return Status::InvalidArgument(
+            fmt::format("{}[{}]: expected a rate in (0, 1e17] FLOP/s", where, k));
+      }
+      (k == 5 ? pt.fwd_flops_per_s : pt.bwd_flops_per_s) = x;
+    }
+    for (const AttentionPoint& q : t.rows) {
+      if (q.dtype == pt.dtype && q.head_dim == pt.head_dim && q.causal == pt.causal &&
+          q.seq == pt.seq && q.batch_heads == pt.batch_heads) {
+        return Status::InvalidArgument(
+            where + ": repeats an earlier row's dtype, head_dim, causal, seq and batch_heads");
+      }
+    }
+    t.rows.push_back(pt);
+  }
+  std::string kernels;
+  if (doc.contains("kernels") && doc["kernels"].is_array()) {
+    for (const json& k : doc["kernels"]) {
+      if (k.is_string() && kernels.size() < 200) {
+        kernels += (kernels.empty() ? "" : ", ") + Escape(k.get<std::string>(), 60);
+      }
+    }
+  }
+  std::string vers = "PyTorch " + Escape(torch, 40);
+  if (!Str(doc, "cudnn").empty()) vers += ", cuDNN " + Escape(Str(doc, "cudnn"), 20);
+  if (doc.contains("cudnn") && doc["cudnn"].is_number_integer()) {
+    vers += fmt::format(", cuDNN {}", doc["cudnn"].get<int64_t>());
+  }
+  t.source = Source{
+      SourceKind::kMeasured,
+      fmt::format("tools/probes/torch_sdpa.py: {}; kernels: {}; {}; {}; {}{}",
+                  Escape(Str(doc, "method"), 400), kernels.empty() ? "not listed" : kernels,
+                  Escape(gpu, 60), vers, Escape(date, 20),
+                  dsplan_version.empty() ? "" : "; dsplan " + dsplan_version)};
+  return t;
+}
+
+namespace {
+
 const char* kNoSection =
     "the profile keeps no stack section (plans use the built-in stack costs)";
 
@@ -713,6 +803,32 @@ void MeasureSustainedGemm(const StackProbeOptions& o, StackProbeResult& res) {
   res.sustained_gemm = std::move(*curve);
 }
 
+const char* kNoSdpa = "PyTorch's fused attention not measured";
+const char* kNoSdpaEffect = "plans price SDPA at gpu.attention_efficiency (no gpu.sdpa)";
+
+// Step 5: PyTorch's fused attention (gpu.sdpa) from torch_sdpa.py, into |res|; when it fails,
+// no table and a note.
+void MeasureSdpa(const StackProbeOptions& o, StackProbeResult& res) {
+  if (!o.sdpa) {
+    res.notes.push_back(fmt::format("{} (not asked): {}", kNoSdpa, kNoSdpaEffect));
+    return;
+  }
+  const fs::path work(o.work_dir);
+  const std::string sdpa_json = (work / "torch-sdpa.json").string();
+  const std::string script = (fs::path(o.tools_dir) / "torch_sdpa.py").string();
+  const int rc = RunProcess({o.python, script, "--dtypes", o.gemm_dtypes, "--out", sdpa_json},
+                            (work / "torch-sdpa.stdout").string(), "");
+  auto table = rc != 0 ? Result<SdpaTable>(
+                             Status::Internal(fmt::format("{} exited with {}", script, rc)))
+                       : SdpaTableFromJson(ReadAll(sdpa_json), sdpa_json, o.dsplan_version);
+  if (!table.ok()) {
+    res.notes.push_back(
+        fmt::format("{} ({}): {}", kNoSdpa, table.status().message(), kNoSdpaEffect));
+    return;
+  }
+  res.sdpa = std::move(*table);
+}
+
 }  // namespace
 
 StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& o) {
@@ -731,12 +847,14 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
     res.notes.push_back(fmt::format("stack not measured: {} not found (give --python); {}",
                                     Quote(o.python, 400), kNoSection));
     res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoSdpa, kNoSdpaEffect));
     return res;
   }
   if (rc != 0) {
     res.notes.push_back(fmt::format("stack not measured: {} cannot import torch ({}); {}",
                                     Quote(o.python, 400), LastLine(ReadAll(err)), kNoSection));
     res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoCurve, kNoCurveEffect));
+    res.notes.push_back(fmt::format("{} (needs python with torch): {}", kNoSdpa, kNoSdpaEffect));
     return res;
   }
   std::istringstream probe(ReadAll(out));
@@ -747,11 +865,13 @@ StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOp
     res.notes.push_back(fmt::format("stack not measured: torch {} sees no CUDA GPU; {}",
                                     Escape(torch_version, 60), kNoSection));
     res.notes.push_back(fmt::format("{} (needs a CUDA GPU): {}", kNoCurve, kNoCurveEffect));
+    res.notes.push_back(fmt::format("{} (needs a CUDA GPU): {}", kNoSdpa, kNoSdpaEffect));
     return res;
   }
 
   MeasureStackSection(profile, o, res);
   MeasureSustainedGemm(o, res);
+  MeasureSdpa(o, res);
   return res;
 }
 

@@ -61,6 +61,23 @@ Result<SustainedGemmCurve> SustainedGemmFromJson(const std::string& json_text,
                                                  const std::string& source, const std::string& tool,
                                                  const std::string& dsplan_version);
 
+/// PyTorch's fused attention table and its source, for gpu.sdpa / sdpa_source.
+struct SdpaTable {
+  std::vector<AttentionPoint> rows;  // empty when not measured
+  Source source;
+};
+
+/// At most this many rows in a measured SDPA table (torch_sdpa.py writes 300).
+inline constexpr size_t kMaxSdpaRows = 4096;
+
+/// The table from the JSON that tools/probes/torch_sdpa.py writes (schema dsplan-torch-sdpa/1):
+/// rows [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]. Every row
+/// is checked: dtype bf16 or fp16, head_dim 1-1024, seq and batch_heads positive, rates finite
+/// in (0, 1e17] FLOP/s, no two rows at the same point; 1 to kMaxSdpaRows rows; torch, gpu and
+/// date present. Errors name |source| and the row.
+Result<SdpaTable> SdpaTableFromJson(const std::string& json_text, const std::string& source,
+                                    const std::string& dsplan_version);
+
 struct StackProbeOptions {
   std::string python = "python3";  // the interpreter (a name on PATH or a path)
   std::string tools_dir;           // where stack_costs.py and torch_gemm.py are
@@ -69,6 +86,7 @@ struct StackProbeOptions {
   std::string work_dir;            // an existing folder for the probes' files
   bool gemm = true;                // also measure the profile's GEMM rows through PyTorch
   bool sustained_gemm = true;      // also run the GEMM duty sweep (gpu.sustained_gemm)
+  bool sdpa = true;                // also measure PyTorch's fused attention (gpu.sdpa)
   std::string gemm_dtypes = "bf16,fp16";
   std::string dsplan_version;      // "0.1.0 (abc1234)"
 };
@@ -76,13 +94,14 @@ struct StackProbeOptions {
 struct StackProbeResult {
   StackProfile stack;              // present only when measured
   SustainedGemmCurve sustained_gemm;  // points only when measured
+  SdpaTable sdpa;                  // rows only when measured
   std::vector<std::string> notes;  // what was not measured and why (one line each)
 };
 
 /// Measures the stack for |profile| (the profile being written: its streaming rate and, for
-/// stack.gemm, its gpu.gemm rows), then the GEMM sustained-load curve (whether or not the stack
-/// section was measured: it needs only torch and a CUDA GPU). Never fails: what cannot be
-/// measured becomes a note.
+/// stack.gemm, its gpu.gemm rows), then the GEMM sustained-load curve and PyTorch's fused
+/// attention table (whether or not the stack section was measured: they need only torch and a
+/// CUDA GPU). Never fails: what cannot be measured becomes a note.
 StackProbeResult MeasureStack(const HardwareProfile& profile, const StackProbeOptions& options);
 
 }  // namespace dsplan

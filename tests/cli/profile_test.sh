@@ -105,6 +105,9 @@ check "the written curve's source is the sweep, measured" \
 check "the base's hand-written curve is gone" \
     bash -c "! grep -q 'docs/validation/stack/gemm-duty-h200.json' '$tmp/sweep.yaml'"
 check "the summary counts the curve as measured" grep -q "measured (.*sustained GEMM clock" "$tmp/out"
+check "a failing torch_sdpa.py says so" \
+    grep -q "PyTorch's fused attention not measured (.*torch_sdpa.py exited with 1): plans price SDPA at gpu.attention_efficiency (no gpu.sdpa)" "$tmp/out"
+check "a failing torch_sdpa.py writes no SDPA table" bash -c "! grep -q '^  sdpa' '$tmp/sweep.yaml'"
 run profile --test-sizes --base "$tmp/sweep.yaml" --only cpu-adam --out "$tmp/sweep-again.yaml"
 check "a profile with a measured curve loads as a base" test "$rc" -eq 0
 # The sweep fails: no curve (not the base's either), and one note says so.
@@ -120,6 +123,36 @@ run profile --test-sizes --base h200-measured --only cpu-adam --out "$tmp/nocurv
 check "without --stack the base's curve is said to be dropped" \
     grep -q "the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over (it describes the GPU it was measured on); measure this one with --stack" "$tmp/out"
 check "without --stack no curve is written" bash -c "! grep -q 'sustained_gemm' '$tmp/nocurve.yaml'"
+
+# PyTorch's fused attention (torch_sdpa.py) with a stand-in that copies the H200's real output:
+# the table is written, labelled measured; the base's table is said to be replaced.
+{
+  echo '#!/bin/sh'
+  echo 'if [ "$1" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi'
+  echo 'script=$1; out=""'
+  echo 'while [ $# -gt 0 ]; do case $1 in --out) out=$2;; esac; shift; done'
+  echo 'case $script in'
+  echo "  */torch_sdpa.py) cp '$DSPLAN_DATA_DIR/docs/validation/stack/torch-sdpa-h200.json' \"\$out\";;"
+  echo '  *) exit 1;;'
+  echo 'esac'
+} >"$tmp/py-sdpa"
+chmod +x "$tmp/py-sdpa"
+run profile --test-sizes --base h200-measured --only cpu-adam --stack --python "$tmp/py-sdpa" \
+    --out "$tmp/sdpa.yaml"
+check "--stack with torch_sdpa.py exits 0" test "$rc" -eq 0
+check "the base's SDPA table is said to be replaced" \
+    grep -q "the base's PyTorch attention table (gpu.sdpa) is not carried over (it describes the GPU and PyTorch it was measured with); --stack measures this one" "$tmp/out"
+check "the measured SDPA table is printed" \
+    grep -q "^# PyTorch's fused attention: 300 points: tools/probes/torch_sdpa.py: " "$tmp/out"
+check "the written SDPA table has the file's rows" \
+    grep -qE -- "- \[bf16, 128, true, 1024, 256, 446369000000000(\.0)?, 320329000000000(\.0)?\]" "$tmp/sdpa.yaml"
+check "the written SDPA table's source is measured" \
+    grep -q "sdpa_source: {measured: \"tools/probes/torch_sdpa.py: " "$tmp/sdpa.yaml"
+check "the summary counts attention as measured" grep -q "measured (.*attention" "$tmp/out"
+check "a failing sweep beside it is still said" \
+    grep -q "GEMM sustained-load curve not measured (.*gemm_sustained.py exited with 1)" "$tmp/out"
+run profile --test-sizes --base "$tmp/sweep.yaml" --only cpu-adam --out "$tmp/nosdpa.yaml"
+check "without --stack no SDPA table is written" bash -c "! grep -q '^  sdpa' '$tmp/nosdpa.yaml'"
 
 # Bad input: exit 2 before measuring, with the reason.
 run profile --test-sizes --base h200-sxm --out /nonexistent-dsplan-dir/p.yaml

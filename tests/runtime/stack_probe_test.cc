@@ -558,6 +558,7 @@ class StackProbeRunTest : public ::testing::Test {
         "  */gemm_sustained.py) [ -n \"$sweep\" ] || exit 5; " +
         (sweep.empty() ? "cp '" + duty + "' \"$out\"" : sweep) +
         ";;\n"
+        "  */torch_sdpa.py) cp '" + kStack + "torch-sdpa-h200.json' \"$out\";;\n"
         "  *) exit 4;;\n"
         "esac\n");
   }
@@ -584,19 +585,23 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
   auto none = MeasureStack(p, Options((dir_ / "no-such-python").string()));
   EXPECT_FALSE(none.stack.present);
   EXPECT_TRUE(none.sustained_gemm.points.empty());
-  ASSERT_EQ(none.notes.size(), 2u);
+  ASSERT_EQ(none.notes.size(), 3u);
   EXPECT_NE(none.notes[0].find("no-such-python' not found"), std::string::npos) << none.notes[0];
   EXPECT_NE(none.notes[0].find("no stack section"), std::string::npos);
   EXPECT_EQ(none.notes[1],
             "GEMM sustained-load curve not measured (needs python with torch): "
             "GEMMs priced at the table's rate (no gpu.sustained_gemm)");
+  EXPECT_EQ(none.notes[2],
+            "PyTorch's fused attention not measured (needs python with torch): plans price SDPA "
+            "at gpu.attention_efficiency (no gpu.sdpa)");
+  EXPECT_TRUE(none.sdpa.rows.empty());
 
   auto no_torch = MeasureStack(
       p, Options(FakePython("echo \"ModuleNotFoundError: No module named 'torch'\" >&2\n"
                             "exit 1\n")));
   EXPECT_FALSE(no_torch.stack.present);
   EXPECT_TRUE(no_torch.sustained_gemm.points.empty());
-  ASSERT_EQ(no_torch.notes.size(), 2u);
+  ASSERT_EQ(no_torch.notes.size(), 3u);
   EXPECT_NE(no_torch.notes[1].find("GEMM sustained-load curve not measured (needs python with "
                                    "torch)"),
             std::string::npos)
@@ -609,7 +614,10 @@ TEST_F(StackProbeRunTest, NoPythonNoTorchNoGpuEachSayWhyAndWriteNoSection) {
   auto no_gpu = MeasureStack(p, Options(FakePython("echo 2.11.0+cpu\necho 0\n")));
   EXPECT_FALSE(no_gpu.stack.present);
   EXPECT_TRUE(no_gpu.sustained_gemm.points.empty());
-  ASSERT_EQ(no_gpu.notes.size(), 2u);
+  ASSERT_EQ(no_gpu.notes.size(), 3u);
+  EXPECT_NE(no_gpu.notes[2].find("PyTorch's fused attention not measured (needs a CUDA GPU)"),
+            std::string::npos)
+      << no_gpu.notes[2];
   EXPECT_NE(no_gpu.notes[0].find("torch 2.11.0+cpu sees no CUDA GPU"), std::string::npos)
       << no_gpu.notes[0];
   EXPECT_NE(no_gpu.notes[1].find("GEMM sustained-load curve not measured (needs a CUDA GPU): "
@@ -644,12 +652,18 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
                                                 "(test)"),
             std::string::npos)
       << r.sustained_gemm.source.detail;
+  // PyTorch's fused attention ran after it: the file's 300 rows.
+  ASSERT_EQ(r.sdpa.rows.size(), 300u);
+  EXPECT_EQ(r.sdpa.source.kind, SourceKind::kMeasured);
+  EXPECT_NE(r.sdpa.source.detail.find("cuDNN 91900"), std::string::npos) << r.sdpa.source.detail;
 
   // The section survives a write and a read unchanged.
   HardwareProfile p = Profile();
   p.stack = r.stack;
   p.gpu.sustained_gemm = r.sustained_gemm.points;
   p.gpu.sustained_gemm_source = r.sustained_gemm.source;
+  p.gpu.sdpa = r.sdpa.rows;
+  p.gpu.sdpa_source = r.sdpa.source;
   const std::string out = (dir_ / "with-stack.yaml").string();
   ASSERT_TRUE(WriteHardwareProfile(p, out).ok());
   auto back = LoadHardwareProfile(out);
@@ -724,10 +738,95 @@ TEST_F(StackProbeRunTest, TheSweepRunsWhenTheStackScriptFails) {
       "esac\n");
   auto r = MeasureStack(Profile(), Options(py));
   EXPECT_FALSE(r.stack.present);
-  ASSERT_EQ(r.notes.size(), 1u);
+  ASSERT_EQ(r.notes.size(), 2u);
   EXPECT_NE(r.notes[0].find("stack_costs.py exited with 1"), std::string::npos) << r.notes[0];
+  // torch_sdpa.py fails too (this stand-in runs only the sweep): its own note.
+  EXPECT_NE(r.notes[1].find("PyTorch's fused attention not measured (" ), std::string::npos)
+      << r.notes[1];
+  EXPECT_NE(r.notes[1].find("torch_sdpa.py exited with 1): plans price SDPA at "
+                            "gpu.attention_efficiency (no gpu.sdpa)"),
+            std::string::npos)
+      << r.notes[1];
   ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
   EXPECT_EQ(r.sustained_gemm.points[0], (DutyPoint{0.4002800051268842, 1.0074043714732273}));
+}
+
+TEST(SdpaTableFromJson, TheH200OutputConvertsRowForRow) {
+  const std::string text = Read(kStack + "torch-sdpa-h200.json");
+  auto t = SdpaTableFromJson(text, "torch-sdpa-h200.json", "0.1.0 (test)");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  const json doc = json::parse(text);
+  ASSERT_EQ(t->rows.size(), doc["rows"].size());
+  for (size_t i = 0; i < t->rows.size(); ++i) {
+    const json& r = doc["rows"][i];
+    const AttentionPoint& p = t->rows[i];
+    EXPECT_EQ(p.dtype, r[0] == "bf16" ? Precision::kBf16 : Precision::kFp16) << i;
+    EXPECT_EQ(p.head_dim, r[1].get<int64_t>()) << i;
+    EXPECT_EQ(p.causal, r[2].get<bool>()) << i;
+    EXPECT_EQ(p.seq, r[3].get<int64_t>()) << i;
+    EXPECT_EQ(p.batch_heads, r[4].get<int64_t>()) << i;
+    EXPECT_EQ(p.fwd_flops_per_s, r[5].get<double>()) << i;
+    EXPECT_EQ(p.bwd_flops_per_s, r[6].get<double>()) << i;
+  }
+  // bf16, head dim 128, causal, 1024 tokens x 256 slices: 446 / 320 TFLOP/s in the file.
+  EXPECT_EQ(t->rows[97].head_dim, 128);
+  EXPECT_EQ(t->source.kind, SourceKind::kMeasured);
+  for (const char* part : {"tools/probes/torch_sdpa.py: F.scaled_dot_product_attention",
+                           "cudnn_generated_fort_native_sdpa_sm90_flash", "NVIDIA H200",
+                           "PyTorch 2.11.0+cu130, cuDNN 91900", "2026-12-04",
+                           "dsplan 0.1.0 (test)"}) {
+    EXPECT_NE(t->source.detail.find(part), std::string::npos) << part << " in "
+                                                              << t->source.detail;
+  }
+}
+
+TEST(SdpaTableFromJson, BadOutputsAreErrorsNamingTheFileAndRow) {
+  const json good = json::parse(Read(kStack + "torch-sdpa-h200.json"));
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {[](json& d) { d["schema"] = "dsplan-torch-gemm/1"; }, "expected dsplan-torch-sdpa/1"},
+      {[](json& d) { d.erase("gpu"); }, "torch, gpu and date are required"},
+      {[](json& d) { d["rows"] = json::array(); }, "rows: 0 rows; expected 1 to 4096"},
+      {[](json& d) { d["rows"][3][0] = "fp8"; }, "rows[3][0]: expected bf16 or fp16"},
+      {[](json& d) { d["rows"][3][1] = 0; }, "rows[3][1]: expected an integer from 1 to 1024"},
+      {[](json& d) { d["rows"][3][2] = "yes"; }, "rows[3][2]: expected true or false"},
+      {[](json& d) { d["rows"][3][4] = 2.5; }, "rows[3][4]: expected an integer"},
+      {[](json& d) { d["rows"][3][5] = -1; }, "rows[3][5]: expected a rate in (0, 1e17]"},
+      {[](json& d) { d["rows"][3][6] = 1e30; }, "rows[3][6]: expected a rate in (0, 1e17]"},
+      {[](json& d) { d["rows"][3][6] = nullptr; }, "rows[3][6]: expected a rate"},
+      {[](json& d) { d["rows"][3].erase(6); }, "rows[3]: expected [dtype, head_dim"},
+      {[](json& d) { d["rows"][4] = d["rows"][3]; }, "rows[4]: repeats an earlier row"},
+      {[](json& d) {
+         json row = d["rows"][0];
+         d["rows"] = json::array();
+         for (int i = 0; i < 5000; ++i) {
+           row[4] = i + 1;
+           d["rows"].push_back(row);
+         }
+       },
+       "rows: 5000 rows; expected 1 to 4096"},
+  };
+  for (const Case& c : cases) {
+    json d = good;
+    c.edit(d);
+    auto t = SdpaTableFromJson(d.dump(), "sdpa.json", "");
+    ASSERT_FALSE(t.ok()) << c.expect;
+    EXPECT_EQ(t.status().code(), Status::Code::kInvalidArgument);
+    EXPECT_NE(t.status().message().find("sdpa.json"), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find(c.expect), std::string::npos)
+        << c.expect << " in: " << t.status().message();
+  }
+  // Cut off, and Python's NaN: not JSON.
+  const std::string text = good.dump();
+  EXPECT_FALSE(SdpaTableFromJson(text.substr(0, text.size() / 2), "sdpa.json", "").ok());
+  std::string nan = good.dump();
+  const size_t at = nan.find("446369000000000");
+  ASSERT_NE(at, std::string::npos);
+  nan.replace(at, 15, "NaN");
+  EXPECT_FALSE(SdpaTableFromJson(nan, "sdpa.json", "").ok());
 }
 
 }  // namespace

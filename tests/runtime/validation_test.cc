@@ -281,9 +281,22 @@ TEST(Validation, RuntimeStackDiffersOnlyInHostAndSoftwareTerms) {
   // kernels (upcasts, one per Python tensor op) at the measured rates of PyTorch's kernels; the
   // runtime issues kernels at the measured launch cost, where PyTorch pays the family's
   // measured host time per block (simulator/stack_costs.cc).
+  // The profile's GEMMs measured through PyTorch (stack.gemm) price only the PyTorch stack:
+  // without them both stacks read gpu.gemm and their GEMMs agree at the table's rate.
   const Fixture f = Make(0, false);
-  const std::vector<LayerCost> pt = CostModel(f.profile, f.plan.precision).Layers(f.workload);
-  const double pt_ratio = CostModel(f.profile, f.plan.precision).WorkloadSustainedRatio(f.workload);
+  ASSERT_FALSE(f.profile.stack.gemm.empty());
+  HardwareProfile shared = f.profile;
+  shared.stack.gemm.clear();
+  const std::vector<LayerCost> pt = CostModel(shared, f.plan.precision).Layers(f.workload);
+  const double pt_ratio = CostModel(shared, f.plan.precision).WorkloadSustainedRatio(f.workload);
+  const std::vector<LayerCost> pt_torch =
+      CostModel(f.profile, f.plan.precision).Layers(f.workload);
+  double gemm_shared = 0, gemm_torch = 0;
+  for (size_t i = 0; i < pt.size(); ++i) {
+    gemm_shared += pt[i].fwd_gemm_s + pt[i].bwd_gemm_s;
+    gemm_torch += pt_torch[i].fwd_gemm_s + pt_torch[i].bwd_gemm_s;
+  }
+  EXPECT_NE(gemm_shared, gemm_torch);
   const double rt_ratio =
       CostModel(f.profile, f.plan.precision, SoftwareStack::kDsplanRuntime)
           .WorkloadSustainedRatio(f.workload);

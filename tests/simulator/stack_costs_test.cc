@@ -150,7 +150,7 @@ TEST(FamilyHost, BlocksTakeTheFamilysMeasuredHostTime) {
   auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(hw.ok());
   const CostModel pt(*hw, Precision::kBf16);
-  const StackCosts& s = MeasuredStackCosts();
+  const StackCosts& s = pt.stack_costs();  // the profile's measured section
   const FamilyBlockHost* llama = s.Block("llama", LayerKind::kDecoderBlock);
   ASSERT_NE(llama, nullptr);
   // One sample of 16 tokens: the GPU's share is tiny, the host's is the measurement.

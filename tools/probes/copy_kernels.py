@@ -12,26 +12,18 @@ Output: {"torch", "gpu", "rows": [{"kind", "shape", "pieces", "bytes_moved", "s"
 bytes_moved counts each element read once and written once.
 """
 import json
+import os
 import sys
 import time
 
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_util  # noqa: E402
+
 
 def timeit(fn, reps=20, batches=7):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(batches):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3 / reps)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return probe_util.batched_time(fn, reps, batches)
 
 
 def clocks():

@@ -24,6 +24,21 @@ def with_layers(cfg, layers):
     return c
 
 
+def lm_batch(cfg, s2s, mb, seq, src, tgt, device="cuda"):
+    """A fixed random batch for model config dict |cfg|: input_ids and labels [mb, seq] (the
+    labels are the inputs, as a causal LM trains), or for a seq2seq model [mb, src] inputs and
+    [mb, tgt] labels."""
+    import torch
+    V = cfg["vocab_size"]
+    g = torch.Generator(device=device)
+    g.manual_seed(1)
+    if s2s:
+        return {"input_ids": torch.randint(0, V, (mb, src), device=device, generator=g),
+                "labels": torch.randint(0, V, (mb, tgt), device=device, generator=g)}
+    ids = torch.randint(0, V, (mb, seq), device=device, generator=g)
+    return {"input_ids": ids, "labels": ids}
+
+
 def build(cfgd, device="cuda", dtype=None, attn=None):
     """The causal-LM (or seq2seq) model of config dict |cfgd| on |device|, use_cache off, in
     |dtype| when given; returns (model, is_seq2seq)."""

@@ -23,6 +23,24 @@ def gpu_time(fn, reps=10, warm=3, sleep=20_000_000):
     return statistics.median(ts)
 
 
+def batched_time(fn, reps=10, batches=7):
+    """Median seconds per call of fn() launched |reps| times back to back between two CUDA events,
+    over |batches| batches (one warm-up call first): throughput timing of a kernel that runs long
+    enough for the launches to queue ahead of it."""
+    fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(batches):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(reps):
+            fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b) / 1e3 / reps)
+    return statistics.median(ts)
+
+
 def host_speed(n=2000, reps=5):
     """The host's eager speed at this moment, from fixed loops (medians over |reps|): microseconds
     per in-place add of two 64-element CUDA tensors, per forward of a Linear(64, 64) on 4 rows

@@ -23,29 +23,21 @@ usage: rotary_kernels.py [--out F]
 Prints JSON (schema dsplan-rotary-kernels/1).
 """
 import argparse
-import json
+import os
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_util  # noqa: E402
 
 DEV = "cuda"
 BF = torch.bfloat16
 
 
 def timeit(fn, reps=10, batches=7):
-    fn()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(batches):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            fn()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / 1e3 / reps)
-    ts.sort()
-    return ts[len(ts) // 2]
+    return probe_util.batched_time(fn, reps, batches)
 
 
 def rotate_half(x):
@@ -156,12 +148,7 @@ def main():
         except Exception as e:  # noqa: BLE001
             out["cases"].append({"case": list(c), "error": str(e)[:300]})
     out["seconds"] = round(time.time() - t0, 1)
-    text = json.dumps(out, indent=1)
-    if args.out == "-":
-        print(text)
-    else:
-        with open(args.out, "w") as f:
-            f.write(text)
+    probe_util.write_doc(out, None if args.out == "-" else args.out)
 
 
 if __name__ == "__main__":

@@ -107,14 +107,7 @@ def measure(model, batch, reps=5):
 
 
 def batch_for(cfg, s2s, mb, seq, src, tgt):
-    V = cfg["vocab_size"]
-    g = torch.Generator(device=DEV)
-    g.manual_seed(1)
-    if s2s:
-        return {"input_ids": torch.randint(0, V, (mb, src), device=DEV, generator=g),
-                "labels": torch.randint(0, V, (mb, tgt), device=DEV, generator=g)}
-    ids = torch.randint(0, V, (mb, seq), device=DEV, generator=g)
-    return {"input_ids": ids, "labels": ids}
+    return hf_models.lm_batch(cfg, s2s, mb, seq, src, tgt, DEV)
 
 
 def main():

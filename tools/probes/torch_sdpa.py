@@ -19,29 +19,22 @@ Prints a JSON document (schema dsplan-torch-sdpa/1): versions, method, backend i
 time the same points with contiguous [b, h, s, d] inputs (not in the table: a check).
 """
 import argparse
-import json
+import os
 import platform
-import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_util  # noqa: E402
+
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
-def timed(fn, reps=7, warm=2):
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for i in range(warm + reps):
-        torch.cuda._sleep(1_000_000)
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        if i >= warm:
-            ts.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(ts)
+def timed(fn):
+    return probe_util.gpu_time(fn, reps=7, warm=2, sleep=1_000_000)
 
 
 def point(dtype, hd, causal, seq, bh, contiguous=False, heads=16):
@@ -122,12 +115,7 @@ def main():
                      "4bhs^2d (halved when causal), backward 2.5x",
            "rows": rows, "layout_contiguous": layout, "errors": errors,
            "seconds": round(time.time() - t0, 1)}
-    text = json.dumps(doc, indent=1)
-    if args.out == "-":
-        print(text)
-    else:
-        with open(args.out, "w") as f:
-            f.write(text)
+    probe_util.write_doc(doc, None if args.out == "-" else args.out)
 
 
 if __name__ == "__main__":

@@ -136,12 +136,7 @@ def per_block(r2, r4):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cases", required=True, help="model:mb[:attn],... (catalog ids)")
-    ap.add_argument("--catalog", default=os.path.join(HERE, "..", "..", "models"))
-    ap.add_argument("--seq", type=int, default=1024)
-    ap.add_argument("--src", type=int, default=512)
-    ap.add_argument("--tgt", type=int, default=128)
-    ap.add_argument("--out", default="-")
+    hf_models.add_case_args(ap)
     args = ap.parse_args()
     import transformers
     doc = {"schema": "dsplan-block-ops/1", "torch": torch.__version__,
@@ -150,9 +145,7 @@ def main():
            "seq": args.seq, "src": args.src, "tgt": args.tgt, "cases": {}, "errors": {}}
     t0 = time.time()
     for case in args.cases.split(","):
-        parts = case.split(":")
-        name, mb = parts[0], int(parts[1])
-        attn = parts[2] if len(parts) > 2 else None
+        name, mb, attn = hf_models.parse_case(case)
         try:
             cfg = load_catalog(args.catalog, name)
             runs = {}

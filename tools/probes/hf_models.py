@@ -24,6 +24,23 @@ def with_layers(cfg, layers):
     return c
 
 
+def add_case_args(ap):
+    """The command line the whole-model probes share (step_kernels.py, block_ops.py): the cases
+    (catalog model:micro-batch[:attention]), the catalog, the lengths and the output file."""
+    ap.add_argument("--cases", required=True, help="model:mb[:attn],... (catalog ids)")
+    ap.add_argument("--catalog", default=CATALOG)
+    ap.add_argument("--seq", type=int, default=1024)
+    ap.add_argument("--src", type=int, default=512)
+    ap.add_argument("--tgt", type=int, default=128)
+    ap.add_argument("--out", default="-")
+
+
+def parse_case(case):
+    """'model:mb[:attn]' -> (model, mb, attn or None)."""
+    parts = case.split(":")
+    return parts[0], int(parts[1]), (parts[2] if len(parts) > 2 else None)
+
+
 def lm_batch(cfg, s2s, mb, seq, src, tgt, device="cuda"):
     """A fixed random batch for model config dict |cfg|: input_ids and labels [mb, seq] (the
     labels are the inputs, as a causal LM trains), or for a seq2seq model [mb, src] inputs and

@@ -53,6 +53,11 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   // both offloads, 1.50x at share 0.34; gemma-2b at stage 2 with checkpointing, 0.77x at 0.40)
   // and 1 of 155 without the family's blocks (t5-large at stage 2 with checkpointing, 2.33x at
   // 0.49). The 11 runs of fresh-1204c/ fall inside and do not move the ends.
+  // Replayed again after session 9's kernel mechanisms (2026-12-04 evening, 185 runs: the above,
+  // fresh-1204c/, fresh-1204d/ and fresh-1204e/): GPU-bound runs 0.92-1.11x (106 runs), share
+  // 0.6 or more 0.74-1.43x (60); per op, 0.92-1.51x GPU-bound. The same 2 (and 1) runs fall
+  // outside. The ends are kept: the narrower GPU-bound range is mostly runs the model was built
+  // with, and the out-of-sample fresh sets reached 1.11-1.12x.
   TimeBand b;
   b.family_measured = false;
   for (LayerKind k : {LayerKind::kDecoderBlock, LayerKind::kEncoderBlock}) {

@@ -254,31 +254,27 @@ int RunProfile(const ProfileFlags& f) {
     fmt::print("\n# Not measured / warnings\n");
     for (const std::string& n : result->notes) fmt::print("#  - {}\n", n);
   }
-  // A stack section describes the host and software it was measured with: one in the base is
-  // not carried into this machine's profile.
-  if (result->profile.stack.present) {
-    result->profile.stack = StackProfile{};
-    fmt::print("# the base's stack section is not carried over (it describes the machine it was "
-               "measured on){}\n",
-               f.stack ? "" : "; measure this one with --stack");
-  }
-  // Nor is its GEMM sustained-load curve: it describes the GPU (its power limit and cooling) it
-  // was measured on; --stack measures this one's.
-  if (!result->profile.gpu.sustained_gemm.empty()) {
-    result->profile.gpu.sustained_gemm.clear();
-    result->profile.gpu.sustained_gemm_source = Source{};
-    fmt::print("# the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over "
-               "(it describes the GPU it was measured on){}\n",
+  // What --stack measures describes the machine it was measured on (its host and software, the
+  // GPU's power limit and cooling, PyTorch's kernels): the base's is not carried over.
+  auto drop = [&f](bool present, const char* what, const char* why, auto clear) {
+    if (!present) return;
+    clear();
+    fmt::print("# the base's {} is not carried over (it describes {}){}\n", what, why,
                f.stack ? "; --stack measures this one" : "; measure this one with --stack");
-  }
-  // Nor is its table of PyTorch's fused attention: it describes that GPU and PyTorch.
-  if (!result->profile.gpu.sdpa.empty()) {
-    result->profile.gpu.sdpa.clear();
-    result->profile.gpu.sdpa_source = Source{};
-    fmt::print("# the base's PyTorch attention table (gpu.sdpa) is not carried over (it describes "
-               "the GPU and PyTorch it was measured with){}\n",
-               f.stack ? "; --stack measures this one" : "; measure this one with --stack");
-  }
+  };
+  GpuProfile& gpu_out = result->profile.gpu;
+  drop(result->profile.stack.present, "stack section", "the machine it was measured on",
+       [&] { result->profile.stack = StackProfile{}; });
+  drop(!gpu_out.sustained_gemm.empty(), "GEMM sustained-load curve (gpu.sustained_gemm)",
+       "the GPU it was measured on", [&] {
+         gpu_out.sustained_gemm.clear();
+         gpu_out.sustained_gemm_source = Source{};
+       });
+  drop(!gpu_out.sdpa.empty(), "PyTorch attention table (gpu.sdpa)",
+       "the GPU and PyTorch it was measured with", [&] {
+         gpu_out.sdpa.clear();
+         gpu_out.sdpa_source = Source{};
+       });
   if (f.stack) {
     // The stack's scripts live beside the catalog (the source tree, or DSPLAN_DATA_DIR).
     StackProbeOptions so;

@@ -447,7 +447,7 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
     }
     // Transformer blocks repeat the same ops: price each distinct op once per Layers() call
     // (the table lookups scan the profile's measured rows).
-    double f = 0, b = 0;
+    OpSeconds t;
     double eager_sig = 0;
     for (int k = 0; k < kKernelClassCount; ++k) {
       eager_sig += op.eager.fwd[k] * (k + 1) + op.eager.bwd[k] * (k + 1 + kKernelClassCount);
@@ -456,24 +456,21 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
                         op.fwd_bytes, op.bwd_bytes, eager_sig};
     auto hit = memo ? memo->find(key) : OpMemo::iterator{};
     if (memo && hit != memo->end()) {
-      f = hit->second.first;
-      b = hit->second.second;
+      t = hit->second;
     } else {
-      f = OpForwardSeconds(op);
-      b = OpBackwardSeconds(op);
-      if (memo) memo->emplace(key, std::make_pair(f, b));
+      t = {OpForwardSeconds(op), OpBackwardSeconds(op), BackwardMemoryBoundPart(op)};
+      if (memo) memo->emplace(key, t);
     }
+    const double f = t.fwd, b = t.bwd;
     switch (op.kind) {
       case OpKind::kGemm:
-      case OpKind::kBatchedGemm: {
+      case OpKind::kBatchedGemm:
         // A Linear's bias-gradient reduction is memory-bound, not a GEMM (no sustained-load
         // scaling).
-        const double bias = BackwardMemoryBoundPart(op);
         c.fwd_gemm_s += f;
-        c.bwd_gemm_s += b - bias;
-        c.bwd_memory_s += bias;
+        c.bwd_gemm_s += b - t.bwd_memory;
+        c.bwd_memory_s += t.bwd_memory;
         break;
-      }
       case OpKind::kAttention:
         c.fwd_attention_s += f;
         c.bwd_attention_s += b;

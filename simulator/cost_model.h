@@ -160,7 +160,12 @@ class CostModel {
  private:
   using OpMemoKey =
       std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, double, double, double>;
-  using OpMemo = std::map<OpMemoKey, std::pair<double, double>>;
+  /// An op's forward and backward seconds, and the memory-bound part of the backward
+  /// (BackwardMemoryBoundPart).
+  struct OpSeconds {
+    double fwd = 0, bwd = 0, bwd_memory = 0;
+  };
+  using OpMemo = std::map<OpMemoKey, OpSeconds>;
   /// Layer() with forward/backward seconds of ops already priced in |memo| (may be null).
   /// |model_type| picks the family's measured block host time.
   // Layers() at the GEMM table's rates (GEMMs measured alone).

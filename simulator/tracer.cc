@@ -590,7 +590,7 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   T y = tr.New(Cat(name, ".out"), x.shape, x.dtype);
   // The eager kernels of transformers' apply_rotary_pos_emb, each in the kernel class its
   // operands' layout sends it to (measured op by op: tools/probes/rotary_kernels.py,
-  // docs/stack-costs.md section 2). b: bytes of the rotated part; B: of the whole tensor.
+  // docs/stack-costs.md section 8). b: bytes of the rotated part; B: of the whole tensor.
   // PyTorch vectorizes an elementwise op only when every operand is contiguous in one layout:
   // q arrives as a transposed view of its projection (|in| kBshd or kFused) or contiguous
   // (kBhsd); the rotated part of a partial rotary is a slice of it either way.

@@ -143,6 +143,32 @@ Result<json> ParseJson(const std::string& text, const std::string& source, const
   return doc;
 }
 
+// A probe document's header and rows: the |required| string keys present (errors list them
+// all), a "rows" array of |lo| to |hi| entries. Errors name |file|.
+Result<const json*> ProbeRows(const json& doc, const std::string& file,
+                              std::initializer_list<const char*> required, size_t lo, size_t hi) {
+  const std::vector<std::string> keys(required.begin(), required.end());
+  for (const std::string& k : keys) {
+    if (Str(doc, k.c_str()).empty()) {
+      // "torch, device and date are required"
+      std::string names = keys.front();
+      for (size_t i = 1; i < keys.size(); ++i) {
+        names += (i + 1 == keys.size() ? " and " : ", ") + keys[i];
+      }
+      return Status::InvalidArgument(fmt::format("{}: {} are required", file, names));
+    }
+  }
+  if (!doc.contains("rows") || !doc["rows"].is_array()) {
+    return Status::InvalidArgument(file + ": rows missing");
+  }
+  const json& rows = doc["rows"];
+  if (rows.size() < lo || rows.size() > hi) {
+    return Status::InvalidArgument(
+        fmt::format("{}: rows: {} rows; expected {} to {}", file, rows.size(), lo, hi));
+  }
+  return &rows;
+}
+
 }  // namespace
 
 const char* DefaultStackModels() {
@@ -437,18 +463,11 @@ Result<SustainedGemmCurve> SustainedGemmFromJson(const std::string& json_text,
                                                  const std::string& dsplan_version) {
   DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-gemm-duty/1"));
   const std::string file = Escape(source);
+  DSPLAN_ASSIGN_OR_RETURN(const json* rows_at,
+                          ProbeRows(doc, file, {"torch", "device", "date"}, 2,
+                                    kMaxSustainedGemmPoints));
+  const json& rows = *rows_at;
   const std::string torch = Str(doc, "torch"), device = Str(doc, "device"), date = Str(doc, "date");
-  if (torch.empty() || device.empty() || date.empty()) {
-    return Status::InvalidArgument(file + ": torch, device and date are required");
-  }
-  if (!doc.contains("rows") || !doc["rows"].is_array()) {
-    return Status::InvalidArgument(file + ": rows missing");
-  }
-  const json& rows = doc["rows"];
-  if (rows.size() < 2 || rows.size() > kMaxSustainedGemmPoints) {
-    return Status::InvalidArgument(fmt::format("{}: rows: {} rows; expected 2 to {}", file,
-                                               rows.size(), kMaxSustainedGemmPoints));
-  }
   // An optional measured number (nvidia-smi's samples are null without nvidia-smi).
   auto optional = [](const json& obj, const char* key) -> std::optional<double> {
     if (!obj.is_object() || !obj.contains(key) || !obj.at(key).is_number()) return std::nullopt;
@@ -625,18 +644,10 @@ Result<SdpaTable> SdpaTableFromJson(const std::string& json_text, const std::str
                                     const std::string& dsplan_version) {
   DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-torch-sdpa/1"));
   const std::string file = Escape(source);
+  DSPLAN_ASSIGN_OR_RETURN(const json* rows_at,
+                          ProbeRows(doc, file, {"torch", "gpu", "date"}, 1, kMaxSdpaRows));
+  const json& rows = *rows_at;
   const std::string torch = Str(doc, "torch"), gpu = Str(doc, "gpu"), date = Str(doc, "date");
-  if (torch.empty() || gpu.empty() || date.empty()) {
-    return Status::InvalidArgument(file + ": torch, gpu and date are required");
-  }
-  if (!doc.contains("rows") || !doc["rows"].is_array()) {
-    return Status::InvalidArgument(file + ": rows missing");
-  }
-  const json& rows = doc["rows"];
-  if (rows.empty() || rows.size() > kMaxSdpaRows) {
-    return Status::InvalidArgument(
-        fmt::format("{}: rows: {} rows; expected 1 to {}", file, rows.size(), kMaxSdpaRows));
-  }
   SdpaTable t;
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string where = fmt::format("{}: rows[{}]", file, i);

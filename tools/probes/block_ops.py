@@ -22,7 +22,6 @@ Prints (or writes) a JSON document, schema dsplan-block-ops/1:
 import argparse
 import collections
 import gc
-import json
 import os
 import subprocess
 import sys
@@ -167,12 +166,8 @@ def main():
         except Exception:  # noqa: BLE001
             doc["errors"][case] = traceback.format_exc()[-2000:]
         print(f"block_ops: {case} done at {time.time() - t0:.1f} s", file=sys.stderr)
-        if args.out != "-":
-            with open(args.out + ".tmp", "w") as f:
-                json.dump(doc, f, indent=1)
-            os.replace(args.out + ".tmp", args.out)
-    if args.out == "-":
-        print(json.dumps(doc, indent=1))
+        hf_models.save_cases(doc, args.out)
+    hf_models.save_cases(doc, args.out, final=True)
 
 
 if __name__ == "__main__":

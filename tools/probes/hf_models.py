@@ -35,6 +35,18 @@ def add_case_args(ap):
     ap.add_argument("--out", default="-")
 
 
+def save_cases(doc, out, final=False):
+    """Writes |doc| to |out| through a temporary file after each case, so that a probe killed
+    between cases leaves the cases done so far; with |out| "-", prints it once, when |final|."""
+    import json
+    if out != "-":
+        with open(out + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(out + ".tmp", out)
+    elif final:
+        print(json.dumps(doc, indent=1))
+
+
 def parse_case(case):
     """'model:mb[:attn]' -> (model, mb, attn or None)."""
     parts = case.split(":")

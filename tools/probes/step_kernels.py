@@ -17,7 +17,6 @@ usage: step_kernels.py --cases gemma-2b:10,gpt2-xl:11,t5-3b:10 [--seq 1024] [--o
 import argparse
 import collections
 import gc
-import json
 import os
 import re
 import statistics
@@ -137,12 +136,8 @@ def main():
         print(f"step_kernels: {case} done at {time.time() - t0:.1f} s", file=sys.stderr)
         gc.collect()
         torch.cuda.empty_cache()
-        if args.out != "-":
-            with open(args.out + ".tmp", "w") as f:
-                json.dump(doc, f, indent=1)
-            os.replace(args.out + ".tmp", args.out)
-    if args.out == "-":
-        print(json.dumps(doc, indent=1))
+        hf_models.save_cases(doc, args.out)
+    hf_models.save_cases(doc, args.out, final=True)
 
 
 if __name__ == "__main__":

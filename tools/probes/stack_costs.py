@@ -278,62 +278,75 @@ def batch_for(model, is_s2s):
     return {"input_ids": ids, "labels": ids}
 
 
-def fwd_bwd_times(model, batch, reps=15, warm=4):
-    f, b = [], []
-    for i in range(warm + reps):
-        sync()
-        t0 = time.perf_counter()
-        loss = model(**batch).loss
-        sync()
-        t1 = time.perf_counter()
-        loss.backward()
-        sync()
-        t2 = time.perf_counter()
-        model.zero_grad(set_to_none=True)
-        if i >= warm:
-            f.append(t1 - t0)
-            b.append(t2 - t1)
-    return med(f), med(b)
+def fwd_bwd_once(model, batch):
+    sync()
+    t0 = time.perf_counter()
+    loss = model(**batch).loss
+    sync()
+    t1 = time.perf_counter()
+    loss.backward()
+    sync()
+    t2 = time.perf_counter()
+    model.zero_grad(set_to_none=True)
+    return t1 - t0, t2 - t1
 
 
-def family_costs(cfg):
-    """Per-block forward/backward host time (plain eager), with and without checkpointing."""
+FAMILY_ROUNDS, FAMILY_WARM = 30, 4
+FAMILY_DEPTHS = (2, 8)
+
+
+def family_costs(cfg, rounds=FAMILY_ROUNDS, warm=FAMILY_WARM):
+    """Per-block forward/backward host time (plain eager), with and without checkpointing.
+
+    The 2- and 6-block models (plain and checkpointed) are built first and then run in turn, one
+    forward+backward each per round, so that a drift of the host's speed between rounds moves
+    all four alike; each round gives its own per-block difference, and the estimate is the median
+    of those differences (the host of a shared machine has slow spells of several rounds, which a
+    median of each model's times taken one after the other turns into a wrong difference).
+    The interquartile range of the per-round differences is kept as the estimate's spread."""
     mt = cfg["model_type"]
-    out = {"model_type": mt}
+    out = {"model_type": mt, "rounds": rounds}
     if mt != "t5":  # T5 reports encoder_ and decoder_ blocks; the others one kind of block
         out["block_kind"] = "encoder" if mt == "bert" else "decoder"  # BERT: encoder-only
     variants = [("", None)]
     if mt == "t5":
         variants = [("encoder_", "enc"), ("decoder_", "dec")]
+    lo, hi = FAMILY_DEPTHS
     for prefix, which in variants:
         res = {}
         counts = {}
+        models = {}
         for ckpt in (False, True):
-            t = {}
-            for L in (2, 6):
-                if which == "enc":
-                    c = shrink(cfg, L, 2)
-                elif which == "dec":
-                    c = shrink(cfg, 2, L)
-                else:
-                    c = shrink(cfg, L)
+            for L in (lo, hi):
+                c = shrink(cfg, L, 2) if which == "enc" else shrink(cfg, 2, L) if which == "dec" else shrink(cfg, L)
                 m, s2s = build(c)
                 if not ckpt:
                     counts[L] = (sum(1 for _ in m.modules()), sum(1 for _ in m.parameters()))
-                if ckpt:
+                else:
                     m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-                t[L] = fwd_bwd_times(m, batch_for(m, s2s))
-                del m
-                gc.collect()
+                models[(ckpt, L)] = (m, batch_for(m, s2s))
+        per = {k: ([], []) for k in models}
+        for r in range(warm + rounds):
+            for k, (m, b) in models.items():
+                f, bw = fwd_bwd_once(m, b)
+                if r >= warm:
+                    per[k][0].append(f)
+                    per[k][1].append(bw)
+        for ckpt in (False, True):
             tag = "ckpt_" if ckpt else ""
-            res[tag + "block_fwd_s"] = (t[6][0] - t[2][0]) / 4
-            res[tag + "block_bwd_s"] = (t[6][1] - t[2][1]) / 4
-            res[tag + "rest_fwd_s"] = t[2][0] - 2 * res[tag + "block_fwd_s"]
-            res[tag + "rest_bwd_s"] = t[2][1] - 2 * res[tag + "block_bwd_s"]
-        res["modules_per_block"] = (counts[6][0] - counts[2][0]) / 4
-        res["params_per_block"] = (counts[6][1] - counts[2][1]) / 4
-        res["modules_rest"] = counts[2][0] - 2 * res["modules_per_block"]
-        res["params_rest"] = counts[2][1] - 2 * res["params_per_block"]
+            for i, ph in enumerate(("fwd_s", "bwd_s")):
+                d = [(a - b) / (hi - lo) for a, b in zip(per[(ckpt, hi)][i], per[(ckpt, lo)][i])]
+                q = statistics.quantiles(d, n=4)
+                block = med(d)
+                res[tag + "block_" + ph] = block
+                res[tag + "block_" + ph.replace("_s", "_iqr_s")] = q[2] - q[0]
+                res[tag + "rest_" + ph] = med(per[(ckpt, lo)][i]) - lo * block
+        del models
+        gc.collect()
+        res["modules_per_block"] = (counts[hi][0] - counts[lo][0]) / (hi - lo)
+        res["params_per_block"] = (counts[hi][1] - counts[lo][1]) / (hi - lo)
+        res["modules_rest"] = counts[lo][0] - lo * res["modules_per_block"]
+        res["params_rest"] = counts[lo][1] - lo * res["params_per_block"]
         for k, v in res.items():
             out[prefix + k] = v
     return out
@@ -410,25 +423,49 @@ def lstsq(rows):
             "max_abs_residual_s": float(abs(resid).max())}
 
 
-def zero3_synthetic():
+Z3_GRID_ROUNDS, Z3_GRID_WARM = 20, 3
+
+
+def zero3_synthetic(rounds=Z3_GRID_ROUNDS, warm=Z3_GRID_WARM):
+    """Stage 3 minus stage 2 on stacks of tiny modules. The two engines of a stack are built first
+    and stepped in turn, one step each per round; each round gives its own stage-3-minus-stage-2
+    difference and a row keeps the median of those (as family_costs: a slow spell of the host
+    moves both engines alike). The fit is over the rows' medians."""
+    import deepspeed
     grid = []
     for kind in ("leaf", "leaf_bias", "pair"):
         for n in (32, 128):
             row = {"kind": kind, "n": n}
             row["modules"], row["params"] = stack_counts(kind, n)
+            engines = {}
             for stage in (2, 3):
                 torch.manual_seed(0)
                 model = Stack(kind, n).to(DEV)
-                x = torch.randn(1, 8, W, device=DEV, dtype=DT)
-                t = engine_times(model, ds_config(stage, 0), lambda e: e(x).float().sum())
-                row[f"s{stage}"] = {"fwd_s": t[0], "bwd_s": t[1], "step_s": t[2]}
+                e, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
+                                                  config=ds_config(stage, 0))
+                engines[stage] = e
+            x = torch.randn(1, 8, W, device=DEV, dtype=DT)
+            times = interleaved_step_times({k: (e, lambda e: e(x).float().sum()) for k, e in engines.items()},
+                                           rounds, warm)
+            for stage in (2, 3):
+                row[f"s{stage}"] = {ph: med(v) for ph, v in zip(("fwd_s", "bwd_s", "step_s"), times[stage])}
+            row["s3_minus_s2"] = {}
+            for i, ph in enumerate(("fwd_s", "bwd_s", "step_s")):
+                d = [a - b for a, b in zip(times[3][i], times[2][i])]
+                q = statistics.quantiles(d, n=4)
+                row["s3_minus_s2"][ph] = med(d)
+                row["s3_minus_s2"][ph.replace("_s", "_iqr_s")] = q[2] - q[0]
             grid.append(row)
             print(f"zero3 grid {kind} n={n}: {row}", file=sys.stderr)
+            for e in engines.values():
+                release_engine(e)
+            del engines
     fit = {}
     for phase in ("fwd_s", "bwd_s", "step_s"):
-        fit[phase] = lstsq([(r["modules"], r["params"], r["s3"][phase] - r["s2"][phase]) for r in grid])
-    return {"grid": grid, "fit_stage3_minus_stage2": fit,
-            "note": "every parameter partitioned (stage3_param_persistence_threshold 0); width 64"}
+        fit[phase] = lstsq([(r["modules"], r["params"], r["s3_minus_s2"][phase]) for r in grid])
+    return {"grid": grid, "fit_stage3_minus_stage2": fit, "rounds": rounds,
+            "note": "every parameter partitioned (stage3_param_persistence_threshold 0); width 64; "
+                    "stage 2 and stage 3 engines stepped in turn, median of per-round differences"}
 
 
 def zero3_release():

@@ -38,7 +38,8 @@ int64_t LibraryWorkspaceBytes(const HardwareProfile& hw) {
 
 }  // namespace
 
-TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share) {
+TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
+                      bool zero3) {
   // Drawn from the 155 real DeepSpeed runs with a step time in tests/fixtures/calibration and
   // docs/validation/deepspeed (records-h200.jsonl, holdout/, plans-1203b/, plans-1203c/,
   // fresh-1203d/, kprof-1203e/, fresh-1203f/, repeat-1204/, rep-1204b/), replayed on 2026-12-04
@@ -58,6 +59,16 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   // 0.6 or more 0.74-1.43x (60); per op, 0.92-1.51x GPU-bound. The same 2 (and 1) runs fall
   // outside. The ends are kept: the narrower GPU-bound range is mostly runs the model was built
   // with, and the out-of-sample fresh sets reached 1.11-1.12x.
+  // ZeRO stage 3 is its own task class (2026-12-04, session 10, 201 runs with fresh-1204g/ and
+  // sameday-1204f/): its GPU-bound runs measured 0.95-1.20x (18 runs, median 1.05x) against
+  // 0.92-1.11x for stages 0-2 (95 runs). The stage-3 runs whose layers' host work with the
+  // hooks comes closest to their kernels run slowest (phi-2 at 0.92 of the kernels' time:
+  // 1.20x; falcon-7b at 0.77: 1.11x; gpt-j-6b and pythia-6.9b at 0.5-0.6: 0.96-1.03x;
+  // docs/simulator.md "Known gaps"): a host that is sometimes slower than its median keeps the
+  // GPU waiting, which the model's per-layer max() of the two medians does not see. Until that
+  // is measured, stage 3's GPU-bound band reaches 1.20x (rounded outward); its host-bound end
+  // is the common one. The fresh-1204g run that set the 1.20 (phi-2) was outside the band
+  // registered before it ran; it is inside this one, so it no longer tests it.
   TimeBand b;
   b.family_measured = false;
   for (LayerKind k : {LayerKind::kDecoderBlock, LayerKind::kEncoderBlock}) {
@@ -65,11 +76,14 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   }
   const double h = std::clamp(host_bound_share, 0.0, 1.0);
   if (b.family_measured) {
+    const double gpu_high = zero3 ? 1.20 : 1.15;
     b.low = 0.89 + (0.71 - 0.89) * h;
-    b.high = 1.15 + (1.46 - 1.15) * h;
-    b.basis =
-        "155 real DeepSpeed runs on an H200: 0.89-1.15x when GPU-bound, widening to 0.71-1.46x "
-        "as the host-bound share of the step grows";
+    b.high = gpu_high + (1.46 - gpu_high) * h;
+    b.basis = zero3 ? "201 real DeepSpeed runs on an H200: ZeRO-3 steps 0.89-1.20x when GPU-bound "
+                      "(its hooks' host time can keep the GPU waiting), widening to 0.71-1.46x as "
+                      "the host-bound share of the step grows"
+                    : "201 real DeepSpeed runs on an H200: 0.89-1.15x when GPU-bound, widening to "
+                      "0.71-1.46x as the host-bound share of the step grows";
   } else {
     b.low = 0.88 + (0.86 - 0.88) * h;
     b.high = 1.54 + (2.99 - 1.54) * h;
@@ -464,9 +478,10 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.busy_s = sched.busy_s;
   p.host_bound_share =
       p.step_time_s > 0 ? std::clamp(host_bound_s / p.step_time_s, 0.0, 1.0) : 0.0;
+  const bool zero3 = plan.zero.stage == 3;
   p.time_band = ctx.family_blocks
-                    ? StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share)
-                    : StepTimeBand(w.spec, StackCosts{}, p.host_bound_share);  // priced per op
+                    ? StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share, zero3)
+                    : StepTimeBand(w.spec, StackCosts{}, p.host_bound_share, zero3);  // per op
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const double d = sched.critical_s[k];
     switch (static_cast<TaskKind>(k)) {

@@ -98,8 +98,10 @@ struct StackCosts;
 /// narrow for GPU-bound steps, wider as the host's share grows (its speed varies between runs),
 /// and wider again when |stack| does not hold the host time of the family's blocks (they are
 /// priced per op). So a profile whose stack section measured other families than the built-in
-/// costs gets the band of what it measured.
-TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share);
+/// costs gets the band of what it measured. A |zero3| step (ZeRO stage 3) is its own task class:
+/// its GPU-bound band reaches higher (its hooks' host time can keep the GPU waiting).
+TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
+                      bool zero3 = false);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a

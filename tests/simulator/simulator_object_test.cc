@@ -315,6 +315,39 @@ TEST(StepTimeBand, WidensWithTheHostBoundShare) {
   EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), -1).low, gpu.low);
 }
 
+// ZeRO stage 3 is its own task class: its GPU-bound runs measured up to 1.20x the prediction
+// (phi-2), against 1.11x for stages 0-2, so its GPU-bound band reaches higher; the host-bound end
+// is shared, and a prediction's band follows its plan's stage.
+TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
+  auto gpt2 = LoadModel("gpt2", kData);
+  ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
+  const TimeBand s12 = StepTimeBand(*gpt2, MeasuredStackCosts(), 0, false);
+  const TimeBand s3 = StepTimeBand(*gpt2, MeasuredStackCosts(), 0, true);
+  EXPECT_GE(s3.high, 1.20);
+  EXPECT_LT(s12.high, s3.high);
+  EXPECT_DOUBLE_EQ(s12.low, s3.low);
+  EXPECT_NE(s3.basis.find("ZeRO-3"), std::string::npos) << s3.basis;
+  EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), 1, true).high,
+                   StepTimeBand(*gpt2, MeasuredStackCosts(), 1, false).high);
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  auto xl = LoadModel("gpt2-xl", kData);
+  ASSERT_TRUE(xl.ok()) << xl.status().ToString();
+  Simulator sim(*xl, *hw);
+  Plan plan;
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.micro_batch = 16;
+  for (int stage : {1, 3}) {
+    plan.zero.stage = stage;
+    auto p = sim.Simulate(plan);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    EXPECT_DOUBLE_EQ(p->time_band.high,
+                     StepTimeBand(*xl, MeasuredStackCosts(), p->host_bound_share, stage == 3).high)
+        << "stage " << stage;
+  }
+}
+
 // The share comes from the prediction: a tiny model at stage 3 (every layer's hooks longer than
 // its kernels) is host-bound; gpt2-xl at stage 1 with a large micro-batch is GPU-bound.
 TEST(StepTimeBand, APredictionsShareFollowsItsTasks) {
@@ -333,7 +366,8 @@ TEST(StepTimeBand, APredictionsShareFollowsItsTasks) {
     EXPECT_TRUE(p.ok()) << p.status().ToString();
     EXPECT_GE(p->host_bound_share, 0.0);
     EXPECT_LE(p->host_bound_share, 1.0);
-    EXPECT_EQ(p->time_band.low, StepTimeBand(*spec, MeasuredStackCosts(), p->host_bound_share).low);
+    EXPECT_EQ(p->time_band.low,
+              StepTimeBand(*spec, MeasuredStackCosts(), p->host_bound_share, stage == 3).low);
     return p->host_bound_share;
   };
   EXPECT_GT(share("gpt2", 3, 1), 0.6);

@@ -307,6 +307,12 @@ int RunProfile(const ProfileFlags& f) {
       if (sr.stack.present) {
         result->profile.stack = std::move(sr.stack);
         fmt::print("# stack: {}\n", result->profile.stack.source.detail);
+        // What one run's host costs are good for (docs/stack-costs.md, "Honesty"): on the H200
+        // two runs minutes apart agreed to about 10 % per number, and they did not predict that
+        // day's host-bound DeepSpeed steps better than the built-in costs.
+        fmt::print("# stack host costs are this run's: they repeat to about 10 % between runs and "
+                   "track a host-bound step's speed only roughly; host-bound predictions carry "
+                   "the wider band (docs/stack-costs.md, Honesty)\n");
         if (!result->profile.stack.gemm.empty()) {
           fmt::print("# stack GEMMs through PyTorch: {} rows\n",
                      result->profile.stack.gemm.size());

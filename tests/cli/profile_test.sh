@@ -124,6 +124,33 @@ check "without --stack the base's curve is said to be dropped" \
     grep -q "the base's GEMM sustained-load curve (gpu.sustained_gemm) is not carried over (it describes the GPU it was measured on); measure this one with --stack" "$tmp/out"
 check "without --stack no curve is written" bash -c "! grep -q 'sustained_gemm' '$tmp/nocurve.yaml'"
 
+# A measured stack section (stack_costs.py's real H200 output, with its kernel rates): written,
+# and the output says what one run's host costs are good for.
+python3 -c "
+import json
+s = '$DSPLAN_DATA_DIR/docs/validation/stack/'
+d = json.load(open(s + 'stack-costs-call2.json'))
+d['kernels'] = json.load(open(s + 'kernel-rates.json'))['kernels']
+json.dump(d, open('$tmp/stack-merged.json', 'w'))"
+{
+  echo '#!/bin/sh'
+  echo 'if [ "$1" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi'
+  echo 'script=$1; out=""'
+  echo 'while [ $# -gt 0 ]; do case $1 in --out) out=$2;; esac; shift; done'
+  echo 'case $script in'
+  echo "  */stack_costs.py) cp '$tmp/stack-merged.json' \"\$out\";;"
+  echo '  *) exit 1;;'
+  echo 'esac'
+} >"$tmp/py-stack"
+chmod +x "$tmp/py-stack"
+run profile --test-sizes --base h200-measured --only cpu-adam --stack --python "$tmp/py-stack" \
+    --out "$tmp/stack.yaml"
+check "--stack with stack_costs.py exits 0" test "$rc" -eq 0
+check "the measured stack is named" grep -q "^# stack: tools/probes/stack_costs.py" "$tmp/out"
+check "the stack's host costs are said to be one run's" \
+    grep -q "stack host costs are this run's: they repeat to about 10 % between runs" "$tmp/out"
+check "the profile has the measured stack section" grep -q "^stack:" "$tmp/stack.yaml"
+
 # PyTorch's fused attention (torch_sdpa.py) with a stand-in that copies the H200's real output:
 # the table is written, labelled measured; the base's table is said to be replaced.
 {

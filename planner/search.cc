@@ -132,7 +132,10 @@ std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranke
     }
     picks.push_back(*pick);
   }
-  // Fastest first; choices within kTieTolerance of each other by less memory.
+  // Fastest first; choices within kTieTolerance of each other by the more certain prediction
+  // (the lower upper end of the step-time band: a ZeRO-3 step's is higher, its GPU-bound runs
+  // measured up to 1.20x against 1.15x for stages 0-2; fresh-1204g/ ran phi-2's stage-3 rank 1
+  // 16 % slower than its equally fast stage-1 alternative's prediction), then by less memory.
   std::stable_sort(picks.begin(), picks.end(), [](const ScoredPlan& a, const ScoredPlan& b) {
     return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
   });
@@ -145,6 +148,9 @@ std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranke
     std::stable_sort(picks.begin() + static_cast<std::ptrdiff_t>(i),
                      picks.begin() + static_cast<std::ptrdiff_t>(j),
                      [](const ScoredPlan& a, const ScoredPlan& b) {
+                       const double ha = a.prediction.time_band.high;
+                       const double hb = b.prediction.time_band.high;
+                       if (std::abs(ha - hb) > kBandTieTolerance) return ha < hb;
                        return a.prediction.gpu_total_bytes < b.prediction.gpu_total_bytes;
                      });
     i = j;

@@ -97,8 +97,12 @@ struct RejectedFamily {
 /// once the GPU is busy, and a small global batch is what training recipes assume).
 constexpr double kBatchTolerance = 0.03;
 /// Plans within this fraction of each other's throughput count as equally fast: the one with
-/// less GPU memory goes first (stage 1 before an identical stage 2).
+/// more certain prediction goes first (kBandTieTolerance), then the one with less GPU memory
+/// (stage 1 before an identical stage 2).
 constexpr double kTieTolerance = 0.005;
+/// Two tied choices whose step-time bands' upper ends differ by more than this are ordered by
+/// that end (the more certain prediction first); closer ones by memory.
+constexpr double kBandTieTolerance = 0.01;
 /// A rounder micro-batch (a multiple of 8, 4, 2) within this fraction of the picked plan's
 /// throughput is shown instead of it.
 constexpr double kRoundTolerance = 0.01;

@@ -840,5 +840,27 @@ TEST(PickRecommendationsTest, TiesGoToLessMemoryAndIdenticalStagesFold) {
   EXPECT_EQ(picks[2].same_as_stages, std::vector<int>{2});
 }
 
+TEST(PickRecommendationsTest, TiesGoToTheMoreCertainPredictionFirst) {
+  // phi-2 at 768 tokens (fresh-1204g): stage 3 predicted 0.02 % faster than stage 1 and with
+  // about the same memory, but stage 3's band reaches 1.20x against 1.15x; it ran 16 % slow.
+  ScoredPlan s3 = Synthetic(3, false, 16, 100.0, 60);
+  ScoredPlan s1 = Synthetic(1, false, 14, 99.9, 61);
+  s3.prediction.time_band.high = 1.20;
+  s1.prediction.time_band.high = 1.15;
+  auto picks = PickRecommendations({s3, s1}, true);
+  ASSERT_EQ(picks.size(), 2u);
+  EXPECT_EQ(picks[0].plan.zero.stage, 1);
+  EXPECT_EQ(picks[1].plan.zero.stage, 3);
+  // Bands within kBandTieTolerance: memory decides again.
+  s1.prediction.time_band.high = 1.195;
+  picks = PickRecommendations({s3, s1}, true);
+  EXPECT_EQ(picks[0].plan.zero.stage, 3);
+  // Not a tie (1 % apart in throughput): the faster goes first whatever its band.
+  s1.prediction.time_band.high = 1.15;
+  s1.prediction.tokens_per_s = 99.0;
+  picks = PickRecommendations({s3, s1}, true);
+  EXPECT_EQ(picks[0].plan.zero.stage, 3);
+}
+
 }  // namespace
 }  // namespace dsplan

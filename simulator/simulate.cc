@@ -64,10 +64,10 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   // 0.92-1.11x for stages 0-2 (95 runs). The stage-3 runs whose layers' host work with the
   // hooks comes closest to their kernels run slowest (phi-2 at 0.92 of the kernels' time:
   // 1.20x; falcon-7b at 0.77: 1.11x; gpt-j-6b and pythia-6.9b at 0.5-0.6: 0.96-1.03x;
-  // docs/simulator.md "Known gaps"): a host that is sometimes slower than its median keeps the
-  // GPU waiting, which the model's per-layer max() of the two medians does not see. Until that
-  // is measured, stage 3's GPU-bound band reaches 1.20x (rounded outward); its host-bound end
-  // is the common one. The fresh-1204g run that set the 1.20 (phi-2) was outside the band
+  // docs/simulator.md "Known gaps": the host's work for these layers may be larger than the
+  // probes say, or its variation may keep the GPU waiting; neither is measured yet). Until then
+  // stage 3's GPU-bound band reaches 1.20x (rounded outward); its host-bound end is the common
+  // one. The fresh-1204g run that set the 1.20 (phi-2) was outside the band
   // registered before it ran; it is inside this one, so it no longer tests it.
   TimeBand b;
   b.family_measured = false;

@@ -393,9 +393,12 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   const std::string cpus = versions.contains("cpus") && versions["cpus"].is_number_integer()
                                ? fmt::format("{} CPUs", versions["cpus"].get<int64_t>())
                                : std::string("? CPUs");
+  // The CPU's model name (stack_costs.py's cpu_model): host costs differ between CPU models.
+  const std::string model = Str(versions, "cpu_model");
   s.source = Source{SourceKind::kMeasured,
-                    fmt::format("{} ({}) on {} ({}{}); {}; {}", tool, what, s.gpu, cpus,
-                                cpu.empty() ? "" : ", " + cpu, vers, s.date)};
+                    fmt::format("{} ({}) on {} ({}{}{}); {}; {}", tool, what, s.gpu, cpus,
+                                cpu.empty() ? "" : ", " + cpu,
+                                model.empty() ? "" : ", " + Escape(model, 80), vers, s.date)};
   return s;
 }
 

@@ -209,6 +209,27 @@ TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
   EXPECT_NE(wrong.status().message().find("expected dsplan-stack-costs/1"), std::string::npos);
 }
 
+// The CPU's model name (stack_costs.py writes versions.cpu_model since 2026-12-04): named in the
+// section's source, escaped and cut like any value from a file; absent, nothing is added.
+TEST(StackProbeTest, TheCpuModelIsNamedInTheSource) {
+  json doc = MergedH200Document();
+  doc["versions"]["cpu_model"] = "Intel(R) Xeon(R) Platinum 8480C";
+  auto s = StackProfileFromJson(doc.dump(), "cpu.json", kH200Stream, "t", nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE(s->source.detail.find("16 CPUs, x86_64, Intel(R) Xeon(R) Platinum 8480C)"),
+            std::string::npos)
+      << s->source.detail;
+  doc["versions"]["cpu_model"] = std::string("bad\nname") + std::string(500, 'x');
+  s = StackProfileFromJson(doc.dump(), "cpu.json", kH200Stream, "t", nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->source.detail.find('\n'), std::string::npos) << s->source.detail;
+  EXPECT_LT(s->source.detail.size(), 600u) << s->source.detail;
+  doc["versions"].erase("cpu_model");
+  s = StackProfileFromJson(doc.dump(), "cpu.json", kH200Stream, "t", nullptr);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_NE(s->source.detail.find("16 CPUs, x86_64); "), std::string::npos) << s->source.detail;
+}
+
 // A real run on the H200 machine in a Python environment without DeepSpeed (2026-12-03, the
 // script as committed before it wrote block_kind): a section without zero3, BERT's block read
 // as an encoder block, T5's as both.

@@ -6,13 +6,14 @@
 #   2. the DeepSpeed cases through .dsbench/go.sh                                       -> cases.jsonl
 #   3. stack_costs.py again                                                            -> stack-B.json
 # and, all along, a once-a-second sample of the host (/proc/stat's CPU time split, steal included,
-# the load average and the mean CPU clock) -> host-monitor.tsv.
+# the load average and the mean CPU clock) -> host-monitor.tsv; the CPU model -> lscpu.txt.
 #   bash tools/device/same_day_host.sh MODELS CASES.jsonl CASES_S [STACK_S]
 # MODELS: catalog ids for stack_costs' families; CASES_S: seconds for go.sh; STACK_S: each probe's cap.
 set -u
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 MODELS=$1; CASES=$2; CASES_S=$3; STACK_S=${4:-130}
 mkdir -p "$OUT"
+lscpu > "$OUT/lscpu.txt" 2>&1 || grep -m1 "model name" /proc/cpuinfo > "$OUT/lscpu.txt"
 ( while :; do
     c=$(head -1 /proc/stat); l=$(cut -d' ' -f1-3 /proc/loadavg)
     mhz=$(awk -F: '/cpu MHz/{s+=$2;n++} END{if(n) printf "%.0f", s/n}' /proc/cpuinfo)

@@ -627,10 +627,24 @@ def zero3_calls(width=Z3_CALLS_WIDTH, depths=Z3_CALLS_DEPTHS, rounds=10, warm=3)
             "min_s": mins, "per_module_min_s": per, "attributed_counts": counts, "stacks": row}
 
 
+def cpu_model():
+    """The host CPU's model name (/proc/cpuinfo), or None: host costs differ between CPU models,
+    and a device machine may be another one on each call (docs/validation/deepspeed/sameday-1204f)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def versions(have_ds):
     v = {"python": platform.python_version(), "torch": torch.__version__,
          "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
-         "cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count()}
+         "cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+         "cpu_model": cpu_model()}
     try:
         import transformers
         v["transformers"] = transformers.__version__

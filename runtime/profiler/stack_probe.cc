@@ -792,55 +792,60 @@ void MeasureStackSection(const HardwareProfile& profile, const StackProbeOptions
   res.stack = std::move(*stack);
 }
 
-// Step 4: the GEMM sustained-load curve (gpu.sustained_gemm) from gemm_sustained.py
-// --duty-sweep, into |res|; when it fails, no curve and a note.
-void MeasureSustainedGemm(const StackProbeOptions& o, StackProbeResult& res) {
-  if (!o.sustained_gemm) {
-    res.notes.push_back(fmt::format("{} (not asked): {}", kNoCurve, kNoCurveEffect));
-    return;
+// Steps 4 and 5 run one probe script each and read its JSON output: `python3 SCRIPT ARGS --out
+// WORK/NAME.json`, then |parse|(text, path). Not asked, a failed run or an output |parse| refuses:
+// nothing, and a note "WHAT (why): EFFECT".
+template <typename T, typename Parse>
+std::optional<T> RunProbeScript(const StackProbeOptions& o, bool asked, const char* what,
+                                const char* effect, const char* script_name,
+                                std::vector<std::string> args, const char* name, Parse parse,
+                                StackProbeResult& res) {
+  if (!asked) {
+    res.notes.push_back(fmt::format("{} (not asked): {}", what, effect));
+    return std::nullopt;
   }
   const fs::path work(o.work_dir);
-  const std::string duty_json = (work / "gemm-duty.json").string();
-  const std::string script = (fs::path(o.tools_dir) / "gemm_sustained.py").string();
-  const int rc = RunProcess({o.python, script, "--duty-sweep", "--out", duty_json},
-                            (work / "gemm-duty.stdout").string(), "");
-  auto curve = rc != 0 ? Result<SustainedGemmCurve>(
-                             Status::Internal(fmt::format("{} exited with {}", script, rc)))
-                       : SustainedGemmFromJson(ReadAll(duty_json), duty_json,
-                                               "tools/probes/gemm_sustained.py --duty-sweep",
-                                               o.dsplan_version);
-  if (!curve.ok()) {
-    res.notes.push_back(
-        fmt::format("{} ({}): {}", kNoCurve, curve.status().message(), kNoCurveEffect));
-    return;
+  const std::string out = (work / (std::string(name) + ".json")).string();
+  const std::string script = (fs::path(o.tools_dir) / script_name).string();
+  args.insert(args.begin(), {o.python, script});
+  args.insert(args.end(), {"--out", out});
+  const int rc = RunProcess(args, (work / (std::string(name) + ".stdout")).string(), "");
+  Result<T> got = rc != 0 ? Result<T>(Status::Internal(fmt::format("{} exited with {}", script, rc)))
+                          : parse(ReadAll(out), out);
+  if (!got.ok()) {
+    res.notes.push_back(fmt::format("{} ({}): {}", what, got.status().message(), effect));
+    return std::nullopt;
   }
-  res.sustained_gemm = std::move(*curve);
+  return std::move(*got);
 }
 
 const char* kNoSdpa = "PyTorch's fused attention not measured";
 const char* kNoSdpaEffect = "plans price SDPA at gpu.attention_efficiency (no gpu.sdpa)";
 
-// Step 5: PyTorch's fused attention (gpu.sdpa) from torch_sdpa.py, into |res|; when it fails,
-// no table and a note.
+// Step 4: the GEMM sustained-load curve (gpu.sustained_gemm) from gemm_sustained.py
+// --duty-sweep, into |res|.
+void MeasureSustainedGemm(const StackProbeOptions& o, StackProbeResult& res) {
+  auto curve = RunProbeScript<SustainedGemmCurve>(
+      o, o.sustained_gemm, kNoCurve, kNoCurveEffect, "gemm_sustained.py", {"--duty-sweep"},
+      "gemm-duty",
+      [&](const std::string& text, const std::string& path) {
+        return SustainedGemmFromJson(text, path, "tools/probes/gemm_sustained.py --duty-sweep",
+                                     o.dsplan_version);
+      },
+      res);
+  if (curve) res.sustained_gemm = std::move(*curve);
+}
+
+// Step 5: PyTorch's fused attention (gpu.sdpa) from torch_sdpa.py, into |res|.
 void MeasureSdpa(const StackProbeOptions& o, StackProbeResult& res) {
-  if (!o.sdpa) {
-    res.notes.push_back(fmt::format("{} (not asked): {}", kNoSdpa, kNoSdpaEffect));
-    return;
-  }
-  const fs::path work(o.work_dir);
-  const std::string sdpa_json = (work / "torch-sdpa.json").string();
-  const std::string script = (fs::path(o.tools_dir) / "torch_sdpa.py").string();
-  const int rc = RunProcess({o.python, script, "--dtypes", o.gemm_dtypes, "--out", sdpa_json},
-                            (work / "torch-sdpa.stdout").string(), "");
-  auto table = rc != 0 ? Result<SdpaTable>(
-                             Status::Internal(fmt::format("{} exited with {}", script, rc)))
-                       : SdpaTableFromJson(ReadAll(sdpa_json), sdpa_json, o.dsplan_version);
-  if (!table.ok()) {
-    res.notes.push_back(
-        fmt::format("{} ({}): {}", kNoSdpa, table.status().message(), kNoSdpaEffect));
-    return;
-  }
-  res.sdpa = std::move(*table);
+  auto table = RunProbeScript<SdpaTable>(
+      o, o.sdpa, kNoSdpa, kNoSdpaEffect, "torch_sdpa.py", {"--dtypes", o.gemm_dtypes},
+      "torch-sdpa",
+      [&](const std::string& text, const std::string& path) {
+        return SdpaTableFromJson(text, path, o.dsplan_version);
+      },
+      res);
+  if (table) res.sdpa = std::move(*table);
 }
 
 }  // namespace

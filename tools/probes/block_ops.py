@@ -138,10 +138,7 @@ def main():
     hf_models.add_case_args(ap)
     args = ap.parse_args()
     import transformers
-    doc = {"schema": "dsplan-block-ops/1", "torch": torch.__version__,
-           "transformers": transformers.__version__,
-           "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"),
-           "seq": args.seq, "src": args.src, "tgt": args.tgt, "cases": {}, "errors": {}}
+    doc = hf_models.case_doc("dsplan-block-ops/1", args, transformers=transformers.__version__)
     t0 = time.time()
     for case in args.cases.split(","):
         name, mb, attn = hf_models.parse_case(case)

@@ -35,6 +35,18 @@ def add_case_args(ap):
     ap.add_argument("--out", default="-")
 
 
+def case_doc(schema, args, **extra):
+    """The header of a whole-model probe's output document: schema, versions, GPU, date, the
+    lengths of |args| (add_case_args) and empty cases/errors; |extra| keys added."""
+    import time
+    import torch
+    doc = {"schema": schema, "torch": torch.__version__, "gpu": torch.cuda.get_device_name(0),
+           "date": time.strftime("%Y-%m-%d"), "seq": args.seq, "src": args.src, "tgt": args.tgt}
+    doc.update(extra)
+    doc.update({"cases": {}, "errors": {}})
+    return doc
+
+
 def save_cases(doc, out, final=False):
     """Writes |doc| to |out| through a temporary file after each case, so that a probe killed
     between cases leaves the cases done so far; with |out| "-", prints it once, when |final|."""

@@ -67,6 +67,12 @@ def med(xs):
     return statistics.median(xs) if xs else None
 
 
+def iqr(xs):
+    """The interquartile range of |xs| (at least two values): the spread kept beside a median."""
+    q = statistics.quantiles(xs, n=4)
+    return q[2] - q[0]
+
+
 def timed(fn, reps=7, warm=2):
     out = []
     for i in range(warm + reps):
@@ -336,10 +342,9 @@ def family_costs(cfg, rounds=FAMILY_ROUNDS, warm=FAMILY_WARM):
             tag = "ckpt_" if ckpt else ""
             for i, ph in enumerate(("fwd_s", "bwd_s")):
                 d = [(a - b) / (hi - lo) for a, b in zip(per[(ckpt, hi)][i], per[(ckpt, lo)][i])]
-                q = statistics.quantiles(d, n=4)
                 block = med(d)
                 res[tag + "block_" + ph] = block
-                res[tag + "block_" + ph.replace("_s", "_iqr_s")] = q[2] - q[0]
+                res[tag + "block_" + ph.replace("_s", "_iqr_s")] = iqr(d)
                 res[tag + "rest_" + ph] = med(per[(ckpt, lo)][i]) - lo * block
         del models
         gc.collect()
@@ -452,9 +457,8 @@ def zero3_synthetic(rounds=Z3_GRID_ROUNDS, warm=Z3_GRID_WARM):
             row["s3_minus_s2"] = {}
             for i, ph in enumerate(("fwd_s", "bwd_s", "step_s")):
                 d = [a - b for a, b in zip(times[3][i], times[2][i])]
-                q = statistics.quantiles(d, n=4)
                 row["s3_minus_s2"][ph] = med(d)
-                row["s3_minus_s2"][ph.replace("_s", "_iqr_s")] = q[2] - q[0]
+                row["s3_minus_s2"][ph.replace("_s", "_iqr_s")] = iqr(d)
             grid.append(row)
             print(f"zero3 grid {kind} n={n}: {row}", file=sys.stderr)
             for e in engines.values():
@@ -570,8 +574,7 @@ def zero3_family(cfg, rounds=15, warm=3):
         times = interleaved_step_times(
             {k: (e, lambda e, b=b: e(**b).loss) for k, (e, b) in engines.items()}, rounds, warm)
         t = {k: tuple(med(x) for x in v) for k, v in times.items()}
-        spread = {k: tuple((statistics.quantiles(x, n=4)[2] - statistics.quantiles(x, n=4)[0])
-                           for x in v) for k, v in times.items()}
+        spread = {k: tuple(iqr(x) for x in v) for k, v in times.items()}
         n = Z3_LAYERS[1] - Z3_LAYERS[0]
         for ckpt in (False, True):
             tag = "ckpt_" if ckpt else ""

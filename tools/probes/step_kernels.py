@@ -113,9 +113,7 @@ def main():
     ap = argparse.ArgumentParser()
     hf_models.add_case_args(ap)
     args = ap.parse_args()
-    doc = {"schema": "dsplan-step-kernels/1", "torch": torch.__version__,
-           "gpu": torch.cuda.get_device_name(0), "date": time.strftime("%Y-%m-%d"),
-           "seq": args.seq, "src": args.src, "tgt": args.tgt, "cases": {}, "errors": {}}
+    doc = hf_models.case_doc("dsplan-step-kernels/1", args)
     t0 = time.time()
     for case in args.cases.split(","):
         name, mb, attn = hf_models.parse_case(case)

@@ -13,7 +13,8 @@ busy-wait (so that the launch is not on the clock), CUDA events around the call,
 FLOPs as the profile's attention table counts them: forward 4·b·h·s²·d (halved when causal),
 backward 2.5x the forward.
 
-usage: torch_sdpa.py [--dtypes bf16,fp16] [--out F] [--quick]
+usage: torch_sdpa.py [--dtypes bf16,fp16] [--out F] [--quick] [--dropout P] [--head-dims L] [--seqs L]
+(--dropout: every row with that attention dropout, as a model with attn_pdrop trains)
 Prints a JSON document (schema dsplan-torch-sdpa/1): versions, method, backend in use, and rows
 [dtype, head_dim, causal, seq, batch_heads, fwd_flops_per_s, bwd_flops_per_s]; "layout" rows
 time the same points with contiguous [b, h, s, d] inputs (not in the table: a check).
@@ -37,7 +38,7 @@ def timed(fn):
     return probe_util.gpu_time(fn, reps=7, warm=2, sleep=1_000_000)
 
 
-def point(dtype, hd, causal, seq, bh, contiguous=False, heads=16):
+def point(dtype, hd, causal, seq, bh, contiguous=False, heads=16, dropout=0.0):
     b = max(1, bh // heads)
     h = bh // b
     dev = "cuda"
@@ -49,9 +50,9 @@ def point(dtype, hd, causal, seq, bh, contiguous=False, heads=16):
         q, k, v = (torch.rand(b, seq, h, hd, device=dev, dtype=dtype, requires_grad=True)
                    for _ in range(3))
         qv, kv, vv = (t.transpose(1, 2) for t in (q, k, v))
-    out = F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal)
+    out = F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal, dropout_p=dropout)
     go = torch.rand_like(out)
-    fwd = timed(lambda: F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal))
+    fwd = timed(lambda: F.scaled_dot_product_attention(qv, kv, vv, is_causal=causal, dropout_p=dropout))
 
     def bwd():
         torch.autograd.grad(out, (q, k, v), go, retain_graph=True)
@@ -79,10 +80,18 @@ def main():
     ap.add_argument("--dtypes", default="bf16,fp16")
     ap.add_argument("--out", default="-")
     ap.add_argument("--quick", action="store_true", help="a few points (a smoke test)")
+    ap.add_argument("--dropout", type=float, default=0.0,
+                    help="attention dropout probability of every row (GPT-2 trains with 0.1)")
+    ap.add_argument("--head-dims", default=None, help="comma list (default 64,80,96,128,256)")
+    ap.add_argument("--seqs", default=None, help="comma list (default 256,512,1024,2048,4096)")
     args = ap.parse_args()
     t0 = time.time()
     head_dims = [64, 128] if args.quick else [64, 80, 96, 128, 256]
     seqs = [1024] if args.quick else [256, 512, 1024, 2048, 4096]
+    if args.head_dims:
+        head_dims = [int(x) for x in args.head_dims.split(",")]
+    if args.seqs:
+        seqs = [int(x) for x in args.seqs.split(",")]
     rows_per = [262144] if args.quick else [65536, 262144, 1048576]  # b*h*s
     rows, layout, errors = [], [], []
     for dn in args.dtypes.split(","):
@@ -93,12 +102,12 @@ def main():
                     for r in rows_per:
                         bh = max(1, r // seq)
                         try:
-                            n, f, b = point(dtype, hd, causal, seq, bh)
+                            n, f, b = point(dtype, hd, causal, seq, bh, dropout=args.dropout)
                             rows.append([dn, hd, causal, seq, n, round(f, -9), round(b, -9)])
                         except Exception as e:  # noqa: BLE001
                             errors.append(f"{dn} hd {hd} causal {causal} seq {seq} bh {bh}: {e}"[:300])
                         torch.cuda.empty_cache()
-        if not args.quick:
+        if not args.quick and not args.dropout:
             for hd in (64, 128):
                 for seq in (1024, 2048):
                     bh = 262144 // seq
@@ -113,7 +122,7 @@ def main():
                      "is_causal for causal rows; backward: autograd.grad of the output; "
                      "2 warm-up + 7 timed behind a 1 ms busy-wait, CUDA events, median; FLOPs "
                      "4bhs^2d (halved when causal), backward 2.5x",
-           "rows": rows, "layout_contiguous": layout, "errors": errors,
+           "dropout_p": args.dropout, "rows": rows, "layout_contiguous": layout, "errors": errors,
            "seconds": round(time.time() - t0, 1)}
     probe_util.write_doc(doc, None if args.out == "-" else args.out)
 

@@ -307,6 +307,98 @@ def kprof_step(engine, batch):
     return res
 
 
+def stream_timeline(kernels, launches, wall_ns):
+    """Where one phase's GPU time goes, stream by stream. |kernels|: (stream, start_ns, end_ns,
+    name, correlation) of every kernel, copy and memset; |launches|: {correlation: host launch
+    start_ns}. The compute stream is the one with the most kernel time. Its idle time inside the
+    phase is split into gaps during which another stream was busy (the compute stream waits on a
+    side stream's event, e.g. a ZeRO-3 gather) and gaps with the whole GPU idle (nothing queued:
+    the host is late). For compute kernels with a known launch, the launch lag (kernel start less
+    host launch) tells whether the queue ran dry: a kernel that starts within 20 us of its launch
+    found the GPU waiting for the host."""
+    def union(iv):
+        iv = sorted(iv)
+        out = []
+        for a, b in iv:
+            if out and a <= out[-1][1]:
+                out[-1][1] = max(out[-1][1], b)
+            else:
+                out.append([a, b])
+        return out
+
+    def overlap(u, v):
+        i = j = 0
+        tot = 0
+        while i < len(u) and j < len(v):
+            a, b = max(u[i][0], v[j][0]), min(u[i][1], v[j][1])
+            if b > a:
+                tot += b - a
+            if u[i][1] < v[j][1]:
+                i += 1
+            else:
+                j += 1
+        return tot
+
+    if not kernels:
+        return {}
+    per = {}
+    for st, a, b, name, corr in kernels:
+        per.setdefault(st, []).append((a, b, name, corr))
+    ktime = {st: sum(b - a for a, b, _, _ in v) for st, v in per.items()}
+    comp = max(ktime, key=ktime.get)
+    cu = union([(a, b) for a, b, _, _ in per[comp]])
+    side = union([(a, b) for st, v in per.items() if st != comp for a, b, _, _ in v])
+    t0, t1 = cu[0][0], cu[-1][1]
+    gaps = [(cu[i][1], cu[i + 1][0]) for i in range(len(cu) - 1)]
+    gap_side = overlap(gaps, side)
+    gap_tot = sum(b - a for a, b in gaps)
+    big = [g for g in gaps if g[1] - g[0] > 50_000]
+    lags = sorted(a - launches[c] for a, b, _, c in per[comp] if c in launches)
+    starved = [x for x in lags if x < 20_000]
+    gemm = sum(b - a for a, b, n, _ in per[comp] if any(k in n.lower() for k in ("gemm", "nvjet", "cutlass", "xmma")))
+    return {"wall_s": wall_ns / 1e9, "compute_stream": comp, "streams": len(per),
+            "compute_span_s": (t1 - t0) / 1e9, "compute_busy_s": sum(b - a for a, b in cu) / 1e9,
+            "compute_kernels": len(per[comp]), "compute_gemm_s": gemm / 1e9,
+            "compute_gaps_s": gap_tot / 1e9, "gaps_with_side_busy_s": gap_side / 1e9,
+            "gaps_gpu_idle_s": (gap_tot - gap_side) / 1e9, "gaps_over_50us": len(big),
+            "gaps_over_50us_s": sum(b - a for a, b in big) / 1e9,
+            "side_busy_s": sum(b - a for a, b in side) / 1e9, "side_concurrent_s": overlap(cu, side) / 1e9,
+            "side_streams": {str(st): round(ktime[st] / 1e9, 6) for st in per if st != comp},
+            "launch_lag_known": len(lags), "launch_lag_median_us": lags[len(lags) // 2] / 1e3 if lags else None,
+            "starved_kernels": len(starved),
+            "starved_kernel_s": sum(b - a for a, b, _, c in per[comp] if c in launches and a - launches[c] < 20_000) / 1e9}
+
+
+def timeline_step(engine, batch):
+    """One more step, each phase under a CUDA-only torch.profiler (no CPU op recording, so the
+    host is slowed as little as possible), reduced by stream_timeline."""
+    from torch.profiler import ProfilerActivity, profile
+    res, state = {}, {}
+    for name in ("fwd", "bwd", "opt"):
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            ta = time.perf_counter_ns()
+            if name == "fwd":
+                state["loss"] = engine(**batch).loss
+            elif name == "bwd":
+                engine.backward(state["loss"])
+            else:
+                engine.step()
+            torch.cuda.synchronize()
+            wall = time.perf_counter_ns() - ta
+        kernels, launches = [], {}
+        for e in prof.profiler.kineto_results.events():
+            dt = str(e.device_type())
+            if dt.endswith("CUDA"):
+                kernels.append((int(e.device_resource_id()), int(e.start_ns()), int(e.end_ns()),
+                                e.name(), int(e.correlation_id())))
+            elif "cudaLaunch" in e.name() or "cuLaunch" in e.name() or "cudaMemcpy" in e.name():
+                launches[int(e.correlation_id())] = int(e.start_ns())
+        res[name] = stream_timeline(kernels, launches, wall)
+    state.clear()
+    return res
+
+
 def run_sub(s, D):
     if STATE["key"] != engine_key(s):
         teardown()
@@ -394,6 +486,14 @@ def run_sub(s, D):
     # It tells where a step's time goes in real DeepSpeed without changing the timed steps.
     if os.environ.get("DSBENCH_KPROF") and ga == 1:
         D["kprof"] = kprof_step(engine, batch)
+        dump()
+    # DSBENCH_TIMELINE=1: one more step under a CUDA-only profiler, reduced stream by stream
+    # (stream_timeline): is the compute stream idle, and waiting on a side stream or on the host?
+    if os.environ.get("DSBENCH_TIMELINE") and ga == 1:
+        try:
+            D["timeline"] = timeline_step(engine, batch)
+        except Exception:  # noqa: BLE001
+            D["timeline_error"] = traceback.format_exc()[-2000:]
         dump()
     if memhist:
         marks.append(("end", time.time_ns() // 1000))

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""The stream timelines of driver.py's DSBENCH_TIMELINE step as a Markdown table.
+
+usage: timeline_table.py RESULTS.jsonl [...]
+One row per sub-case and phase: the phase's wall time, the compute stream's busy time (union of
+its kernels), its idle time split into gaps while a side stream was busy (the compute stream
+waiting on, e.g., a ZeRO-3 gather) and gaps with the whole GPU idle (the host late), the GEMM
+share of the compute stream, side-stream time that ran beside compute kernels, and how many
+compute kernels started within 20 us of their launch (the queue had run dry).
+"""
+import json
+import sys
+
+
+def rows(paths):
+    for p in paths:
+        for line in open(p):
+            r = json.loads(line)
+            for d in r.get("subs", []):
+                if "timeline" in d or "timeline_error" in d:
+                    yield d
+
+
+def main():
+    print("| case | phase | timed median s | wall s | compute busy s | gaps: GPU idle s | gaps: side busy s "
+          "| GEMM s | side beside compute s | starved kernels (s) |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for d in rows(sys.argv[1:]):
+        if "timeline_error" in d:
+            print(f"| {d['sub_id']} | error: {d['timeline_error'].strip().splitlines()[-1][:80]} |")
+            continue
+        for ph in ("fwd", "bwd", "opt"):
+            t = d["timeline"].get(ph) or {}
+            if not t:
+                continue
+            print(f"| {d['sub_id']} | {ph} | {d.get('median_' + ph + '_s', 0):.4f} | {t['wall_s']:.4f} | "
+                  f"{t['compute_busy_s']:.4f} | {t['gaps_gpu_idle_s']:.4f} | {t['gaps_with_side_busy_s']:.4f} | "
+                  f"{t['compute_gemm_s']:.4f} | {t['side_concurrent_s']:.4f} | "
+                  f"{t['starved_kernels']} of {t['launch_lag_known']} ({t['starved_kernel_s']:.4f}) |")
+
+
+if __name__ == "__main__":
+    main()

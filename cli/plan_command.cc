@@ -634,6 +634,10 @@ int RunPlan(PlanFlags g) {
                           {"hostfile_written", hostfile_written},
                           {"notes", outputs->notes},
                           {"fits", any},
+                          {"order", {{"choice_tie_tolerance", kChoiceTieTolerance},
+                                     {"explanation",
+                                      "fastest first; choices within the tolerance of each other's "
+                                      "tokens/s go by the narrower step-time band, then less memory"}}},
                           {"search", {{"plans_considered", res.plans_considered},
                                       {"plans_simulated", res.plans_simulated},
                                       {"seconds", res.seconds}}}};
@@ -693,6 +697,11 @@ int RunPlan(PlanFlags g) {
              r.nvme_bytes > 0 ? FormatBytes(static_cast<double>(r.nvme_bytes)) + " per node"
                               : "none (--nvme SIZE to allow ZeRO-Infinity)");
   fmt::print("batch    {}\n", batch_text);
+  fmt::print("order    fastest first; choices within {:.0f}% of each other's tokens/s are equally fast "
+             "as far as dsplan can tell (two plans of one model measured the same day differ that "
+             "much from their predictions): the narrower step-time range goes first, then less "
+             "memory\n",
+             100 * kChoiceTieTolerance);
   fmt::print("MFU      {}\n", mfu_text);
   fmt::print("sequence {}{}, objective {}{}; {} plans considered, {} simulated in {:.2f} s\n\n",
              r.shape.seq_len,

@@ -132,17 +132,18 @@ std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranke
     }
     picks.push_back(*pick);
   }
-  // Fastest first; choices within kTieTolerance of each other by the more certain prediction
-  // (the lower upper end of the step-time band: a ZeRO-3 step's is higher, its GPU-bound runs
-  // measured up to 1.20x against 1.15x for stages 0-2; fresh-1204g/ ran phi-2's stage-3 rank 1
-  // 16 % slower than its equally fast stage-1 alternative's prediction), then by less memory.
+  // Fastest first; choices within kChoiceTieTolerance of each other by the more certain
+  // prediction (the lower upper end of the step-time band: a ZeRO-3 step's is higher, its
+  // GPU-bound runs measured up to 1.20x against 1.15x for stages 0-2; fresh-1204g/ ran phi-2's
+  // stage-3 rank 1 16 % slower than its equally fast stage-1 alternative's prediction), then by
+  // less memory.
   std::stable_sort(picks.begin(), picks.end(), [](const ScoredPlan& a, const ScoredPlan& b) {
     return a.prediction.tokens_per_s > b.prediction.tokens_per_s;
   });
   for (size_t i = 0; i < picks.size();) {
     size_t j = i + 1;
     while (j < picks.size() && picks[j].prediction.tokens_per_s >=
-                                   (1 - kTieTolerance) * picks[i].prediction.tokens_per_s) {
+                                   (1 - kChoiceTieTolerance) * picks[i].prediction.tokens_per_s) {
       ++j;
     }
     std::stable_sort(picks.begin() + static_cast<std::ptrdiff_t>(i),

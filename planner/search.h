@@ -96,10 +96,16 @@ struct RejectedFamily {
 /// within this fraction of the choice's fastest plan (throughput barely grows with the batch
 /// once the GPU is busy, and a small global batch is what training recipes assume).
 constexpr double kBatchTolerance = 0.03;
-/// Plans within this fraction of each other's throughput count as equally fast: the one with
-/// more certain prediction goes first (kBandTieTolerance), then the one with less GPU memory
-/// (stage 1 before an identical stage 2).
+/// With the global batch pinned, a choice's plans within this fraction of its fastest count as
+/// equally fast (the least memory among them is shown).
 constexpr double kTieTolerance = 0.005;
+/// Choices whose shown plans are within this fraction of each other's throughput count as
+/// equally fast: the one with the more certain prediction goes first (kBandTieTolerance), then
+/// the one with less GPU memory (stage 1 before an identical stage 2). Why 2 %: two GPU-bound
+/// plans of one model measured the same day (50 pairs in docs/validation/deepspeed/) had
+/// measured / predicted ratios 1.3 % apart at the median and 1.9 % at the 75th percentile, so
+/// dsplan cannot order plans closer than that (docs/planner.md, "Which batch is recommended").
+constexpr double kChoiceTieTolerance = 0.02;
 /// Two tied choices whose step-time bands' upper ends differ by more than this are ordered by
 /// that end (the more certain prediction first); closer ones by memory.
 constexpr double kBandTieTolerance = 0.01;
@@ -114,8 +120,9 @@ struct PlannerResult {
   /// One plan per distinct (stage, offload, checkpointing) choice (bucket and overlap variants
   /// folded in): for throughput and cost, the smallest global batch within kBatchTolerance of
   /// the choice's fastest (kTieTolerance when the global batch is pinned), then the least
-  /// memory, then a rounder micro-batch within kRoundTolerance; fastest choice first, ties by
-  /// memory. For memory: the least memory.
+  /// memory, then a rounder micro-batch within kRoundTolerance; fastest choice first, choices
+  /// within kChoiceTieTolerance by the narrower step-time band, then memory. For memory: the
+  /// least memory.
   std::vector<ScoredPlan> recommendations;
   /// kBatchTolerance when the global batch was free, else 0.
   double batch_tolerance = 0;

@@ -744,7 +744,8 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   if (a.eager_mask) {
     // scores + mask: the mask ([b, 1, s_q, s_k]) broadcasts over heads, so PyTorch runs the
     // unvectorized elementwise kernel. Backward: the scores' gradient is the incoming one (no
-    // kernel); the mask takes none.
+    // kernel); the mask takes none. SDPA's math path does the same in place (attn.add_(mask),
+    // after converting a bool mask to a float one) on its fp32 scores.
     const T& m = *a.eager_mask;
     const bool broadcast = m.numel < scores.numel;
     Op op;
@@ -769,6 +770,20 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.bwd_bytes = 3 * B(probs);
     op.eager.Fwd(KernelClass::kSoftmax, op.fwd_bytes);
     op.eager.Bwd(KernelClass::kSoftmax, op.bwd_bytes);
+    tr.AddOp(std::move(op));
+  }
+  if (math && e != DType::kF32) {
+    // The math path returns (matmul(attn, v).to(dtype), attn.to(dtype)): the attention weights
+    // are cast back to the input dtype as a second output even though SDPA's caller drops it
+    // (PyTorch 2.11, _scaled_dot_product_attention_math). One cast kernel in forward, nothing in
+    // backward (the output takes no gradient); the copy is freed at once (not in the memory
+    // model). Measured in falcon-7b's block at micro-batch 9: 0.92 ms, a vectorized
+    // bfloat16_copy_kernel (docs/stack-costs.md section 8b).
+    Op op;
+    op.name = Cat(a.name, ".weights_cast");
+    op.kind = OpKind::kElementwise;
+    op.fwd_bytes = B(probs) + static_cast<double>(probs.numel) * DTypeBytes(e);
+    op.eager.Fwd(KernelClass::kCastDown, op.fwd_bytes);
     tr.AddOp(std::move(op));
   }
   T p = probs;

@@ -503,7 +503,10 @@ void Falcon(Ctx& c, const T& ids) {
             tr.New(Cat(sa, ".attn_bias"), {c.b, 1, c.n, c.n});  // the bool mask as bf16, per call
         a.float_mask = &bias;
       } else {
-        a.backend = SdpaBackend::kMath;  // one K/V head without enable_gqa: the fp32 math path
+        // One K/V head without enable_gqa: the fp32 math path, which adds the 4-D mask to its
+        // scores in place (attn.add_), a broadcast over the heads.
+        a.backend = SdpaBackend::kMath;
+        a.eager_mask = &c.mask;
       }
     }
     // The rotary path passes dropout_p=0 to SDPA and has no eager dropout; eager softmax runs

@@ -195,6 +195,30 @@ TEST(MathAttention, FalconsUpcastScoresArePricedAsFp32Products) {
   EXPECT_GT(pt.OpForwardSeconds(*qk), 4 * pt.OpForwardSeconds(bf16));
 }
 
+TEST(MathAttention, TheMaskIsAddedInPlaceAndTheWeightsAreCastBack) {
+  // PyTorch 2.11's math SDPA (falcon-7b: one K/V head, no enable_gqa): attn.add_(mask) on the
+  // fp32 scores, a broadcast of the [b, 1, s, s] mask over the heads with no backward kernel
+  // (the scores' gradient passes through), and attn.to(bf16) returned as a second output (one
+  // fp32 -> bf16 cast in forward, none in backward). Measured in falcon-7b's block at
+  // micro-batch 9 (docs/stack-costs.md 8b): add_ 2.89 ms, the cast 0.92 ms, neither in backward.
+  const int64_t b = 2, h = 71, s = 256;
+  const double scores = static_cast<double>(b) * h * s * s;  // elements of [b, h, s, s]
+  const Workload w = Trace("falcon-7b", b, s);
+  const Op* add = FindOp(w, "h.0.self_attention.mask_add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, add->eager.fwd), 4 * scores + b * s * s + 4 * scores);
+  EXPECT_EQ(add->eager.bwd_kernels, 0);
+  EXPECT_EQ(FindOp(w, "h.0.self_attention.scale_mask"), nullptr);
+  const Op* cast = FindOp(w, "h.0.self_attention.weights_cast");
+  ASSERT_NE(cast, nullptr);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kCastDown, cast->eager.fwd), 4 * scores + 2 * scores);
+  EXPECT_EQ(cast->eager.bwd_kernels, 0);
+  // The fused (cuDNN) path has neither: llama's SDPA takes the mask inside its one kernel.
+  const Workload l = Trace("llama-3.2-1b", b, s);
+  EXPECT_EQ(FindOp(l, "layers.0.self_attn.weights_cast"), nullptr);
+  EXPECT_EQ(FindOp(l, "layers.0.self_attn.mask_add"), nullptr);
+}
+
 }  // namespace
 }  // namespace dsplan
 

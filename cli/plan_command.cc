@@ -193,9 +193,9 @@ std::string HeadroomText(const Prediction& d, const Headroom& h) {
       d.gpu_nccl_bytes > 0 ? "estimated buffers of two communicators (not measured)"
                            : "none on one GPU") +
          fmt::format("Step times: each row's range is where the measured step should fall "
-                     "({}; plan 1 is {:.0f}% host-bound: {:.2f}-{:.2f}x)\n",
+                     "({}; plan 1 is {:.0f}% host-bound: {:.2f}-{:.2f}x{})\n",
                      d.time_band.basis, 100 * d.host_bound_share, d.time_band.low,
-                     d.time_band.high);
+                     d.time_band.high, UnvalidatedCommNote(d.time_band, d.plan.world_size()));
 }
 
 nlohmann::json HeadroomJson(const Prediction& d, const Headroom& h) {

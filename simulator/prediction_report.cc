@@ -45,6 +45,14 @@ std::string VerdictText(const Prediction& p) {
   return "?";
 }
 
+std::string UnvalidatedCommNote(const TimeBand& band, int world_size) {
+  if (world_size <= 1 || band.unvalidated_comm_share <= 0) return "";
+  return fmt::format(
+      "; on {} GPUs its exposed communication, {:.1f}% of the step, is outside that record: "
+      "every run in it used one GPU, and collectives are priced from the profile's link numbers",
+      world_size, 100 * band.unvalidated_comm_share);
+}
+
 nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
   const Plan& plan = p.plan;
   nlohmann::json j;
@@ -101,6 +109,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                  {"high", p.time_band.high},
                  {"family_measured", p.time_band.family_measured},
                  {"host_bound_share", p.host_bound_share},
+                 {"unvalidated_comm_share", p.time_band.unvalidated_comm_share},
                  {"basis", p.time_band.basis}}},
                {"samples_per_s", p.samples_per_s},
                {"tokens_per_s", p.tokens_per_s},
@@ -186,8 +195,9 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       "{:.1f}% (of the dense {} peak, {:.0f} TFLOP/s)\n",
       p.step_time_s, p.samples_per_s, p.tokens_per_s, p.tflops_per_gpu, 100 * p.mfu,
       PrecisionName(plan.precision), p.mfu_peak_flops / 1e12);
-  o += fmt::format("time band  {:.3f}-{:.3f} s ({})\n", p.time_band.low * p.step_time_s,
-                   p.time_band.high * p.step_time_s, p.time_band.basis);
+  o += fmt::format("time band  {:.3f}-{:.3f} s ({}){}\n", p.time_band.low * p.step_time_s,
+                   p.time_band.high * p.step_time_s, p.time_band.basis,
+                   UnvalidatedCommNote(p.time_band, plan.world_size()));
   o += fmt::format(
       "critical path: forward {:.3f} s, backward {:.3f} s, recompute {:.3f} s, optimizer {:.3f} "
       "s, exposed communication {:.3f} s, offload copies {:.3f} s, NVMe {:.3f} s, gradient "

@@ -500,6 +500,10 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
       case TaskKind::kGradCopy: p.breakdown.other_s += d; break;
     }
   }
+  if (plan.world_size() > 1 && p.step_time_s > 0) {
+    p.time_band.unvalidated_comm_share =
+        std::clamp(p.breakdown.exposed_comm_s / p.step_time_s, 0.0, 1.0);
+  }
   // Time on the critical path not covered by tasks (waiting) is zero by construction: the
   // path is contiguous.
   const StepBreakdown& b = p.breakdown;

@@ -89,6 +89,10 @@ struct TimeBand {
   double high = 1;             // ... and at most high x predicted
   bool family_measured = false;  // the family's block host time was measured (stack_costs.h)
   std::string basis;           // one line: where the numbers come from
+  /// On more than one GPU: the share of the step that is exposed communication between GPUs.
+  /// Every run the band was drawn from used one GPU, so this part of the prediction (priced
+  /// from the profile's link numbers) is outside the band's evidence; 0 on one GPU.
+  double unvalidated_comm_share = 0;
 };
 
 struct StackCosts;

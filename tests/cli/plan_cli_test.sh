@@ -58,6 +58,8 @@ check "every recommendation fits under 98% of the GPU" \
   json "all(r['fits'] is True and r['gpu']['peak_total_bytes'] <= 0.98 * r['gpu']['capacity_bytes'] for r in j['recommendations'])"
 check "recommendations are best first (choices within 2% count as a tie, broken by the narrower band, then memory)" \
   json "all(a['step']['tokens_per_s'] >= 0.98 * b['step']['tokens_per_s'] and (a['step']['tokens_per_s'] >= b['step']['tokens_per_s'] or a['step']['time_band']['high'] < b['step']['time_band']['high'] - 0.01 or (abs(a['step']['time_band']['high'] - b['step']['time_band']['high']) <= 0.01 and a['gpu']['peak_total_bytes'] <= b['gpu']['peak_total_bytes'])) for a, b in zip(j['recommendations'], j['recommendations'][1:]))"
+check "on 2 GPUs each band marks its exposed communication as outside the one-GPU record" \
+  json "all(abs(r['step']['time_band']['unvalidated_comm_share'] - r['step']['breakdown_s']['exposed_comm'] / r['step']['time_s']) <= 1e-9 for r in j['recommendations'])"
 check "each recommendation's ds_config matches its plan" \
   json "all(r['ds_config']['train_micro_batch_size_per_gpu'] == r['plan']['micro_batch'] and r['ds_config']['gradient_accumulation_steps'] == r['plan']['grad_accum'] and r['ds_config']['zero_optimization']['stage'] == r['plan']['stage'] for r in j['recommendations'])"
 check "rejected is a list of family + reason" \

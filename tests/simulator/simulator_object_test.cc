@@ -13,6 +13,7 @@
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/plan.h"
+#include "simulator/prediction_report.h"
 #include "simulator/simulate.h"
 #include "simulator/stack_costs.h"
 #include "simulator/workload.h"
@@ -346,6 +347,35 @@ TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
                      StepTimeBand(*xl, MeasuredStackCosts(), p->host_bound_share, stage == 3).high)
         << "stage " << stage;
   }
+}
+
+// The band was drawn from one-GPU runs only: on several GPUs the prediction says how much of its
+// step is exposed communication between GPUs (outside that evidence) and the report says so; on
+// one GPU the share is 0 and nothing is added.
+TEST(StepTimeBand, CommunicationBetweenGpusIsMarkedOutsideTheRecord) {
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  auto xl = LoadModel("gpt2-xl", kData);
+  ASSERT_TRUE(xl.ok()) << xl.status().ToString();
+  Simulator sim(*xl, *hw);
+  Plan plan;
+  plan.seq_len = 1024;
+  plan.micro_batch = 4;
+  plan.zero.stage = 3;
+  plan.gpus_per_node = 1;
+  auto one = sim.Simulate(plan);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->time_band.unvalidated_comm_share, 0.0);
+  EXPECT_EQ(UnvalidatedCommNote(one->time_band, 1), "");
+  plan.gpus_per_node = 8;
+  auto eight = sim.Simulate(plan);
+  ASSERT_TRUE(eight.ok()) << eight.status().ToString();
+  EXPECT_GT(eight->breakdown.exposed_comm_s, 0.0);
+  EXPECT_DOUBLE_EQ(eight->time_band.unvalidated_comm_share,
+                   eight->breakdown.exposed_comm_s / eight->step_time_s);
+  const std::string note = UnvalidatedCommNote(eight->time_band, 8);
+  EXPECT_NE(note.find("on 8 GPUs"), std::string::npos) << note;
+  EXPECT_NE(note.find("used one GPU"), std::string::npos) << note;
 }
 
 // The share comes from the prediction: a tiny model at stage 3 (every layer's hooks longer than

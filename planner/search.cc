@@ -424,6 +424,16 @@ std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for
     return std::nullopt;
   }
   s.prediction = std::move(*pred);
+  if (s.prediction.facts.FusedAdamSkipsUpdate() && s.prediction.fits) {
+    // It would run, but never train: DeepSpeed's FusedAdam skips a flat tensor of more than
+    // 2^31 - 1 elements (StepFacts::FusedAdamSkipsUpdate). Not a plan to recommend.
+    s.prediction.fits = false;
+    s.prediction.reason = fmt::format(
+        "DeepSpeed's FusedAdam would not train it: its flat fp32 tensor has {} elements, more "
+        "than 2^31 - 1 (DeepSpeed issue #7640: the update silently never runs); ZeRO-3's "
+        "sub-groups or more GPUs avoid it",
+        FormatCount(static_cast<double>(s.prediction.facts.fused_adam_flat_numel)));
+  }
   if (s.prediction.tokens_per_s > 0) {
     s.gpu_hours_per_million_tokens = world_ / (s.prediction.tokens_per_s * 3600.0) * 1e6;
   }

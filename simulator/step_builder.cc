@@ -406,6 +406,16 @@ Status Builder::Build() {
       off_elems_ = std::min(part_, off_elems_);
     }
   }
+  if (p_.optimizer_from_config && !p_.torch_adam && !p_.OffloadsOptimizer() &&
+      (p_.optimizer == OptimizerType::kAdam || p_.optimizer == OptimizerType::kAdamW)) {
+    switch (f_.wrapper) {
+      case OptimizerWrapper::kZero12:
+      case OptimizerWrapper::kBf16Optimizer: f_.fused_adam_flat_numel = part_; break;
+      case OptimizerWrapper::kFp16Optimizer: f_.fused_adam_flat_numel = P_; break;
+      case OptimizerWrapper::kZero3: f_.fused_adam_flat_numel = f_.largest_subgroup; break;
+      case OptimizerWrapper::kBasic: f_.fused_adam_flat_numel = largest_param_; break;
+    }
+  }
   gathered_.assign(w_.layers.size(), 0);
   gather_task_.assign(w_.layers.size(), -1);
   CountGatherCalls();
@@ -1293,6 +1303,13 @@ void Builder::OptimizerStep() {
   // (28 B); torch's foreach AdamW makes about ten passes (about 80 B) and keeps one fp32
   // temporary (sqrt of exp_avg_sq) of the parameter size.
   const double adam_bytes = p_.torch_adam ? 80.0 : 28.0;
+  // FusedAdam's kernel on a flat tensor of more than 2^31 - 1 elements does nothing in
+  // DeepSpeed 0.14.5 (StepFacts::FusedAdamSkipsUpdate): no Adam traffic for it. Stages 0-2
+  // step one such tensor; stage 3 one per sub-group (below).
+  const auto adam_bytes_for = [&](int64_t flat_numel) {
+    return f_.fused_adam_flat_numel > 0 && flat_numel > StepFacts::kFusedAdamMaxNumel ? 0.0
+                                                                                      : adam_bytes;
+  };
   const int64_t adam_temp = p_.torch_adam ? 4 : 0;
   const int64_t held = output_bytes_;  // the last micro-step's logits, dropped after the step
   Task t;
@@ -1308,7 +1325,7 @@ void Builder::OptimizerStep() {
       // so Adam, the copy back and the fill run after the host's loops, not under them.
       // (update_hp_grads and the gradient all-reduce ran in the backward: EndOfBackward.)
       const bool clip = p_.gradient_clipping > 0;
-      t.after_sync_bytes = adam_bytes * part_ + (acc_ + e_) * part_ + acc_ * P_;
+      t.after_sync_bytes = adam_bytes_for(part_) * part_ + (acc_ + e_) * part_ + acc_ * P_;
       t.bytes = acc_ * P_ + (clip ? 2.0 * acc_ * P_ : 0.0) + t.after_sync_bytes;
       t.elements = static_cast<double>(part_);
       t.kernels = (clip ? 5 : 4) * param_tensors_ + 30;
@@ -1323,7 +1340,7 @@ void Builder::OptimizerStep() {
     case OptimizerWrapper::kFp16Optimizer:
     case OptimizerWrapper::kBasic: {
       const bool mixed = f_.wrapper == OptimizerWrapper::kFp16Optimizer;
-      t.bytes = (mixed ? (e_ + 8.0) * P_ : 0.0) + adam_bytes * P_ + e_ * P_;
+      t.bytes = (mixed ? (e_ + 8.0) * P_ : 0.0) + adam_bytes_for(mixed ? P_ : 0) * P_ + e_ * P_;
       t.elements = static_cast<double>(P_);
       t.kernels = 2 * param_tensors_ + 30;
       if (mixed) fx.push_back(Alloc(4 * P_, MemCategory::kTemporaries));
@@ -1348,7 +1365,7 @@ void Builder::OptimizerStep() {
         t.fp64_norm_bytes = 8.0 * part_;
         t.cast_up_bytes = cast32 * part_;
         t.bytes = t.fp64_cast_bytes + t.fp64_norm_bytes + t.cast_up_bytes +
-                  (2.0 * e_ + 8.0 + adam_bytes + 4.0 + e_) * part_;
+                  (2.0 * e_ + 8.0 + adam_bytes_for(part_) + 4.0 + e_) * part_;
         t.elements = static_cast<double>(part_);
         t.kernels = 2 * param_tensors_ / N_ + 30;
         t.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
@@ -1436,7 +1453,8 @@ void Builder::OptimizerStep() {
           s.kind = TaskKind::kGpuOptimizer;
           s.index = static_cast<int>(sg);
           s.cast_up_bytes = (acc_ < 4 ? acc_ + 4.0 : 0.0) * n;
-          s.bytes = 2.0 * acc_ * n + s.cast_up_bytes + 8.0 * n + adam_bytes * n + (4.0 + e_) * n;
+          s.bytes =
+              2.0 * acc_ * n + s.cast_up_bytes + 8.0 * n + adam_bytes_for(n) * n + (4.0 + e_) * n;
           s.elements = static_cast<double>(n);
           s.kernels = 30;
           // A GPU sub-group of a partial offload keeps its fp32 gradient buffer (Initial).

@@ -70,6 +70,18 @@ struct StepFacts {
   int64_t largest_tile_gather_bytes = 0;
   /// Activation checkpoints kept in host memory (cpu_checkpointing): bytes per micro-step.
   int64_t host_checkpoint_bytes = 0;
+  /// The largest flat fp32 tensor DeepSpeed's FusedAdam steps (optimizer Adam or AdamW from the
+  /// config, not torch_adam, on the GPU): the rank's partition of the parameter group (stages
+  /// 1-2, BF16_Optimizer), the whole group (FP16_Optimizer), a sub-group (stage 3) or the largest
+  /// parameter (fp32 stage 0); 0 with another optimizer. One group of every trainable parameter
+  /// is assumed (the HF Trainer's second group holds only biases and norms).
+  int64_t fused_adam_flat_numel = 0;
+  /// DeepSpeed 0.14.5's FusedAdam stores each tensor's size in a 32-bit int
+  /// (csrc/adam/multi_tensor_apply.cuh): a tensor of more than 2^31 - 1 elements gets a negative
+  /// size and its update never runs, silently (DeepSpeed issue #7640, fixed by PR #7639 of
+  /// 2025-10-21). docs/deepspeed-facts.md#fused-adam-int32.
+  static constexpr int64_t kFusedAdamMaxNumel = 2147483647;
+  bool FusedAdamSkipsUpdate() const { return fused_adam_flat_numel > kFusedAdamMaxNumel; }
 };
 
 /// How a graph stands for the step's GAS micro-steps.

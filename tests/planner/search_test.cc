@@ -890,3 +890,66 @@ TEST(PickRecommendationsTest, ChoicesTiedWithinTwoPercentGoToLessMemory) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// DeepSpeed 0.14.5's FusedAdam keeps tensor sizes in 32-bit ints: a flat fp32 partition of more
+// than 2^31 - 1 elements is never updated (DeepSpeed issue #7640; our own runs of bloom-3b,
+// gemma-2b and t5-3b at stages 1-2 on one GPU kept the same loss for every step). phi-2 has
+// 2.78 B parameters: at stage 1 on one GPU the partition is all of them, on two it is half.
+TEST(FusedAdamLimit, APlanWhosePartitionFusedAdamSkipsIsNotRecommended) {
+  const ModelSpec phi2 = Model("phi-2");
+  Plan plan;
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.micro_batch = 4;
+  plan.zero.stage = 1;
+  const Prediction one = FreshSimulate(phi2, plan);
+  EXPECT_GT(one.facts.fused_adam_flat_numel, StepFacts::kFusedAdamMaxNumel);
+  EXPECT_TRUE(one.facts.FusedAdamSkipsUpdate());
+  ASSERT_FALSE(one.warnings.empty());
+  EXPECT_NE(one.warnings.back().find("FusedAdam would not train"), std::string::npos)
+      << one.warnings.back();
+  // PyTorch's AdamW (torch_adam), a CPU optimizer, or ZeRO-3's sub-groups of 1e9 step other
+  // tensors: no limit applies.
+  Plan torch_adam = plan;
+  torch_adam.torch_adam = true;
+  EXPECT_FALSE(FreshSimulate(phi2, torch_adam).facts.FusedAdamSkipsUpdate());
+  Plan offload = plan;
+  offload.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  EXPECT_FALSE(FreshSimulate(phi2, offload).facts.FusedAdamSkipsUpdate());
+  Plan z3 = plan;
+  z3.zero.stage = 3;
+  EXPECT_LE(FreshSimulate(phi2, z3).facts.fused_adam_flat_numel, StepFacts::kFusedAdamMaxNumel);
+  Plan two = plan;
+  two.gpus_per_node = 2;
+  EXPECT_FALSE(FreshSimulate(phi2, two).facts.FusedAdamSkipsUpdate());
+
+  // The planner: with stage 1 pinned on one GPU nothing is recommended, and the reason says why;
+  // on two GPUs stage 1 is a plan again.
+  PlannerRequest r = Request("phi-2", 1);
+  r.stage = 1;
+  r.offload_optimizer = OffloadDevice::kNone;
+  auto res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  EXPECT_TRUE(res->recommendations.empty());
+  ASSERT_FALSE(res->rejected.empty());
+  EXPECT_NE(res->rejected.front().reason.find("FusedAdam would not train"), std::string::npos)
+      << res->rejected.front().reason;
+  r.gpus_per_node = 2;
+  res = RunPlanner(r);
+  ASSERT_TRUE(res.ok()) << res.status().message();
+  ASSERT_FALSE(res->recommendations.empty());
+  EXPECT_EQ(res->recommendations.front().plan.zero.stage, 1);
+  // Unpinned on one GPU, no recommended plan is one FusedAdam would skip.
+  auto unpinned = RunPlanner(Request("phi-2", 1));
+  ASSERT_TRUE(unpinned.ok()) << unpinned.status().message();
+  ASSERT_FALSE(unpinned->recommendations.empty());
+  for (const ScoredPlan& s : unpinned->recommendations) {
+    EXPECT_FALSE(s.prediction.facts.FusedAdamSkipsUpdate()) << PlanSummary(s.plan);
+  }
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -189,7 +189,10 @@ int RunCheck(const SimulateFlags& f) {
   auto better = RunPlanner(r);
   if (!better.ok()) return Fail(better.status());
   const ScoredPlan* alt = better->ranked.empty() ? nullptr : &better->ranked.front();
-  const double speedup = (alt && pred.tokens_per_s > 0 && pred.fits)
+  // A config that would not train (DeepSpeed's FusedAdam skipping its partition) is not a
+  // working plan to compare speeds with: like one that does not fit, it gets the alternative.
+  const bool works = pred.fits && !pred.facts.FusedAdamSkipsUpdate();
+  const double speedup = (alt && pred.tokens_per_s > 0 && works)
                              ? alt->prediction.tokens_per_s / pred.tokens_per_s
                              : 0;
   if (f.quiet) {
@@ -251,7 +254,7 @@ int RunCheck(const SimulateFlags& f) {
   if (!alt) {
     fmt::print("dsplan finds no plan that fits this model and cluster at global batch {}\n",
                plan.train_batch());
-  } else if (!pred.fits) {
+  } else if (!works) {
     fmt::print("dsplan would pick: {}, micro-batch {} x {} ({:.0f} tokens/s, peak {})\n",
                PlanSummary(alt->plan), alt->plan.micro_batch, alt->plan.grad_accum,
                alt->prediction.tokens_per_s,

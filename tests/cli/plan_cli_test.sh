@@ -160,4 +160,17 @@ check "check text exits 0" test "$rc" -eq 0
 check "check text gives a verdict" grep -q "verdict: fits" "$tmp/out"
 check "check text warns about reduce_bucket_size" grep -q "warning: reduce_bucket_size" "$tmp/out"
 
+# --- check: a config that fits but would not train (FusedAdam's 32-bit sizes, phi-2 at stage 1
+# on one GPU: a 2.78 B-element fp32 partition) gets the warning and the alternative, not "as fast"
+cat > "$tmp/phi2_s1.json" <<'CFG'
+{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "bf16": {"enabled": true},
+ "optimizer": {"type": "AdamW", "params": {"lr": 1e-5}}, "zero_optimization": {"stage": 1}}
+CFG
+run check --model phi-2 --gpus 1 --ds-config "$tmp/phi2_s1.json"
+check "check: a config FusedAdam would not train exits 0 (it runs)" test "$rc" -eq 0
+check "check: it is warned about" grep -q "warning: optimizer: DeepSpeed's FusedAdam would not train" "$tmp/out"
+check "check: the alternative is offered, not 'as fast as'" grep -q "^dsplan would pick: stage 3" "$tmp/out"
+run check --model phi-2 --gpus 1 --ds-config "$tmp/phi2_s1.json" --json
+check "check --json: speedup 0 for a config that would not train" json "j['alternative']['speedup'] == 0 and j['plan']['fused_adam_skips_update'] is True and j['plan']['fused_adam_flat_numel'] > 2**31 - 1"
+
 finish

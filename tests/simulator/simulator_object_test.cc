@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -319,6 +320,17 @@ TEST(StepTimeBand, WidensWithTheHostBoundShare) {
 // ZeRO stage 3 is its own task class: its GPU-bound runs measured up to 1.20x the prediction
 // (phi-2), against 1.11x for stages 0-2, so its GPU-bound band reaches higher; the host-bound end
 // is shared, and a prediction's band follows its plan's stage.
+// A Simulator of gpt2-xl on the h200-measured profile (null, with a test failure, when either
+// does not load). The Simulator refers to the profile, so the profile lives as long as the test
+// program.
+std::unique_ptr<Simulator> Gpt2XlOnH200() {
+  static const auto hw = FindHardwareProfile("h200-measured", kData);
+  auto xl = LoadModel("gpt2-xl", kData);
+  EXPECT_TRUE(hw.ok() && xl.ok());
+  if (!hw.ok() || !xl.ok()) return nullptr;
+  return std::make_unique<Simulator>(*xl, *hw);
+}
+
 TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
   auto gpt2 = LoadModel("gpt2", kData);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
@@ -330,18 +342,17 @@ TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
   EXPECT_NE(s3.basis.find("ZeRO-3"), std::string::npos) << s3.basis;
   EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), 1, true).high,
                    StepTimeBand(*gpt2, MeasuredStackCosts(), 1, false).high);
-  auto hw = FindHardwareProfile("h200-measured", kData);
-  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
   auto xl = LoadModel("gpt2-xl", kData);
   ASSERT_TRUE(xl.ok()) << xl.status().ToString();
-  Simulator sim(*xl, *hw);
+  const std::unique_ptr<Simulator> sim = Gpt2XlOnH200();
+  ASSERT_NE(sim, nullptr);
   Plan plan;
   plan.gpus_per_node = 1;
   plan.seq_len = 1024;
   plan.micro_batch = 16;
   for (int stage : {1, 3}) {
     plan.zero.stage = stage;
-    auto p = sim.Simulate(plan);
+    auto p = sim->Simulate(plan);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
     EXPECT_DOUBLE_EQ(p->time_band.high,
                      StepTimeBand(*xl, MeasuredStackCosts(), p->host_bound_share, stage == 3).high)
@@ -353,22 +364,19 @@ TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
 // step is exposed communication between GPUs (outside that evidence) and the report says so; on
 // one GPU the share is 0 and nothing is added.
 TEST(StepTimeBand, CommunicationBetweenGpusIsMarkedOutsideTheRecord) {
-  auto hw = FindHardwareProfile("h200-measured", kData);
-  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
-  auto xl = LoadModel("gpt2-xl", kData);
-  ASSERT_TRUE(xl.ok()) << xl.status().ToString();
-  Simulator sim(*xl, *hw);
+  const std::unique_ptr<Simulator> sim = Gpt2XlOnH200();
+  ASSERT_NE(sim, nullptr);
   Plan plan;
   plan.seq_len = 1024;
   plan.micro_batch = 4;
   plan.zero.stage = 3;
   plan.gpus_per_node = 1;
-  auto one = sim.Simulate(plan);
+  auto one = sim->Simulate(plan);
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   EXPECT_EQ(one->time_band.unvalidated_comm_share, 0.0);
   EXPECT_EQ(UnvalidatedCommNote(one->time_band, 1), "");
   plan.gpus_per_node = 8;
-  auto eight = sim.Simulate(plan);
+  auto eight = sim->Simulate(plan);
   ASSERT_TRUE(eight.ok()) << eight.status().ToString();
   EXPECT_GT(eight->breakdown.exposed_comm_s, 0.0);
   EXPECT_DOUBLE_EQ(eight->time_band.unvalidated_comm_share,

@@ -261,13 +261,15 @@ def build(s, D):
 
 
 
-def kprof_step(engine, batch):
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
-    res, state = {}, {}
+def profiled_phases(engine, batch, activities):
+    """One more step, each phase (forward with the loss, backward, optimizer step) under its own
+    torch.profiler with |activities|, between two synchronizations: yields (phase, profiler,
+    wall seconds)."""
+    from torch.profiler import profile
+    state = {}
     for name in ("fwd", "bwd", "opt"):
         torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        with profile(activities=activities) as prof:
             ta = time.perf_counter()
             if name == "fwd":
                 state["loss"] = engine(**batch).loss
@@ -277,6 +279,15 @@ def kprof_step(engine, batch):
                 engine.step()
             torch.cuda.synchronize()
             wall = time.perf_counter() - ta
+        yield name, prof, wall
+    state.clear()
+
+
+def kprof_step(engine, batch):
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+    res = {}
+    for name, prof, wall in profiled_phases(engine, batch, [ProfilerActivity.CPU, ProfilerActivity.CUDA]):
         by, iv, n_cpu_top = {}, [], 0
         for e in prof.events():
             if e.device_type == DeviceType.CUDA:
@@ -303,7 +314,6 @@ def kprof_step(engine, batch):
                      "kernel_s": round(sum(v[1] for v in by.values()), 5),
                      "n_kernels": sum(v[0] for v in by.values()), "n_aten_top": n_cpu_top,
                      "top": [[k, v[0], round(v[1], 6)] for k, v in top[:60]]}
-    state.clear()
     return res
 
 
@@ -372,20 +382,10 @@ def stream_timeline(kernels, launches, wall_ns):
 def timeline_step(engine, batch):
     """One more step, each phase under a CUDA-only torch.profiler (no CPU op recording, so the
     host is slowed as little as possible), reduced by stream_timeline."""
-    from torch.profiler import ProfilerActivity, profile
-    res, state = {}, {}
-    for name in ("fwd", "bwd", "opt"):
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            ta = time.perf_counter_ns()
-            if name == "fwd":
-                state["loss"] = engine(**batch).loss
-            elif name == "bwd":
-                engine.backward(state["loss"])
-            else:
-                engine.step()
-            torch.cuda.synchronize()
-            wall = time.perf_counter_ns() - ta
+    from torch.profiler import ProfilerActivity
+    res = {}
+    for name, prof, wall_s in profiled_phases(engine, batch, [ProfilerActivity.CUDA]):
+        wall = int(wall_s * 1e9)
         kernels, launches = [], {}
         for e in prof.profiler.kineto_results.events():
             dt = str(e.device_type())
@@ -395,7 +395,6 @@ def timeline_step(engine, batch):
             elif "cudaLaunch" in e.name() or "cuLaunch" in e.name() or "cudaMemcpy" in e.name():
                 launches[int(e.correlation_id())] = int(e.start_ns())
         res[name] = stream_timeline(kernels, launches, wall)
-    state.clear()
     return res
 
 

@@ -744,7 +744,7 @@ int RunPlan(PlanFlags g) {
       if (f.best_tokens_per_s > 0) {
         fmt::print("  {} (best {:.0f} tokens/s): {}\n", f.family, f.best_tokens_per_s, f.reason);
       } else {
-        fmt::print("  {}: nothing fits; {}\n", f.family, f.reason);
+        fmt::print("  {}: no plan; {}\n", f.family, f.reason);
       }
     }
   }

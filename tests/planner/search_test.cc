@@ -170,7 +170,7 @@ TEST(SearchTest, RecommendationsAreTheBestOfEachDistinctChoice) {
   // (or folded into the row of a lower stage with the same plan); each is within
   // kBatchTolerance of its choice's fastest, and no plan of the choice with a smaller global
   // batch is within that tolerance unless the pick is a rounder micro-batch within
-  // kRoundTolerance of it; fastest first, ties (kTieTolerance) by memory.
+  // kRoundTolerance of it; fastest first, choices within kChoiceTieTolerance by band, then memory.
   EXPECT_EQ(res.recommendations.front().plan, res.ranked.front().plan);
   std::map<std::string, double> best_of_choice;
   for (const ScoredPlan& s : res.ranked) {

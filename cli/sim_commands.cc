@@ -355,6 +355,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"host_bound_share", r.host_bound_share},
                       {"step_band", {{"low", r.band_low}, {"high", r.band_high}}},
                       {"step_in_band", r.in_band},
+                      {"did_not_train", r.did_not_train},
                       {"peak_at", r.peak_at}});
     }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json

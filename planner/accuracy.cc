@@ -104,6 +104,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     AccuracyRow row;
     row.run = run;
     row.wrapper = OptimizerWrapperName(p.facts.wrapper);
+    row.did_not_train = p.facts.FusedAdamSkipsUpdate();
     row.fits = p.fits;
     row.verdict = MemoryVerdictName(p.verdict);
     row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;
@@ -202,7 +203,9 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }
-    o << fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", r.run.id, r.wrapper, mem, res, step,
+    o << fmt::format("| {}{} | {} | {} | {} | {} | {} | {} |\n", r.run.id,
+                     r.did_not_train ? " (did not train: FusedAdam skipped its partition)" : "",
+                     r.wrapper, mem, res, step,
                      r.verdict,
                      r.peak_at);
   }

@@ -69,6 +69,9 @@ struct AccuracyRow {
   double host_bound_share = 0;
   double band_low = 1, band_high = 1;
   bool in_band = false;
+  /// The run's config makes DeepSpeed's FusedAdam skip its flat partition
+  /// (StepFacts::FusedAdamSkipsUpdate): it ran but did not train, and its step is the broken one.
+  bool did_not_train = false;
 };
 
 struct AccuracySummary {

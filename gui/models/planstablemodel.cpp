@@ -94,7 +94,7 @@ QVariant PlansTableModel::headerData(int section, Qt::Orientation orientation, i
         "Host RAM per node: offload buffers + 2.1 GiB per process",
         "reduce_bucket_size (elements)",
         "The largest part of the critical path",
-        "Why nothing larger fits (fitting rows), or why nothing fits (greyed rows)"};
+        "Why nothing larger fits (fitting rows), or why the choice has no plan (greyed rows: memory, or a plan DeepSpeed would not train)"};
     return QString::fromUtf8(kTips[section]);
   }
   return {};
@@ -207,7 +207,7 @@ QVariant PlansTableModel::rejectedRow(const Row& row, int column, int role) cons
   const RejectedFamily& f = m_report.rejected[row.rejected];
   if (role == Qt::ForegroundRole) return QColor(140, 140, 140);
   if (role == Qt::ToolTipRole) {
-    return QString::fromStdString(f.family + ": nothing fits\n" + f.reason);
+    return QString::fromStdString(f.family + ": no plan\n" + f.reason);
   }
   if (role == Qt::TextAlignmentRole && column == kStage) {
     return QVariant::fromValue<int>(Qt::AlignRight | Qt::AlignVCenter);

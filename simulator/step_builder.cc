@@ -32,7 +32,12 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
         ++lp.gathered_tensors;
       }
     } else {
-      lp.largest_saved_bytes = std::max(lp.largest_saved_bytes, t.bytes);
+      if (t.bytes > lp.largest_saved_bytes) {
+        lp.largest_saved_bytes = t.bytes;
+        lp.backward_work_buffers = 2 + t.backward_extra_buffers;
+      } else if (t.bytes == lp.largest_saved_bytes) {
+        lp.backward_work_buffers = std::max(lp.backward_work_buffers, 2 + t.backward_extra_buffers);
+      }
       if (t.category == TensorCategory::kOutput) lp.output_bytes += t.bytes;
     }
   }
@@ -845,11 +850,14 @@ void Builder::Backward(int micro) {
     // same size: 8 bytes per logit when the logits are upcast to fp32 (measured on the H200 for
     // 13 families: docs/validation/deepspeed/README.md).
     // Two allocations, as autograd makes them (the caching allocator places them separately).
+    // A saved softmax output adds CUDA's `grad * output` temporary (backward_work_buffers 3).
     const int64_t work = lp_[l].largest_saved_bytes;
-    fx.push_back(Alloc(work, MemCategory::kTemporaries));
-    fx.push_back(Alloc(work, MemCategory::kTemporaries));
-    fx.push_back(Free(work, MemCategory::kTemporaries));
-    fx.push_back(Free(work, MemCategory::kTemporaries));
+    for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+      fx.push_back(Alloc(work, MemCategory::kTemporaries));
+    }
+    for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+      fx.push_back(Free(work, MemCategory::kTemporaries));
+    }
     // Saved tensors go; the outputs (logits) stay with the caller's output object until the
     // step is over.
     fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
@@ -947,10 +955,12 @@ void Builder::BackwardTiled(int micro, int l) {
       // The block's backward working memory (as untiled: the outputs of a tiled Linear are
       // concatenated back to the whole intermediate, so its largest saved tensor is unchanged).
       const int64_t work = lp_[l].largest_saved_bytes;
-      fx.push_back(Alloc(work, MemCategory::kTemporaries));
-      fx.push_back(Alloc(work, MemCategory::kTemporaries));
-      fx.push_back(Free(work, MemCategory::kTemporaries));
-      fx.push_back(Free(work, MemCategory::kTemporaries));
+      for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+        fx.push_back(Alloc(work, MemCategory::kTemporaries));
+      }
+      for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+        fx.push_back(Free(work, MemCategory::kTemporaries));
+      }
     }
     if (i == 0) {
       fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,

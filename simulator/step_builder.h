@@ -26,6 +26,9 @@ struct LayerParams {
   int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
   int32_t gathered_tensors = 0;  // ZeRO-3: tensors above it (and a tied head's shared table)
   int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
+  /// Buffers of that size its backward holds at once: the two gradients (output and input),
+  /// plus TensorSpec::backward_extra_buffers of the largest saved tensor (the most among ties).
+  int32_t backward_work_buffers = 2;
   int64_t output_bytes = 0;      // tensors the model output keeps (the logits)
   // Parameter tensors in model.parameters() order, which is the order of DeepSpeed's flat
   // 16-bit buffer (stage 1/2) and of ZeRO-3's sub-groups: this layer's first element in that

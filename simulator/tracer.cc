@@ -119,6 +119,11 @@ void Tracer::Save(const T& t) {
   PushUnique(layer_state_.back().saved, t.storage);
 }
 
+void Tracer::SetBackwardExtraBuffers(const T& t, int n) {
+  if (t.storage < 0) return;
+  storages_[t.storage].backward_extra_buffers = n;
+}
+
 void Tracer::CheckpointArg(const T& t) {
   if (layer_state_.empty() || t.storage < 0) return;
   const Storage& s = storages_[t.storage];
@@ -220,6 +225,7 @@ Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
     t.bytes = st.bytes;
     t.layer = kept_by[s] >= 0 ? kept_by[s] : saver;
     t.recomputed = kept_by[s] < 0;
+    t.backward_extra_buffers = st.backward_extra_buffers;
     w.tensors.push_back(std::move(t));
   }
 
@@ -760,6 +766,7 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   const DType sm_dtype = (math || a.eager_softmax_fp32) ? DType::kF32 : masked.dtype;
   T probs = tr.New(Cat(a.name, ".probs"), scores.shape, sm_dtype);
   tr.Save(probs);
+  tr.SetBackwardExtraBuffers(probs, 1);  // CUDA's softmax backward: tmp = grad * output
   {
     Op op;
     op.name = Cat(a.name, ".softmax");

@@ -105,6 +105,9 @@ class Tracer {
 
   /// Marks |t|'s storage as saved for backward by the current op.
   void Save(const T& t);
+  /// Marks |t| (saved) as the output of an op whose backward allocates |n| more buffers of its
+  /// size (TensorSpec::backward_extra_buffers).
+  void SetBackwardExtraBuffers(const T& t, int n);
   /// Marks |t| as an input held by the activation checkpoint of the current layer.
   void CheckpointArg(const T& t);
   /// Marks |t| as kept alive by the model output until backward (the logits).
@@ -139,6 +142,7 @@ class Tracer {
     int tensor_index = -1;  // index in tensors_ once recorded
     Shape shape;
     DType dtype = DType::kBF16;
+    int32_t backward_extra_buffers = 0;  // TensorSpec::backward_extra_buffers
   };
   struct LayerState {
     std::vector<int> saved;       // storages saved by this layer's ops, in order, unique

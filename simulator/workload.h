@@ -52,6 +52,11 @@ struct TensorSpec {
   /// Activations only: true when the tensor is rematerialized in backward under activation
   /// checkpointing instead of staying alive from forward.
   bool recomputed = false;
+  /// Activations only: buffers of this tensor's size that the backward of the op that saved it
+  /// allocates besides the two gradients (its output's and its input's). CUDA's softmax
+  /// backward computes `grad * output` into a temporary first (softmax_backward_cuda_out): 1
+  /// for a saved softmax output.
+  int32_t backward_extra_buffers = 0;
 };
 
 enum class OpKind {

@@ -10,6 +10,7 @@
 #include "core/model_catalog.h"
 #include "simulator/cost_model.h"
 #include "simulator/stack_costs.h"
+#include "simulator/step_builder.h"
 #include "simulator/workload.h"
 
 namespace dsplan {
@@ -217,6 +218,35 @@ TEST(MathAttention, TheMaskIsAddedInPlaceAndTheWeightsAreCastBack) {
   const Workload l = Trace("llama-3.2-1b", b, s);
   EXPECT_EQ(FindOp(l, "layers.0.self_attn.weights_cast"), nullptr);
   EXPECT_EQ(FindOp(l, "layers.0.self_attn.mask_add"), nullptr);
+}
+
+TEST(MathAttention, SoftmaxBackwardHoldsThreeBuffersOfTheProbabilities) {
+  // CUDA's softmax backward computes tmp = grad * output before its kernel, so the block's
+  // backward holds the probabilities' gradient, that temporary and the scores' gradient at once:
+  // three fp32 [b, h, s, s] buffers (falcon-7b's peak was 2.0-2.1 % under without the third,
+  // docs/validation/deepspeed/records-h200.jsonl). A fused-attention block keeps two.
+  const int64_t b = 2, h = 71, s = 256;
+  const Workload w = Trace("falcon-7b", b, s);
+  bool found = false;
+  for (const TensorSpec& t : w.tensors) {
+    if (t.name == "transformer.h.0.self_attention.probs") {
+      found = true;
+      EXPECT_EQ(t.backward_extra_buffers, 1);
+      EXPECT_EQ(t.bytes, 4 * b * h * s * s);
+    }
+  }
+  EXPECT_TRUE(found);
+  const std::vector<LayerParams> lp = ComputeLayerParams(w, 0);
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    if (w.layers[i].kind != LayerKind::kDecoderBlock) continue;
+    EXPECT_EQ(lp[i].largest_saved_bytes, 4 * b * h * s * s) << w.layers[i].name;
+    EXPECT_EQ(lp[i].backward_work_buffers, 3) << w.layers[i].name;
+  }
+  const Workload l = Trace("llama-3.2-1b", b, s);
+  const std::vector<LayerParams> ll = ComputeLayerParams(l, 0);
+  for (size_t i = 0; i < l.layers.size(); ++i) {
+    if (l.layers[i].kind == LayerKind::kDecoderBlock) EXPECT_EQ(ll[i].backward_work_buffers, 2);
+  }
 }
 
 }  // namespace

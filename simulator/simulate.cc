@@ -315,8 +315,8 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     p.warnings.push_back(fmt::format(
         "optimizer: DeepSpeed's FusedAdam would not train this model: the flat fp32 tensor it "
         "steps has {} elements, more than 2^31 - 1, and FusedAdam keeps tensor sizes in 32-bit "
-        "ints, so its update silently never runs (DeepSpeed issue #7640; 0.14.5 has it, PR #7639 "
-        "of 2025-10-21 fixes it). The step time above is that of the broken step. Use ZeRO stage "
+        "ints, so its update silently never runs (DeepSpeed issue #7640; 0.14.5 has it, PR #7639, "
+        "opened 2025-10-21, fixes it). The step time above is that of the broken step. Use ZeRO stage "
         "3 (sub_group_size at most 1e9), enough GPUs that each rank's partition stays below "
         "2^31 elements, or optimizer.params.torch_adam true (PyTorch's AdamW; not measured by "
         "dsplan at this size)",

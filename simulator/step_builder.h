@@ -81,7 +81,7 @@ struct StepFacts {
   int64_t fused_adam_flat_numel = 0;
   /// DeepSpeed 0.14.5's FusedAdam stores each tensor's size in a 32-bit int
   /// (csrc/adam/multi_tensor_apply.cuh): a tensor of more than 2^31 - 1 elements gets a negative
-  /// size and its update never runs, silently (DeepSpeed issue #7640, fixed by PR #7639 of
+  /// size and its update never runs, silently (DeepSpeed issue #7640, fixed by PR #7639, opened
   /// 2025-10-21). docs/deepspeed-facts.md#fused-adam-int32.
   static constexpr int64_t kFusedAdamMaxNumel = 2147483647;
   bool FusedAdamSkipsUpdate() const { return fused_adam_flat_numel > kFusedAdamMaxNumel; }

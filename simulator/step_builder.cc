@@ -264,6 +264,8 @@ class Builder {
                 int64_t freed);
   // |hook|: the backward task whose gradient hook runs the flush (-1: the epilogue's).
   void FlushBucket(int micro, TaskId hook = -1);
+  // The backward's working memory of layer |l| (LayerParams::backward_work_buffers).
+  void BackwardWorkingMemory(int l, EffectList* fx) const;
   void EndOfBackward(int micro);
   void OptimizerStep();
   Task EngineAllReduce(int micro, int64_t bytes) const;
@@ -850,14 +852,7 @@ void Builder::Backward(int micro) {
     // same size: 8 bytes per logit when the logits are upcast to fp32 (measured on the H200 for
     // 13 families: docs/validation/deepspeed/README.md).
     // Two allocations, as autograd makes them (the caching allocator places them separately).
-    // A saved softmax output adds CUDA's `grad * output` temporary (backward_work_buffers 3).
-    const int64_t work = lp_[l].largest_saved_bytes;
-    for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
-      fx.push_back(Alloc(work, MemCategory::kTemporaries));
-    }
-    for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
-      fx.push_back(Free(work, MemCategory::kTemporaries));
-    }
+    BackwardWorkingMemory(l, &fx);
     // Saved tensors go; the outputs (logits) stay with the caller's output object until the
     // step is over.
     fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
@@ -954,13 +949,7 @@ void Builder::BackwardTiled(int micro, int l) {
     if (i == tiles_ - 1) {
       // The block's backward working memory (as untiled: the outputs of a tiled Linear are
       // concatenated back to the whole intermediate, so its largest saved tensor is unchanged).
-      const int64_t work = lp_[l].largest_saved_bytes;
-      for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
-        fx.push_back(Alloc(work, MemCategory::kTemporaries));
-      }
-      for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
-        fx.push_back(Free(work, MemCategory::kTemporaries));
-      }
+      BackwardWorkingMemory(l, &fx);
     }
     if (i == 0) {
       fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
@@ -1014,6 +1003,19 @@ TaskId Builder::CheckpointFromHost(int micro, int l) {
              {Alloc(layer.activation_bytes, MemCategory::kActivations),
               Free(layer.activation_bytes, MemCategory::kActivations, true,
                    MemSpace::kPageableHost)});
+}
+
+void Builder::BackwardWorkingMemory(int l, EffectList* fx) const {
+  // Buffers the size of the layer's largest saved tensor, alive together, as autograd allocates
+  // them (the caching allocator places them separately): two gradients, plus CUDA's
+  // `grad * output` temporary when that tensor is a softmax output (backward_work_buffers 3).
+  const int64_t work = lp_[l].largest_saved_bytes;
+  for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+    fx->push_back(Alloc(work, MemCategory::kTemporaries));
+  }
+  for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
+    fx->push_back(Free(work, MemCategory::kTemporaries));
+  }
 }
 
 void Builder::AddToBucket(int micro, int l, TaskId produced) {

@@ -287,7 +287,8 @@ DeclaredCommand AddAccuracyCommand(CLI::App& app) {
   cmd->add_flag("--json", f.json, "Machine-readable output");
   cmd->add_flag("--unseen-families", f.unseen_families,
                 "Predict each run as for a model family whose blocks were never measured "
-                "(leave-one-family-out: per-op host costs instead of the family's measured block time)");
+                "(leave-one-family-out: per-op host costs, the forward scaled from the other families' "
+                "measurements, instead of the family's measured block time)");
   return {cmd, [flags] { return RunAccuracy(*flags); }};
 }
 

@@ -418,22 +418,20 @@ double CostModel::DispatchSeconds() const {
 }
 
 LayerCost CostModel::Layer(const dsplan::Layer& layer) const {
-  return LayerWithMemo(layer, {}, nullptr);
+  // A layer of no known family: the scale over every measured family.
+  return LayerWithMemo(layer, {}, stack_costs_->ScaleForUnmeasured({}), nullptr);
 }
 
 LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
-                                   OpMemo* memo) const {
+                                   const UnmeasuredHostScale& scale, OpMemo* memo) const {
   LayerCost c;
   const StackCosts& stack = *stack_costs_;
-  double op_fwd_host = 0, op_bwd_host = 0;
+  // The ops as the per-op host estimate counts them (used when the layer's family was not
+  // measured whole).
+  TracedOps traced;
   int32_t module_ops = 0;
   for (const Op& op : layer.ops) {
-    // Host time of the op in eager PyTorch when the layer's family was not measured whole: the
-    // measured cost of one op of its kind, plus one plain tensor op per further kernel.
-    op_fwd_host += stack.OpFwd(op.kind) +
-                   std::max(0, op.eager.fwd_kernels - 1) * stack.kernel_fwd_s;
-    op_bwd_host += stack.OpBwd(op.kind) +
-                   std::max(0, op.eager.bwd_kernels - 1) * stack.kernel_bwd_s;
+    traced.Add(op);
     switch (op.kind) {
       case OpKind::kGemm:
       case OpKind::kNorm:
@@ -481,6 +479,7 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
         break;
     }
   }
+  const double op_fwd_host = stack.PerOpFwd(traced), op_bwd_host = stack.PerOpBwd(traced);
   double recompute_host = 0;
   const bool block =
       layer.kind == LayerKind::kEncoderBlock || layer.kind == LayerKind::kDecoderBlock;
@@ -499,12 +498,22 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
     c.bwd_dispatch_s = fam->bwd_s;
     recompute_host = layer.checkpointed ? std::max(0.0, fam->ckpt_bwd_s - fam->bwd_s) : 0;
     c.modules = fam->modules;
-  } else {
-    c.fwd_dispatch_s = op_fwd_host;
+  } else if (block) {
+    // No measurement of the family's block: its per-op estimate; the forward's scaled by what
+    // the measured families' blocks took against theirs (the estimate leaves out transformers'
+    // views, reshapes and module code, and the checkpoint wrapper's work, all Python that runs
+    // in forward and recomputation; the backward runs in autograd's engine).
+    c.fwd_dispatch_s = op_fwd_host * (layer.checkpointed ? scale.ckpt_fwd : scale.fwd);
     c.bwd_dispatch_s = op_bwd_host;
-    recompute_host = op_fwd_host;
+    recompute_host = op_fwd_host * scale.recompute;
     // The block itself and its attention and MLP containers are modules too.
-    c.modules = module_ops + (block ? 3 : 0);
+    c.modules = module_ops + 3;
+  } else {
+    // Outside the blocks (embeddings, masks, head, loss), likewise against the measured rests.
+    c.fwd_dispatch_s = op_fwd_host * scale.rest_fwd;
+    c.bwd_dispatch_s = op_bwd_host;
+    recompute_host = c.fwd_dispatch_s;
+    c.modules = module_ops;
   }
   c.recompute_dispatch_s = layer.checkpointed ? recompute_host : 0;
   c.fwd_s = std::max(c.FwdGpuSeconds(), c.fwd_dispatch_s);
@@ -530,7 +539,10 @@ std::vector<LayerCost> CostModel::LayersAlone(const Workload& w, bool family_mea
   std::vector<LayerCost> out;
   out.reserve(w.layers.size());
   OpMemo memo;
-  for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, family, &memo));
+  // Layers without their family's measurement (all of them with |family_measured| false, which
+  // holds the model's family out): the scale over the other measured families.
+  const UnmeasuredHostScale scale = stack_costs_->ScaleForUnmeasured(w.spec.model_type);
+  for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, family, scale, &memo));
   // The measured host time of the model outside its blocks (masks, position tables, head and
   // loss code) replaces the per-op estimate of those layers: it is charged to the first
   // embedding layer, the others keep only their kernels.

@@ -33,6 +33,7 @@ namespace dsplan {
 
 class GemmTable;
 struct StackCosts;
+struct UnmeasuredHostScale;
 
 /// Seconds of one layer's compute, split by op class (for the validation report and the
 /// breakdown).
@@ -125,7 +126,8 @@ class CostModel {
   LayerCost Layer(const dsplan::Layer& layer) const;
   std::vector<LayerCost> Layers(const Workload& w) const;
   /// The same, |family_measured| false: as for a family whose blocks the stack measurement
-  /// never saw (per-op host costs only), to report leave-one-family-out accuracy.
+  /// never saw (per-op host costs, the forward scaled from the other measured families:
+  /// StackCosts::ScaleForUnmeasured), to report leave-one-family-out accuracy.
   std::vector<LayerCost> Layers(const Workload& w, bool family_measured) const;
   /// A GEMM's time under sustained load over its time alone at tensor-core |duty| (0-1), from
   /// the profile's measured curve (HardwareProfile::gpu.sustained_gemm; 1 without one): linear
@@ -174,8 +176,10 @@ class CostModel {
   double SustainedLoadRatio(const std::vector<LayerCost>& alone) const;
   // Scales the GEMM and attention kernels of |layers| (all of |w|'s) by |ratio|.
   void ApplySustainedLoad(const Workload& w, double ratio, std::vector<LayerCost>* layers) const;
+  // |scale|: what a layer without its family's measurement scales its per-op host estimate by
+  // (StackCosts::ScaleForUnmeasured, over the families other than the model's own).
   LayerCost LayerWithMemo(const dsplan::Layer& layer, std::string_view model_type,
-                          OpMemo* memo) const;
+                          const UnmeasuredHostScale& scale, OpMemo* memo) const;
   /// Host time of DeepSpeed ZeRO-3's hooks around layer task |t| of the layer costed |c|; 0
   /// without them and for dsplan's runtime, which runs none.
   double HookSeconds(const Task& t, const LayerCost& c) const;

@@ -39,7 +39,7 @@ int64_t LibraryWorkspaceBytes(const HardwareProfile& hw) {
 }  // namespace
 
 TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
-                      bool zero3) {
+                      bool zero3, bool family_priced) {
   // Drawn from the 155 real DeepSpeed runs with a step time in tests/fixtures/calibration and
   // docs/validation/deepspeed (records-h200.jsonl, holdout/, plans-1203b/, plans-1203c/,
   // fresh-1203d/, kprof-1203e/, fresh-1203f/, repeat-1204/, rep-1204b/), replayed on 2026-12-04
@@ -72,7 +72,7 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   TimeBand b;
   b.family_measured = false;
   for (LayerKind k : {LayerKind::kDecoderBlock, LayerKind::kEncoderBlock}) {
-    if (stack.Block(spec.model_type, k) != nullptr) b.family_measured = true;
+    if (family_priced && stack.Block(spec.model_type, k) != nullptr) b.family_measured = true;
   }
   const double h = std::clamp(host_bound_share, 0.0, 1.0);
   if (b.family_measured) {
@@ -84,12 +84,31 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
                       "the host-bound share of the step grows"
                     : "201 real DeepSpeed runs on an H200: 0.89-1.15x when GPU-bound, widening to "
                       "0.71-1.46x as the host-bound share of the step grows";
+  } else if (stack.ScaleForUnmeasured(spec.model_type).families > 0) {
+    // A family whose blocks the stack measurement never saw: its forward host time is its
+    // per-op estimate scaled by the measured families' ratio (StackCosts::ScaleForUnmeasured).
+    // The 201 timed runs above predicted that way, each with its own family held out
+    // (`dsplan accuracy --unseen-families`, 2026-12-05): 0.92-1.20x when GPU-bound (115 runs),
+    // 0.74-1.36x at a host-bound share of 0.6 or more (67). Outside the ends below: the same 2
+    // runs as with the families' measurements (gpt2-xl with both offloads 1.53x at share 0.33,
+    // qwen2-0.5b at stage 2 1.31x at 0.31). Until session 12 the forward was not scaled and
+    // the band reached 2.99x.
+    b.low = 0.89 + (0.71 - 0.89) * h;
+    b.high = 1.20 + (1.46 - 1.20) * h;
+    b.basis =
+        "this family's host time was never measured (its forward scaled from the measured "
+        "families'); 201 real DeepSpeed runs predicted that way with their family held out: "
+        "0.89-1.20x when GPU-bound, widening to 0.71-1.46x as the host-bound share grows";
   } else {
+    // Fewer than three measured families to scale from: the per-op estimate as it stands. The
+    // 155 runs of 2026-12-04 predicted that way measured 0.88-1.54x when GPU-bound and up to
+    // 0.86-2.99x host-bound (the estimate leaves out most of the forward's Python).
     b.low = 0.88 + (0.86 - 0.88) * h;
     b.high = 1.54 + (2.99 - 1.54) * h;
     b.basis =
-        "this family's host time was never measured; 155 runs predicted that way: 0.88-1.54x "
-        "when GPU-bound, widening to 0.86-2.99x as the host-bound share grows";
+        "this family's host time was never measured, nor enough other families' to scale from; "
+        "155 runs predicted that way: 0.88-1.54x when GPU-bound, widening to 0.86-2.99x as the "
+        "host-bound share grows";
   }
   return b;
 }
@@ -490,9 +509,8 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.host_bound_share =
       p.step_time_s > 0 ? std::clamp(host_bound_s / p.step_time_s, 0.0, 1.0) : 0.0;
   const bool zero3 = plan.zero.stage == 3;
-  p.time_band = ctx.family_blocks
-                    ? StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share, zero3)
-                    : StepTimeBand(w.spec, StackCosts{}, p.host_bound_share, zero3);  // per op
+  p.time_band = StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share, zero3,
+                             ctx.family_blocks);
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const double d = sched.critical_s[k];
     switch (static_cast<TaskKind>(k)) {

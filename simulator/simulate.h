@@ -104,8 +104,13 @@ struct StackCosts;
 /// priced per op). So a profile whose stack section measured other families than the built-in
 /// costs gets the band of what it measured. A |zero3| step (ZeRO stage 3) is its own task class:
 /// its GPU-bound band reaches higher (its hooks' host time can keep the GPU waiting).
+/// |family_priced| false: the prediction priced the family's blocks per op although |stack|
+/// measured them (`dsplan accuracy --unseen-families`).
+/// A family priced per op has its forward scaled from the other measured families when |stack|
+/// holds at least three (StackCosts::ScaleForUnmeasured), and gets the band drawn for that; with
+/// fewer, the per-op estimate stands unscaled and the band is the widest.
 TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
-                      bool zero3 = false);
+                      bool zero3 = false, bool family_priced = true);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a

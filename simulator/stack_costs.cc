@@ -1,5 +1,7 @@
 #include "simulator/stack_costs.h"
 
+#include <algorithm>
+
 namespace dsplan {
 namespace {
 
@@ -34,6 +36,64 @@ const FamilyRestHost kRests[] = {
     {"falcon", 1233e-6, 1106e-6}, {"gptj", 179e-6, 49e-6},      {"mistral", 2800e-6, 449e-6},
     {"bert", 848e-6, 1050e-6},    {"mixtral", 848e-6, 0},
 };
+
+// The measured families as dsplan's tracer decomposes them: the catalog model each was measured
+// with (stack-costs-call2/3.json "measured_with"), one sample of 32 tokens; per block kind and
+// for the rest of the model (kEmbedding: every layer outside the blocks), ops by OpKind (GEMM,
+// batched GEMM, attention, norm, activation, dropout, elementwise, embedding, softmax, loss) and
+// the kernels beyond one per op, forward and backward.
+// tests/simulator/stack_costs_test.cc (FamilyHost.TheMeasuredFamiliesTracesAreTheTracers)
+// re-traces each and prints this table when the tracer changes.
+struct TraceRow {
+  const char* model_type;
+  LayerKind kind;
+  const char* traced_from;
+  std::array<int32_t, kOpKindCount> ops;
+  int32_t fwd_extra, bwd_extra;
+};
+
+std::vector<FamilyTrace> Traces() {
+  static const TraceRow kRows[] = {
+      {"gpt2", LayerKind::kDecoderBlock, "gpt2-xl", {{4, 0, 1, 2, 1, 2, 2, 0, 0, 0}}, 7, 11},
+      {"gpt2", LayerKind::kEmbedding, "gpt2-xl", {{1, 0, 0, 1, 0, 1, 2, 2, 0, 1}}, 1, 3},
+      {"t5", LayerKind::kEncoderBlock, "t5-3b", {{6, 2, 0, 2, 1, 4, 8, 1, 1, 0}}, 14, 22},
+      {"t5", LayerKind::kDecoderBlock, "t5-3b", {{10, 2, 1, 3, 1, 5, 9, 1, 1, 0}}, 21, 33},
+      {"t5", LayerKind::kEmbedding, "t5-3b", {{1, 0, 0, 2, 0, 4, 1, 2, 0, 1}}, 15, 24},
+      {"llama", LayerKind::kDecoderBlock, "llama-2-7b", {{7, 0, 1, 2, 1, 0, 5, 0, 0, 0}}, 22, 41},
+      {"llama", LayerKind::kEmbedding, "llama-2-7b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 8, 13},
+      {"opt", LayerKind::kDecoderBlock, "opt-2.7b", {{6, 0, 1, 2, 1, 2, 3, 0, 0, 0}}, 0, 2},
+      {"opt", LayerKind::kEmbedding, "opt-2.7b", {{1, 0, 0, 1, 0, 0, 2, 2, 0, 1}}, 1, 3},
+      {"gpt_neox", LayerKind::kDecoderBlock, "pythia-1.4b", {{4, 0, 1, 2, 1, 0, 6, 0, 0, 0}}, 10, 25},
+      {"gpt_neox", LayerKind::kEmbedding, "pythia-1.4b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 1, 3},
+      {"qwen2", LayerKind::kDecoderBlock, "qwen2-1.5b", {{7, 0, 1, 2, 1, 0, 5, 0, 0, 0}}, 22, 41},
+      {"qwen2", LayerKind::kEmbedding, "qwen2-1.5b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 8, 13},
+      {"bloom", LayerKind::kDecoderBlock, "bloom-3b", {{4, 2, 0, 2, 1, 0, 9, 0, 1, 0}}, 8, 19},
+      {"bloom", LayerKind::kEmbedding, "bloom-3b", {{1, 0, 0, 2, 0, 0, 1, 1, 0, 1}}, 1, 4},
+      {"gemma", LayerKind::kDecoderBlock, "gemma-2b", {{7, 0, 1, 2, 1, 0, 5, 0, 0, 0}}, 22, 41},
+      {"gemma", LayerKind::kEmbedding, "gemma-2b", {{1, 0, 0, 1, 0, 0, 2, 1, 0, 1}}, 8, 13},
+      {"phi", LayerKind::kDecoderBlock, "phi-2", {{6, 0, 1, 1, 1, 2, 5, 0, 0, 0}}, 17, 34},
+      {"phi", LayerKind::kEmbedding, "phi-2", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 1, 3},
+      {"falcon", LayerKind::kDecoderBlock, "falcon-7b", {{4, 2, 0, 1, 1, 0, 10, 0, 1, 0}}, 8, 17},
+      {"falcon", LayerKind::kEmbedding, "falcon-7b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 1, 3},
+      {"gptj", LayerKind::kDecoderBlock, "gpt-j-6b", {{6, 2, 0, 1, 1, 0, 10, 0, 1, 0}}, 17, 34},
+      {"gptj", LayerKind::kEmbedding, "gpt-j-6b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 1, 3},
+      {"mistral", LayerKind::kDecoderBlock, "mistral-7b", {{7, 0, 1, 2, 1, 0, 5, 0, 0, 0}}, 22, 41},
+      {"mistral", LayerKind::kEmbedding, "mistral-7b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 8, 13},
+      {"bert", LayerKind::kEncoderBlock, "bert-large-uncased", {{6, 0, 1, 2, 1, 2, 2, 0, 0, 0}}, 0, 2},
+      {"bert", LayerKind::kEmbedding, "bert-large-uncased", {{2, 0, 0, 2, 1, 1, 2, 3, 0, 1}}, 1, 4},
+      {"mixtral", LayerKind::kDecoderBlock, "mixtral-8x7b", {{7, 0, 1, 2, 0, 0, 5, 0, 1, 0}}, 22, 40},
+      {"mixtral", LayerKind::kEmbedding, "mixtral-8x7b", {{1, 0, 0, 1, 0, 0, 1, 1, 0, 1}}, 8, 13},
+  };
+  std::vector<FamilyTrace> t;
+  for (const TraceRow& r : kRows) {
+    FamilyTrace f{r.model_type, r.kind, r.traced_from, {}};
+    f.ops.ops = r.ops;
+    f.ops.fwd_extra_kernels = r.fwd_extra;
+    f.ops.bwd_extra_kernels = r.bwd_extra;
+    t.push_back(std::move(f));
+  }
+  return t;
+}
 
 StackCosts Build() {
   StackCosts s;
@@ -150,6 +210,7 @@ StackCosts Build() {
   s.fp64_norm_bytes_per_s = 2.182e12;
   s.families.assign(std::begin(kFamilies), std::end(kFamilies));
   s.rests.assign(std::begin(kRests), std::end(kRests));
+  s.traces = Traces();
   return s;
 }
 
@@ -167,6 +228,69 @@ const FamilyRestHost* StackCosts::Rest(std::string_view model_type) const {
     if (r.model_type == model_type) return &r;
   }
   return nullptr;
+}
+
+void TracedOps::Add(const Op& op) {
+  ++ops[static_cast<int>(op.kind)];
+  fwd_extra_kernels += std::max(0, op.eager.fwd_kernels - 1);
+  bwd_extra_kernels += std::max(0, op.eager.bwd_kernels - 1);
+}
+
+double StackCosts::PerOpFwd(const TracedOps& t) const {
+  double s = t.fwd_extra_kernels * kernel_fwd_s;
+  for (int k = 0; k < kOpKindCount; ++k) s += t.ops[k] * op_fwd_s[k];
+  return s;
+}
+
+double StackCosts::PerOpBwd(const TracedOps& t) const {
+  double s = t.bwd_extra_kernels * kernel_bwd_s;
+  for (int k = 0; k < kOpKindCount; ++k) s += t.ops[k] * op_bwd_s[k];
+  return s;
+}
+
+namespace {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 1;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+UnmeasuredHostScale StackCosts::ScaleForUnmeasured(std::string_view exclude_model_type) const {
+  // Each measured block (T5's encoder and decoder are two) and each measured rest of a model
+  // whose family dsplan has traced is one sample of measured / per-op estimate, forward.
+  std::vector<double> fwd, ckpt_fwd, recompute, rest_fwd;
+  std::vector<std::string_view> seen;
+  for (const FamilyTrace& t : traces) {
+    if (t.model_type == exclude_model_type) continue;
+    const double pf = PerOpFwd(t.ops);
+    if (pf <= 0) continue;
+    if (t.kind == LayerKind::kEmbedding) {
+      const FamilyRestHost* r = Rest(t.model_type);
+      if (r == nullptr) continue;
+      rest_fwd.push_back(r->fwd_s / pf);
+      continue;
+    }
+    const FamilyBlockHost* b = Block(t.model_type, t.kind);
+    if (b == nullptr) continue;
+    fwd.push_back(b->fwd_s / pf);
+    ckpt_fwd.push_back(b->ckpt_fwd_s / pf);
+    recompute.push_back(std::max(0.0, b->ckpt_bwd_s - b->bwd_s) / pf);
+    if (std::find(seen.begin(), seen.end(), t.model_type) == seen.end()) {
+      seen.push_back(t.model_type);
+    }
+  }
+  UnmeasuredHostScale s;
+  if (seen.size() < 3) return s;
+  s.families = static_cast<int>(seen.size());
+  s.fwd = Median(fwd);
+  s.ckpt_fwd = Median(ckpt_fwd);
+  s.recompute = Median(recompute);
+  if (rest_fwd.size() >= 3) s.rest_fwd = Median(rest_fwd);
+  return s;
 }
 
 const StackCosts& MeasuredStackCosts() {

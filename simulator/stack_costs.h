@@ -42,6 +42,39 @@ struct FamilyRestHost {
   double fwd_s = 0, bwd_s = 0;
 };
 
+/// How dsplan's tracer decomposes some layers: ops of each kind, and the kernels beyond one per
+/// op, forward and backward. With a StackCosts' per-op costs it gives the per-op host estimate
+/// (StackCosts::PerOpFwd / PerOpBwd).
+struct TracedOps {
+  std::array<int32_t, kOpKindCount> ops{};
+  int32_t fwd_extra_kernels = 0, bwd_extra_kernels = 0;
+  void Add(const Op& op);
+  bool operator==(const TracedOps&) const = default;
+};
+
+/// A measured family's block (kind kEncoderBlock / kDecoderBlock) or the rest of its model (kind
+/// kEmbedding: every layer outside the blocks) as dsplan traces the catalog model the
+/// measurement was made with (|traced_from|).
+struct FamilyTrace {
+  std::string model_type;
+  LayerKind kind = LayerKind::kDecoderBlock;
+  std::string traced_from;
+  TracedOps ops;
+};
+
+/// What the forward host time of a layer whose family was not measured is, relative to its
+/// per-op estimate: the median over the measured families of measured / per-op estimate, for a
+/// block's forward, its forward under checkpointing and its recomputation, and for the rest of
+/// the model's forward. The forward runs transformers' Python (views, reshapes, module calls,
+/// the checkpoint wrapper), which the per-op estimate leaves out; the measured families say how
+/// much that is. The backward runs in autograd's engine, without that Python: it keeps the
+/// per-op estimate (docs/stack-costs.md section 3b).
+struct UnmeasuredHostScale {
+  double fwd = 1, ckpt_fwd = 1, recompute = 1, rest_fwd = 1;
+  /// Families the medians were taken over (0: no scaling, the per-op estimate as is).
+  int families = 0;
+};
+
 struct StackCosts {
   /// What was measured, where and with which versions.
   std::string source;
@@ -83,6 +116,9 @@ struct StackCosts {
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
   std::vector<FamilyBlockHost> families;
   std::vector<FamilyRestHost> rests;
+  /// The measured families as dsplan traces them (a property of dsplan's tracer, not of the
+  /// machine: a profile's stack section keeps the built-in table).
+  std::vector<FamilyTrace> traces;
 
   double OpFwd(OpKind k) const { return op_fwd_s[static_cast<int>(k)]; }
   double OpBwd(OpKind k) const { return op_bwd_s[static_cast<int>(k)]; }
@@ -90,6 +126,14 @@ struct StackCosts {
   const FamilyBlockHost* Block(std::string_view model_type, LayerKind kind) const;
   /// The family's rest-of-model measurement, or nullptr.
   const FamilyRestHost* Rest(std::string_view model_type) const;
+  /// The per-op host estimate of |t|: the measured cost of one op of each kind plus one plain
+  /// tensor op per further kernel.
+  double PerOpFwd(const TracedOps& t) const;
+  double PerOpBwd(const TracedOps& t) const;
+  /// The scale for a layer of a family without a measurement here, over the measured (and
+  /// traced) families other than |exclude_model_type| (the layer's own: `dsplan accuracy
+  /// --unseen-families` holds each family out this way). Fewer than three families: no scale.
+  UnmeasuredHostScale ScaleForUnmeasured(std::string_view exclude_model_type) const;
 };
 
 /// PyTorch 2.11 + transformers 5.17 + DeepSpeed 0.14.5 on the H200 device machine (16-core

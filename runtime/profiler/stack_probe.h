@@ -8,7 +8,8 @@
 // Nothing is measured silently or filled in: when python3, torch or a CUDA GPU is missing the
 // section is not written and one note says which and why; when DeepSpeed or transformers is
 // missing, the parts they measure are left out of the section and a note says so (the cost model
-// then uses the built-in ZeRO-3 hook costs, or per-op host costs for the families, and the
+// then uses the built-in ZeRO-3 hook costs, or per-op host costs for the families (scaled from
+// the measured families when there are three or more), and the
 // profile's summary says so).
 #ifndef DSPLAN_RUNTIME_PROFILER_STACK_PROBE_H_
 #define DSPLAN_RUNTIME_PROFILER_STACK_PROBE_H_

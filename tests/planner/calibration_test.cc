@@ -180,15 +180,16 @@ TEST(HoldoutRecords, MemoryVerdictsAndStepTime) {
 }
 
 // Leave-one-family-out: the same sets predicted as for families whose blocks the stack
-// measurement never saw (per-op host costs): calibration 19.2 %, validation 17.6 %, hold-out
-// 13.4 % mean on 2026-12-03. Memory does not depend on it.
+// measurement never saw (per-op host costs, the forward scaled from the other families'
+// measurements): calibration 13.2 %, validation 8.5 % mean on 2026-12-05 (19.2 % and 17.6 %
+// on 2026-12-03, before the forward was scaled). Memory does not depend on it.
 TEST(UnseenFamilies, StepTimeWithoutTheFamilyMeasurement) {
   std::unique_ptr<AccuracySummary> cal =
       LoadAndEvaluate("/tests/fixtures/calibration/deepspeed-h200.jsonl", 18, true);
   std::unique_ptr<AccuracySummary> val =
       LoadAndEvaluate("/docs/validation/deepspeed/records-h200.jsonl", 58, true);
-  EXPECT_LT(cal->step_mean_abs, 0.25);
-  EXPECT_LT(val->step_mean_abs, 0.22);
+  EXPECT_LT(cal->step_mean_abs, 0.16);
+  EXPECT_LT(val->step_mean_abs, 0.11);
   EXPECT_LT(val->alloc_mean_abs, 0.01);
 }
 

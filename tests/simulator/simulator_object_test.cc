@@ -459,6 +459,18 @@ TEST(StepTimeBand, APredictionGetsTheBandOfItsProfilesStackSection) {
     ASSERT_TRUE(b.ok()) << b.status().ToString();
     EXPECT_TRUE(a->time_band.family_measured) << name;
     EXPECT_EQ(b->time_band.family_measured, std::string(name) == "gpt2") << name;
+    if (std::string(name) == "llama-2-7b") {
+      // One measured family is too few to scale llama's per-op estimate from: it stands as is,
+      // with the band drawn for unscaled estimates; with the built-in costs' thirteen other
+      // families it would be scaled and get the narrower band of scaled estimates.
+      const StackCosts one = StackCostsFromProfile(with_stack->stack);
+      EXPECT_EQ(one.ScaleForUnmeasured("llama").families, 0);
+      const TimeBand scaled = StepTimeBand(*spec, MeasuredStackCosts(), b->host_bound_share,
+                                           false, /*family_priced=*/false);
+      EXPECT_FALSE(scaled.family_measured);
+      EXPECT_GT(b->time_band.high, scaled.high);
+      EXPECT_NE(b->time_band.basis, scaled.basis);
+    }
   }
 }
 

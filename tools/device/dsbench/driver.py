@@ -210,7 +210,10 @@ def build(s, D):
     cfgd = dict(s["model_config"])
     model_type = cfgd.pop("model_type")
     cfg = transformers.AutoConfig.for_model(model_type, **cfgd)
-    cfg.use_cache = False
+    # transformers' default is True (a DynamicCache of K/V copies returned with the output);
+    # dsplan models use_cache False. A case may ask for the default ("use_cache": true) to
+    # measure what the cache holds (docs/validation/deepspeed/usecache-1205/).
+    cfg.use_cache = bool(s.get("use_cache", False))
     is_t5 = bool(getattr(cfg, "is_encoder_decoder", False))
     if is_t5 and getattr(cfg, "decoder_start_token_id", None) is None:
         cfg.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0
@@ -456,6 +459,7 @@ def run_sub(s, D):
                 ta = time.perf_counter()
                 if name == "fwd":
                     out = engine(**batch)
+                    prev = None  # a held output lives until the next forward returns
                     loss = out.loss
                 elif name == "bwd":
                     engine.backward(loss)
@@ -467,6 +471,10 @@ def run_sub(s, D):
                 ph[name + "_res_mb"] = max(ph[name + "_res_mb"], torch.cuda.max_memory_reserved() / MiB)
         times.append(round(time.perf_counter() - t0, 4))
         losses.append(float(loss.detach().float().item()))
+        # "hold_output": keep this step's output object (logits, and the K/V cache with
+        # use_cache) until the next step's forward returns, as a loop written
+        # `out = engine(**batch); engine.backward(out.loss); engine.step()` does.
+        prev = out if s.get("hold_output") else None
         del out, loss
         ph = {k: round(v, 4 if k.endswith("_s") else 1) for k, v in ph.items()}
         ph["end_alloc_mb"] = round(torch.cuda.memory_allocated() / MiB, 1)
@@ -477,6 +485,7 @@ def run_sub(s, D):
         D["steps_max_alloc_mb"] = round(run_max_a, 1)
         D["steps_max_reserved_mb"] = round(run_max_r, 1)
         dump()
+    prev = None  # noqa: F841 (drop a held output before the extra steps and teardown)
     mem(D, "steps_end")
     D["host_speed_after"] = HOST_SPEED()
     # DSBENCH_KPROF=1: one more step after the timed ones, each phase (forward, backward,

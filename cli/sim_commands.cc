@@ -353,6 +353,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"measured_step_s", r.run.step_s},
                       {"predicted_step_s", r.step_s},
                       {"step_error", r.step_error},
+                      {"step_error_family_held_out", r.step_error_unseen},
                       {"host_bound_share", r.host_bound_share},
                       {"step_band", {{"low", r.band_low}, {"high", r.band_high}}},
                       {"step_in_band", r.in_band},
@@ -369,6 +370,8 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"reserved_mean_abs_error", summary->reserved_mean_abs},
                           {"step_mean_abs_error", summary->step_mean_abs},
                           {"step_max_abs_error", summary->step_max_abs},
+                          {"step_mean_abs_error_family_held_out", summary->unseen_step_mean_abs},
+                          {"step_max_abs_error_family_held_out", summary->unseen_step_max_abs},
                           {"step_in_band", summary->time_in_band},
                           {"verdicts_right", summary->verdicts_right}};
     fmt::print("{}\n", JsonText(out));

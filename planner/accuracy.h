@@ -64,6 +64,9 @@ struct AccuracyRow {
   double alloc_error = 0;          // (predicted - measured) / measured
   double reserved_error = 0;
   double step_error = 0;
+  /// The same run predicted as for a family whose blocks were never measured (leave one family
+  /// out: Simulator with family_measured false); set with AccuracySummary::has_unseen.
+  double step_error_unseen = 0;
   /// The prediction's share of host-bound time (Prediction::host_bound_share) and its band
   /// (StepTimeBand: measured expected within low-high x predicted); |in_band|: it was.
   double host_bound_share = 0;
@@ -79,6 +82,10 @@ struct AccuracySummary {
   double alloc_mean_abs = 0, alloc_max_abs = 0;
   double reserved_mean_abs = 0, reserved_max_abs = 0;
   double step_mean_abs = 0, step_max_abs = 0;
+  /// Leave-one-family-out step time over the same rows (EvaluateCalibration computes it beside
+  /// the in-sample figures unless it was asked for the unseen-family prediction alone).
+  bool has_unseen = false;
+  double unseen_step_mean_abs = 0, unseen_step_max_abs = 0;
   int verdicts_right = 0;
   int oom_runs = 0, oom_rejected = 0;  // runs that ran out of memory; of them, not said to fit
   int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)

@@ -191,6 +191,19 @@ TEST(UnseenFamilies, StepTimeWithoutTheFamilyMeasurement) {
   EXPECT_LT(cal->step_mean_abs, 0.16);
   EXPECT_LT(val->step_mean_abs, 0.11);
   EXPECT_LT(val->alloc_mean_abs, 0.01);
+  // The in-sample report carries the same leave-one-family-out figure beside its own, run by run.
+  std::unique_ptr<AccuracySummary> both =
+      LoadAndEvaluate("/tests/fixtures/calibration/deepspeed-h200.jsonl", 18);
+  ASSERT_TRUE(both->has_unseen);
+  ASSERT_EQ(both->rows.size(), cal->rows.size());
+  EXPECT_DOUBLE_EQ(both->unseen_step_mean_abs, cal->step_mean_abs);
+  EXPECT_DOUBLE_EQ(both->unseen_step_max_abs, cal->step_max_abs);
+  bool differs = false;
+  for (size_t i = 0; i < both->rows.size(); ++i) {
+    EXPECT_DOUBLE_EQ(both->rows[i].step_error_unseen, cal->rows[i].step_error) << i;
+    differs |= both->rows[i].step_error != both->rows[i].step_error_unseen;
+  }
+  EXPECT_TRUE(differs);  // the families' measurements change the predictions
 }
 
 }  // namespace

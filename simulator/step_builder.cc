@@ -1057,9 +1057,13 @@ void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int te
                        TaskId produced, int64_t freed) {
   // The hook copies the gradient into the bucket buffer and re-points param.grad at it; the
   // autograd-allocated gradient is freed.
+  // The hook runs on autograd's thread with the backward's stream current (stage 1 without
+  // overlap_comm: reduce_gradients on the main thread, the same stream), so the copy is on the
+  // compute stream whatever overlap_comm says; only average_tensor and copy_grads_in_partition
+  // move to reduction_stream.
   Task c;
   c.kind = TaskKind::kGradCopy;
-  c.resource = CommStream();
+  c.resource = Stage3() ? CommStream() : Resource::kCompute;
   c.layer = l;
   c.micro_step = micro;
   c.bytes = 2.0 * e_ * elements;
@@ -1151,6 +1155,25 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   }
   TaskId reduce = g_.Add(r, {}, fx);
   for (TaskId d : bucket_producers_) g_.AddDep(d);
+  if (!Stage3()) {
+    // The passes over the bucket that the all-reduce does not account for, with one rank too
+    // (stage_1_and_2.py, 0.14.5; docs/deepspeed-facts.md "How a bucket is reduced"):
+    // average_tensor's `tensor.div_(world_size)` over the whole bucket (reduce_scatter; the
+    // predivide path skips its multiplies at factor 1), and copy_grads_in_partition's copy of
+    // each of this rank's gradients into grads_in_partition, one kernel per parameter (with
+    // optimizer offload that path is the host copies below). allreduce_and_scatter's
+    // `buf.copy_(synced)` copies a view onto itself, which PyTorch skips.
+    const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    Task post;
+    post.kind = TaskKind::kGradCopy;
+    post.resource = CommStream();
+    post.micro_step = micro;
+    post.index = r.index;
+    post.bytes = (z.reduce_scatter ? 2.0 * e_ * bucket_elems_ : 0.0) +
+                 (p_.OffloadsOptimizer() ? 0.0 : 2.0 * e_ * owned);
+    post.kernels = (z.reduce_scatter ? 1 : 0) + (p_.OffloadsOptimizer() ? 0 : owned_tensors);
+    if (post.kernels > 0) reduce = g_.Add(post, {reduce}, {});
+  }
   last_reduce_ = reduce;
   if (p_.OffloadsOptimizer() && (boundary || Stage3())) {
     const bool pin = z.offload_optimizer.pin_memory;

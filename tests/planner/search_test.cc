@@ -460,10 +460,16 @@ TEST(SearchTest, MemoryObjectiveSortsByPeakAscending) {
     EXPECT_LE(mem->ranked[i - 1].prediction.gpu_total_bytes, mem->ranked[i].prediction.gpu_total_bytes)
         << "rank " << i;
   }
-  // The objective changes the order, not the plans: the fastest is the same plan either way.
-  double max_tps = 0;
+  // The objective changes the order, not the plans: the fastest of the memory ranking is the
+  // fastest of the throughput ranking, which leads it or ties with its leader (within
+  // kChoiceTieTolerance, where the narrower band and then less memory go first).
+  double max_tps = 0, max_tps_fast = 0;
   for (const ScoredPlan& s : mem->ranked) max_tps = std::max(max_tps, s.prediction.tokens_per_s);
-  EXPECT_EQ(max_tps, fast->ranked.front().prediction.tokens_per_s);
+  for (const ScoredPlan& s : fast->ranked) {
+    max_tps_fast = std::max(max_tps_fast, s.prediction.tokens_per_s);
+  }
+  EXPECT_EQ(max_tps, max_tps_fast);
+  EXPECT_GE(fast->ranked.front().prediction.tokens_per_s, max_tps * (1 - kChoiceTieTolerance));
   EXPECT_NE(mem->ranked.front().plan, fast->ranked.front().plan)
       << "gpt2 at micro-batch 4: the smallest plan is not the fastest";
 }

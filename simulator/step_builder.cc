@@ -1155,7 +1155,23 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   }
   TaskId reduce = g_.Add(r, {}, fx);
   for (TaskId d : bucket_producers_) g_.AddDep(d);
-  if (!Stage3()) {
+  if (Stage3()) {
+    // The passes on reduce_and_partition_stream besides the collective (stage3.py,
+    // coalesced_collectives.py, 0.14.5), with one rank too: reduce_scatter_coalesced's torch.cat
+    // of the interleaved chunks (skipped for one tensor the world size divides), its
+    // `div_(world_sz)` over the flat buffer, and partition_grads' copy of each owned chunk into
+    // the gradient partition (an add_ in later micro-steps).
+    const bool cat = N_ > 1 || bucket_tensors_ > 1;
+    Task post;
+    post.kind = TaskKind::kGradCopy;
+    post.resource = CommStream();
+    post.micro_step = micro;
+    post.index = r.index;
+    post.bytes = (cat ? 2.0 * comm_e_ * bucket_elems_ : 0.0) + 2.0 * comm_e_ * bucket_elems_ +
+                 (micro == 0 ? 2.0 : 3.0) * e_ * owned;
+    post.kernels = (cat ? 1 : 0) + 1 + static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    reduce = g_.Add(post, {reduce}, {});
+  } else {
     // The passes over the bucket that the all-reduce does not account for, with one rank too
     // (stage_1_and_2.py, 0.14.5; docs/deepspeed-facts.md "How a bucket is reduced"):
     // average_tensor's `tensor.div_(world_size)` over the whole bucket (reduce_scatter; the

@@ -69,6 +69,10 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
   // stage 3's GPU-bound band reaches 1.20x (rounded outward); its host-bound end is the common
   // one. The fresh-1204g run that set the 1.20 (phi-2) was outside the band
   // registered before it ran; it is inside this one, so it no longer tests it.
+  // Replayed after session 12's bucket passes (stage 1/2 divide and partition copies, ZeRO-3's
+  // side-stream cat/divide/copy; docs/deepspeed-facts.md): GPU-bound stage 3 0.94-1.18x (median
+  // 1.03), stages 1-2 0.94-1.08x (median 1.02), stage 0 0.92-1.03x; share 0.6 or more
+  // 0.73-1.42x; the same 2 runs outside. The ends are kept.
   TimeBand b;
   b.family_measured = false;
   for (LayerKind k : {LayerKind::kDecoderBlock, LayerKind::kEncoderBlock}) {

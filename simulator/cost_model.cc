@@ -356,7 +356,10 @@ double CostModel::StackAttentionSeconds(const Op& op, bool backward) const {
       // 2.5x the forward.
       const double fwd = 4.0 * B * static_cast<double>(op.m) * static_cast<double>(op.n) *
                          static_cast<double>(op.k) / (op.causal ? 2.0 : 1.0);
-      return std::max((backward ? 2.5 * fwd : fwd) / rate, MemoryBoundSeconds(bytes));
+      // The table was measured without dropout; with it, the forward kernel generates the
+      // Philox mask inline and runs slower by a measured ratio (StackCosts).
+      const double dropout = !backward && op.dropout ? stack_costs_->sdpa_dropout_fwd_ratio : 1.0;
+      return std::max(dropout * (backward ? 2.5 * fwd : fwd) / rate, MemoryBoundSeconds(bytes));
     }
   }
   const double eff = g.attention_efficiency.value > 0 ? g.attention_efficiency.value : 0.5;
@@ -450,7 +453,8 @@ LayerCost CostModel::LayerWithMemo(const dsplan::Layer& layer, std::string_view 
     for (int k = 0; k < kKernelClassCount; ++k) {
       eager_sig += op.eager.fwd[k] * (k + 1) + op.eager.bwd[k] * (k + 1 + kKernelClassCount);
     }
-    const OpMemoKey key{static_cast<int>(op.kind), op.m, op.n, op.k, op.batch, op.causal,
+    const int flags = (op.causal ? 1 : 0) | (op.fp32 ? 2 : 0) | (op.dropout ? 4 : 0);
+    const OpMemoKey key{static_cast<int>(op.kind), op.m, op.n, op.k, op.batch, flags,
                         op.fwd_bytes, op.bwd_bytes, eager_sig};
     auto hit = memo ? memo->find(key) : OpMemo::iterator{};
     if (memo && hit != memo->end()) {

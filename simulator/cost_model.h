@@ -161,7 +161,7 @@ class CostModel {
 
  private:
   using OpMemoKey =
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, bool, double, double, double>;
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int, double, double, double>;
   /// An op's forward and backward seconds, and the memory-bound part of the backward
   /// (BackwardMemoryBoundPart).
   struct OpSeconds {

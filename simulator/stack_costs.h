@@ -111,6 +111,10 @@ struct StackCosts {
   /// parallel modules (docs/stack-costs.md section 6).
   double bf16_step_s = 0, bf16_step_per_param_s = 0;
   double bf16_clip_step_s = 0, bf16_clip_step_per_param_s = 0;
+  /// PyTorch's fused attention (cuDNN) forward with attention dropout against the same call
+  /// without (the profile's `gpu.sdpa` table was measured without dropout); the backward runs at
+  /// the table's rate with or without.
+  double sdpa_dropout_fwd_ratio = 1;
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;

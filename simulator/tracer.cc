@@ -706,6 +706,7 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.fwd_flops = qk_flops + pv_flops;
     op.bwd_flops = 2 * op.fwd_flops;
     op.causal = a.causal;
+    op.dropout = a.dropout > 0;
     op.fwd_bytes = B(q) + B(k) + B(v) + B(out) + (a.float_mask ? B(*a.float_mask) : 0);
     op.bwd_bytes = 2 * op.fwd_bytes + B(out);
     tr.AddOp(std::move(op));

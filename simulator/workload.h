@@ -125,6 +125,7 @@ struct Op {
   int64_t m = 0, n = 0, k = 0, batch = 1;
   bool causal = false;          // kAttention: causal mask (kernels skip about half the work)
   bool fp32 = false;            // kBatchedGemm: operands upcast to fp32 (SDPA's math path)
+  bool dropout = false;         // kAttention: the fused kernel applies attention dropout
   double fwd_flops = 0;         // FLOPs in forward
   double bwd_flops = 0;         // FLOPs in backward (input and weight gradients)
   double fwd_bytes = 0;         // bytes read + written in forward

@@ -272,6 +272,31 @@ TEST(FamilyHost, AnUnmeasuredFamilysScaleComesFromTheOtherFamilies) {
   EXPECT_EQ(few.rest_fwd, 1);
 }
 
+// PyTorch's fused attention with attention dropout (GPT-2's attn_pdrop, BERT's
+// attention_probs_dropout_prob) runs its forward slower than the SDPA table, which was measured
+// without dropout: by the measured ratio, forward only. Llama has no attention dropout.
+TEST(FusedAttention, DropoutSlowsTheForwardByTheMeasuredRatio) {
+  auto hw = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(hw.ok());
+  const CostModel pt(*hw, Precision::kBf16);
+  const double ratio = pt.stack_costs().sdpa_dropout_fwd_ratio;
+  EXPECT_GT(ratio, 2.0);
+  EXPECT_LT(ratio, 2.4);
+  const Workload wg = Trace("gpt2-xl", 11, 1024);
+  const Workload wl = Trace("llama-3.2-1b", 22, 1024);
+  const Op* gpt2 = FindOp(wg, "attn.sdpa");
+  const Op* llama = FindOp(wl, "self_attn.sdpa");
+  ASSERT_NE(gpt2, nullptr);
+  ASSERT_NE(llama, nullptr);
+  EXPECT_TRUE(gpt2->dropout);
+  EXPECT_FALSE(llama->dropout);
+  Op without = *gpt2;
+  without.dropout = false;
+  EXPECT_NEAR(pt.OpForwardSeconds(*gpt2), ratio * pt.OpForwardSeconds(without),
+              1e-9 * pt.OpForwardSeconds(*gpt2));
+  EXPECT_DOUBLE_EQ(pt.OpBackwardSeconds(*gpt2), pt.OpBackwardSeconds(without));
+}
+
 TEST(MathAttention, FalconsUpcastScoresArePricedAsFp32Products) {
   // SDPA's math path multiplies fp32 copies of q, k and the probabilities: cuBLAS runs FFMA
   // kernels, far below the bf16 tensor-core table.

@@ -79,15 +79,20 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     if (family_priced && stack.Block(spec.model_type, k) != nullptr) b.family_measured = true;
   }
   const double h = std::clamp(host_bound_share, 0.0, 1.0);
+  // The ends at a GPU-bound step and at a wholly host-bound one; linear in between.
+  auto ends = [&](double gpu_low, double gpu_high, double host_low, double host_high,
+                  const char* basis) {
+    b.low = gpu_low + (host_low - gpu_low) * h;
+    b.high = gpu_high + (host_high - gpu_high) * h;
+    b.basis = basis;
+  };
   if (b.family_measured) {
-    const double gpu_high = zero3 ? 1.20 : 1.15;
-    b.low = 0.89 + (0.71 - 0.89) * h;
-    b.high = gpu_high + (1.46 - gpu_high) * h;
-    b.basis = zero3 ? "201 real DeepSpeed runs on an H200: ZeRO-3 steps 0.89-1.20x when GPU-bound "
-                      "(its hooks' host time can keep the GPU waiting), widening to 0.71-1.46x as "
-                      "the host-bound share of the step grows"
-                    : "201 real DeepSpeed runs on an H200: 0.89-1.15x when GPU-bound, widening to "
-                      "0.71-1.46x as the host-bound share of the step grows";
+    ends(0.89, zero3 ? 1.20 : 1.15, 0.71, 1.46,
+         zero3 ? "201 real DeepSpeed runs on an H200: ZeRO-3 steps 0.89-1.20x when GPU-bound "
+                 "(its hooks' host time can keep the GPU waiting), widening to 0.71-1.46x as "
+                 "the host-bound share of the step grows"
+               : "201 real DeepSpeed runs on an H200: 0.89-1.15x when GPU-bound, widening to "
+                 "0.71-1.46x as the host-bound share of the step grows");
   } else if (stack.ScaleForUnmeasured(spec.model_type).families > 0) {
     // A family whose blocks the stack measurement never saw: its forward host time is its
     // per-op estimate scaled by the measured families' ratio (StackCosts::ScaleForUnmeasured).
@@ -97,22 +102,18 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     // runs as with the families' measurements (gpt2-xl with both offloads 1.53x at share 0.33,
     // qwen2-0.5b at stage 2 1.31x at 0.31). Until session 12 the forward was not scaled and
     // the band reached 2.99x.
-    b.low = 0.89 + (0.71 - 0.89) * h;
-    b.high = 1.20 + (1.46 - 1.20) * h;
-    b.basis =
-        "this family's host time was never measured (its forward scaled from the measured "
-        "families'); 201 real DeepSpeed runs predicted that way with their family held out: "
-        "0.89-1.20x when GPU-bound, widening to 0.71-1.46x as the host-bound share grows";
+    ends(0.89, 1.20, 0.71, 1.46,
+         "this family's host time was never measured (its forward scaled from the measured "
+         "families'); 201 real DeepSpeed runs predicted that way with their family held out: "
+         "0.89-1.20x when GPU-bound, widening to 0.71-1.46x as the host-bound share grows");
   } else {
     // Fewer than three measured families to scale from: the per-op estimate as it stands. The
     // 155 runs of 2026-12-04 predicted that way measured 0.88-1.54x when GPU-bound and up to
     // 0.86-2.99x host-bound (the estimate leaves out most of the forward's Python).
-    b.low = 0.88 + (0.86 - 0.88) * h;
-    b.high = 1.54 + (2.99 - 1.54) * h;
-    b.basis =
-        "this family's host time was never measured, nor enough other families' to scale from; "
-        "155 runs predicted that way: 0.88-1.54x when GPU-bound, widening to 0.86-2.99x as the "
-        "host-bound share grows";
+    ends(0.88, 1.54, 0.86, 2.99,
+         "this family's host time was never measured, nor enough other families' to scale from; "
+         "155 runs predicted that way: 0.88-1.54x when GPU-bound, widening to 0.86-2.99x as the "
+         "host-bound share grows");
   }
   return b;
 }

@@ -207,6 +207,7 @@ StackCosts Build() {
   // The probe also measured the step's other kernels near the classes that price them: flatten
   // 4.20, cast to fp32 2.11, unscale 4.20, copy back 4.37, FusedAdam 3.37 TB/s.
   s.fp64_cast_bytes_per_s = 1.978e12;
+  s.fp64_norm_bytes_per_s = 2.182e12;
   // block-ops-h200.json (tools/probes/block_ops.py, plain PyTorch, 2026-12-04), gpt2-xl at
   // micro-batch 11: cuDNN's SDPA forward with GPT-2's attention dropout (0.1) took 259.5 us per
   // block for [11, 25, 1024, 64], causal; the profile's SDPA table (measured without dropout)
@@ -214,7 +215,6 @@ StackCosts Build() {
   // (1.18x), as llama-3.2-1b's without dropout (1150 against 945 us, 1.22x): dropout does not
   // change the backward, so only the forward gets the ratio.
   s.sdpa_dropout_fwd_ratio = 2.18;
-  s.fp64_norm_bytes_per_s = 2.182e12;
   s.families.assign(std::begin(kFamilies), std::end(kFamilies));
   s.rests.assign(std::begin(kRests), std::end(kRests));
   s.traces = Traces();

@@ -383,6 +383,44 @@ TEST_F(StepBuilderTest, StageTwoReducesEveryMicroStepStageOneOnlyAtTheBoundary) 
   }
 }
 
+// The passes over each bucket besides the collective (docs/deepspeed-facts.md, "The passes
+// over each bucket"), with one rank too. Stages 1-2: the hook's copy into the ipg bucket on the
+// compute stream whatever overlap_comm says; average_tensor's divide of the whole bucket
+// (reduce_scatter) and copy_grads_in_partition's copy of every gradient, on the reduction
+// stream under overlap_comm. ZeRO-3: the hook's copy, reduce_scatter_coalesced's cat and divide,
+// and partition_grads' copy, on the side stream. 2-byte gradients: 4 bytes per element a pass.
+TEST_F(StepBuilderTest, BucketPassesWithOneRank) {
+  for (int stage : {1, 2, 3}) {
+    for (bool overlap : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "stage " << stage << " overlap " << overlap);
+      Plan p = MakePlan(stage, 1);
+      p.zero.overlap_comm = overlap;
+      const BuiltStep b = Build(p);
+      double hook_copy = 0, hook_copy_side = 0, post = 0, post_compute = 0;
+      int post_kernels = 0;
+      for (const Task& t : b.graph.tasks()) {
+        if (t.kind != TaskKind::kGradCopy) continue;
+        if (t.layer >= 0) {  // the hook's copy of a layer's gradients
+          hook_copy += t.bytes;
+          if (t.resource != Resource::kCompute) hook_copy_side += t.bytes;
+        } else if (t.index >= 0) {  // a bucket's passes after its collective
+          post += t.bytes;
+          post_kernels += t.kernels;
+          if (t.resource == Resource::kCompute) post_compute += t.bytes;
+        }
+      }
+      EXPECT_DOUBLE_EQ(hook_copy, 4.0 * psi_);
+      const bool side = stage == 3 ? p.zero.OverlapComm() : false;
+      EXPECT_DOUBLE_EQ(hook_copy_side, side ? 4.0 * psi_ : 0.0);
+      // Divide and partition copy (stages 1-2); cat, divide and copy (stage 3, gpt2's buckets
+      // hold several tensors).
+      EXPECT_DOUBLE_EQ(post, (stage == 3 ? 12.0 : 8.0) * psi_);
+      EXPECT_GT(post_kernels, 0);
+      EXPECT_DOUBLE_EQ(post_compute, p.zero.OverlapComm() ? 0.0 : post);
+    }
+  }
+}
+
 // ZeRO 1/2 grads_in_partition holds the whole tensors that overlap the rank's partition
 // (stage_1_and_2.copy_grads_in_partition sums the numel of params_in_partition); the graph takes
 // the largest rank. gpt2's wte (38.6M of 124M elements) makes the overhang large at 8 ranks.

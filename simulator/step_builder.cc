@@ -1155,39 +1155,35 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   }
   TaskId reduce = g_.Add(r, {}, fx);
   for (TaskId d : bucket_producers_) g_.AddDep(d);
-  if (Stage3()) {
-    // The passes on reduce_and_partition_stream besides the collective (stage3.py,
-    // coalesced_collectives.py, 0.14.5), with one rank too: reduce_scatter_coalesced's torch.cat
-    // of the interleaved chunks (skipped for one tensor the world size divides), its
-    // `div_(world_sz)` over the flat buffer, and partition_grads' copy of each owned chunk into
-    // the gradient partition (an add_ in later micro-steps).
-    const bool cat = N_ > 1 || bucket_tensors_ > 1;
-    Task post;
-    post.kind = TaskKind::kGradCopy;
-    post.resource = CommStream();
-    post.micro_step = micro;
-    post.index = r.index;
-    post.bytes = (cat ? 2.0 * comm_e_ * bucket_elems_ : 0.0) + 2.0 * comm_e_ * bucket_elems_ +
-                 (micro == 0 ? 2.0 : 3.0) * e_ * owned;
-    post.kernels = (cat ? 1 : 0) + 1 + static_cast<int>(CeilDiv(bucket_tensors_, N_));
-    reduce = g_.Add(post, {reduce}, {});
-  } else {
-    // The passes over the bucket that the all-reduce does not account for, with one rank too
-    // (stage_1_and_2.py, 0.14.5; docs/deepspeed-facts.md "How a bucket is reduced"):
-    // average_tensor's `tensor.div_(world_size)` over the whole bucket (reduce_scatter; the
-    // predivide path skips its multiplies at factor 1), and copy_grads_in_partition's copy of
-    // each of this rank's gradients into grads_in_partition, one kernel per parameter (with
-    // optimizer offload that path is the host copies below). allreduce_and_scatter's
-    // `buf.copy_(synced)` copies a view onto itself, which PyTorch skips.
+  {
+    // The passes over the bucket besides the collective, with one rank too (0.14.5;
+    // docs/deepspeed-facts.md "The passes over each bucket"), on the stream the reduction runs
+    // on. Stages 1-2 (stage_1_and_2.py): average_tensor's `tensor.div_(world_size)` over the
+    // whole bucket (reduce_scatter; the predivide path skips its multiplies at factor 1), and
+    // copy_grads_in_partition's copy of each of this rank's gradients into grads_in_partition;
+    // allreduce_and_scatter's `buf.copy_(synced)` copies a view onto itself, which PyTorch
+    // skips. ZeRO-3 (stage3.py, coalesced_collectives.py): reduce_scatter_coalesced's torch.cat
+    // of the interleaved chunks (skipped for one tensor the world size divides) and its
+    // `div_(world_sz)`, then partition_grads' copy of each owned chunk into the gradient
+    // partition (an add_ in later micro-steps). With optimizer offload the partition copy is the
+    // host copies below instead.
     const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    const bool to_host = p_.OffloadsOptimizer();
     Task post;
     post.kind = TaskKind::kGradCopy;
     post.resource = CommStream();
     post.micro_step = micro;
     post.index = r.index;
-    post.bytes = (z.reduce_scatter ? 2.0 * e_ * bucket_elems_ : 0.0) +
-                 (p_.OffloadsOptimizer() ? 0.0 : 2.0 * e_ * owned);
-    post.kernels = (z.reduce_scatter ? 1 : 0) + (p_.OffloadsOptimizer() ? 0 : owned_tensors);
+    if (Stage3()) {
+      const bool cat = N_ > 1 || bucket_tensors_ > 1;
+      post.bytes = ((cat ? 2.0 : 0.0) + 2.0) * comm_e_ * bucket_elems_ +
+                   (to_host ? 0.0 : (micro == 0 ? 2.0 : 3.0) * e_ * owned);
+      post.kernels = (cat ? 1 : 0) + 1 + (to_host ? 0 : owned_tensors);
+    } else {
+      post.bytes = (z.reduce_scatter ? 2.0 * e_ * bucket_elems_ : 0.0) +
+                   (to_host ? 0.0 : 2.0 * e_ * owned);
+      post.kernels = (z.reduce_scatter ? 1 : 0) + (to_host ? 0 : owned_tensors);
+    }
     if (post.kernels > 0) reduce = g_.Add(post, {reduce}, {});
   }
   last_reduce_ = reduce;

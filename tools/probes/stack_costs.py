@@ -146,6 +146,40 @@ def op_kind_costs():
 
 
 # --- PyTorch's memory-bound kernels at full size ----------------------------------------------
+def kernel_seconds(fn, src, reps=3):
+    """Per call, the summed CUDA kernel durations of fn(src) and of its backward, from the
+    profiler (device activity only; each pass in its own profile, the gradient cleared between
+    backward calls so no accumulation kernel is counted)."""
+    from torch.profiler import profile, ProfilerActivity
+
+    def device_s(prof):
+        t = 0.0
+        for ev in prof.events():
+            if ev.device_type == torch.autograd.DeviceType.CUDA:
+                t += ev.time_range.elapsed_us() / 1e6
+        return t
+
+    a = src.detach().clone().requires_grad_(True)
+    fn(a).backward(torch.ones_like(fn(a)))  # warm the kernels and the allocator
+    a.grad = None
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as pf:
+        for _ in range(reps):
+            o = fn(a)
+            del o
+        sync()
+    outs = [fn(a) for _ in range(reps)]
+    grads = [torch.ones_like(o) for o in outs]
+    sync()
+    with profile(activities=[ProfilerActivity.CUDA]) as pb:
+        for o, g in zip(outs, grads):
+            o.backward(g)
+            a.grad = None
+        sync()
+    del outs, grads, a
+    return device_s(pf) / reps, device_s(pb) / reps
+
+
 def kernel_rates():
     """Bytes per second that PyTorch's own memory-bound kernels reach on large bf16 tensors
     (forward op and its autograd backward), by kind, counting each tensor read or written once.
@@ -160,6 +194,11 @@ def kernel_rates():
         # kind: (forward fn, forward bytes, backward bytes)
         "elementwise": (lambda a: a + y, 3 * n * e, 2 * n * e),
         "activation": (lambda a: F.gelu(a), 2 * n * e, 3 * n * e),
+        # the other activation functions the catalog's families use (recorded; dsplan prices all
+        # of them in the activation class until they are read)
+        "activation_silu": (lambda a: F.silu(a), 2 * n * e, 3 * n * e),
+        "activation_relu": (lambda a: F.relu(a), 2 * n * e, 3 * n * e),
+        "activation_gelu_tanh": (lambda a: F.gelu(a, approximate="tanh"), 2 * n * e, 3 * n * e),
         "dropout": (lambda a: F.dropout(a, 0.1, True), 2 * n * e + n, 2 * n * e + n),
         "norm": (lambda a: ln(a.view(-1, 4096)), 2 * n * e, 3 * n * e),
         "softmax": (lambda a: torch.softmax(a.view(-1, 4096), -1), 2 * n * e, 3 * n * e),
@@ -211,6 +250,15 @@ def kernel_rates():
                 b.append(tb)
         out[k] = ({"fwd_s": med(f), "bwd_s": med(b), "elements": a.numel()} if fb is None else
                   {"fwd_bytes_per_s": fb / med(f), "bwd_bytes_per_s": bb / med(b), "elements": a.numel()})
+        # The same ops timed by their kernels alone (the profiler's kernel durations): the events
+        # above include each op's launch on an idle GPU, which a training step's back-to-back
+        # kernels do not pay (docs/stack-costs.md 1). Recorded beside, not read by dsplan yet.
+        kf, kb = kernel_seconds(fn, a)
+        if fb is not None:
+            out[k]["kernel_fwd_bytes_per_s"] = fb / kf if kf > 0 else None
+            out[k]["kernel_bwd_bytes_per_s"] = bb / kb if kb > 0 else None
+        else:
+            out[k]["kernel_fwd_s"], out[k]["kernel_bwd_s"] = kf, kb
         del a
     # the reference: a plain device-to-device copy (bytes read + written)
     z = torch.empty_like(x)

@@ -544,8 +544,16 @@ std::vector<LayerCost> CostModel::LayersAlone(const Workload& w, bool family_mea
   out.reserve(w.layers.size());
   OpMemo memo;
   // Layers without their family's measurement (all of them with |family_measured| false, which
-  // holds the model's family out): the scale over the other measured families.
-  const UnmeasuredHostScale scale = stack_costs_->ScaleForUnmeasured(w.spec.model_type);
+  // holds the model's family out): the scale over the other measured families. Only computed
+  // when some layer needs it (a measured family's blocks and rest do not).
+  const StackCosts& sc = *stack_costs_;
+  bool measured = !family.empty() && sc.Rest(family) != nullptr;
+  for (const dsplan::Layer& l : w.layers) {
+    const bool block = l.kind == LayerKind::kEncoderBlock || l.kind == LayerKind::kDecoderBlock;
+    if (measured && block && sc.Block(family, l.kind) == nullptr) measured = false;
+  }
+  const UnmeasuredHostScale scale =
+      measured ? UnmeasuredHostScale{} : sc.ScaleForUnmeasured(w.spec.model_type);
   for (const dsplan::Layer& l : w.layers) out.push_back(LayerWithMemo(l, family, scale, &memo));
   // The measured host time of the model outside its blocks (masks, position tables, head and
   // loss code) replaces the per-op estimate of those layers: it is charged to the first

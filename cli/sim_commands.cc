@@ -341,19 +341,22 @@ int RunAccuracy(const AccuracyFlags& f) {
   if (f.json) {
     nlohmann::json rows = nlohmann::json::array();
     for (const AccuracyRow& r : summary->rows) {
+      // A run without usable memory (or timing) has null measured values and errors.
+      auto mem = [&](double v) { return r.has_memory ? nlohmann::json(v) : nlohmann::json(); };
+      auto tim = [&](double v) { return r.has_time ? nlohmann::json(v) : nlohmann::json(); };
       rows.push_back({{"id", r.run.id},
                       {"wrapper", r.wrapper},
                       {"fits", r.fits},
-                      {"measured_peak_alloc_mib", r.run.peak_alloc_mib},
+                      {"measured_peak_alloc_mib", mem(r.run.peak_alloc_mib)},
                       {"predicted_peak_alloc_mib", r.peak_alloc_mib},
-                      {"alloc_error", r.alloc_error},
-                      {"measured_peak_reserved_mib", r.run.peak_reserved_mib},
+                      {"alloc_error", mem(r.alloc_error)},
+                      {"measured_peak_reserved_mib", mem(r.run.peak_reserved_mib)},
                       {"predicted_peak_reserved_mib", r.peak_reserved_mib},
-                      {"reserved_error", r.reserved_error},
-                      {"measured_step_s", r.run.step_s},
+                      {"reserved_error", mem(r.reserved_error)},
+                      {"measured_step_s", tim(r.run.step_s)},
                       {"predicted_step_s", r.step_s},
-                      {"step_error", r.step_error},
-                      {"step_error_family_held_out", r.step_error_unseen},
+                      {"step_error", tim(r.step_error)},
+                      {"step_error_family_held_out", tim(r.step_error_unseen)},
                       {"host_bound_share", r.host_bound_share},
                       {"step_band", {{"low", r.band_low}, {"high", r.band_high}}},
                       {"step_in_band", r.in_band},

@@ -66,6 +66,7 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       }
       r.oom = j.value("status", std::string("ok")) == "oom";
       r.memory_valid = j.value("memory_valid", true);
+      r.timing_valid = j.value("timing_valid", true);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
@@ -116,7 +117,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.verdict = MemoryVerdictName(p.verdict);
     row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;
     row.has_memory = !run.oom && run.memory_valid && run.peak_alloc_mib > 0;
-    row.has_time = !run.oom && run.step_s > 0;
+    row.has_time = !run.oom && run.timing_valid && run.step_s > 0;
     row.peak_alloc_mib = p.gpu_peak_allocated_bytes / kMiB;
     row.peak_reserved_mib = p.gpu_peak_reserved_bytes / kMiB;
     row.step_s = p.step_time_s;

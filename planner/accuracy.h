@@ -33,6 +33,9 @@ struct CalibrationRun {
   /// False when the run's memory is not usable (it shared a process with an earlier engine
   /// that left memory behind); its step time still is.
   bool memory_valid = true;
+  /// False when the run's step time is not timing data: the harness instrumented its steps
+  /// (DSBENCH_MEMHIST records every allocator event, which slows the host). Its memory still is.
+  bool timing_valid = true;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;

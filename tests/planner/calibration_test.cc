@@ -206,5 +206,23 @@ TEST(UnseenFamilies, StepTimeWithoutTheFamilyMeasurement) {
   EXPECT_TRUE(differs);  // the families' measurements change the predictions
 }
 
+// Runs whose steps the harness instrumented (DSBENCH_MEMHIST: every allocator event recorded)
+// keep their memory but are not timing data: plans-1203c has four, beside three timed plans.
+TEST(InstrumentedRuns, KeepMemoryButNotTiming) {
+  std::unique_ptr<AccuracySummary> s =
+      LoadAndEvaluate("/docs/validation/deepspeed/plans-1203c/records-plans-h200.jsonl", 7);
+  int instrumented = 0;
+  for (const AccuracyRow& r : s->rows) {
+    const bool memhist = r.run.id.find("_memhist") != std::string::npos;
+    EXPECT_EQ(r.run.timing_valid, !memhist) << r.run.id;
+    EXPECT_EQ(r.has_time, !memhist) << r.run.id;
+    EXPECT_TRUE(r.has_memory) << r.run.id;
+    instrumented += memhist;
+  }
+  EXPECT_EQ(instrumented, 4);
+  EXPECT_EQ(s->time_rows, 3);
+  EXPECT_EQ(s->memory_rows, 7);
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -12,6 +12,8 @@ Which runs are kept, and how:
     after a stage-3 case of its group keeps only its step time (memory_valid false); the others
     keep memory too.
   * ok runs: peak allocated and reserved over the steps, median step time of steps 3..n.
+  * runs of a group that recorded the allocator's history (env DSBENCH_MEMHIST): their steps
+    are slowed by the recording, so they keep memory but are marked timing_valid false.
   * oom runs: kept as a verdict (dsplan must say "does not fit") when their memory is valid.
 Nothing is fitted or adjusted.
 """
@@ -54,6 +56,8 @@ def main():
                     "status": status,
                     "memory_valid": valid,
                 }
+                if (g.get("env") or {}).get("DSBENCH_MEMHIST"):
+                    r["timing_valid"] = False
                 if status == "ok":
                     if valid:
                         r["steps_max_alloc_mb_corrected"] = s["steps_max_alloc_mb"]

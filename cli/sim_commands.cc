@@ -33,7 +33,7 @@ namespace {
 
 struct AccuracyFlags {
   std::string hardware = "h200-measured";
-  std::string calibration;
+  std::vector<std::string> calibration;
   std::string markdown;
   bool json = false;
   bool unseen_families = false;
@@ -282,7 +282,8 @@ DeclaredCommand AddAccuracyCommand(CLI::App& app) {
   cmd->add_option("--hardware", f.hardware, "Hardware profile name or YAML path")
       ->capture_default_str();
   cmd->add_option("--calibration", f.calibration,
-                  "Calibration JSONL (default: tests/fixtures/calibration/deepspeed-h200.jsonl)");
+                  "Calibration JSONL; repeat it to report several record files as one set "
+                  "(default: tests/fixtures/calibration/deepspeed-h200.jsonl)");
   cmd->add_option("--markdown", f.markdown, "Also write the report as Markdown here");
   cmd->add_flag("--json", f.json, "Machine-readable output");
   cmd->add_flag("--unseen-families", f.unseen_families,
@@ -295,18 +296,24 @@ DeclaredCommand AddAccuracyCommand(CLI::App& app) {
 namespace {
 
 int RunAccuracy(const AccuracyFlags& f) {
-  const std::string path = f.calibration.empty()
-                               ? DataDir() + "/tests/fixtures/calibration/deepspeed-h200.jsonl"
-                               : f.calibration;
+  const std::vector<std::string> paths =
+      f.calibration.empty()
+          ? std::vector<std::string>{DataDir() + "/tests/fixtures/calibration/deepspeed-h200.jsonl"}
+          : f.calibration;
   auto profile = FindHardwareProfile(f.hardware, DataDir());
   if (!profile.ok()) return Fail(profile.status());
-  auto runs = LoadCalibration(path);
-  if (!runs.ok()) return Fail(runs.status());
-  auto summary = EvaluateCalibration(*runs, *profile, f.unseen_families);
+  std::vector<CalibrationRun> runs;
+  for (const std::string& path : paths) {
+    auto more = LoadCalibration(path);
+    if (!more.ok()) return Fail(more.status());
+    for (CalibrationRun& r : *more) runs.push_back(std::move(r));
+  }
+  auto summary = EvaluateCalibration(runs, *profile, f.unseen_families);
   if (!summary.ok()) return Fail(summary.status());
-  const std::string shown = f.calibration.empty()
-                                ? "tests/fixtures/calibration/deepspeed-h200.jsonl"
-                                : f.calibration;
+  std::string shown = "tests/fixtures/calibration/deepspeed-h200.jsonl";
+  for (size_t i = 0; i < f.calibration.size(); ++i) {
+    shown = i == 0 ? f.calibration[0] : shown + " --calibration " + f.calibration[i];
+  }
   std::string md = AccuracyMarkdown(*summary, *profile, shown);
   if (!f.markdown.empty()) {
     const std::string def = "--markdown docs/accuracy.md`";
@@ -335,7 +342,7 @@ int RunAccuracy(const AccuracyFlags& f) {
     }
     // Rewrites its own report in place (it keeps a section of the old file): the calibration
     // file it reads is never a target.
-    const OutputPolicy policy{{path}, true, "--markdown"};
+    const OutputPolicy policy{paths, true, "--markdown"};
     if (Status s = WriteOutputFile(f.markdown, md, policy); !s.ok()) return Fail(s);
   }
   if (f.json) {
@@ -363,6 +370,17 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"did_not_train", r.did_not_train},
                       {"peak_at", r.peak_at}});
     }
+    nlohmann::json by_host = nlohmann::json::array();
+    for (const AccuracySummary::HostClass& c : summary->by_host) {
+      by_host.push_back({{"class", c.name},
+                         {"host_bound_share_from", c.lo},
+                         {"host_bound_share_to", std::min(1.0, c.hi)},
+                         {"runs", c.runs},
+                         {"step_mean_abs_error", c.mean_abs},
+                         {"step_mean_abs_error_family_held_out", c.unseen_mean_abs},
+                         {"runs_above_12_percent", c.over_12},
+                         {"runs_above_12_percent_family_held_out", c.unseen_over_12}});
+    }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
                           {"schema_version", 1},
                           {"dsplan_version", DSPLAN_VERSION},
@@ -376,6 +394,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"step_mean_abs_error_family_held_out", summary->unseen_step_mean_abs},
                           {"step_max_abs_error_family_held_out", summary->unseen_step_max_abs},
                           {"step_in_band", summary->time_in_band},
+                          {"step_error_by_host_share", by_host},
                           {"verdicts_right", summary->verdicts_right}};
     fmt::print("{}\n", JsonText(out));
     return 0;

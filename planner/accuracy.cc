@@ -1,5 +1,6 @@
 #include "planner/accuracy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>
@@ -164,7 +165,20 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
       s.step_max_abs = std::max(s.step_max_abs, std::abs(r.step_error));
       s.unseen_step_mean_abs += std::abs(r.step_error_unseen) / s.time_rows;
       s.unseen_step_max_abs = std::max(s.unseen_step_max_abs, std::abs(r.step_error_unseen));
+      for (AccuracySummary::HostClass& c : s.by_host) {
+        if (r.host_bound_share < c.lo || r.host_bound_share >= c.hi) continue;
+        ++c.runs;
+        c.mean_abs += std::abs(r.step_error);
+        c.unseen_mean_abs += std::abs(r.step_error_unseen);
+        c.over_12 += std::abs(r.step_error) > 0.12;
+        c.unseen_over_12 += std::abs(r.step_error_unseen) > 0.12;
+      }
     }
+  }
+  for (AccuracySummary::HostClass& c : s.by_host) {
+    if (c.runs == 0) continue;
+    c.mean_abs /= c.runs;
+    c.unseen_mean_abs /= c.runs;
   }
   s.has_unseen = true;
   return s;
@@ -190,6 +204,20 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
       100 * s.step_max_abs, s.time_in_band, 100 * s.unseen_step_mean_abs,
       100 * s.unseen_step_max_abs, s.verdicts_right, s.rows.size(), s.oom_rejected,
       s.oom_runs, s.ran_at_risk);
+  std::string classes;
+  for (const AccuracySummary::HostClass& c : s.by_host) {
+    if (c.runs == 0) continue;
+    classes += fmt::format("{}{} (host-bound share {:.0f}-{:.0f}%): {} runs, mean {:.1f}% ({} above "
+                           "12%), family held out {:.1f}% ({})",
+                           classes.empty() ? "" : "; ", c.name, 100 * c.lo,
+                           std::min(100.0, 100 * c.hi), c.runs, 100 * c.mean_abs, c.over_12,
+                           100 * c.unseen_mean_abs, c.unseen_over_12);
+  }
+  if (!classes.empty()) {
+    o << "Step time by how host-bound the prediction is: " << classes
+      << ". The host CPU's speed moved host-bound steps by up to 1.7x between days "
+         "(docs/validation/deepspeed/rep-1204b/).\n\n";
+  }
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
        "err) | step s (m / p / err) | verdict | peak at |\n";
   o << "|---|---|---|---|---|---|---|\n";

@@ -7,6 +7,7 @@
 #ifndef DSPLAN_PLANNER_ACCURACY_H_
 #define DSPLAN_PLANNER_ACCURACY_H_
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,19 @@ struct AccuracySummary {
   int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)
   int memory_rows = 0, time_rows = 0;  // rows each mean is over
   int time_in_band = 0;                // rows with a time whose measured step was in the band
+  /// Step time by how host-bound the prediction is (AccuracyRow::host_bound_share): the host
+  /// CPU's own speed varies by up to 1.7x between days (docs/validation/deepspeed/rep-1204b),
+  /// so the classes have different floors. [lo, hi) share bounds.
+  struct HostClass {
+    const char* name;
+    double lo, hi;
+    int runs = 0;
+    double mean_abs = 0, unseen_mean_abs = 0;
+    int over_12 = 0, unseen_over_12 = 0;  // runs more than 12 % off
+  };
+  std::array<HostClass, 3> by_host = {{{"GPU-bound", 0.0, 0.1},
+                                       {"partly host-bound", 0.1, 0.6},
+                                       {"host-bound", 0.6, 1.01}}};
 };
 
 /// Simulates every run with |profile|.

@@ -44,6 +44,15 @@ check "estimate JSON is versioned" json "j['schema'] == 'dsplan/estimate' and j[
 conforms "estimate --params" estimate.schema.json estimate --params 7000000000 --gpus 8 --json
 conforms "accuracy" accuracy.schema.json accuracy --json
 check "accuracy JSON is versioned" json "j['schema'] == 'dsplan/accuracy' and j['schema_version'] == 1"
+# Two record files are one set: their rows together, the host-share classes over all of them.
+conforms "accuracy, two files" accuracy.schema.json accuracy --json \
+  --calibration "$src/tests/fixtures/calibration/deepspeed-h200.jsonl" \
+  --calibration "$src/docs/validation/deepspeed/plans-1203c/records-plans-h200.jsonl"
+check "accuracy of two files has both files' rows" json "len(j['rows']) == 18 + 7"
+check "the host-share classes count the timed rows" \
+  json "sum(c['runs'] for c in j['step_error_by_host_share']) == 18 + 3"
+check "instrumented runs have no step error" \
+  json "all(r['step_error'] is None for r in j['rows'] if r['id'].endswith('_memhist'))"
 # Every published schema is exercised (prediction.schema.json through the others' $ref).
 for f in "$schemas"/*.schema.json; do
   b=$(basename "$f")

@@ -196,6 +196,8 @@ bad "node profile with a fractional GPU count" "node.yaml.*gpus_per_node.*intege
 check "nothing written for the node errors" test -z "$(ls -A "$work")"
 
 # --- writes that fail say why ---
+bad "a missing second --calibration" "calibration file .*no/such.jsonl" accuracy \
+  --calibration "$src/tests/fixtures/calibration/deepspeed-h200.jsonl" --calibration "$tmp/no/such.jsonl"
 bad "--markdown is a folder" "is a folder" accuracy --markdown "$tmp"
 bad "--markdown in a missing folder" "does not exist" accuracy --markdown "$tmp/no/such/r.md"
 check "nothing created for the missing folder" test ! -e "$tmp/no"

@@ -220,6 +220,15 @@ TEST(InstrumentedRuns, KeepMemoryButNotTiming) {
     instrumented += memhist;
   }
   EXPECT_EQ(instrumented, 4);
+  // The host-share classes split the timed rows and their mean.
+  int runs = 0;
+  double weighted = 0;
+  for (const AccuracySummary::HostClass& c : s->by_host) {
+    runs += c.runs;
+    weighted += c.mean_abs * c.runs;
+  }
+  EXPECT_EQ(runs, s->time_rows);
+  EXPECT_NEAR(weighted / runs, s->step_mean_abs, 1e-12);
   EXPECT_EQ(s->time_rows, 3);
   EXPECT_EQ(s->memory_rows, 7);
 }

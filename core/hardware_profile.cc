@@ -61,8 +61,9 @@ std::string HardwareProfile::StackSummary() const {
     notes.push_back(
         fmt::format("ZeRO-1/2/3 optimizer step not measured: {}", kBuiltInStackCosts));
   }
-  // tools/probes/bf16_optimizer_parts.py measures it; --stack does not run it yet.
-  notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
+  if (!stack.bf16_step) {
+    notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
+  }
   // stack_costs.py's zero3_calls section (zero3_gather_calls.py's stacks) measures them.
   const bool call = stack.z3_per_gather_call_s.has_value();
   const bool flush = stack.z3_per_bucket_flush_s.has_value();

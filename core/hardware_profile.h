@@ -298,10 +298,16 @@ struct StackProfile {
   std::optional<double> z3_per_gather_call_s, z3_per_bucket_flush_s;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
   /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
-  /// false: the built-in ones). Stage 0's BF16_Optimizer step is not measured by --stack.
+  /// false: the built-in ones).
   bool optimizer_step = false;
   double z12_step_s = 0, z12_step_per_param_s = 0;
   double z3_step_s = 0, z3_step_per_param_s = 0;
+  /// Stage 0's BF16_Optimizer.step() on the host, without and with the per-tensor clip loop: a
+  /// fixed part and a part per parameter tensor (stack_costs.py "bf16_step", docs/stack-costs.md
+  /// 6), when measured (|bf16_step| false: the built-in ones). YAML: stack.bf16_optimizer_step.
+  bool bf16_step = false;
+  double bf16_step_s = 0, bf16_step_per_param_s = 0;
+  double bf16_clip_step_s = 0, bf16_clip_step_per_param_s = 0;
   std::vector<StackBlockPoint> blocks;
   std::vector<StackRestPoint> rests;
   /// GEMMs measured through PyTorch (tools/probes/torch_gemm.py: F.linear, matmul, bmm), in the

@@ -603,6 +603,7 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       n, "stack",
       {"measured", "datasheet", "assumption", "gpu", "date", "versions",
        "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "optimizer_step",
+       "bf16_optimizer_step",
        "blocks", "rests",
        "gemm_source", "gemm"}));
   s.present = true;
@@ -687,6 +688,24 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(step, "stack.optimizer_step", name));
       DSPLAN_ASSIGN_OR_RETURN(
           *out, r.Value(x, Reader::Join("stack.optimizer_step", name), Unit::kSeconds));
+    }
+  }
+  YAML::Node bf16 = n["bf16_optimizer_step"];
+  if (bf16.IsDefined() && !bf16.IsNull()) {
+    // One fit per clip setting, so the four keys come together.
+    const char* where = "stack.bf16_optimizer_step";
+    DSPLAN_RETURN_IF_ERROR(r.CheckMap(bf16, where,
+                                      {"step_s", "step_per_param_s", "clip_step_s",
+                                       "clip_step_per_param_s"}));
+    s.bf16_step = true;
+    const std::pair<const char*, double*> fields[] = {
+        {"step_s", &s.bf16_step_s},
+        {"step_per_param_s", &s.bf16_step_per_param_s},
+        {"clip_step_s", &s.bf16_clip_step_s},
+        {"clip_step_per_param_s", &s.bf16_clip_step_per_param_s}};
+    for (const auto& [name, out] : fields) {
+      DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(bf16, where, name));
+      DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join(where, name), Unit::kSeconds));
     }
   }
   YAML::Node blocks = n["blocks"];
@@ -1130,6 +1149,15 @@ std::string EmitProfile(const HardwareProfile& p) {
       e << YAML::Key << "zero12_per_param_s" << YAML::Value << Num(s.z12_step_per_param_s);
       e << YAML::Key << "zero3_s" << YAML::Value << Num(s.z3_step_s);
       e << YAML::Key << "zero3_per_param_s" << YAML::Value << Num(s.z3_step_per_param_s);
+      e << YAML::EndMap;
+    }
+    if (s.bf16_step) {
+      e << YAML::Key << "bf16_optimizer_step" << YAML::Value << YAML::BeginMap;
+      e << YAML::Key << "step_s" << YAML::Value << Num(s.bf16_step_s);
+      e << YAML::Key << "step_per_param_s" << YAML::Value << Num(s.bf16_step_per_param_s);
+      e << YAML::Key << "clip_step_s" << YAML::Value << Num(s.bf16_clip_step_s);
+      e << YAML::Key << "clip_step_per_param_s" << YAML::Value
+        << Num(s.bf16_clip_step_per_param_s);
       e << YAML::EndMap;
     }
     if (!s.blocks.empty()) {

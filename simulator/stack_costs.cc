@@ -345,6 +345,12 @@ StackCosts StackCostsFromProfile(const StackProfile& p) {
     s.z3_step_s = p.z3_step_s;
     s.z3_step_per_param_s = p.z3_step_per_param_s;
   }
+  if (p.bf16_step) {
+    s.bf16_step_s = p.bf16_step_s;
+    s.bf16_step_per_param_s = p.bf16_step_per_param_s;
+    s.bf16_clip_step_s = p.bf16_clip_step_s;
+    s.bf16_clip_step_per_param_s = p.bf16_clip_step_per_param_s;
+  }
   for (const StackBlockPoint& b : p.blocks) {
     s.families.push_back({b.model_type,
                           b.encoder ? LayerKind::kEncoderBlock : LayerKind::kDecoderBlock, b.fwd_s,

@@ -113,6 +113,56 @@ Status StepFromGrid(const json& grid, const std::string& where, StackProfile* s)
   return Status();
 }
 
+// Stage 0's BF16_Optimizer.step() on the host (docs/stack-costs.md 6) from stack_costs.py's
+// bf16_step rows: each row's parameter tensors ("tensors"), its gradient_clipping (0: no clip
+// loop; above 0: the clip loop forced) and its engine.step() seconds ("step_s"). Least squares
+// t = a + b * tensors per setting; each setting needs two tensor counts.
+Status Bf16StepFromRows(const json& section, const std::string& where, StackProfile* s) {
+  if (!section.is_object() || !section.contains("rows")) {
+    return Status::InvalidArgument(where + ": expected an object with rows");
+  }
+  const json& rows = section["rows"];
+  if (!rows.is_array() || rows.empty() || rows.size() > 1000) {
+    return Status::InvalidArgument(where + ".rows: expected a list of 1 to 1000 rows");
+  }
+  const std::string wrapper = Str(section, "wrapper");
+  if (!wrapper.empty() && wrapper != "BF16_Optimizer") {
+    return Status::InvalidArgument(fmt::format(
+        "{}.wrapper: DeepSpeed chose {}, not BF16_Optimizer: the rows do not measure stage 0's "
+        "bf16 step",
+        where, Escape(wrapper, 80)));
+  }
+  std::vector<std::pair<double, double>> plain, clip;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string row = fmt::format("{}.rows[{}]", where, i);
+    DSPLAN_ASSIGN_OR_RETURN(double tensors, Positive(rows[i], row, "tensors"));
+    DSPLAN_ASSIGN_OR_RETURN(double clipping, Num(rows[i], row, "gradient_clipping"));
+    DSPLAN_ASSIGN_OR_RETURN(double t, Positive(rows[i], row, "step_s"));
+    (clipping > 0 ? clip : plain).emplace_back(tensors, t);
+  }
+  double a0 = 0, b0 = 0, a1 = 0, b1 = 0;
+  if (!FitLine(plain, &a0, &b0) || !FitLine(clip, &a1, &b1)) {
+    return Status::InvalidArgument(
+        where + ".rows: each gradient_clipping setting (0 and above 0) needs at least two "
+                "tensor counts");
+  }
+  // A fit that goes negative (noise on too few rows) is not a cost: clamp at 0.
+  s->bf16_step_s = std::max(0.0, a0);
+  s->bf16_step_per_param_s = std::max(0.0, b0);
+  s->bf16_clip_step_s = std::max(0.0, a1);
+  s->bf16_clip_step_per_param_s = std::max(0.0, b1);
+  if (s->bf16_step_per_param_s > 10e-3 || s->bf16_clip_step_per_param_s > 10e-3 ||
+      s->bf16_step_s > 1.0 || s->bf16_clip_step_s > 1.0) {
+    return Status::InvalidArgument(fmt::format(
+        "{}: the fit ({:.3g} s + {:.3g} s per tensor; clipping {:.3g} s + {:.3g} s) is not "
+        "plausible (expected at most 1 s and 10 ms per tensor)",
+        where, s->bf16_step_s, s->bf16_step_per_param_s, s->bf16_clip_step_s,
+        s->bf16_clip_step_per_param_s));
+  }
+  s->bf16_step = true;
+  return Status();
+}
+
 // The last line of a Python traceback (the exception), for a one-line note.
 std::string LastLine(const std::string& text) {
   std::string t = text;
@@ -360,6 +410,15 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
                      kBuiltInStackCosts));
   }
 
+  // Stage 0's BF16_Optimizer step (§6).
+  if (doc.contains("bf16_step")) {
+    DSPLAN_RETURN_IF_ERROR(Bf16StepFromRows(doc["bf16_step"], file + ": bf16_step", &s));
+  } else if (!s.versions.deepspeed.empty()) {
+    note(fmt::format("stack BF16_Optimizer step not measured (no bf16_step result): plans use "
+                     "the built-in one ({})",
+                     kBuiltInStackCosts));
+  }
+
   // ZeRO-3's host time per gather call and per reduce-bucket flush (§4c): zero3_gather_calls.py's
   // stacks, run by stack_costs.py's zero3_calls section. 1 us to 10 ms: DeepSpeed's Python path
   // of one call (built-in: 69 and 370 us).
@@ -382,6 +441,7 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   if (families > 0) what += fmt::format(", {} families", families);
   if (s.zero3) what += ", zero3";
   if (s.optimizer_step) what += ", optimizer step";
+  if (s.bf16_step) what += ", bf16 step";
   if (s.z3_per_gather_call_s) what += ", zero3 calls";
   std::string vers = "PyTorch " + s.versions.torch;
   if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;

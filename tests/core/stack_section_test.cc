@@ -122,6 +122,48 @@ TEST(StackSectionTest, OptimizerStepCostsAreReadWrittenAndApplied) {
       << b.status().message();
 }
 
+// Stage 0's BF16_Optimizer step (stack.bf16_optimizer_step, written when --stack measured it):
+// read, written back, no longer listed as built-in; its four keys come together.
+TEST(StackSectionTest, Bf16OptimizerStepCostsAreReadAndWritten) {
+  std::string text = WithStack();
+  Replace(&text, "  blocks:\n",
+          "  bf16_optimizer_step: {step_s: 2.5ms, step_per_param_s: 45us, clip_step_s: 3e-3, "
+          "clip_step_per_param_s: 56e-6}\n  blocks:\n");
+  auto p = ParseHardwareProfile(text, "with-bf16.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const StackProfile& s = p->stack;
+  EXPECT_TRUE(s.bf16_step);
+  EXPECT_DOUBLE_EQ(s.bf16_step_s, 2.5e-3);
+  EXPECT_DOUBLE_EQ(s.bf16_step_per_param_s, 45e-6);
+  EXPECT_DOUBLE_EQ(s.bf16_clip_step_s, 3e-3);
+  EXPECT_DOUBLE_EQ(s.bf16_clip_step_per_param_s, 56e-6);
+  const std::string sum = p->SourceSummary();
+  EXPECT_EQ(sum.find("BF16_Optimizer step: built-in"), std::string::npos) << sum;
+  ExpectRoundTrip(*p, "dsplan-stack-bf16.yaml");
+  // Without it the summary says the built-in step applies.
+  auto plain = ParseHardwareProfile(WithStack(), "with-stack.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->stack.bf16_step);
+  EXPECT_NE(plain->SourceSummary().find("stage 0's BF16_Optimizer step: built-in"),
+            std::string::npos);
+  // A key missing is one line naming it.
+  std::string missing = text;
+  Replace(&missing, ", clip_step_per_param_s: 56e-6", "");
+  auto m = ParseHardwareProfile(missing, "missing-bf16.yaml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("stack.bf16_optimizer_step"), std::string::npos)
+      << m.status().message();
+  EXPECT_NE(m.status().message().find("clip_step_per_param_s"), std::string::npos)
+      << m.status().message();
+  // A negative time is refused.
+  std::string negative = text;
+  Replace(&negative, "step_s: 2.5ms", "step_s: -2.5ms");
+  auto n = ParseHardwareProfile(negative, "negative-bf16.yaml");
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.status().message().find("stack.bf16_optimizer_step.step_s"), std::string::npos)
+      << n.status().message();
+}
+
 // ZeRO-3's cost per gather call and per reduce-bucket flush (stack.zero3.per_gather_call_s,
 // per_bucket_flush_s; written when --stack ran stack_costs.py's zero3_calls): read, written back,
 // with or without the hook costs beside them, and summarised as measured; each may be absent.

@@ -54,6 +54,17 @@ json ZeroCallsH200Document() {
   return json::parse(Read(kData + "/tests/fixtures/probes/stack-costs-zero3-calls-h200.json"));
 }
 
+// The BF16_Optimizer step's host grid measured on the H200 (2026-12-04,
+// docs/validation/stack/bf16-optimizer-parts-h200.json, in stack_costs.py's bf16_step rows).
+json Bf16StepH200Section() {
+  return json::parse(Read(kData + "/tests/fixtures/probes/stack-costs-bf16-step-h200.json"))
+      ["bf16_step"];
+}
+
+// The note of a run with DeepSpeed whose document has no bf16_step (older outputs).
+constexpr const char* kNoBf16StepNote =
+    "stack BF16_Optimizer step not measured (no bf16_step result): plans use the built-in one";
+
 // The note of a run with DeepSpeed whose document has no zero3_calls (older outputs).
 constexpr const char* kNoCallsNote =
     "stack ZeRO-3 cost per gather call and per reduce-bucket flush not measured (no zero3_calls "
@@ -79,9 +90,12 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   EXPECT_EQ(s->source.kind, SourceKind::kMeasured);
   EXPECT_NE(s->source.detail.find("PyTorch 2.11.0+cu130"), std::string::npos) << s->source.detail;
   EXPECT_NE(s->source.detail.find("DeepSpeed 0.14.5"), std::string::npos);
-  // These outputs predate the zero3_calls section: its costs stay the built-in ones.
-  ASSERT_EQ(notes.size(), 1u);
-  EXPECT_NE(notes[0].find(kNoCallsNote), std::string::npos) << notes[0];
+  // These outputs predate the bf16_step and zero3_calls sections: their costs stay the built-in
+  // ones.
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[0].find(kNoBf16StepNote), std::string::npos) << notes[0];
+  EXPECT_NE(notes[1].find(kNoCallsNote), std::string::npos) << notes[1];
+  EXPECT_FALSE(s->bf16_step);
   EXPECT_FALSE(s->z3_per_gather_call_s.has_value());
   EXPECT_FALSE(s->z3_per_bucket_flush_s.has_value());
 
@@ -258,6 +272,73 @@ TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
 // The zero3_calls section of a real H200 run: ZeRO-3's host time per gather call and per
 // reduce-bucket flush, read into the section and used by the cost model in place of the
 // built-in ones.
+// Stage 0's BF16_Optimizer step from stack_costs.py's bf16_step rows: the H200's grid gives the
+// compiled-in values (transcribed from the same measurement by bf16_optimizer_parts.py's own
+// fit), the summary calls them measured, and the cost model uses them.
+TEST(StackProbeTest, Bf16StepRowsBecomeTheStageZeroStepCosts) {
+  json doc = MergedH200Document();
+  doc["bf16_step"] = Bf16StepH200Section();
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(doc.dump(), "bf16.json", kH200Stream,
+                                "tools/probes/stack_costs.py", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->bf16_step);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("BF16_Optimizer"), std::string::npos) << n;
+  const StackCosts& b = MeasuredStackCosts();
+  ExpectNear(s->bf16_step_s, b.bf16_step_s, "bf16 step");
+  ExpectNear(s->bf16_step_per_param_s, b.bf16_step_per_param_s, "bf16 step per tensor");
+  ExpectNear(s->bf16_clip_step_s, b.bf16_clip_step_s, "bf16 clip step");
+  ExpectNear(s->bf16_clip_step_per_param_s, b.bf16_clip_step_per_param_s,
+             "bf16 clip step per tensor");
+  EXPECT_NE(s->source.detail.find(", bf16 step"), std::string::npos) << s->source.detail;
+  HardwareProfile p;
+  p.stack = *s;
+  EXPECT_EQ(p.StackSummary().find("BF16_Optimizer step: built-in"), std::string::npos)
+      << p.StackSummary();
+  // Doubled host times reach the cost model as they are.
+  for (json& row : doc["bf16_step"]["rows"]) row["step_s"] = 2 * row["step_s"].get<double>();
+  auto twice = StackProfileFromJson(doc.dump(), "bf16x2.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(twice.ok()) << twice.status().ToString();
+  p.stack = *twice;
+  const std::shared_ptr<const StackCosts> c = StackCostsOf(p);
+  EXPECT_NEAR(c->bf16_step_s, 2 * s->bf16_step_s, 1e-12);
+  EXPECT_NEAR(c->bf16_clip_step_per_param_s, 2 * s->bf16_clip_step_per_param_s, 1e-12);
+
+  // Errors name the section and say what is wrong.
+  auto error_of = [&](const json& d) {
+    std::vector<std::string> n;
+    auto r = StackProfileFromJson(d.dump(), "bad.json", kH200Stream, "t", &n);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? std::string() : r.status().message();
+  };
+  json one_setting = MergedH200Document();
+  one_setting["bf16_step"] = Bf16StepH200Section();
+  json& rows = one_setting["bf16_step"]["rows"];
+  for (json& row : rows) row["gradient_clipping"] = 0.0;
+  EXPECT_NE(error_of(one_setting).find("bad.json: bf16_step.rows: each gradient_clipping "
+                                       "setting (0 and above 0) needs at least two tensor counts"),
+            std::string::npos)
+      << error_of(one_setting);
+  json other = MergedH200Document();
+  other["bf16_step"] = Bf16StepH200Section();
+  other["bf16_step"]["wrapper"] = "FP16_Optimizer";
+  EXPECT_NE(error_of(other).find("bf16_step.wrapper: DeepSpeed chose FP16_Optimizer"),
+            std::string::npos)
+      << error_of(other);
+  json negative = MergedH200Document();
+  negative["bf16_step"] = Bf16StepH200Section();
+  negative["bf16_step"]["rows"][1]["step_s"] = -1;
+  EXPECT_NE(error_of(negative).find("bf16_step.rows[1].step_s: -1 is negative"),
+            std::string::npos)
+      << error_of(negative);
+  json huge = MergedH200Document();
+  huge["bf16_step"] = Bf16StepH200Section();
+  for (json& row : huge["bf16_step"]["rows"]) {
+    row["step_s"] = row["tensors"].get<double>() * 0.5;  // 0.5 s per tensor
+  }
+  EXPECT_NE(error_of(huge).find("is not plausible"), std::string::npos) << error_of(huge);
+}
+
 TEST(StackProbeTest, ZeroCallsOfARealRunAreReadAndReplaceTheBuiltInOnes) {
   std::vector<std::string> notes;
   const json doc = ZeroCallsH200Document();
@@ -561,6 +642,7 @@ class StackProbeRunTest : public ::testing::Test {
     const std::string merged = (dir_ / "merged.json").string();
     json doc = MergedH200Document();
     doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
+    doc["bf16_step"] = Bf16StepH200Section();
     std::ofstream(merged) << doc.dump();
     const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
     const std::string duty = kStack + "gemm-duty-h200.json";

@@ -21,6 +21,10 @@ before the host issues the next, so wall time is host time. None is fitted to a 
                stepped in turn), with the partition threshold set so that the tiny model's
                matrices are gathered and its vectors persist, as in the full-size model. Not
                read by dsplan: a record (docs/stack-costs.md 4b).
+  bf16_step    stage 0's BF16_Optimizer.step() on the host (docs/stack-costs.md 6), with
+               bf16_optimizer_parts.py's models of 64, 256 and 768 tiny parallel Linear modules,
+               gradient_clipping 0 (no clip loop) and 1e-6 (the clip loop always runs): engine.step()
+               synchronized, median of 10 after 3; dsplan fits t = a + b * tensors per setting.
   zero3_calls  ZeRO-3's host time per gather call and per reduce-bucket flush (docs/stack-costs.md
                4c), with zero3_gather_calls.py's stacks: 8 and 24 Linear(1024, 1024), every
                parameter partitioned, at stage 3 with a prefetch bucket of 0 (a gather call per
@@ -682,6 +686,22 @@ def zero3_calls(width=Z3_CALLS_WIDTH, depths=Z3_CALLS_DEPTHS, rounds=10, warm=3)
             "min_s": mins, "per_module_min_s": per, "attributed_counts": counts, "stacks": row}
 
 
+BF16_STEP_SIZES = (64, 256, 768)
+
+
+def bf16_step():
+    import bf16_optimizer_parts as parts
+    rows, wrappers = [], set()
+    for clip in (0.0, 1e-6):
+        for n in BF16_STEP_SIZES:
+            times, wrapper, grad_norm, clipped = parts.host_parts(n, clip)
+            wrappers.add(wrapper)
+            rows.append({"tensors": n, "gradient_clipping": clip, "step_s": times["step"],
+                         "update_hp_grads_s": times["update"], "grad_norm": grad_norm,
+                         "clipped": clipped})
+    return {"wrapper": ",".join(sorted(wrappers)), "rows": rows}
+
+
 def cpu_model():
     """The host CPU's model name (/proc/cpuinfo), or None: host costs differ between CPU models,
     and a device machine may be another one on each call (docs/validation/deepspeed/sameday-1204f)."""
@@ -721,7 +741,7 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
-    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,zero3_calls",
+    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,bf16_step,zero3_calls",
                     help="comma-separated sections to measure (also: zero3_release, "
                          "zero3_families)")
     args = ap.parse_args()
@@ -789,6 +809,8 @@ def main():
             section("_z3", lambda: dict(zero3_family(cfg), measured_with=name), "zero3_family:" + name)
             if "_z3" in doc:
                 doc["zero3_families"][cfg["model_type"]] = doc.pop("_z3")
+        if "bf16_step" in only:
+            section("bf16_step", bf16_step)
         # last: it wraps DeepSpeed's hook functions with timers for the rest of the process
         if "zero3_calls" in only:
             section("zero3_calls", zero3_calls)

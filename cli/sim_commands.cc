@@ -303,10 +303,15 @@ int RunAccuracy(const AccuracyFlags& f) {
   auto profile = FindHardwareProfile(f.hardware, DataDir());
   if (!profile.ok()) return Fail(profile.status());
   std::vector<CalibrationRun> runs;
-  for (const std::string& path : paths) {
-    auto more = LoadCalibration(path);
+  for (size_t i = 0; i < paths.size(); ++i) {
+    auto more = LoadCalibration(paths[i]);
     if (!more.ok()) return Fail(more.status());
-    for (CalibrationRun& r : *more) runs.push_back(std::move(r));
+    for (CalibrationRun& r : *more) {
+      // Name the file as the user did (the default one relative to the data directory).
+      r.file = f.calibration.empty() ? "tests/fixtures/calibration/deepspeed-h200.jsonl"
+                                     : f.calibration[i];
+      runs.push_back(std::move(r));
+    }
   }
   auto summary = EvaluateCalibration(runs, *profile, f.unseen_families);
   if (!summary.ok()) return Fail(summary.status());
@@ -352,6 +357,7 @@ int RunAccuracy(const AccuracyFlags& f) {
       auto mem = [&](double v) { return r.has_memory ? nlohmann::json(v) : nlohmann::json(); };
       auto tim = [&](double v) { return r.has_time ? nlohmann::json(v) : nlohmann::json(); };
       rows.push_back({{"id", r.run.id},
+                      {"file", r.run.file},
                       {"wrapper", r.wrapper},
                       {"fits", r.fits},
                       {"measured_peak_alloc_mib", mem(r.run.peak_alloc_mib)},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -81,6 +82,7 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
     if (j.contains("steps_pinned") && j["steps_pinned"].is_object()) {
       r.pinned_peak_mib = Num(j["steps_pinned"], "allocated_mb.peak");
     }
+    r.file = path;
     runs.push_back(std::move(r));
   }
   return runs;
@@ -221,6 +223,8 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
        "err) | step s (m / p / err) | verdict | peak at |\n";
   o << "|---|---|---|---|---|---|---|\n";
+  bool several_files = false;
+  for (const AccuracyRow& r : s.rows) several_files |= r.run.file != s.rows.front().run.file;
   for (const AccuracyRow& r : s.rows) {
     std::string mem, step;
     if (r.run.oom) {
@@ -247,7 +251,16 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }
-    o << fmt::format("| {}{} | {} | {} | {} | {} | {} | {} |\n", r.run.id,
+    // With several record files, each run names its file's folder (or the file, at the top).
+    std::string id = r.run.id;
+    if (several_files) {
+      const std::filesystem::path file(r.run.file);
+      const std::string parent = file.parent_path().filename().string();
+      id += fmt::format(" ({})", parent == "deepspeed" || parent == "calibration" || parent.empty()
+                                     ? file.filename().string()
+                                     : parent);
+    }
+    o << fmt::format("| {}{} | {} | {} | {} | {} | {} | {} |\n", id,
                      r.did_not_train ? " (did not train: FusedAdam skipped its partition)" : "",
                      r.wrapper, mem, res, step,
                      r.verdict,

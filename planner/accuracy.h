@@ -20,6 +20,7 @@ namespace dsplan {
 
 struct CalibrationRun {
   std::string id;
+  std::string file;  // the record file it came from, as named on the command line
   std::string model;
   nlohmann::json model_config;
   nlohmann::json ds_config;

@@ -595,6 +595,10 @@ int RunPlan(PlanFlags g) {
       j["summary"] = PlanSummary(s.plan);
       j["global_batch"] = s.plan.train_batch();
       j["same_as_stages"] = s.same_as_stages;
+      const KeptOutput kept = KeptOutputBytes(**w, s.plan);
+      j["kept_output_bytes"] = {{"logits", kept.logits_bytes},
+                                {"kv_cache_with_use_cache", kept.kv_cache_bytes},
+                                {"encoder_output", kept.encoder_output_bytes}};
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;
       j["ds_config"] = EmitDsConfig(s.plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);
@@ -774,6 +778,9 @@ int RunPlan(PlanFlags g) {
              l.hf_trainer);
   fmt::print("launch, plain DeepSpeed script (deepspeed.add_config_arguments):\n  {}\n",
              l.deepspeed_script);
+  auto best_w = sim.WorkloadFor(best->plan.shape());
+  if (!best_w.ok()) return Fail(best_w.status());
+  fmt::print("  {}\n", KeptOutputNote(**best_w, best->plan, best->prediction));
   if (best->plan.gradient_checkpointing || best->plan.linear_tiles > 1) {
     fmt::print("model code changes the plan needs:\n");
     for (const std::string& c : ModelCodeChanges(best->plan)) fmt::print("  - {}\n", c);

@@ -91,6 +91,51 @@ std::vector<std::string> ModelCodeChanges(const Plan& plan) {
   return out;
 }
 
+KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan) {
+  const ModelSpec& s = w.spec;
+  const double b = static_cast<double>(plan.micro_batch);
+  const double e = static_cast<double>(PrecisionBytes(plan.precision));
+  const bool t5 = s.encoder_decoder();
+  const double src = static_cast<double>(w.shape.seq_len);
+  const double tgt = t5 && w.shape.target_len > 0 ? static_cast<double>(w.shape.target_len) : src;
+  KeptOutput k;
+  k.logits_bytes = b * tgt * static_cast<double>(s.vocab_size) * e;
+  if (t5) {
+    k.encoder_output_bytes = b * src * static_cast<double>(s.hidden_size) * e;
+  } else if (s.family != Family::kBert && !plan.gradient_checkpointing) {
+    // Keys and values of every layer, [b, kv_heads, s, head_dim] each.
+    k.kv_cache_bytes = 2.0 * static_cast<double>(s.num_layers) * b * src *
+                       static_cast<double>(s.num_kv_heads * s.head_dim) * e;
+  }
+  return k;
+}
+
+std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction& pred) {
+  const KeptOutput k = KeptOutputBytes(w, plan);
+  const double left = static_cast<double>(pred.gpu_capacity_bytes - pred.gpu_upper_total_bytes -
+                                          pred.gpu_headroom_bytes);
+  std::string held = "its logits " + FormatBytes(k.logits_bytes);
+  if (k.encoder_output_bytes > 0) {
+    held += " and encoder output " + FormatBytes(k.encoder_output_bytes);
+  }
+  std::string cache;
+  if (k.kv_cache_bytes > 0) {
+    cache = fmt::format(", and with use_cache on (transformers' default) its K/V cache {}",
+                        FormatBytes(k.kv_cache_bytes));
+  }
+  const double most = k.logits_bytes + k.encoder_output_bytes + k.kv_cache_bytes;
+  return fmt::format(
+      "training loop: the prediction assumes HF Trainer's, which drops each step's output before "
+      "the next forward; a plain loop that keeps it (out = engine(**batch) without del out) holds "
+      "{}{} through the next forward; this plan leaves {} beyond its error band and headroom{}",
+      held, cache, FormatBytes(std::max(0.0, left)),
+      most > left ? fmt::format(": NOT enough for {}: set model.config.use_cache = False and "
+                                "del out after engine.step(), or it can run out of memory in "
+                                "step 2",
+                                FormatBytes(most))
+                  : "");
+}
+
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
                                    const HardwareProfile& profile) {
   std::vector<std::string> out;

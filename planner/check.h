@@ -39,6 +39,24 @@ int64_t ProposedLinearTiles(const Workload& w, Precision precision, double gpu_m
 /// TiledLinear for memory-centric tiling.
 std::vector<std::string> ModelCodeChanges(const Plan& plan);
 
+/// What a training loop that keeps one step's output object into the next forward
+/// (`out = engine(**batch)` in a loop, without `del out`) holds through that forward, per GPU.
+/// dsplan's prediction assumes the output is dropped before the next forward, as HF Trainer's
+/// loop does (its compute_loss returns the loss alone). transformers returns the logits (the
+/// model's dtype), a decoder-only model's K/V cache when `use_cache` is on (config default True;
+/// off under gradient checkpointing), and T5's encoder output (docs/deepspeed-facts.md, "What a
+/// kept output holds").
+struct KeptOutput {
+  double logits_bytes = 0;
+  double kv_cache_bytes = 0;        // with use_cache on
+  double encoder_output_bytes = 0;  // T5
+};
+KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan);
+
+/// The line the plan prints under its plain-DeepSpeed launch: the loop dsplan predicts, what a
+/// kept output would add, against what |pred| leaves beyond its error band and headroom.
+std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction& pred);
+
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,

@@ -174,3 +174,72 @@ TEST_F(CheckTest, CleanPlanHasNoFindings) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// What a loop that keeps a step's output into the next forward holds: the sizes of the tensors
+// transformers returns, by hand, for three families; and the plan's note says when they do not
+// fit in what the plan leaves beyond its band and headroom.
+TEST(KeptOutputTest, SizesOfTheReturnedTensors) {
+  auto load = [](const char* name) {
+    auto m = LoadModel(name, DSPLAN_TEST_DATA_DIR);
+    EXPECT_TRUE(m.ok()) << m.status().message();
+    return m.ok() ? *m : ModelSpec{};
+  };
+  Plan p;
+  p.micro_batch = 8;
+  p.seq_len = 1024;
+  p.precision = Precision::kBf16;
+  // gpt2-xl: logits 8 x 1024 x 50257 x 2 B; K/V 2 x 48 layers x 8 x 1024 x 1600 x 2 B.
+  const ModelSpec gpt2xl = load("gpt2-xl");
+  auto w = BuildWorkload(gpt2xl, p.shape());
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  KeptOutput k = KeptOutputBytes(*w, p);
+  EXPECT_DOUBLE_EQ(k.logits_bytes, 8.0 * 1024 * 50257 * 2);
+  EXPECT_DOUBLE_EQ(k.kv_cache_bytes, 2.0 * 48 * 8 * 1024 * 1600 * 2);
+  EXPECT_DOUBLE_EQ(k.encoder_output_bytes, 0);
+  // Gradient checkpointing turns use_cache off in transformers: no cache.
+  Plan ckpt = p;
+  ckpt.gradient_checkpointing = true;
+  auto wc = BuildWorkload(gpt2xl, ckpt.shape());
+  ASSERT_TRUE(wc.ok());
+  EXPECT_DOUBLE_EQ(KeptOutputBytes(*wc, ckpt).kv_cache_bytes, 0);
+  // llama-2-7b's 32 K/V heads of 128; mistral-7b's 8 (GQA) shrink the cache 4x.
+  const ModelSpec mistral = load("mistral-7b");
+  auto wm = BuildWorkload(mistral, p.shape());
+  ASSERT_TRUE(wm.ok());
+  EXPECT_DOUBLE_EQ(KeptOutputBytes(*wm, p).kv_cache_bytes, 2.0 * 32 * 8 * 1024 * 8 * 128 * 2);
+  // T5: logits over the decoder's tokens and the encoder's output, no cache counted.
+  const ModelSpec t5 = load("t5-large");
+  Plan pt = p;
+  pt.seq_len = 512;
+  pt.target_len = 128;
+  auto wt = BuildWorkload(t5, pt.shape());
+  ASSERT_TRUE(wt.ok());
+  k = KeptOutputBytes(*wt, pt);
+  EXPECT_DOUBLE_EQ(k.logits_bytes, 8.0 * 128 * 32128 * 2);
+  EXPECT_DOUBLE_EQ(k.encoder_output_bytes, 8.0 * 512 * 1024 * 2);
+  EXPECT_DOUBLE_EQ(k.kv_cache_bytes, 0);
+
+  // The note: enough room says nothing more; too little says what to do.
+  Prediction pred;
+  pred.gpu_capacity_bytes = int64_t{100} << 30;
+  pred.gpu_upper_total_bytes = int64_t{80} << 30;
+  pred.gpu_headroom_bytes = int64_t{3} << 30;
+  std::string note = KeptOutputNote(*w, p, pred);
+  EXPECT_NE(note.find("holds its logits 785 MiB, and with use_cache on (transformers' default) "
+                      "its K/V cache 2.34 GiB"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("leaves 17.0 GiB beyond its error band"), std::string::npos) << note;
+  EXPECT_EQ(note.find("NOT enough"), std::string::npos) << note;
+  pred.gpu_upper_total_bytes = int64_t{95} << 30;
+  note = KeptOutputNote(*w, p, pred);
+  EXPECT_NE(note.find("NOT enough for 3.11 GiB: set model.config.use_cache = False and del out"),
+            std::string::npos)
+      << note;
+}
+
+}  // namespace
+}  // namespace dsplan

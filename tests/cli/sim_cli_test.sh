@@ -124,5 +124,21 @@ check "the runtime's stage-3 step is faster than PyTorch + DeepSpeed's" json "j[
 check "the stack changes no memory" json "j['gpu']['peak_allocated_bytes'] > 0"
 bad "simulate --stack unknown" "stack" simulate --model gpt2-xl --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --stack tensorflow
 
+# --- check: a loop that keeps the step's output (docs/deepspeed-facts.md, "What a kept output
+# holds"): said when the room beyond the band and headroom does not cover it, silent otherwise ---
+cfg() {
+  printf '{"train_micro_batch_size_per_gpu": %s, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}\n' "$1" >"$tmp/kept$1.json"
+}
+cfg 20
+cfg 26
+run check --model qwen2-0.5b --gpus 1 --ds-config "$tmp/kept26.json"
+check "check mb 26 exits 0" test "$rc" -eq 0
+check "check warns that a kept output does not fit, with its logits" \
+  grep -q "warning: training loop: .* holds its logits 7.53 GiB.*NOT enough" "$tmp/out"
+run check --model qwen2-0.5b --gpus 1 --ds-config "$tmp/kept20.json"
+check "check mb 20 is silent about the loop (31 GiB of room)" bash -c "! grep -q 'training loop' '$tmp/out'"
+run --model qwen2-0.5b --gpus 1 --no-emit
+check "the plan always states the loop it assumes" grep -q "^  training loop: the prediction assumes HF Trainer's" "$tmp/out"
+
 echo "sim_cli_test: $pass passed, $fail failed"
 test "$fail" -eq 0

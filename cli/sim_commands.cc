@@ -397,6 +397,20 @@ int RunAccuracy(const AccuracyFlags& f) {
                          {"runs_above_12_percent", c.over_12},
                          {"runs_above_12_percent_family_held_out", c.unseen_over_12}});
     }
+    nlohmann::json by_file = nlohmann::json::array();
+    for (const FileAccuracy& fa : AccuracyByFile(*summary)) {
+      by_file.push_back({{"file", fa.file},
+                         {"runs", fa.runs},
+                         {"timed_runs", fa.time_rows},
+                         {"step_mean_abs_error", fa.step_mean_abs},
+                         {"step_max_abs_error", fa.step_max_abs},
+                         {"step_mean_abs_error_family_held_out", fa.unseen_step_mean_abs},
+                         {"step_in_band", fa.time_in_band},
+                         {"memory_runs", fa.memory_rows},
+                         {"alloc_mean_abs_error", fa.alloc_mean_abs},
+                         {"alloc_max_abs_error", fa.alloc_max_abs},
+                         {"verdicts_right", fa.verdicts_right}});
+    }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
                           {"schema_version", 1},
                           {"dsplan_version", DSPLAN_VERSION},
@@ -411,6 +425,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"step_max_abs_error_family_held_out", summary->unseen_step_max_abs},
                           {"step_in_band", summary->time_in_band},
                           {"step_error_by_host_share", by_host},
+                          {"by_file", by_file},
                           {"verdicts_right", summary->verdicts_right}};
     fmt::print("{}\n", JsonText(out));
     return 0;

@@ -186,6 +186,42 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
   return s;
 }
 
+std::vector<FileAccuracy> AccuracyByFile(const AccuracySummary& s) {
+  std::vector<FileAccuracy> out;
+  for (const AccuracyRow& r : s.rows) {
+    auto it = std::find_if(out.begin(), out.end(),
+                           [&](const FileAccuracy& f) { return f.file == r.run.file; });
+    if (it == out.end()) {
+      out.push_back({});
+      out.back().file = r.run.file;
+      it = out.end() - 1;
+    }
+    FileAccuracy& f = *it;
+    ++f.runs;
+    f.verdicts_right += r.verdict_right;
+    if (r.has_memory) {
+      ++f.memory_rows;
+      f.alloc_mean_abs += std::abs(r.alloc_error);
+      f.alloc_max_abs = std::max(f.alloc_max_abs, std::abs(r.alloc_error));
+    }
+    if (r.has_time) {
+      ++f.time_rows;
+      f.time_in_band += r.in_band;
+      f.step_mean_abs += std::abs(r.step_error);
+      f.step_max_abs = std::max(f.step_max_abs, std::abs(r.step_error));
+      f.unseen_step_mean_abs += std::abs(r.step_error_unseen);
+    }
+  }
+  for (FileAccuracy& f : out) {
+    if (f.memory_rows > 0) f.alloc_mean_abs /= f.memory_rows;
+    if (f.time_rows > 0) {
+      f.step_mean_abs /= f.time_rows;
+      f.unseen_step_mean_abs /= f.time_rows;
+    }
+  }
+  return out;
+}
+
 std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,
                              const std::string& calibration_path) {
   std::ostringstream o;
@@ -219,6 +255,25 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     o << "Step time by how host-bound the prediction is: " << classes
       << ". The host CPU's speed moved host-bound steps by up to 1.7x between days "
          "(docs/validation/deepspeed/rep-1204b/).\n\n";
+  }
+  const std::vector<FileAccuracy> files = AccuracyByFile(s);
+  if (files.size() > 1) {
+    o << "| record file | runs | timed | step mean / max | family held out | in band | peak "
+         "allocated mean / max | verdicts right |\n|---|---|---|---|---|---|---|---|\n";
+    for (const FileAccuracy& f : files) {
+      o << fmt::format("| `{}` | {} | {} | {} | {} | {} | {} | {}/{} |\n", f.file, f.runs,
+                       f.time_rows,
+                       f.time_rows ? fmt::format("{:.1f}% / {:.1f}%", 100 * f.step_mean_abs,
+                                                 100 * f.step_max_abs)
+                                   : "-",
+                       f.time_rows ? fmt::format("{:.1f}%", 100 * f.unseen_step_mean_abs) : "-",
+                       f.time_rows ? fmt::format("{}/{}", f.time_in_band, f.time_rows) : "-",
+                       f.memory_rows ? fmt::format("{:.2f}% / {:.1f}%", 100 * f.alloc_mean_abs,
+                                                   100 * f.alloc_max_abs)
+                                     : "-",
+                       f.verdicts_right, f.runs);
+    }
+    o << "\n";
   }
   o << "| run | wrapper | peak alloc MiB (measured / predicted / error) | reserved MiB (m / p / "
        "err) | step s (m / p / err) | verdict | peak at |\n";

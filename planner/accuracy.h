@@ -111,6 +111,15 @@ struct AccuracySummary {
                                        {"host-bound", 0.6, 1.01}}};
 };
 
+/// One record file's part of a summary (rows in file order of first appearance).
+struct FileAccuracy {
+  std::string file;
+  int runs = 0, memory_rows = 0, time_rows = 0, time_in_band = 0, verdicts_right = 0;
+  double alloc_mean_abs = 0, alloc_max_abs = 0;
+  double step_mean_abs = 0, step_max_abs = 0, unseen_step_mean_abs = 0;
+};
+std::vector<FileAccuracy> AccuracyByFile(const AccuracySummary& s);
+
 /// Simulates every run with |profile|.
 /// |unseen_families|: predict every run as for a model family whose blocks the software-stack
 /// measurement never saw (leave-one-family-out; simulator/stack_costs.h).

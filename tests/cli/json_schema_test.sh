@@ -49,6 +49,7 @@ conforms "accuracy, two files" accuracy.schema.json accuracy --json \
   --calibration "$src/tests/fixtures/calibration/deepspeed-h200.jsonl" \
   --calibration "$src/docs/validation/deepspeed/plans-1203c/records-plans-h200.jsonl"
 check "accuracy of two files has both files' rows" json "len(j['rows']) == 18 + 7"
+check "by_file splits the runs per file" json "[(f['runs'], f['timed_runs']) for f in j['by_file']] == [(18, 18), (7, 3)]"
 check "each row names its file" json "sorted(set(r['file'].split('/')[-2] for r in j['rows'])) == ['calibration', 'plans-1203c']"
 check "the host-share classes count the timed rows" \
   json "sum(c['runs'] for c in j['step_error_by_host_share']) == 18 + 3"

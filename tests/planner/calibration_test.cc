@@ -229,6 +229,15 @@ TEST(InstrumentedRuns, KeepMemoryButNotTiming) {
   }
   EXPECT_EQ(runs, s->time_rows);
   EXPECT_NEAR(weighted / runs, s->step_mean_abs, 1e-12);
+  // One file: its part is the whole summary.
+  const std::vector<FileAccuracy> files = AccuracyByFile(*s);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(files[0].runs, 7);
+  EXPECT_EQ(files[0].time_rows, s->time_rows);
+  EXPECT_NEAR(files[0].step_mean_abs, s->step_mean_abs, 1e-12);
+  EXPECT_NEAR(files[0].unseen_step_mean_abs, s->unseen_step_mean_abs, 1e-12);
+  EXPECT_NEAR(files[0].alloc_mean_abs, s->alloc_mean_abs, 1e-12);
+  EXPECT_EQ(files[0].verdicts_right, s->verdicts_right);
   EXPECT_EQ(s->time_rows, 3);
   EXPECT_EQ(s->memory_rows, 7);
 }

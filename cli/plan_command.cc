@@ -598,6 +598,7 @@ int RunPlan(PlanFlags g) {
       const KeptOutput kept = KeptOutputBytes(**w, s.plan);
       j["kept_output_bytes"] = {{"logits", kept.logits_bytes},
                                 {"kv_cache_with_use_cache", kept.kv_cache_bytes},
+                                {"kv_cache_in_step_with_use_cache", kept.kv_cache_in_step_bytes},
                                 {"encoder_output", kept.encoder_output_bytes}};
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;

@@ -100,12 +100,24 @@ KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan) {
   const double tgt = t5 && w.shape.target_len > 0 ? static_cast<double>(w.shape.target_len) : src;
   KeptOutput k;
   k.logits_bytes = b * tgt * static_cast<double>(s.vocab_size) * e;
+  const double kv_width = static_cast<double>(s.num_kv_heads * s.head_dim);
   if (t5) {
     k.encoder_output_bytes = b * src * static_cast<double>(s.hidden_size) * e;
+    if (!plan.gradient_checkpointing) {
+      // Every decoder layer's self-attention keys and values (target length) and its
+      // cross-attention ones (source length). Inside a step only the self-attention part is
+      // extra (t5-large, micro-batch 8: +96 MiB; kept: +551 MiB, usecache-1205).
+      const double self_kv = 2.0 * static_cast<double>(s.num_decoder_layers) * b * tgt * kv_width * e;
+      k.kv_cache_in_step_bytes = self_kv;
+      k.kv_cache_bytes = self_kv + 2.0 * static_cast<double>(s.num_decoder_layers) * b * src *
+                                       kv_width * e;
+    }
   } else if (s.family != Family::kBert && !plan.gradient_checkpointing) {
-    // Keys and values of every layer, [b, kv_heads, s, head_dim] each.
-    k.kv_cache_bytes = 2.0 * static_cast<double>(s.num_layers) * b * src *
-                       static_cast<double>(s.num_kv_heads * s.head_dim) * e;
+    // Keys and values of every layer, [b, kv_heads, s, head_dim] each. GPT-2's cost their full
+    // size inside the step too (usecache-1205); other families' attention code may share
+    // SDPA's saved tensors (docs/research/transformers-b.md 4.4): "at most".
+    k.kv_cache_bytes = 2.0 * static_cast<double>(s.num_layers) * b * src * kv_width * e;
+    k.kv_cache_in_step_bytes = k.kv_cache_bytes;
   }
   return k;
 }
@@ -118,21 +130,29 @@ std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction
   if (k.encoder_output_bytes > 0) {
     held += " and encoder output " + FormatBytes(k.encoder_output_bytes);
   }
+  // With use_cache on, every training forward builds the cache (GPT-2: measured as its full
+  // size within the step, usecache-1205), and a kept output holds the previous one too.
   std::string cache;
   if (k.kv_cache_bytes > 0) {
-    cache = fmt::format(", and with use_cache on (transformers' default) its K/V cache {}",
-                        FormatBytes(k.kv_cache_bytes));
+    cache = fmt::format(
+        "model.config.use_cache = False (transformers' default True builds a K/V cache that "
+        "adds up to {} in every training forward without gradient checkpointing) and ",
+        FormatBytes(k.kv_cache_in_step_bytes));
+    held += fmt::format(" (and {} of cache with use_cache on)", FormatBytes(k.kv_cache_bytes));
   }
-  const double most = k.logits_bytes + k.encoder_output_bytes + k.kv_cache_bytes;
+  const double most =
+      k.logits_bytes + k.encoder_output_bytes + k.kv_cache_bytes + k.kv_cache_in_step_bytes;
   return fmt::format(
-      "training loop: the prediction assumes HF Trainer's, which drops each step's output before "
-      "the next forward; a plain loop that keeps it (out = engine(**batch) without del out) holds "
-      "{}{} through the next forward; this plan leaves {} beyond its error band and headroom{}",
-      held, cache, FormatBytes(std::max(0.0, left)),
-      most > left ? fmt::format(": NOT enough for {}: set model.config.use_cache = False and "
-                                "del out after engine.step(), or it can run out of memory in "
-                                "step 2",
-                                FormatBytes(most))
+      "training loop: the prediction assumes {}each step's output dropped before the next "
+      "forward, as HF Trainer does; a plain loop that keeps it (out = engine(**batch) without del "
+      "out) holds {} through the next forward; this plan leaves {} beyond its error band and "
+      "headroom{}",
+      cache, held, FormatBytes(std::max(0.0, left)),
+      most > left ? fmt::format(": NOT enough for {}: {}del out after engine.step(), or it can "
+                                "run out of memory in step 2",
+                                FormatBytes(most),
+                                k.kv_cache_bytes > 0 ? "set model.config.use_cache = False and "
+                                                     : "")
                   : "");
 }
 

@@ -42,14 +42,16 @@ std::vector<std::string> ModelCodeChanges(const Plan& plan);
 /// What a training loop that keeps one step's output object into the next forward
 /// (`out = engine(**batch)` in a loop, without `del out`) holds through that forward, per GPU.
 /// dsplan's prediction assumes the output is dropped before the next forward, as HF Trainer's
-/// loop does (its compute_loss returns the loss alone). transformers returns the logits (the
-/// model's dtype), a decoder-only model's K/V cache when `use_cache` is on (config default True;
-/// off under gradient checkpointing), and T5's encoder output (docs/deepspeed-facts.md, "What a
-/// kept output holds").
+/// loop does (its compute_loss returns the loss alone), and use_cache off. transformers returns
+/// the logits (the model's dtype), the K/V cache when `use_cache` is on (config default True;
+/// off under gradient checkpointing; T5's holds the decoder's self- and cross-attention keys
+/// and values), and T5's encoder output (docs/deepspeed-facts.md, "What a kept output holds",
+/// measured in docs/validation/deepspeed/usecache-1205/).
 struct KeptOutput {
   double logits_bytes = 0;
-  double kv_cache_bytes = 0;        // with use_cache on
-  double encoder_output_bytes = 0;  // T5
+  double kv_cache_bytes = 0;          // the cache a kept output holds (use_cache on)
+  double kv_cache_in_step_bytes = 0;  // what use_cache on adds inside every step, at most
+  double encoder_output_bytes = 0;    // T5
 };
 KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan);
 

@@ -122,13 +122,18 @@ std::vector<ScoredPlan> PickRecommendations(const std::vector<ScoredPlan>& ranke
       return a->prediction.tokens_per_s > b->prediction.tokens_per_s;
     });
     const ScoredPlan* pick = near.front();
-    // A rounder micro-batch whose speed is within kRoundTolerance of that one's is shown
-    // instead (the roundest, then the smallest global batch).
-    const double t0 = near.front()->prediction.tokens_per_s;
+    // A rounder micro-batch is shown instead when its speed is within kRoundTolerance of every
+    // plan of the choice with a smaller global batch (the roundest, then the smallest global
+    // batch): rounding never hides a measurably faster smaller batch.
     for (const ScoredPlan* p : near) {
+      if (Roundness(p->plan.micro_batch) <= Roundness(pick->plan.micro_batch)) continue;
       const double t = p->prediction.tokens_per_s;
-      if (std::abs(t - t0) > kRoundTolerance * t0) continue;
-      if (Roundness(p->plan.micro_batch) > Roundness(pick->plan.micro_batch)) pick = p;
+      const bool close = std::all_of(near.begin(), near.end(), [&](const ScoredPlan* q) {
+        if (q->plan.train_batch() >= p->plan.train_batch()) return true;
+        const double tq = q->prediction.tokens_per_s;
+        return std::abs(t - tq) <= kRoundTolerance * tq;
+      });
+      if (close) pick = p;
     }
     picks.push_back(*pick);
   }

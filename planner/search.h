@@ -109,8 +109,8 @@ constexpr double kChoiceTieTolerance = 0.02;
 /// Two tied choices whose step-time bands' upper ends differ by more than this are ordered by
 /// that end (the more certain prediction first); closer ones by memory.
 constexpr double kBandTieTolerance = 0.01;
-/// A rounder micro-batch (a multiple of 8, 4, 2) within this fraction of the picked plan's
-/// throughput is shown instead of it.
+/// A rounder micro-batch (a multiple of 8, 4, 2) within this fraction of the throughput of
+/// every plan of its choice with a smaller global batch is shown instead of the picked plan.
 constexpr double kRoundTolerance = 0.01;
 
 struct PlannerResult {

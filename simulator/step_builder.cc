@@ -767,7 +767,16 @@ void Builder::Forward(int micro) {
     t.zero3_hooks = Stage3();
     t.gathered_tensors = lp_[l].gathered_tensors;
     t.gather_calls = TakeGatherCalls();
-    EffectList fx = {Alloc(layer.activation_bytes, MemCategory::kActivations, true)};
+    EffectList fx;
+    // The forward's largest transient (Layer::fwd_transient_bytes) is alive when the layer's
+    // kept bytes are all allocated: allocated at the start, freed after them at the end.
+    if (layer.fwd_transient_bytes > 0) {
+      fx.push_back(Alloc(layer.fwd_transient_bytes, MemCategory::kTemporaries));
+    }
+    fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+    if (layer.fwd_transient_bytes > 0) {
+      fx.push_back(Free(layer.fwd_transient_bytes, MemCategory::kTemporaries, true));
+    }
     // The caller keeps each micro-step's output object until the next forward returns
     // (`out = engine(batch)` rebinds it then), so the previous micro-step's logits are freed
     // at the end of this forward, after its own are allocated. Micro-step 0 holds none: the

@@ -208,7 +208,14 @@ Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
     const Storage& st = storages_[s];
     // Outputs count in saved_bytes too, so that it is the full no-checkpointing picture.
     const int saver = saved_by[s] >= 0 ? saved_by[s] : (is_output[s] ? kept_by[s] : -1);
-    if (saver < 0 && kept_by[s] < 0) continue;
+    if (saver < 0 && kept_by[s] < 0) {
+      // Made and freed inside its layer's forward.
+      if (st.layer >= 0 && st.layer < n && st.category != TensorCategory::kParameter && !st.input) {
+        layers[st.layer].fwd_transient_bytes =
+            std::max(layers[st.layer].fwd_transient_bytes, st.bytes);
+      }
+      continue;
+    }
     if (saver >= 0) layers[saver].saved_bytes += st.bytes;
     if (kept_by[s] >= 0) layers[kept_by[s]].activation_bytes += st.bytes;
     TensorSpec t;

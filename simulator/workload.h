@@ -157,6 +157,10 @@ struct Layer {
   int64_t activation_bytes = 0;
   /// Bytes rematerialized when the layer is recomputed in backward (0 unless checkpointed).
   int64_t recompute_bytes = 0;
+  /// The largest tensor the layer's forward makes and frees before it returns: saved by no
+  /// layer and not an output (the loss's fp32 copy of the logits, alive while log_softmax
+  /// writes its output). It is allocated beside the layer's kept bytes at the forward's end.
+  int64_t fwd_transient_bytes = 0;
 };
 
 struct Workload {

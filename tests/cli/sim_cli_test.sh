@@ -138,7 +138,7 @@ check "check warns that a kept output does not fit, with its logits" \
 run check --model qwen2-0.5b --gpus 1 --ds-config "$tmp/kept20.json"
 check "check mb 20 is silent about the loop (31 GiB of room)" bash -c "! grep -q 'training loop' '$tmp/out'"
 run --model qwen2-0.5b --gpus 1 --no-emit
-check "the plan always states the loop it assumes" grep -q "^  training loop: the prediction assumes HF Trainer's" "$tmp/out"
+check "the plan always states the loop it assumes" grep -q "^  training loop: the prediction assumes model.config.use_cache = False" "$tmp/out"
 
 echo "sim_cli_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -41,13 +41,17 @@ class CalibrationTest : public ::testing::Test {
 AccuracySummary* CalibrationTest::summary_ = nullptr;
 
 // The issue's targets for memory: every case within 5%, mean under 3%.
-TEST_F(CalibrationTest, PeakAllocatedWithinFivePercentEveryRun) {
+// Issue 13's memory target: every run within 3 % and never more than 2 % under. gpt2-xl at
+// stage 0 was 2.5 / 3.4 % under until session 13 kept the loss's fp32 copy of the logits alive
+// beside log_softmax's output (Layer::fwd_transient_bytes).
+TEST_F(CalibrationTest, PeakAllocatedWithinThreePercentNeverTwoUnder) {
   for (const AccuracyRow& r : summary_->rows) {
-    EXPECT_LT(std::abs(r.alloc_error), 0.05)
+    EXPECT_LT(std::abs(r.alloc_error), 0.03)
         << r.run.id << ": measured " << r.run.peak_alloc_mib << " MiB, predicted "
         << r.peak_alloc_mib << " MiB (peak at " << r.peak_at << ")";
+    EXPECT_GT(r.alloc_error, -0.02) << r.run.id;
   }
-  EXPECT_LT(summary_->alloc_mean_abs, 0.03);
+  EXPECT_LT(summary_->alloc_mean_abs, 0.01);
 }
 
 // Every calibration run trained, so every verdict must be "fits".

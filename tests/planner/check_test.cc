@@ -198,6 +198,7 @@ TEST(KeptOutputTest, SizesOfTheReturnedTensors) {
   KeptOutput k = KeptOutputBytes(*w, p);
   EXPECT_DOUBLE_EQ(k.logits_bytes, 8.0 * 1024 * 50257 * 2);
   EXPECT_DOUBLE_EQ(k.kv_cache_bytes, 2.0 * 48 * 8 * 1024 * 1600 * 2);
+  EXPECT_DOUBLE_EQ(k.kv_cache_in_step_bytes, k.kv_cache_bytes);
   EXPECT_DOUBLE_EQ(k.encoder_output_bytes, 0);
   // Gradient checkpointing turns use_cache off in transformers: no cache.
   Plan ckpt = p;
@@ -220,7 +221,11 @@ TEST(KeptOutputTest, SizesOfTheReturnedTensors) {
   k = KeptOutputBytes(*wt, pt);
   EXPECT_DOUBLE_EQ(k.logits_bytes, 8.0 * 128 * 32128 * 2);
   EXPECT_DOUBLE_EQ(k.encoder_output_bytes, 8.0 * 512 * 1024 * 2);
-  EXPECT_DOUBLE_EQ(k.kv_cache_bytes, 0);
+  // 24 decoder layers' self-attention K/V (128 tokens) and cross-attention K/V (512 tokens):
+  // with the logits and encoder output, 551 MiB, as usecache-1205 measured a kept output.
+  EXPECT_DOUBLE_EQ(k.kv_cache_in_step_bytes, 2.0 * 24 * 8 * 128 * 1024 * 2);
+  EXPECT_DOUBLE_EQ(k.kv_cache_bytes, 2.0 * 24 * 8 * (128 + 512) * 1024 * 2);
+  EXPECT_NEAR((k.logits_bytes + k.encoder_output_bytes + k.kv_cache_bytes) / (1 << 20), 551, 1);
 
   // The note: enough room says nothing more; too little says what to do.
   Prediction pred;
@@ -228,15 +233,19 @@ TEST(KeptOutputTest, SizesOfTheReturnedTensors) {
   pred.gpu_upper_total_bytes = int64_t{80} << 30;
   pred.gpu_headroom_bytes = int64_t{3} << 30;
   std::string note = KeptOutputNote(*w, p, pred);
-  EXPECT_NE(note.find("holds its logits 785 MiB, and with use_cache on (transformers' default) "
-                      "its K/V cache 2.34 GiB"),
+  EXPECT_NE(note.find("assumes model.config.use_cache = False (transformers' default True builds "
+                      "a K/V cache that adds up to 2.34 GiB in every training forward"),
+            std::string::npos)
+      << note;
+  EXPECT_NE(note.find("holds its logits 785 MiB (and 2.34 GiB of cache with use_cache on)"),
             std::string::npos)
       << note;
   EXPECT_NE(note.find("leaves 17.0 GiB beyond its error band"), std::string::npos) << note;
   EXPECT_EQ(note.find("NOT enough"), std::string::npos) << note;
   pred.gpu_upper_total_bytes = int64_t{95} << 30;
   note = KeptOutputNote(*w, p, pred);
-  EXPECT_NE(note.find("NOT enough for 3.11 GiB: set model.config.use_cache = False and del out"),
+  // The current step's cache and the kept one's, with the kept logits: 2 x 2.34 + 0.77 GiB.
+  EXPECT_NE(note.find("NOT enough for 5.45 GiB: set model.config.use_cache = False and del out"),
             std::string::npos)
       << note;
 }

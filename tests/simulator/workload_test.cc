@@ -103,6 +103,11 @@ TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   EXPECT_EQ(FindLayer(w, "lm_head").activation_bytes, 2 * bsv + 2 * 1024 * 2 * s.hidden_size);
   // fp32 log_softmax output, int64 targets and the fp32 total weight.
   EXPECT_EQ(FindLayer(w, "loss").activation_bytes, 4 * bsv + 8 * 2 * 1024 + 4);
+  // logits.float() is saved by no op (log_softmax saves its output) but alive while
+  // log_softmax writes: the loss's forward transient (usecache-1205: gpt2-xl at stage 0 peaked
+  // in the loss forward with both fp32 buffers).
+  EXPECT_EQ(FindLayer(w, "loss").fwd_transient_bytes, 4 * bsv);
+  EXPECT_EQ(FindLayer(w, "lm_head").fwd_transient_bytes, 0);
 }
 
 TEST(WorkloadTest, T5PositionBiasHeldByCheckpointedBlocks) {

@@ -779,7 +779,8 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
-      return CopySeconds(false, t.pinned, t.bytes);
+      return CopySeconds(false, t.pinned, t.bytes) +
+             HostStreamSeconds(t.host_convert_bytes, cpu_threads);
     case TaskKind::kCopyH2D:
       return CopySeconds(true, t.pinned, t.bytes);
     case TaskKind::kCpuOptimizer:

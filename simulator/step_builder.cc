@@ -1224,28 +1224,46 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       // isnan, isinf, logical_or, .float(), .max(), then `if tensor:` reads it on the host) and
       // async_inplace_copy_grad_to_fp32_buffer_from_gpu (.float() and the copy): 11 host ops,
       // about 52 bytes of HBM traffic per element. Stage 3 (partition_grads):
-      // _constant_buffered_norm2 (.double().norm(2)**2, **0.5), the fp32 cast of
-      // fp32_grad_tensor.copy_(grad_buffer), record_stream: 9 host ops, about 24 B/element.
+      // _constant_buffered_norm2 (.double().norm(2)**2, **0.5), fp32_grad_tensor.copy_ and
+      // record_stream: 9 host ops, about 18 B/element (the copy's fp32 cast runs on the host,
+      // below).
       Task c;
       c.kind = TaskKind::kGradCopy;
       c.resource = CommStream();
       c.micro_step = micro;
       c.index = r.index;
-      c.bytes = (Stage3() ? 24.0 : 52.0) * owned;
+      c.bytes = (Stage3() ? 18.0 : 52.0) * owned;
       c.kernels = (Stage3() ? 9 : 11) * std::max(1, owned_tensors);
       check = g_.Add(c, {reduce}, {});
     }
-    // The owned slice goes to the host as fp32 (cast on the GPU, then the copy).
-    Task d;
-    d.kind = TaskKind::kCopyD2H;
-    d.resource = Resource::kD2H;
-    d.micro_step = micro;
-    d.index = r.index;
-    d.bytes = 4.0 * owned;
-    d.pinned = pin;
-    const TaskId d2h = g_.Add(d, {before},
-                              {Alloc(4 * owned, MemCategory::kTemporaries),
-                               Free(4 * owned, MemCategory::kTemporaries, true)});
+    // The owned slice goes to the host as fp32. Stages 1-2 (every boundary) cast it on the GPU
+    // and copy it into the pinned fp32 buffer with non_blocking. ZeRO-3 (at the boundary only)
+    // runs a blocking fp32_grad_tensor.copy_(grad_buffer) from the 16-bit GPU buffer into the
+    // CPU fp32 partition, which PyTorch does as a same-dtype copy into a pageable temporary and
+    // a conversion on the CPU (aten/src/ATen/native/cuda/Copy.cu: "type conversions are
+    // performed on the CPU" unless non_blocking; docs/deepspeed-facts.md, CPU offload).
+    TaskId d2h = before;
+    if (!Stage3() || boundary) {
+      Task d;
+      d.kind = TaskKind::kCopyD2H;
+      d.resource = Resource::kD2H;
+      d.micro_step = micro;
+      d.index = r.index;
+      EffectList fx;
+      if (Stage3()) {
+        d.bytes = static_cast<double>(e_ * owned);
+        d.pinned = false;
+        d.host_convert_bytes = static_cast<double>((e_ + 4) * owned);
+        fx = {Alloc(e_ * owned, MemCategory::kTemporaries, false, MemSpace::kPageableHost),
+              Free(e_ * owned, MemCategory::kTemporaries, true, MemSpace::kPageableHost)};
+      } else {
+        d.bytes = 4.0 * owned;
+        d.pinned = pin;
+        fx = {Alloc(4 * owned, MemCategory::kTemporaries),
+              Free(4 * owned, MemCategory::kTemporaries, true)};
+      }
+      d2h = g_.Add(d, {before}, fx);
+    }
     last_d2h_ = d2h;
     if (boundary) {
       // The host waits for each parameter's copy before it goes on (stage 1/2: the overflow

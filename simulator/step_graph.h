@@ -146,6 +146,10 @@ struct Task {
   int32_t ranks = 1;         // collectives: group size
   bool inter_node = false;   // collectives: the group spans nodes
   bool pinned = true;        // copies: host side pinned
+  /// A D2H copy that PyTorch finishes on the host: a blocking copy_ into a CPU tensor of
+  /// another dtype copies into a pageable temporary of the source's dtype, then converts on the
+  /// CPU (aten/src/ATen/native/cuda/Copy.cu); these are the bytes the conversion reads + writes.
+  double host_convert_bytes = 0;
   int32_t kernels = 1;       // kernels (host dispatches) the task issues
   // Layer tasks under ZeRO-3: DeepSpeed's module hooks run around them, fetching (forward,
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.

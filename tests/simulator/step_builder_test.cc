@@ -306,6 +306,45 @@ TEST_F(StepBuilderTest, LazyStatesAreAdamsTwoTensorsPerPartition) {
   EXPECT_TRUE(Build(adagrad).graph.lazy_gpu_states.empty());
 }
 
+// ZeRO-3 with optimizer offload copies each owned gradient into the CPU fp32 partition with a
+// blocking copy_ from the 16-bit buffer: PyTorch copies 2 B/element into a pageable temporary and
+// converts on the host (Copy.cu). Stages 1-2 cast on the GPU and copy fp32 into pinned memory.
+// At a non-boundary micro-step ZeRO-3 makes no fp32 copy (partition_grads, 0.14.5).
+TEST_F(StepBuilderTest, ZeroThreeOffloadGradientCopiesConvertOnTheHost) {
+  auto copies = [&](const Plan& p, double* bytes, double* convert, int* pageable, int* micro1) {
+    const BuiltStep b = Build(p);
+    *bytes = *convert = 0;
+    *pageable = *micro1 = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind != TaskKind::kCopyD2H || t.host_convert_bytes == 0) continue;
+      *bytes += t.bytes;
+      *convert += t.host_convert_bytes;
+      *pageable += !t.pinned;
+      *micro1 += t.micro_step == 0 && p.grad_accum > 1;
+    }
+    return b.facts.partition_numel;
+  };
+  Plan p = MakePlan(3, 2);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_optimizer.pin_memory = true;
+  double bytes = 0, convert = 0;
+  int pageable = 0, early = 0;
+  const int64_t part = copies(p, &bytes, &convert, &pageable, &early);
+  EXPECT_GT(pageable, 0);
+  EXPECT_DOUBLE_EQ(bytes, 2.0 * part);            // bf16 over PCIe
+  EXPECT_DOUBLE_EQ(convert, (2.0 + 4.0) * part);  // read bf16, write fp32 on the host
+  // Two micro-steps: only the boundary's copies.
+  p.grad_accum = 2;
+  copies(p, &bytes, &convert, &pageable, &early);
+  EXPECT_DOUBLE_EQ(bytes, 2.0 * part);
+  EXPECT_EQ(early, 0);
+  // Stage 2 keeps the GPU cast and the pinned fp32 copy.
+  Plan s2 = MakePlan(2, 2);
+  s2.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  copies(s2, &bytes, &convert, &pageable, &early);
+  EXPECT_DOUBLE_EQ(convert, 0);
+}
+
 // Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
 // persistent parameters (at most the threshold each) keep a GPU partition.
 TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {

@@ -159,13 +159,9 @@ int RunCheck(const SimulateFlags& f) {
   for (const std::string& w : CheckPlan(plan, pred, *run->profile)) warnings.push_back(w);
   // A loop that keeps the step's output into the next forward: said only when the config's room
   // beyond its band and headroom does not cover it (the plan command always says it).
-  if (pred.fits) {
-    const KeptOutput kept = KeptOutputBytes(*run->workload, plan);
-    const double room = static_cast<double>(pred.gpu_capacity_bytes - pred.gpu_upper_total_bytes -
-                                            pred.gpu_headroom_bytes);
-    if (kept.logits_bytes + kept.kv_cache_bytes + kept.encoder_output_bytes > room) {
-      warnings.push_back(KeptOutputNote(*run->workload, plan, pred));
-    }
+  if (pred.fits && KeptOutputBytes(*run->workload, plan).MostBytes() >
+                        static_cast<double>(pred.GpuRoomBeyondBandBytes())) {
+    warnings.push_back(KeptOutputNote(*run->workload, plan, pred));
   }
   // What dsplan would pick for the same model, cluster, lengths and global batch.
   PlannerRequest r;

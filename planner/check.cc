@@ -124,8 +124,7 @@ KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan) {
 
 std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction& pred) {
   const KeptOutput k = KeptOutputBytes(w, plan);
-  const double left = static_cast<double>(pred.gpu_capacity_bytes - pred.gpu_upper_total_bytes -
-                                          pred.gpu_headroom_bytes);
+  const double left = static_cast<double>(pred.GpuRoomBeyondBandBytes());
   std::string held = "its logits " + FormatBytes(k.logits_bytes);
   if (k.encoder_output_bytes > 0) {
     held += " and encoder output " + FormatBytes(k.encoder_output_bytes);
@@ -140,8 +139,7 @@ std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction
         FormatBytes(k.kv_cache_in_step_bytes));
     held += fmt::format(" (and {} of cache with use_cache on)", FormatBytes(k.kv_cache_bytes));
   }
-  const double most =
-      k.logits_bytes + k.encoder_output_bytes + k.kv_cache_bytes + k.kv_cache_in_step_bytes;
+  const double most = k.MostBytes();
   return fmt::format(
       "training loop: the prediction assumes {}each step's output dropped before the next "
       "forward, as HF Trainer does; a plain loop that keeps it (out = engine(**batch) without del "

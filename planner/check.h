@@ -52,6 +52,11 @@ struct KeptOutput {
   double kv_cache_bytes = 0;          // the cache a kept output holds (use_cache on)
   double kv_cache_in_step_bytes = 0;  // what use_cache on adds inside every step, at most
   double encoder_output_bytes = 0;    // T5
+  /// The most a loop that keeps its output, with use_cache on, adds during a forward: the kept
+  /// output (logits, encoder output, previous cache) and the current step's cache.
+  double MostBytes() const {
+    return logits_bytes + encoder_output_bytes + kv_cache_bytes + kv_cache_in_step_bytes;
+  }
 };
 KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan);
 

@@ -31,9 +31,7 @@ std::string VerdictText(const Prediction& p) {
       return p.gpu_capacity_bytes > 0
                  ? fmt::format("fits, with {} to spare ({} beyond the error band and headroom)",
                                FormatBytes(static_cast<double>(p.gpu_spare_bytes)),
-                               FormatBytes(static_cast<double>(p.gpu_capacity_bytes -
-                                                               p.gpu_upper_total_bytes -
-                                                               p.gpu_headroom_bytes)))
+                               FormatBytes(static_cast<double>(p.GpuRoomBeyondBandBytes())))
                  : "fits";
     case MemoryVerdict::kAtRisk:
       return fmt::format("fits with {} to spare: at risk ({})",

@@ -194,6 +194,11 @@ struct Prediction {
   int64_t gpu_headroom_bytes = 0;        // Headroom::Bytes(capacity)
   /// capacity - (reserved + context + NCCL): what the nominal prediction leaves free.
   int64_t gpu_spare_bytes = 0;
+  /// capacity - (the upper memory band + context + NCCL) - headroom: what the plan leaves
+  /// beyond what the fit verdict already keeps free (negative when it does not fit).
+  int64_t GpuRoomBeyondBandBytes() const {
+    return gpu_capacity_bytes - gpu_upper_total_bytes - gpu_headroom_bytes;
+  }
   CategoryBytes gpu_breakdown_at_peak{}; // incl. context and allocator overhead
   std::string gpu_peak_task;             // the task at the peak
   // Host and NVMe, per node.

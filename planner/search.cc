@@ -51,6 +51,7 @@ std::string ChoiceSummary(const Plan& p) {
                               p.gradient_checkpointing ? "checkpointing" : "no checkpointing");
   if (p.CheckpointsOnHost()) s += " (checkpoints in host memory)";
   if (p.linear_tiles > 1) s += fmt::format(", Linears in {} tiles", p.linear_tiles);
+  if (p.torch_adam) s += ", PyTorch AdamW";
   return s;
 }
 
@@ -428,17 +429,21 @@ std::optional<ScoredPlan> Search::Evaluate(const Family& f, int64_t mb, bool for
     *error = pred.status().message();
     return std::nullopt;
   }
-  s.prediction = std::move(*pred);
-  if (s.prediction.facts.FusedAdamSkipsUpdate() && s.prediction.fits) {
-    // It would run, but never train: DeepSpeed's FusedAdam skips a flat tensor of more than
-    // 2^31 - 1 elements (StepFacts::FusedAdamSkipsUpdate). Not a plan to recommend.
-    s.prediction.fits = false;
-    s.prediction.reason = fmt::format(
-        "DeepSpeed's FusedAdam would not train it: its flat fp32 tensor has {} elements, more "
-        "than 2^31 - 1 (DeepSpeed issue #7640: the update silently never runs); ZeRO-3's "
-        "sub-groups or more GPUs avoid it",
-        FormatCount(static_cast<double>(s.prediction.facts.fused_adam_flat_numel)));
+  if (pred->facts.FusedAdamSkipsUpdate() && !s.plan.torch_adam) {
+    // DeepSpeed 0.14.5's FusedAdam never updates a flat tensor of more than 2^31 - 1 elements
+    // (StepFacts::FusedAdamSkipsUpdate): the plan would run but not train. PyTorch's AdamW
+    // (optimizer.params.torch_adam) has no such limit; it trains at this size and costs what the
+    // step prices (docs/validation/deepspeed/torchadam-1205: phi-2 and gemma-2b at stage 2,
+    // optimizer phase within 5-11 %). So the plan steps with it, and says why.
+    s.plan.torch_adam = true;
+    pred = sim_->Simulate(s.plan, o);
+    ++simulated_;
+    if (!pred.ok()) {
+      *error = pred.status().message();
+      return std::nullopt;
+    }
   }
+  s.prediction = std::move(*pred);
   if (s.prediction.tokens_per_s > 0) {
     s.gpu_hours_per_million_tokens = world_ / (s.prediction.tokens_per_s * 3600.0) * 1e6;
   }

@@ -79,7 +79,9 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                {"subgroups", p.facts.subgroups},
                {"persistent_numel", p.facts.persistent_numel},
                {"fused_adam_flat_numel", p.facts.fused_adam_flat_numel},
-               {"fused_adam_skips_update", p.facts.FusedAdamSkipsUpdate()}};
+               {"fused_adam_skips_update", p.facts.FusedAdamSkipsUpdate()},
+               {"torch_adam", plan.torch_adam},
+               {"torch_adam_avoids_fused_limit", p.facts.TorchAdamAvoidsFusedLimit()}};
   j["hardware"] = {{"profile", p.profile_name}, {"sources", p.profile_sources}};
   j["gpu"] = {{"capacity_bytes", p.gpu_capacity_bytes},
               {"peak_allocated_bytes", p.gpu_peak_allocated_bytes},

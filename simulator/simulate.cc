@@ -348,9 +348,18 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
         "ints, so its update silently never runs (DeepSpeed issue #7640; 0.14.5 has it, PR #7639, "
         "opened 2025-10-21, fixes it). The step time above is that of the broken step. Use ZeRO stage "
         "3 (sub_group_size at most 1e9), enough GPUs that each rank's partition stays below "
-        "2^31 elements, or optimizer.params.torch_adam true (PyTorch's AdamW; not measured by "
-        "dsplan at this size)",
+        "2^31 elements, or optimizer.params.torch_adam true (PyTorch's AdamW, which trains at this "
+        "size: docs/validation/deepspeed/torchadam-1205)",
         FormatCount(static_cast<double>(p.facts.fused_adam_flat_numel))));
+  }
+  if (p.facts.TorchAdamAvoidsFusedLimit()) {
+    p.warnings.push_back(fmt::format(
+        "optimizer: PyTorch's AdamW steps this plan (optimizer.params.torch_adam true), on "
+        "purpose: DeepSpeed 0.14.5's FusedAdam would silently skip its flat fp32 tensor of {} "
+        "elements (more than 2^31 - 1, DeepSpeed issue #7640). AdamW trains at this size; its "
+        "step moves about 3x FusedAdam's bytes and needs a 4-byte-per-element temporary, both in "
+        "the prediction (measured on phi-2 and gemma-2b at stage 2: optimizer phase within 5-11 %)",
+        FormatCount(static_cast<double>(p.facts.torch_adam_flat_numel))));
   }
   p.plan = plan;
   p.profile_name = hw.name;

@@ -413,15 +413,17 @@ Status Builder::Build() {
       off_elems_ = std::min(part_, off_elems_);
     }
   }
-  if (p_.optimizer_from_config && !p_.torch_adam && !p_.OffloadsOptimizer() &&
+  if (p_.optimizer_from_config && !p_.OffloadsOptimizer() &&
       (p_.optimizer == OptimizerType::kAdam || p_.optimizer == OptimizerType::kAdamW)) {
+    int64_t flat = 0;
     switch (f_.wrapper) {
       case OptimizerWrapper::kZero12:
-      case OptimizerWrapper::kBf16Optimizer: f_.fused_adam_flat_numel = part_; break;
-      case OptimizerWrapper::kFp16Optimizer: f_.fused_adam_flat_numel = P_; break;
-      case OptimizerWrapper::kZero3: f_.fused_adam_flat_numel = f_.largest_subgroup; break;
-      case OptimizerWrapper::kBasic: f_.fused_adam_flat_numel = largest_param_; break;
+      case OptimizerWrapper::kBf16Optimizer: flat = part_; break;
+      case OptimizerWrapper::kFp16Optimizer: flat = P_; break;
+      case OptimizerWrapper::kZero3: flat = f_.largest_subgroup; break;
+      case OptimizerWrapper::kBasic: flat = largest_param_; break;
     }
+    (p_.torch_adam ? f_.torch_adam_flat_numel : f_.fused_adam_flat_numel) = flat;
   }
   gathered_.assign(w_.layers.size(), 0);
   gather_task_.assign(w_.layers.size(), -1);

@@ -85,6 +85,10 @@ struct StepFacts {
   /// 2025-10-21). docs/deepspeed-facts.md#fused-adam-int32.
   static constexpr int64_t kFusedAdamMaxNumel = 2147483647;
   bool FusedAdamSkipsUpdate() const { return fused_adam_flat_numel > kFusedAdamMaxNumel; }
+  /// The same flat tensor when PyTorch's AdamW steps it (optimizer.params.torch_adam), else 0.
+  int64_t torch_adam_flat_numel = 0;
+  /// torch_adam is what lets this step train: FusedAdam would skip its flat tensor.
+  bool TorchAdamAvoidsFusedLimit() const { return torch_adam_flat_numel > kFusedAdamMaxNumel; }
 };
 
 /// How a graph stands for the step's GAS micro-steps.

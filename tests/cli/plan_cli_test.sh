@@ -169,8 +169,11 @@ CFG
 run check --model phi-2 --gpus 1 --ds-config "$tmp/phi2_s1.json"
 check "check: a config FusedAdam would not train exits 0 (it runs)" test "$rc" -eq 0
 check "check: it is warned about" grep -q "warning: optimizer: DeepSpeed's FusedAdam would not train" "$tmp/out"
-check "check: the alternative is offered, not 'as fast as'" grep -q "^dsplan would pick: stage 3" "$tmp/out"
+check "check: the alternative is offered, not 'as fast as': the same stage with PyTorch's AdamW" \
+  grep -q "^dsplan would pick: stage 1, .*PyTorch AdamW" "$tmp/out"
 run check --model phi-2 --gpus 1 --ds-config "$tmp/phi2_s1.json" --json
+check "check --json: the alternative's ds_config steps with torch_adam" \
+  json "j['alternative']['ds_config']['optimizer']['params']['torch_adam'] is True and 'PyTorch AdamW' in j['alternative']['summary']"
 check "check --json: speedup 0 for a config that would not train" json "j['alternative']['speedup'] == 0 and j['plan']['fused_adam_skips_update'] is True and j['plan']['fused_adam_flat_numel'] > 2**31 - 1"
 
 finish

@@ -904,7 +904,7 @@ namespace {
 // than 2^31 - 1 elements is never updated (DeepSpeed issue #7640; our own runs of bloom-3b,
 // gemma-2b and t5-3b at stages 1-2 on one GPU kept the same loss for every step). phi-2 has
 // 2.78 B parameters: at stage 1 on one GPU the partition is all of them, on two it is half.
-TEST(FusedAdamLimit, APlanWhosePartitionFusedAdamSkipsIsNotRecommended) {
+TEST(FusedAdamLimit, APlanWhosePartitionFusedAdamSkipsStepsWithTorchAdamW) {
   const ModelSpec phi2 = Model("phi-2");
   Plan plan;
   plan.gpus_per_node = 1;
@@ -932,22 +932,39 @@ TEST(FusedAdamLimit, APlanWhosePartitionFusedAdamSkipsIsNotRecommended) {
   two.gpus_per_node = 2;
   EXPECT_FALSE(FreshSimulate(phi2, two).facts.FusedAdamSkipsUpdate());
 
-  // The planner: with stage 1 pinned on one GPU nothing is recommended, and the reason says why;
-  // on two GPUs stage 1 is a plan again.
+  // The planner: with stage 1 pinned on one GPU, every recommendation steps with PyTorch's
+  // AdamW (torch_adam), which has no such limit (torchadam-1205: it trains phi-2's 2.78 B
+  // partition), and says so; none is a plan FusedAdam would skip.
   PlannerRequest r = Request("phi-2", 1);
   r.stage = 1;
   r.offload_optimizer = OffloadDevice::kNone;
   auto res = RunPlanner(r);
   ASSERT_TRUE(res.ok()) << res.status().message();
-  EXPECT_TRUE(res->recommendations.empty());
-  ASSERT_FALSE(res->rejected.empty());
-  EXPECT_NE(res->rejected.front().reason.find("FusedAdam would not train"), std::string::npos)
-      << res->rejected.front().reason;
+  ASSERT_FALSE(res->recommendations.empty());
+  for (const ScoredPlan& s : res->recommendations) {
+    EXPECT_TRUE(s.plan.torch_adam) << PlanSummary(s.plan);
+    EXPECT_NE(PlanSummary(s.plan).find("PyTorch AdamW"), std::string::npos) << PlanSummary(s.plan);
+    EXPECT_FALSE(s.prediction.facts.FusedAdamSkipsUpdate());
+    EXPECT_TRUE(s.prediction.facts.TorchAdamAvoidsFusedLimit());
+    EXPECT_EQ(s.prediction.facts.torch_adam_flat_numel, one.facts.fused_adam_flat_numel);
+    bool said = false;
+    for (const std::string& w : s.prediction.warnings) {
+      said = said || w.find("PyTorch's AdamW steps this plan") != std::string::npos;
+    }
+    EXPECT_TRUE(said) << PlanSummary(s.plan);
+    // Priced as AdamW: slower than the broken FusedAdam step of the same plan.
+    Plan fused = s.plan;
+    fused.torch_adam = false;
+    EXPECT_GT(s.prediction.step_time_s, FreshSimulate(phi2, fused).step_time_s) << PlanSummary(s.plan);
+  }
+  // On two GPUs the partition is below the limit: FusedAdam, as DeepSpeed's default.
   r.gpus_per_node = 2;
   res = RunPlanner(r);
   ASSERT_TRUE(res.ok()) << res.status().message();
   ASSERT_FALSE(res->recommendations.empty());
   EXPECT_EQ(res->recommendations.front().plan.zero.stage, 1);
+  EXPECT_FALSE(res->recommendations.front().plan.torch_adam);
+  EXPECT_FALSE(res->recommendations.front().prediction.facts.TorchAdamAvoidsFusedLimit());
   // Unpinned on one GPU, no recommended plan is one FusedAdam would skip.
   auto unpinned = RunPlanner(Request("phi-2", 1));
   ASSERT_TRUE(unpinned.ok()) << unpinned.status().message();

@@ -364,6 +364,7 @@ int RunAccuracy(const AccuracyFlags& f) {
       auto tim = [&](double v) { return r.has_time ? nlohmann::json(v) : nlohmann::json(); };
       rows.push_back({{"id", r.run.id},
                       {"file", r.run.file},
+                      {"config", r.config_key},
                       {"wrapper", r.wrapper},
                       {"fits", r.fits},
                       {"measured_peak_alloc_mib", mem(r.run.peak_alloc_mib)},
@@ -407,6 +408,18 @@ int RunAccuracy(const AccuracyFlags& f) {
                          {"alloc_max_abs_error", fa.alloc_max_abs},
                          {"verdicts_right", fa.verdicts_right}});
     }
+    nlohmann::json repeats = nlohmann::json::array();
+    for (const RepeatGroup& g : RepeatGroups(*summary)) {
+      nlohmann::json ids = nlohmann::json::array();
+      for (size_t i : g.rows) ids.push_back(summary->rows[i].run.id);
+      repeats.push_back({{"config", g.config},
+                         {"runs", ids},
+                         {"measured_step_min_s", g.min_s},
+                         {"measured_step_max_s", g.max_s},
+                         {"floor_abs_error", g.floor_abs},
+                         {"worst_abs_error", g.worst_abs},
+                         {"worst_abs_error_family_held_out", g.worst_unseen_abs}});
+    }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
                           {"schema_version", 1},
                           {"dsplan_version", DSPLAN_VERSION},
@@ -422,6 +435,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"step_in_band", summary->time_in_band},
                           {"step_error_by_host_share", by_host},
                           {"by_file", by_file},
+                          {"repeat_groups", repeats},
                           {"verdicts_right", summary->verdicts_right}};
     fmt::print("{}\n", JsonText(out));
     return 0;

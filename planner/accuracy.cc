@@ -4,6 +4,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include "core/text.h"
 #include "core/model_spec.h"
 #include "planner/ds_config.h"
+#include "planner/search.h"
 #include "simulator/simulate.h"
 #include "simulator/workload.h"
 
@@ -116,6 +118,14 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.run = run;
     row.wrapper = OptimizerWrapperName(p.facts.wrapper);
     row.did_not_train = p.facts.FusedAdamSkipsUpdate();
+    const ZeroConfig& z = plan.zero;
+    row.config_key = fmt::format(
+        "{}, {}+{} tokens, {}, {}, micro-batch {} x {}{}", run.model, run.seq_len,
+        run.target_len, run.attention, PlanSummary(plan), plan.micro_batch, plan.grad_accum,
+        z.stage == 3 ? fmt::format(", persistence {}, prefetch {}",
+                                   z.stage3_param_persistence_threshold,
+                                   z.stage3_prefetch_bucket_size)
+                     : "");
     row.fits = p.fits;
     row.verdict = MemoryVerdictName(p.verdict);
     row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;
@@ -222,6 +232,33 @@ std::vector<FileAccuracy> AccuracyByFile(const AccuracySummary& s) {
   return out;
 }
 
+std::vector<RepeatGroup> RepeatGroups(const AccuracySummary& s) {
+  std::vector<RepeatGroup> out;
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < s.rows.size(); ++i) {
+    const AccuracyRow& r = s.rows[i];
+    if (!r.has_time) continue;
+    auto [it, fresh] = index.try_emplace(r.config_key, out.size());
+    if (fresh) {
+      out.push_back({});
+      out.back().config = r.config_key;
+      out.back().min_s = out.back().max_s = r.run.step_s;
+    }
+    RepeatGroup& g = out[it->second];
+    g.rows.push_back(i);
+    g.min_s = std::min(g.min_s, r.run.step_s);
+    g.max_s = std::max(g.max_s, r.run.step_s);
+    g.worst_abs = std::max(g.worst_abs, std::abs(r.step_error));
+    g.worst_unseen_abs = std::max(g.worst_unseen_abs, std::abs(r.step_error_unseen));
+  }
+  std::erase_if(out, [](const RepeatGroup& g) { return g.rows.size() < 2; });
+  for (RepeatGroup& g : out) g.floor_abs = (g.max_s - g.min_s) / (g.max_s + g.min_s);
+  std::stable_sort(out.begin(), out.end(), [](const RepeatGroup& a, const RepeatGroup& b) {
+    return a.floor_abs > b.floor_abs;
+  });
+  return out;
+}
+
 std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,
                              const std::string& calibration_path) {
   std::ostringstream o;
@@ -272,6 +309,31 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
                                                    100 * f.alloc_max_abs)
                                      : "-",
                        f.verdicts_right, f.runs);
+    }
+    o << "\n";
+  }
+  const std::vector<RepeatGroup> repeats = RepeatGroups(s);
+  if (!repeats.empty()) {
+    int runs = 0, floor_over = 0, runs_floor_over = 0;
+    for (const RepeatGroup& g : repeats) {
+      runs += static_cast<int>(g.rows.size());
+      if (g.floor_abs > 0.12) {
+        ++floor_over;
+        runs_floor_over += static_cast<int>(g.rows.size());
+      }
+    }
+    o << fmt::format(
+        "**Repeats.** {} configurations were measured more than once ({} runs). The floor is the "
+        "least worst error any single prediction could have over a configuration's runs, "
+        "(max - min) / (max + min). For {} of them ({} runs) it is above 12%: no prediction can "
+        "put all of their runs within 12%.\n\n",
+        repeats.size(), runs, floor_over, runs_floor_over);
+    o << "| configuration | runs | measured step s, min - max | max / min | floor | dsplan's "
+         "worst, in-sample / family held out |\n|---|---|---|---|---|---|\n";
+    for (const RepeatGroup& g : repeats) {
+      o << fmt::format("| {} | {} | {:.3f} - {:.3f} | {:.2f} | {:.1f}% | {:.1f}% / {:.1f}% |\n",
+                       g.config, g.rows.size(), g.min_s, g.max_s, g.max_s / g.min_s,
+                       100 * g.floor_abs, 100 * g.worst_abs, 100 * g.worst_unseen_abs);
     }
     o << "\n";
   }

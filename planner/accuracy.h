@@ -80,6 +80,22 @@ struct AccuracyRow {
   /// The run's config makes DeepSpeed's FusedAdam skip its flat partition
   /// (StepFacts::FusedAdamSkipsUpdate): it ran but did not train, and its step is the broken one.
   bool did_not_train = false;
+  /// What was run, as the simulator parsed it (model, shape, plan): runs with the same key are
+  /// repeats of one configuration (RepeatGroups).
+  std::string config_key;
+};
+
+/// Timed runs of one configuration measured more than once (in different processes, calls or
+/// days). Their spread is a floor under any prediction's error: no single predicted time can be
+/// closer than |floor_abs| to all of them.
+struct RepeatGroup {
+  std::string config;              // AccuracyRow::config_key
+  std::vector<size_t> rows;        // indices into AccuracySummary::rows, timed runs only
+  double min_s = 0, max_s = 0;     // measured step
+  /// The least worst |error| any one prediction p can have over the group: at
+  /// p = 2 min max / (min + max), |p - x| / x is (max - min) / (max + min) at both ends.
+  double floor_abs = 0;
+  double worst_abs = 0, worst_unseen_abs = 0;  // dsplan's, in-sample and family held out
 };
 
 struct AccuracySummary {
@@ -119,6 +135,8 @@ struct FileAccuracy {
   double step_mean_abs = 0, step_max_abs = 0, unseen_step_mean_abs = 0;
 };
 std::vector<FileAccuracy> AccuracyByFile(const AccuracySummary& s);
+/// Groups of at least two timed runs, widest spread first.
+std::vector<RepeatGroup> RepeatGroups(const AccuracySummary& s);
 
 /// Simulates every run with |profile|.
 /// |unseen_families|: predict every run as for a model family whose blocks the software-stack

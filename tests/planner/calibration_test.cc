@@ -248,3 +248,41 @@ TEST(InstrumentedRuns, KeepMemoryButNotTiming) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Repeats: timeline-1204 ran phi-2 at stage 3 and qwen2-1.5b at stage 1 twice each, the same
+// configuration timed phase by phase (tl_) and once per step (ns_); its other three runs are
+// configurations of their own. The floor is the least worst error one prediction can have.
+TEST(RepeatGroups, SameConfigurationRunsAndTheirFloor) {
+  std::unique_ptr<AccuracySummary> s =
+      LoadAndEvaluate("/docs/validation/deepspeed/timeline-1204/records-timeline-h200.jsonl", 7);
+  const std::vector<RepeatGroup> groups = RepeatGroups(*s);
+  ASSERT_EQ(groups.size(), 2u);
+  for (const RepeatGroup& g : groups) {
+    ASSERT_EQ(g.rows.size(), 2u) << g.config;
+    const AccuracyRow& a = s->rows[g.rows[0]];
+    const AccuracyRow& b = s->rows[g.rows[1]];
+    // The same configuration: ids differ only in their tl_/ns_ prefix.
+    EXPECT_EQ(a.run.id.substr(3), b.run.id.substr(3)) << g.config;
+    EXPECT_EQ(a.config_key, b.config_key);
+    const double lo = std::min(a.run.step_s, b.run.step_s);
+    const double hi = std::max(a.run.step_s, b.run.step_s);
+    EXPECT_DOUBLE_EQ(g.min_s, lo);
+    EXPECT_DOUBLE_EQ(g.max_s, hi);
+    // At p = 2 lo hi / (lo + hi) both ends are off by the floor, and no p does better.
+    const double p = 2 * lo * hi / (lo + hi);
+    EXPECT_NEAR((p - lo) / lo, g.floor_abs, 1e-12);
+    EXPECT_NEAR((hi - p) / hi, g.floor_abs, 1e-12);
+    EXPECT_GE(g.worst_abs + 1e-12, g.floor_abs) << g.config;
+    EXPECT_NEAR(g.worst_abs, std::max(std::abs(a.step_error), std::abs(b.step_error)), 1e-12);
+  }
+  // Widest spread first: phi-2 at stage 3 (0.611 vs 0.667 s) before qwen2-1.5b (0.428 vs 0.429).
+  EXPECT_NE(groups[0].config.find("phi-2"), std::string::npos) << groups[0].config;
+  EXPECT_GT(groups[0].floor_abs, 0.03);
+  EXPECT_LT(groups[1].floor_abs, 0.01);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -365,6 +365,7 @@ int RunAccuracy(const AccuracyFlags& f) {
       rows.push_back({{"id", r.run.id},
                       {"file", r.run.file},
                       {"config", r.config_key},
+                      {"phase_sync", r.run.phase_sync},
                       {"wrapper", r.wrapper},
                       {"fits", r.fits},
                       {"measured_peak_alloc_mib", mem(r.run.peak_alloc_mib)},

@@ -71,6 +71,7 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       r.oom = j.value("status", std::string("ok")) == "oom";
       r.memory_valid = j.value("memory_valid", true);
       r.timing_valid = j.value("timing_valid", true);
+      r.phase_sync = j.value("phase_sync", true);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
@@ -362,9 +363,10 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
       // The band, and how much of the predicted step is host-bound (what its width follows).
       step = fmt::format(
           "{:.3f} / {:.3f} / {:+.1f}% (band {:.2f}-{:.2f}x{}, host-bound {:.0f}%; family held out "
-          "{:+.1f}%)",
+          "{:+.1f}%{})",
           r.run.step_s, r.step_s, 100 * r.step_error, r.band_low, r.band_high,
-          r.in_band ? "" : ": OUTSIDE", 100 * r.host_bound_share, 100 * r.step_error_unseen);
+          r.in_band ? "" : ": OUTSIDE", 100 * r.host_bound_share, 100 * r.step_error_unseen,
+          r.run.phase_sync ? "" : "; timed once per step");
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }

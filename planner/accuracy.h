@@ -38,6 +38,11 @@ struct CalibrationRun {
   /// False when the run's step time is not timing data: the harness instrumented its steps
   /// (DSBENCH_MEMHIST records every allocator event, which slows the host). Its memory still is.
   bool timing_valid = true;
+  /// How the step was timed: true (the harnesses' default) with a synchronize after each phase
+  /// (forward, backward, engine.step()), false with one per step as a training loop does
+  /// (DSBENCH_PHASE_SYNC=0). At ZeRO-3 the per-phase synchronizations cost real time
+  /// (timeline-1204: phi-2 0.667 s against 0.611 s).
+  bool phase_sync = true;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;

@@ -267,6 +267,9 @@ TEST(RepeatGroups, SameConfigurationRunsAndTheirFloor) {
     // The same configuration: ids differ only in their tl_/ns_ prefix.
     EXPECT_EQ(a.run.id.substr(3), b.run.id.substr(3)) << g.config;
     EXPECT_EQ(a.config_key, b.config_key);
+    // The records say how each was timed (deepspeed_records.py copies the driver's phase_sync).
+    EXPECT_EQ(a.run.phase_sync, a.run.id.rfind("tl_", 0) == 0) << a.run.id;
+    EXPECT_EQ(b.run.phase_sync, b.run.id.rfind("tl_", 0) == 0) << b.run.id;
     const double lo = std::min(a.run.step_s, b.run.step_s);
     const double hi = std::max(a.run.step_s, b.run.step_s);
     EXPECT_DOUBLE_EQ(g.min_s, lo);

@@ -64,6 +64,8 @@ def main():
                         r["steps_max_reserved_mb_corrected"] = s["steps_max_reserved_mb"]
                     r["median_step_s_3to8"] = s.get("median_step_s")
                     r["step_times_s"] = s.get("step_times_s")
+                if "phase_sync" in s:  # the driver's, from 2026-12-04: False = one sync per step
+                    r["phase_sync"] = bool(s["phase_sync"])
                 for k in ("host_speed_before", "host_speed_after"):  # the driver's, from 2026-12-04
                     if s.get(k):
                         r[k] = s[k]

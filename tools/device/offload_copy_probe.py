@@ -17,7 +17,8 @@ times, per tensor size:
   copy_          the real call: pinned fp32 narrow view .copy_(CUDA bf16)
   copy_pageable  the same into a pageable fp32 destination
 and, for whole models, the real call over every parameter in backward order (one backward's
-worth of partition_grads copies), at the process's default intra-op thread count and at 1.
+worth of partition_grads copies), at the process's default intra-op thread count and at 1, and
+from inside a backward (autograd's device thread, where partition_grads runs).
 
 Usage: python3 offload_copy_probe.py OUT.jsonl [--models gpt2-xl,qwen2-1.5b]
 """
@@ -105,13 +106,34 @@ def whole_model(out, name, reps):
         for i in order:
             dst.narrow(0, offs[i], numels[i]).copy_(src.narrow(0, 0, numels[i]))
 
+    # partition_grads runs inside backward hooks, on autograd's device thread, not the main
+    # thread: PyTorch's intra-op threads may differ there. The same loop from a backward.
+    class InBackward(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            InBackward.threads = torch.get_num_threads()
+            one_backward()
+            return g
+
+    x = torch.zeros(1, device="cuda", requires_grad=True)
+
+    def in_backward():
+        InBackward.apply(x).sum().backward()
+
     default_threads = torch.get_num_threads()
-    for threads in (default_threads, 1):
+    for threads, where, fn in ((default_threads, "main", one_backward), (1, "main", one_backward),
+                               (default_threads, "backward", in_backward)):
         torch.set_num_threads(threads)
-        med, best = timed(one_backward, reps)
+        med, best = timed(fn, reps)
         row = {"kind": "model", "model": name, "params": len(numels), "numel": total, "threads": threads,
-               "copy_all_s": round(med, 5), "copy_all_min_s": round(best, 5),
+               "thread": where, "copy_all_s": round(med, 5), "copy_all_min_s": round(best, 5),
                "bytes_per_s_bf16": round(2 * total / med)}
+        if where == "backward":
+            row["threads_in_backward"] = InBackward.threads
         out.write(json.dumps(row) + "\n")
         out.flush()
         print(json.dumps(row), flush=True)

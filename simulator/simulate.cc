@@ -354,8 +354,8 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   }
   if (p.facts.TorchAdamAvoidsFusedLimit()) {
     p.warnings.push_back(fmt::format(
-        "optimizer: PyTorch's AdamW steps this plan (optimizer.params.torch_adam true), on "
-        "purpose: DeepSpeed 0.14.5's FusedAdam would silently skip its flat fp32 tensor of {} "
+        "optimizer: PyTorch's AdamW steps this plan (optimizer.params.torch_adam true), as it "
+        "must here: DeepSpeed 0.14.5's FusedAdam would silently skip its flat fp32 tensor of {} "
         "elements (more than 2^31 - 1, DeepSpeed issue #7640). AdamW trains at this size; its "
         "step moves about 3x FusedAdam's bytes and needs a 4-byte-per-element temporary, both in "
         "the prediction (measured on phi-2 and gemma-2b at stage 2: optimizer phase within 5-11 %)",

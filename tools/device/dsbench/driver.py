@@ -389,15 +389,24 @@ def timeline_step(engine, batch):
     res = {}
     for name, prof, wall_s in profiled_phases(engine, batch, [ProfilerActivity.CUDA]):
         wall = int(wall_s * 1e9)
-        kernels, launches = [], {}
+        kernels, launches, waits = [], {}, {}
         for e in prof.profiler.kineto_results.events():
             dt = str(e.device_type())
             if dt.endswith("CUDA"):
                 kernels.append((int(e.device_resource_id()), int(e.start_ns()), int(e.end_ns()),
                                 e.name(), int(e.correlation_id())))
-            elif "cudaLaunch" in e.name() or "cuLaunch" in e.name() or "cudaMemcpy" in e.name():
+                continue
+            if "cudaLaunch" in e.name() or "cuLaunch" in e.name() or "cudaMemcpy" in e.name():
                 launches[int(e.correlation_id())] = int(e.start_ns())
+            # Runtime calls that can block the host until the GPU catches up: synchronizations
+            # and blocking (non-Async) copies. [count, total ms]; the phase's own closing
+            # torch.cuda.synchronize() is one cudaDeviceSynchronize.
+            if "Synchronize" in e.name() or e.name() in ("cudaMemcpy", "cudaMemcpy2D", "cudaMalloc", "cudaFree"):
+                w = waits.setdefault(e.name(), [0, 0.0])
+                w[0] += 1
+                w[1] = round(w[1] + e.duration_ns() / 1e6, 3)
         res[name] = stream_timeline(kernels, launches, wall)
+        res[name]["host_waits"] = waits
     return res
 
 

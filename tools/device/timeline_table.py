@@ -6,7 +6,9 @@ One row per sub-case and phase: the phase's wall time, the compute stream's busy
 its kernels), its idle time split into gaps while a side stream was busy (the compute stream
 waiting on, e.g., a ZeRO-3 gather) and gaps with the whole GPU idle (the host late), the GEMM
 share of the compute stream, side-stream time that ran beside compute kernels, and how many
-compute kernels started within 20 us of their launch (the queue had run dry).
+compute kernels started within 20 us of their launch (the queue had run dry). Then, where the
+driver recorded them (from 2026-12-05), the runtime calls that can block the host, per phase:
+count and total milliseconds.
 """
 import json
 import sys
@@ -37,6 +39,16 @@ def main():
                   f"{t['compute_busy_s']:.4f} | {t['gaps_gpu_idle_s']:.4f} | {t['gaps_with_side_busy_s']:.4f} | "
                   f"{t['compute_gemm_s']:.4f} | {t['side_concurrent_s']:.4f} | "
                   f"{t['starved_kernels']} of {t['launch_lag_known']} ({t['starved_kernel_s']:.4f}) |")
+    waits = [(d["sub_id"], ph, d["timeline"][ph]["host_waits"]) for d in rows(sys.argv[1:])
+             if "timeline" in d for ph in ("fwd", "bwd", "opt")
+             if (d["timeline"].get(ph) or {}).get("host_waits") is not None]
+    if waits:
+        print()
+        print("| case | phase | host-blocking runtime calls: count, total ms |")
+        print("|---|---|---|")
+        for sub, ph, w in waits:
+            calls = ", ".join(f"{k} {v[0]} ({v[1]:.1f} ms)" for k, v in sorted(w.items(), key=lambda kv: -kv[1][1]))
+            print(f"| {sub} | {ph} | {calls or 'none'} |")
 
 
 if __name__ == "__main__":

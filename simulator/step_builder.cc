@@ -5,11 +5,106 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include <fmt/format.h>
 
 namespace dsplan {
+
+// The backward's working memory of each layer (LayerParams::largest_saved_bytes,
+// backward_work_buffers, backward_early_free_bytes). The backward of the op that last saved a
+// tensor allocates buffers of its size (the gradients of its output and input, and softmax's
+// temporary); by then the ops after it in the forward have run their backward, and autograd
+// has freed the tensors only they saved. So for each saved tensor c of the layer the working
+// set is (2 + extra) x its size on top of everything the layer holds less what is already
+// freed: the tensors the layer frees in its backward that were first saved after c's last
+// save. The layer's working memory is the candidate that reaches the highest, the earlier
+// frees it implies included. (Before 2026-12-05 the largest tensor's buffers were counted with
+// everything still alive: t5-3b's checkpointed blocks, whose feed-forward tensors are gone
+// before the fp32 attention probabilities' backward, came out 12-15 % high.)
+void BackwardWorkingSets(const Workload& w, std::vector<LayerParams>* out) {
+  struct Freed {
+    int32_t first;
+    int64_t bytes;
+  };
+  // Ties in |first| keep trace order (stable sort), so the blocks below are in forward order.
+  std::vector<std::vector<Freed>> freed(out->size());
+  std::vector<std::vector<const TensorSpec*>> candidates(out->size());
+  for (const TensorSpec& t : w.tensors) {
+    if (t.category == TensorCategory::kParameter || t.layer < 0 ||
+        t.layer >= static_cast<int>(out->size())) {
+      continue;
+    }
+    candidates[t.layer].push_back(&t);
+    // What the layer's backward frees (Builder::Backward): without checkpointing the saved
+    // tensors it keeps; with it, those its recompute made again (the checkpoint's own inputs
+    // stay until the block's backward is over).
+    const bool checkpointed = w.layers[t.layer].checkpointed;
+    const bool frees = t.category == TensorCategory::kActivation &&
+                       (checkpointed ? t.recomputed && t.produced_layer == t.layer : !t.recomputed);
+    if (frees && t.save_first >= 0) freed[t.layer].push_back({t.save_first, t.bytes});
+  }
+  for (size_t l = 0; l < out->size(); ++l) {
+    std::vector<Freed>& f = freed[l];
+    std::stable_sort(f.begin(), f.end(),
+                     [](const Freed& a, const Freed& b) { return a.first < b.first; });
+    // after[i]: bytes of f[i..] (first saved at f[i].first or later).
+    std::vector<int64_t> after(f.size() + 1, 0);
+    for (size_t i = f.size(); i-- > 0;) after[i] = after[i + 1] + f[i].bytes;
+    LayerParams& lp = (*out)[l];
+    int64_t best_score = std::numeric_limits<int64_t>::min();
+    size_t best_from = f.size();
+    for (const TensorSpec* c : candidates[l]) {
+      const int32_t buffers = 2 + c->backward_extra_buffers;
+      const int64_t work = buffers * c->bytes;
+      int64_t early = 0;
+      size_t from = f.size();
+      if (c->save_last >= 0) {
+        const auto it = std::upper_bound(f.begin(), f.end(), c->save_last,
+                                         [](int32_t v, const Freed& x) { return v < x.first; });
+        from = static_cast<size_t>(it - f.begin());
+        early = after[from];
+      }
+      const int64_t score = work - early;
+      if (score > best_score || (score == best_score && work > buffers * lp.largest_saved_bytes)) {
+        best_score = score;
+        lp.largest_saved_bytes = c->bytes;
+        lp.backward_work_buffers = buffers;
+        lp.backward_early_free_bytes = early;
+        best_from = from;
+      }
+    }
+    // As blocks for the allocator replay: the largest three on their own (what decides whether
+    // a later request fits a freed block), the smaller ones as one block before them (masks,
+    // norm statistics: fewer effects per layer to replay).
+    lp.early_free_blocks.clear();
+    std::vector<int64_t> sizes;
+    for (size_t i = best_from; i < f.size(); ++i) sizes.push_back(f[i].bytes);
+    constexpr size_t kOwnBlocks = 3;
+    if (sizes.size() > kOwnBlocks) {
+      std::vector<int64_t> sorted = sizes;
+      std::nth_element(sorted.begin(), sorted.begin() + (kOwnBlocks - 1), sorted.end(),
+                       std::greater<int64_t>());
+      const int64_t cut = sorted[kOwnBlocks - 1];  // the third largest
+      int64_t rest = 0;
+      size_t own = 0;
+      std::vector<int64_t> kept;
+      for (int64_t x : sizes) {
+        if (x >= cut && own < kOwnBlocks) {
+          kept.push_back(x);
+          ++own;
+        } else {
+          rest += x;
+        }
+      }
+      if (rest > 0) lp.early_free_blocks.push_back(rest);
+      lp.early_free_blocks.insert(lp.early_free_blocks.end(), kept.begin(), kept.end());
+    } else {
+      lp.early_free_blocks = std::move(sizes);
+    }
+  }
+}
 
 std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persistence_threshold) {
   std::vector<LayerParams> out(w.layers.size());
@@ -31,16 +126,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
       } else {
         ++lp.gathered_tensors;
       }
-    } else {
-      if (t.bytes > lp.largest_saved_bytes) {
-        lp.largest_saved_bytes = t.bytes;
-        lp.backward_work_buffers = 2 + t.backward_extra_buffers;
-      } else if (t.bytes == lp.largest_saved_bytes) {
-        lp.backward_work_buffers = std::max(lp.backward_work_buffers, 2 + t.backward_extra_buffers);
-      }
-      if (t.category == TensorCategory::kOutput) lp.output_bytes += t.bytes;
+    } else if (t.category == TensorCategory::kOutput) {
+      lp.output_bytes += t.bytes;
     }
   }
+  BackwardWorkingSets(w, &out);
   // Tied word embeddings: the head uses the first embedding layer's table (its largest
   // tensor) without owning it.
   if (w.spec.tie_word_embeddings) {
@@ -266,6 +356,9 @@ class Builder {
   void FlushBucket(int micro, TaskId hook = -1);
   // The backward's working memory of layer |l| (LayerParams::backward_work_buffers).
   void BackwardWorkingMemory(int l, EffectList* fx) const;
+  // The layer's saved activations (|bytes|: the forward's kept bytes, or a recompute's) as the
+  // allocator sees them: the early-freed tensors as blocks of their own.
+  void SavedActivationAllocs(int l, int64_t bytes, EffectList* fx) const;
   void EndOfBackward(int micro);
   void OptimizerStep();
   Task EngineAllReduce(int micro, int64_t bytes) const;
@@ -775,7 +868,11 @@ void Builder::Forward(int micro) {
     if (layer.fwd_transient_bytes > 0) {
       fx.push_back(Alloc(layer.fwd_transient_bytes, MemCategory::kTemporaries));
     }
-    fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+    if (layer.checkpointed) {
+      fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+    } else {
+      SavedActivationAllocs(l, layer.activation_bytes, &fx);
+    }
     if (layer.fwd_transient_bytes > 0) {
       fx.push_back(Free(layer.fwd_transient_bytes, MemCategory::kTemporaries, true));
     }
@@ -847,7 +944,11 @@ void Builder::Backward(int micro) {
       r.micro_step = micro;
       recompute = last_compute_ =
           g_.Add(r, {last_compute_, gather, reload},
-                 {Alloc(layer.recompute_bytes, MemCategory::kActivations, true)});
+                 [&] {
+                   EffectList rfx;
+                   SavedActivationAllocs(l, layer.recompute_bytes, &rfx);
+                   return rfx;
+                 }());
     }
     Task t;
     t.kind = TaskKind::kBackward;
@@ -866,7 +967,8 @@ void Builder::Backward(int micro) {
     BackwardWorkingMemory(l, &fx);
     // Saved tensors go; the outputs (logits) stay with the caller's output object until the
     // step is over.
-    fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
+    fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes -
+                          lp_[l].backward_early_free_bytes,
                       MemCategory::kActivations));
     // Parameter gradients appear as param.grad in the model dtype.
     const int64_t grad_bytes = e_ * layer.params;
@@ -923,7 +1025,13 @@ void Builder::ForwardTiled(int micro, int l) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
     const Task t = TileTask(TaskKind::kForward, micro, l, i);
     EffectList fx;
-    if (i == tiles_ - 1) fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+    if (i == tiles_ - 1) {
+      if (layer.checkpointed) {
+        fx.push_back(Alloc(layer.activation_bytes, MemCategory::kActivations, true));
+      } else {
+        SavedActivationAllocs(l, layer.activation_bytes, &fx);
+      }
+    }
     // The tile's next use is its backward: the block's later tiles and the layers after it
     // come in between (the module trace, as for whole layers).
     const int64_t distance = after_[l] + (Gathered(l) - Gathered(l) / tiles_ * (i + 1));
@@ -944,9 +1052,7 @@ void Builder::BackwardTiled(int micro, int l) {
       const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
       const Task r = TileTask(TaskKind::kRecompute, micro, l, i);
       EffectList fx;
-      if (i == tiles_ - 1) {
-        fx.push_back(Alloc(layer.recompute_bytes, MemCategory::kActivations, true));
-      }
+      if (i == tiles_ - 1) SavedActivationAllocs(l, layer.recompute_bytes, &fx);
       const int64_t distance = (Gathered(l) / tiles_) * (tiles_ - 1 - i);
       if (!(distance < reuse)) ReleaseTile(l, i, &fx);
       last_compute_ = g_.Add(r, {last_compute_, gather, reload}, fx);
@@ -963,7 +1069,8 @@ void Builder::BackwardTiled(int micro, int l) {
       BackwardWorkingMemory(l, &fx);
     }
     if (i == 0) {
-      fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes,
+      fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes -
+                            lp_[l].backward_early_free_bytes,
                         MemCategory::kActivations));
     }
     const int64_t params = Share(layer.params, tiles_, i);
@@ -1016,10 +1123,26 @@ TaskId Builder::CheckpointFromHost(int micro, int l) {
                    MemSpace::kPageableHost)});
 }
 
+void Builder::SavedActivationAllocs(int l, int64_t bytes, EffectList* fx) const {
+  // The tensors the backward frees before its working memory (LayerParams::early_free_blocks)
+  // are blocks of their own, in forward order after the rest, so that the caching allocator
+  // replay frees them as the separate tensors they are (a freed 2 GiB block cannot serve a
+  // 4 GiB request).
+  const std::vector<int64_t>& early = lp_[l].early_free_blocks;
+  fx->push_back(Alloc(bytes - lp_[l].backward_early_free_bytes, MemCategory::kActivations, true));
+  for (int64_t b : early) fx->push_back(Alloc(b, MemCategory::kActivations, true));
+}
+
 void Builder::BackwardWorkingMemory(int l, EffectList* fx) const {
   // Buffers the size of the layer's largest saved tensor, alive together, as autograd allocates
   // them (the caching allocator places them separately): two gradients, plus CUDA's
   // `grad * output` temporary when that tensor is a softmax output (backward_work_buffers 3).
+  // The saved tensors that the ops after it in the forward alone held are gone by then, the
+  // last one first (blocks of their own: SavedActivationAllocs).
+  const std::vector<int64_t>& early = lp_[l].early_free_blocks;
+  for (auto it = early.rbegin(); it != early.rend(); ++it) {
+    fx->push_back(Free(*it, MemCategory::kActivations));
+  }
   const int64_t work = lp_[l].largest_saved_bytes;
   for (int k = 0; k < lp_[l].backward_work_buffers; ++k) {
     fx->push_back(Alloc(work, MemCategory::kTemporaries));

@@ -25,10 +25,15 @@ struct LayerParams {
   int64_t largest = 0;           // largest tensor numel
   int64_t persistent_numel = 0;  // ZeRO-3: tensors at or under the persistence threshold
   int32_t gathered_tensors = 0;  // ZeRO-3: tensors above it (and a tied head's shared table)
-  int64_t largest_saved_bytes = 0;  // the layer's largest saved activation
-  /// Buffers of that size its backward holds at once: the two gradients (output and input),
-  /// plus TensorSpec::backward_extra_buffers of the largest saved tensor (the most among ties).
+  /// The backward's working memory: |backward_work_buffers| buffers of |largest_saved_bytes|
+  /// (the gradients of a saved tensor's op's output and input, plus
+  /// TensorSpec::backward_extra_buffers), allocated after |backward_early_free_bytes| of the
+  /// layer's saved tensors are freed (those only ops later in the forward saved). The saved
+  /// tensor is the one whose working set reaches the highest (BackwardWorkingSets).
+  int64_t largest_saved_bytes = 0;
   int32_t backward_work_buffers = 2;
+  int64_t backward_early_free_bytes = 0;
+  std::vector<int64_t> early_free_blocks;  // those tensors' sizes, in forward order
   int64_t output_bytes = 0;      // tensors the model output keeps (the logits)
   // Parameter tensors in model.parameters() order, which is the order of DeepSpeed's flat
   // 16-bit buffer (stage 1/2) and of ZeRO-3's sub-groups: this layer's first element in that

@@ -117,6 +117,9 @@ void Tracer::Save(const T& t) {
   const Storage& s = storages_[t.storage];
   if (s.category == TensorCategory::kParameter || s.input) return;  // not an activation
   PushUnique(layer_state_.back().saved, t.storage);
+  Storage& st = storages_[t.storage];
+  if (st.save_first < 0) st.save_first = ops_added_;
+  st.save_last = ops_added_;
 }
 
 void Tracer::SetBackwardExtraBuffers(const T& t, int n) {
@@ -137,6 +140,7 @@ void Tracer::KeepAsOutput(const T& t) {
 }
 
 void Tracer::AddOp(Op op) {
+  ++ops_added_;
   Layer& l = layers_.back();
   l.fwd_flops += op.fwd_flops;
   l.bwd_flops += op.bwd_flops;
@@ -233,6 +237,9 @@ Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
     t.layer = kept_by[s] >= 0 ? kept_by[s] : saver;
     t.recomputed = kept_by[s] < 0;
     t.backward_extra_buffers = st.backward_extra_buffers;
+    t.produced_layer = st.layer;
+    t.save_first = st.save_first;
+    t.save_last = st.save_last;
     w.tensors.push_back(std::move(t));
   }
 

@@ -143,6 +143,7 @@ class Tracer {
     Shape shape;
     DType dtype = DType::kBF16;
     int32_t backward_extra_buffers = 0;  // TensorSpec::backward_extra_buffers
+    int32_t save_first = -1, save_last = -1;  // TensorSpec::save_first / save_last
   };
   struct LayerState {
     std::vector<int> saved;       // storages saved by this layer's ops, in order, unique
@@ -164,6 +165,7 @@ class Tracer {
   std::vector<Layer> layers_;
   std::vector<bool> checkpointable_;  // per layer (BeginLayer)
   std::vector<LayerState> layer_state_;
+  int32_t ops_added_ = 0;  // ops appended so far, over all layers (program order of the forward)
   Status status_;
 };
 

@@ -806,3 +806,60 @@ TEST_F(StepBuilderTest, Bf16OptimizerUpdatesHpGradsInEachBackward) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// The backward's working memory (BackwardWorkingSets) of a checkpointed t5-3b encoder block.
+// Two moments compete. At the start of the block's backward everything its recompute made is
+// alive, and the FF's last Linear (wo) computes the gradient of its [b, s, d_ff] input: two
+// buffers of that size, only the final dropout's bool mask [b, s, d_model] already gone. Later,
+// the fp32 attention probabilities' backward needs three buffers of [b, h, s, s] fp32 (SDPA's
+// math path), but by then the whole feed-forward half has run its backward and freed what it
+// alone saved. Until 2026-12-05 dsplan counted the largest buffers with everything alive: 3 x
+// probabilities on top of the whole recompute.
+TEST(BackwardWorkingSets, LaterSavedTensorsAreFreedFirst) {
+  auto spec = LoadModel("t5-3b", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  RunShape o;
+  o.micro_batch = 8;
+  o.seq_len = 512;
+  o.target_len = 128;
+  o.gradient_checkpointing = true;
+  auto w = BuildWorkload(*spec, o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const std::vector<LayerParams> lp = ComputeLayerParams(*w, 100'000);
+  int block = -1;
+  for (size_t i = 0; i < w->layers.size(); ++i) {
+    if (w->layers[i].name == "encoder.block.5") block = static_cast<int>(i);
+  }
+  ASSERT_GE(block, 0);
+  const Layer& layer = w->layers[block];
+  ASSERT_TRUE(layer.checkpointed);
+  const LayerParams& p = lp[block];
+  const int64_t b = 8, h = spec->num_heads, s = 512;
+  const int64_t probs_fp32 = b * h * s * s * 4;
+  const int64_t ff_bf16 = b * s * spec->intermediate_size * 2;
+  const int64_t last_mask = b * s * spec->hidden_size;  // bool
+  // The highest working set is the FF's end.
+  EXPECT_EQ(p.largest_saved_bytes, ff_bf16);
+  EXPECT_EQ(p.backward_work_buffers, 2);
+  EXPECT_EQ(p.backward_early_free_bytes, last_mask);
+  ASSERT_EQ(p.early_free_blocks.size(), 1u);
+  EXPECT_EQ(p.early_free_blocks[0], last_mask);
+  // It is below the old count by 516 MiB here (8.2 GB at t5-3b's micro-batch 122).
+  EXPECT_EQ(3 * probs_fp32 - (2 * ff_bf16 - last_mask), int64_t{516} << 20);
+  // Early frees never exceed what the recompute made.
+  EXPECT_LT(p.backward_early_free_bytes, layer.recompute_bytes);
+  // Without checkpointing the block's saved tensors are the same ones.
+  o.gradient_checkpointing = false;
+  auto plain = BuildWorkload(*spec, o);
+  ASSERT_TRUE(plain.ok());
+  const std::vector<LayerParams> lp0 = ComputeLayerParams(*plain, 100'000);
+  EXPECT_EQ(lp0[block].largest_saved_bytes, ff_bf16);
+  EXPECT_EQ(lp0[block].backward_early_free_bytes, last_mask);
+  EXPECT_LE(lp0[block].backward_early_free_bytes, plain->layers[block].activation_bytes);
+}
+
+}  // namespace
+}  // namespace dsplan

@@ -81,6 +81,7 @@ T Tracer::New(std::string name, Shape shape, DType dtype) {
   s.layer = static_cast<int>(layers_.size()) - 1;
   s.shape = t.shape;
   s.dtype = dtype;
+  s.created = ops_added_;
   return t;
 }
 
@@ -238,6 +239,7 @@ Result<Workload> Tracer::FinishImpl(Self& self, bool gradient_checkpointing) {
     t.recomputed = kept_by[s] < 0;
     t.backward_extra_buffers = st.backward_extra_buffers;
     t.produced_layer = st.layer;
+    t.created = st.created;
     t.save_first = st.save_first;
     t.save_last = st.save_last;
     w.tensors.push_back(std::move(t));

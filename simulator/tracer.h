@@ -143,7 +143,7 @@ class Tracer {
     Shape shape;
     DType dtype = DType::kBF16;
     int32_t backward_extra_buffers = 0;  // TensorSpec::backward_extra_buffers
-    int32_t save_first = -1, save_last = -1;  // TensorSpec::save_first / save_last
+    int32_t created = -1, save_first = -1, save_last = -1;  // TensorSpec's
   };
   struct LayerState {
     std::vector<int> saved;       // storages saved by this layer's ops, in order, unique

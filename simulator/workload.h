@@ -59,12 +59,13 @@ struct TensorSpec {
   int32_t backward_extra_buffers = 0;
   /// Activations only: the layer whose forward made it (-1: a model input).
   int produced_layer = -1;
-  /// Activations only: when the forward first and last saved it, as the number of ops traced
-  /// before that save (program order over the whole model; -1: never saved, an output). The
-  /// backward runs the ops in reverse, and autograd frees an op's saved tensors once its
-  /// backward has run, so a tensor first saved after |save_last| of another is gone by the time
-  /// the backward of that other tensor's last saver runs.
-  int32_t save_first = -1, save_last = -1;
+  /// Activations only: when the forward made it and first and last saved it, as the number of
+  /// ops traced before (program order over the whole model; -1: never saved, an output). An
+  /// op's output and the tensors it saves carry the op's number. The backward runs the ops in
+  /// reverse, and autograd frees an op's saved tensors once its backward has run, so when the
+  /// backward of the op that made a tensor runs, every tensor first saved after |created| is
+  /// gone.
+  int32_t created = -1, save_first = -1, save_last = -1;
 };
 
 enum class OpKind {

@@ -65,7 +65,10 @@ check "t5-3b: the batch is said to be free, with its tolerance" \
   json "j['batch']['global_batch_pinned'] is False and abs(j['batch']['tolerance'] - 0.03) < 1e-12"
 check "t5-3b: no checkpointing row at hundreds of samples per GPU (was 396-426)" \
   json "all(r['plan']['micro_batch'] <= 128 for r in j['recommendations'])"
-check "t5-3b: stages 1 and 2 with the same plan are one row" \
+check "t5-3b: no two rows are the same plan" \
+  json "len(set((r['plan']['micro_batch'], r['plan']['gradient_checkpointing'], r['plan']['offload_optimizer'], round(r['step']['tokens_per_s']), r['gpu']['peak_total_bytes']) for r in j['recommendations'])) == len(j['recommendations'])"
+run --model gpt2-xl --gpus 4 --json
+check "gpt2-xl: stages 1 and 2 with the same plan are one row" \
   json "any(2 in r['same_as_stages'] for r in j['recommendations']) and len(set((r['plan']['micro_batch'], r['plan']['gradient_checkpointing'], r['plan']['offload_optimizer'], round(r['step']['tokens_per_s']), r['gpu']['peak_total_bytes']) for r in j['recommendations'])) == len(j['recommendations'])"
 run --model t5-3b --gpus 4 --no-emit
 check "the table has a global column and says the batch is not pinned" \

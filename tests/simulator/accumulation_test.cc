@@ -337,15 +337,19 @@ TEST_F(AccumulationTest, AllocatorReplaysAFewCopies) {
 // The predicted peak does not grow with accumulation: from GAS 2 on every micro-step starts
 // from the same memory (each frees what it allocates, and the caller's output object of the
 // previous micro-step is the only one held). GAS 1 differs: its one forward holds no earlier
-// output.
+// output. The caching allocator's reserved memory may take one more micro-step to settle (a
+// block freed early in a backward, BackwardWorkingSets, is placed differently in the second
+// micro-step than in later ones): from GAS 3 on it is the same, and GAS 2's is not above it.
 TEST_F(AccumulationTest, PeakDoesNotGrowWithAccumulation) {
   for (const NamedPlan& np : Plans()) {
     SCOPED_TRACE(np.name);
     const Prediction two = Sim(np, 2, false);
+    const Prediction three = Sim(np, 3, false);
+    EXPECT_LE(two.gpu_peak_reserved_bytes, three.gpu_peak_reserved_bytes);
     for (int64_t gas : {3, 4, 64, 1024, 1'000'000}) {
       const Prediction p = Sim(np, gas, false);
       EXPECT_EQ(p.gpu_peak_allocated_bytes, two.gpu_peak_allocated_bytes) << gas;
-      EXPECT_EQ(p.gpu_peak_reserved_bytes, two.gpu_peak_reserved_bytes) << gas;
+      EXPECT_EQ(p.gpu_peak_reserved_bytes, three.gpu_peak_reserved_bytes) << gas;
       EXPECT_EQ(p.host_peak_bytes_per_node, two.host_peak_bytes_per_node) << gas;
     }
     const Prediction one = Sim(np, 1, false);

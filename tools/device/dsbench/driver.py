@@ -410,6 +410,125 @@ def timeline_step(engine, batch):
     return res
 
 
+def syncstack_step(engine, batch):
+    """One more step with every host call that can wait for the GPU wrapped and timed: the
+    Python-level synchronizations (torch.cuda.synchronize, Stream.synchronize,
+    Event.synchronize), device<->host Tensor.copy_ / .item() / .cpu() / .tolist() / .to(cpu),
+    and the implicit synchronizations PyTorch's sync debug mode reports (not timed). Each is
+    keyed by phase, kind and its innermost DeepSpeed / transformers call sites; returns the
+    per-phase wall seconds and the sites sorted by time. Nothing here runs in the timed steps."""
+    import traceback as tb
+    import warnings
+    agg, phase, busy = {}, ["fwd"], [False]
+
+    def short(fn):
+        for cut in ("site-packages/", "/site/", "dist-packages/"):
+            if cut in fn:
+                return fn.split(cut, 1)[1]
+        return fn.rsplit("/", 1)[-1]
+
+    def site():
+        fr = tb.extract_stack()[:-3]
+        keep = [f for f in fr if "deepspeed" in f.filename or "transformers" in f.filename]
+        keep = (keep or fr)[-3:]
+        return " < ".join(f"{short(f.filename)}:{f.lineno} {f.name}" for f in reversed(keep))
+
+    def note(kind, dt, nbytes=0):
+        a = agg.setdefault((phase[0], kind, site()), [0, 0.0, 0, 0.0])
+        a[0] += 1
+        a[1] += dt
+        a[2] += nbytes
+        a[3] = max(a[3], dt)
+
+    def timed(kind_of, fn):
+        def w(*a, **k):
+            kind = None if busy[0] else kind_of(*a, **k)
+            if kind is None:
+                return fn(*a, **k)
+            busy[0] = True
+            try:
+                t = time.perf_counter()
+                r = fn(*a, **k)
+                dt = time.perf_counter() - t
+                note(kind[0], dt, kind[1])
+                return r
+            finally:
+                busy[0] = False
+        return w
+
+    def nb(t):
+        try:
+            return int(t.numel()) * int(t.element_size())
+        except Exception:  # noqa: BLE001
+            return 0
+
+    def copy_kind(self, src, non_blocking=False):
+        if not isinstance(src, torch.Tensor) or self.device.type == src.device.type:
+            return None
+        way = "d2h" if src.is_cuda else "h2d"
+        pin = "pinned" if (src if way == "h2d" else self).is_pinned() else "pageable"
+        return (f"copy_ {way} {pin}{' non_blocking' if non_blocking else ''}", nb(src))
+
+    def to_kind(self, *a, **k):
+        dev = k.get("device", a[0] if a else None)
+        if self.is_cuda and (dev == "cpu" or (isinstance(dev, torch.device) and dev.type == "cpu")):
+            return (f"to cpu{' non_blocking' if k.get('non_blocking') else ''}", nb(self))
+        return None
+
+    T = torch.Tensor
+    saved = [(torch.cuda, "synchronize"), (torch.cuda.Stream, "synchronize"), (torch.cuda.Event, "synchronize"),
+             (T, "copy_"), (T, "item"), (T, "tolist"), (T, "cpu"), (T, "to")]
+    orig = [(o, n, getattr(o, n)) for o, n in saved]
+    torch.cuda.synchronize = timed(lambda *a, **k: ("torch.cuda.synchronize", 0), orig[0][2])
+    torch.cuda.Stream.synchronize = timed(lambda *a, **k: ("Stream.synchronize", 0), orig[1][2])
+    torch.cuda.Event.synchronize = timed(lambda *a, **k: ("Event.synchronize", 0), orig[2][2])
+    T.copy_ = timed(copy_kind, orig[3][2])
+    T.item = timed(lambda self: ("item", 0) if self.is_cuda else None, orig[4][2])
+    T.tolist = timed(lambda self: ("tolist", 0) if self.is_cuda else None, orig[5][2])
+    T.cpu = timed(lambda self, *a, **k: ("cpu()", nb(self)) if self.is_cuda else None, orig[6][2])
+    T.to = timed(to_kind, orig[7][2])
+    old_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if not busy[0]:
+            note("implicit: " + str(message)[:60], 0.0)
+
+    walls = {}
+    sync0 = orig[0][2]
+    try:
+        warnings.showwarning = show
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = show
+            torch.cuda.set_sync_debug_mode("warn")
+            state = {}
+            for name in ("fwd", "bwd", "opt"):
+                phase[0] = name
+                sync0()
+                ta = time.perf_counter()
+                if name == "fwd":
+                    state["loss"] = engine(**batch).loss
+                elif name == "bwd":
+                    engine.backward(state["loss"])
+                else:
+                    engine.step()
+                busy[0] = True
+                sync0()
+                busy[0] = False
+                walls[name] = round(time.perf_counter() - ta, 4)
+            state.clear()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+        warnings.showwarning = old_show
+        busy[0] = False
+        for o, n, f in orig:
+            setattr(o, n, f)
+    sites = [{"phase": k[0], "kind": k[1], "site": k[2], "n": v[0], "ms": round(v[1] * 1e3, 3),
+              "max_ms": round(v[3] * 1e3, 3), "bytes": v[2]} for k, v in agg.items()]
+    sites.sort(key=lambda r: -r["ms"])
+    return {"wall_s": walls, "sites": sites[:80], "n_sites": len(sites)}
+
+
 def run_sub(s, D):
     if STATE["key"] != engine_key(s):
         teardown()
@@ -520,6 +639,14 @@ def run_sub(s, D):
             D["timeline"] = timeline_step(engine, batch)
         except Exception:  # noqa: BLE001
             D["timeline_error"] = traceback.format_exc()[-2000:]
+        dump()
+    # DSBENCH_SYNCSITES=1: one more step with every host call that can wait for the GPU timed
+    # and keyed by its DeepSpeed / transformers call site (syncstack_step).
+    if os.environ.get("DSBENCH_SYNCSITES") and ga == 1:
+        try:
+            D["syncsites"] = syncstack_step(engine, batch)
+        except Exception:  # noqa: BLE001
+            D["syncsites_error"] = traceback.format_exc()[-2000:]
         dump()
     if memhist:
         marks.append(("end", time.time_ns() // 1000))

@@ -661,6 +661,12 @@ double CostModel::CopySeconds(bool h2d, bool pinned, double bytes) const {
   return CopyCurveSeconds(c, bytes);
 }
 
+double CostModel::HostFaultSeconds(double bytes) const {
+  if (bytes <= 0) return 0;
+  const double rate = profile_->host.pageable_alloc_bytes_per_s.value;
+  return rate > 0 ? bytes / rate : 0;
+}
+
 double CostModel::CpuAdamSeconds(double elements, int threads) const {
   if (elements <= 0) return 0;
   return elements / CpuAdamRate(threads);
@@ -780,9 +786,12 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
       return CopySeconds(false, t.pinned, t.bytes) +
-             HostStreamSeconds(t.host_convert_bytes, cpu_threads);
+             HostStreamSeconds(t.host_convert_bytes, cpu_threads) +
+             HostFaultSeconds(t.host_fault_bytes);
     case TaskKind::kCopyH2D:
-      return CopySeconds(true, t.pinned, t.bytes);
+      return CopySeconds(true, t.pinned, t.bytes) +
+             HostStreamSeconds(t.host_convert_bytes, cpu_threads) +
+             HostFaultSeconds(t.host_fault_bytes);
     case TaskKind::kCpuOptimizer:
       // DeepSpeedCPUAdam over the partition plus the host's other elementwise passes over the
       // fp32 tensors (|bytes| read + written: unscale_and_clip_grads' mul_, the fp32 -> 16-bit

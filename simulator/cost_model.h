@@ -144,6 +144,9 @@ class CostModel {
   /// A PyTorch elementwise pass on host tensors that reads and writes |bytes| in all, with
   /// |threads| threads: at the host memory bandwidth the CPU Adam measurement implies.
   double HostStreamSeconds(double bytes, int threads) const;
+  /// Faulting in |bytes| of freshly mapped host memory (and unmapping it after): the profile's
+  /// page-fault throughput of one thread, pageable_alloc_bytes_per_s.
+  double HostFaultSeconds(double bytes) const;
   double NvmeSeconds(bool read, double bytes) const;
   /// Host dispatch time per kernel (PyTorch eager, or the runtime's launch).
   double DispatchSeconds() const;

@@ -159,6 +159,10 @@ constexpr int64_t kEngineAllReduceBucket = 500'000'000;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit (4 MiB x sizeof(long)): malloc serves every
+// request of at least this many bytes with an mmap of its own (docs/deepspeed-facts.md).
+constexpr int64_t kGlibcMmapThresholdMax = int64_t{32} << 20;
+
 // The sum of CeilDiv(n, parts) over |numels| (every tensor's partition: hundreds per model, for
 // each plan built). When |parts| is a power of two, as data-parallel sizes mostly are, a shift
 // gives each quotient instead of a 64-bit division, for the non-negative dividends it is exact
@@ -287,6 +291,22 @@ class Builder {
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
   }
+  // A blocking copy between this rank's 16-bit partition of a tensor of |numel| elements and a
+  // host tensor of another dtype goes through a pageable temporary of the partition's 16-bit
+  // size (Copy.cu). glibc's malloc maps any request of at least its largest dynamic mmap
+  // threshold afresh (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit), so each copy faults
+  // every page of such a temporary in; smaller ones come from the heap, whose pages stay
+  // faulted in from the step before (docs/deepspeed-facts.md, CPU offload). Returns the
+  // partition's elements when its temporary is mapped afresh, else 0.
+  int64_t FreshTempElems(int64_t numel) const {
+    const int64_t part = CeilDiv(numel, N_);
+    return e_ * part >= kGlibcMmapThresholdMax ? part : 0;
+  }
+  int64_t FreshTempElems(const std::vector<int64_t>& numels) const {
+    int64_t sum = 0;
+    for (int64_t n : numels) sum += FreshTempElems(n);
+    return sum;
+  }
   // One buffer of |bytes| in place before the step; a pinned one also records what PyTorch's
   // host allocator adds to it (StepGraph::pinned_rounding_bytes).
   void Init(MemSpace s, MemCategory c, int64_t bytes) {
@@ -349,8 +369,9 @@ class Builder {
   void Forward(int micro);
   void Backward(int micro);
   void AddToBucket(int micro, int l, TaskId produced);
+  // |fresh|: FreshTempElems of the chunk's tensors.
   void AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors, TaskId produced,
-                int64_t freed);
+                int64_t freed, int64_t fresh);
   // |hook|: the backward task whose gradient hook runs the flush (-1: the epilogue's).
   void FlushBucket(int micro, TaskId hook = -1);
   // The backward's working memory of layer |l| (LayerParams::backward_work_buffers).
@@ -404,6 +425,9 @@ class Builder {
   TaskId last_reduce_ = -1;
   int64_t bucket_elems_ = 0;
   int bucket_tensors_ = 0;  // parameter tensors whose gradients are in the bucket
+  // This rank's elements of the bucket's tensors whose 16-bit partition is at least glibc's
+  // largest mmap threshold (FreshTempElems).
+  int64_t bucket_fresh_elems_ = 0;
   int64_t bucket_first_ = 0;  // flat-buffer range [first, end) of the bucket's gradients
   int64_t bucket_end_ = 0;
   std::vector<TaskId> bucket_producers_;
@@ -914,6 +938,7 @@ void Builder::Backward(int micro) {
   }
   bucket_elems_ = 0;
   bucket_tensors_ = 0;
+  bucket_fresh_elems_ = 0;
   bucket_producers_.clear();
   for (int l = L - 1; l >= 0; --l) {
     const Layer& layer = w_.layers[l];
@@ -1067,7 +1092,9 @@ void Builder::BackwardTiled(int micro, int l) {
     first -= params;
     if (params > 0) {
       if (bucket_elems_ > 0 && bucket_elems_ + params > rbs_) FlushBucket(micro, last_compute_);
-      AddChunk(micro, l, first, params, std::max(1, lp_[l].tensors), last_compute_, params);
+      // A tile's parameters are slices of the layer's tensors, not tensors of their own: their
+      // copies' temporaries are not counted as freshly mapped.
+      AddChunk(micro, l, first, params, std::max(1, lp_[l].tensors), last_compute_, params, 0);
     }
   }
 }
@@ -1153,7 +1180,8 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
   const LayerParams& lp = lp_[l];
   if (bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1) {
     if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro, produced);
-    AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel);
+    AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel,
+             FreshTempElems(lp.tensor_numels));
     return;
   }
   // The layer does not fit in the bucket: DeepSpeed's hooks bucket per parameter
@@ -1165,27 +1193,30 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
   // the first part frees them all.
   int64_t end = lp.offset + lp.numel;
   int64_t chunk = 0;
+  int64_t chunk_fresh = 0;
   int chunk_tensors = 0;
   int64_t freed = lp.numel;
   for (auto it = lp.tensor_numels.rbegin(); it != lp.tensor_numels.rend(); ++it) {
     if (bucket_elems_ + chunk > 0 && bucket_elems_ + chunk + *it > rbs_) {
       if (chunk > 0) {
-        AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed);
+        AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_fresh);
         freed = 0;
       }
       end -= chunk;
       chunk = 0;
+      chunk_fresh = 0;
       chunk_tensors = 0;
       FlushBucket(micro, produced);
     }
     chunk += *it;
+    chunk_fresh += FreshTempElems(*it);
     ++chunk_tensors;
   }
-  AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed);
+  AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_fresh);
 }
 
 void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors,
-                       TaskId produced, int64_t freed) {
+                       TaskId produced, int64_t freed, int64_t fresh) {
   // The hook copies the gradient into the bucket buffer and re-points param.grad at it; the
   // autograd-allocated gradient is freed.
   // The hook runs on autograd's thread with the backward's stream current (stage 1 without
@@ -1212,6 +1243,7 @@ void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int te
   }
   bucket_elems_ += elements;
   bucket_tensors_ += tensors;
+  bucket_fresh_elems_ += fresh;
 }
 
 void Builder::FlushBucket(int micro, TaskId hook) {
@@ -1376,6 +1408,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
         d.bytes = static_cast<double>(e_ * owned);
         d.pinned = false;
         d.host_convert_bytes = static_cast<double>((e_ + 4) * owned);
+        d.host_fault_bytes = static_cast<double>(e_ * bucket_fresh_elems_);
         fx = {Alloc(e_ * owned, MemCategory::kTemporaries, false, MemSpace::kPageableHost),
               Free(e_ * owned, MemCategory::kTemporaries, true, MemSpace::kPageableHost)};
       } else {
@@ -1402,6 +1435,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   }
   bucket_elems_ = 0;
   bucket_tensors_ = 0;
+  bucket_fresh_elems_ = 0;
   bucket_producers_.clear();
 }
 
@@ -1697,13 +1731,22 @@ void Builder::OptimizerStep() {
           g_.Add(wr, {cpu}, {});
         }
         if (!p_.OffloadsParams()) {
-          // Updated 16-bit partition back to the GPU.
+          // Updated 16-bit partition back to the GPU: the blocking copy_ from the fp32 host
+          // partition into the GPU's 16-bit one casts on the host into a pageable temporary
+          // (the cast is in the CPU task's bytes) and copies that (Copy.cu); a sub-group's
+          // temporary is mapped afresh from 32 MiB (FreshTempElems).
           Task h;
           h.kind = TaskKind::kCopyH2D;
           h.resource = Resource::kH2D;
           h.index = static_cast<int>(sg);
           h.bytes = static_cast<double>(e_ * n);
-          prev = g_.Add(h, {cpu}, {});
+          h.pinned = false;
+          h.host_fault_bytes =
+              e_ * n >= kGlibcMmapThresholdMax ? static_cast<double>(e_ * n) : 0.0;
+          prev = g_.Add(h, {cpu}, {Alloc(e_ * n, MemCategory::kTemporaries, false,
+                                         MemSpace::kPageableHost),
+                                   Free(e_ * n, MemCategory::kTemporaries, true,
+                                        MemSpace::kPageableHost)});
         } else {
           prev = cpu;
         }

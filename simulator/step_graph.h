@@ -150,6 +150,13 @@ struct Task {
   /// another dtype copies into a pageable temporary of the source's dtype, then converts on the
   /// CPU (aten/src/ATen/native/cuda/Copy.cu); these are the bytes the conversion reads + writes.
   double host_convert_bytes = 0;
+  /// Copies through such a temporary (either direction) that glibc's malloc maps fresh for each
+  /// call: a request of at least its largest dynamic mmap threshold (32 MiB on 64-bit) is an
+  /// mmap of its own, so every page of it is faulted in during the copy and unmapped after
+  /// (smaller requests reuse the heap's pages from the previous step). These are the
+  /// temporary's bytes; the cost model prices them at the host's page-fault rate
+  /// (HostProfile::pageable_alloc_bytes_per_s).
+  double host_fault_bytes = 0;
   int32_t kernels = 1;       // kernels (host dispatches) the task issues
   // Layer tasks under ZeRO-3: DeepSpeed's module hooks run around them, fetching (forward,
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.

@@ -240,5 +240,27 @@ TEST(StreamingCurve, RuntimeLaunchesFollowTheMeasuredCurve) {
                    1e9 / (p.gpu.hbm_bytes_per_s.value * p.gpu.memory_bound_efficiency.value));
 }
 
+TEST(HostCopyCost, FreshTemporariesAreFaultedInAtTheProfilesPageFaultRate) {
+  // A copy through a freshly mapped pageable temporary costs the copy, the host conversion and
+  // the page faults of the temporary: its bytes at the profile's pageable_alloc_bytes_per_s.
+  HardwareProfile p = Base();
+  p.host.pageable_alloc_bytes_per_s.value = 2e9;
+  CostModel cm(p, Precision::kBf16);
+  Task t;
+  t.kind = TaskKind::kCopyD2H;
+  t.resource = Resource::kD2H;
+  t.pinned = false;
+  t.bytes = 64e6;
+  t.host_convert_bytes = 192e6;
+  const double plain = cm.TaskSeconds(t, {}, 8);
+  EXPECT_NEAR(plain, cm.CopySeconds(false, false, 64e6) + cm.HostStreamSeconds(192e6, 8), 1e-15);
+  t.host_fault_bytes = 64e6;
+  EXPECT_NEAR(cm.TaskSeconds(t, {}, 8) - plain, 64e6 / 2e9, 1e-12);
+  t.kind = TaskKind::kCopyH2D;
+  t.resource = Resource::kH2D;
+  t.host_convert_bytes = 0;
+  EXPECT_NEAR(cm.TaskSeconds(t, {}, 8), cm.CopySeconds(true, false, 64e6) + 64e6 / 2e9, 1e-12);
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -345,6 +345,47 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadGradientCopiesConvertOnTheHost) {
   EXPECT_DOUBLE_EQ(convert, 0);
 }
 
+// The pageable temporary of each blocking cross-dtype copy is an mmap of its own from 32 MiB
+// (glibc's largest mmap threshold), so its pages are faulted in on every copy. gpt2's word
+// embeddings are 50257 x 768 = 38,597,376 elements: a 16-bit partition of 77.2 MB on one rank and
+// 38.6 MB on two (both at least 32 MiB = 33,554,432 B), 19.3 MB on four (below). Every other gpt2
+// tensor is below 2.4 M elements.
+TEST_F(StepBuilderTest, ZeroThreeOffloadFaultsInFreshTemporariesFrom32MiB) {
+  auto faults = [&](const Plan& p, bool h2d) {
+    double bytes = 0;
+    for (const Task& t : Build(p).graph.tasks()) {
+      if (t.kind == (h2d ? TaskKind::kCopyH2D : TaskKind::kCopyD2H)) bytes += t.host_fault_bytes;
+    }
+    return bytes;
+  };
+  const int64_t wte = int64_t{50257} * 768;
+  for (int gpus : {1, 2, 4}) {
+    Plan p = MakePlan(3, gpus);
+    p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    p.zero.offload_param.device = OffloadDevice::kCpu;
+    const double expected = gpus < 4 ? 2.0 * ((wte + gpus - 1) / gpus) : 0.0;
+    EXPECT_DOUBLE_EQ(faults(p, false), expected) << gpus << " GPUs";
+    // With the parameters offloaded too the step updates them on the host: no H2D copy back.
+    EXPECT_DOUBLE_EQ(faults(p, true), 0.0) << gpus << " GPUs";
+    // Without, the updated 16-bit partition goes back through a host cast into a pageable
+    // temporary as large as the sub-group (the whole partition here, under 1e9 elements).
+    p.zero.offload_param.device = OffloadDevice::kNone;
+    const BuiltStep b = Build(p);
+    double back = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind != TaskKind::kCopyH2D || t.micro_step != -1) continue;
+      EXPECT_FALSE(t.pinned);
+      back += t.host_fault_bytes;
+    }
+    EXPECT_DOUBLE_EQ(back, 2.0 * b.facts.partition_numel) << gpus << " GPUs";
+  }
+  // Stages 1-2 cast on the GPU and copy into pinned memory: no temporary.
+  Plan s2 = MakePlan(2, 1);
+  s2.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  EXPECT_DOUBLE_EQ(faults(s2, false), 0.0);
+  EXPECT_DOUBLE_EQ(faults(s2, true), 0.0);
+}
+
 // Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
 // persistent parameters (at most the threshold each) keep a GPU partition.
 TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {

@@ -109,8 +109,12 @@ struct StackCosts;
 /// A family priced per op has its forward scaled from the other measured families when |stack|
 /// holds at least three (StackCosts::ScaleForUnmeasured), and gets the band drawn for that; with
 /// fewer, the per-op estimate stands unscaled and the band is the widest.
+/// A step whose optimizer is offloaded (|optimizer_offloaded|) is a task class of its own, at
+/// ZeRO-3 and at stages 1-2: its band reaches higher (the per-parameter host copies and checks
+/// are priced short and follow the host's speed).
 TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
-                      bool zero3 = false, bool family_priced = true);
+                      bool zero3 = false, bool family_priced = true,
+                      bool optimizer_offloaded = false);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a

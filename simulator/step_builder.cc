@@ -1733,16 +1733,16 @@ void Builder::OptimizerStep() {
         if (!p_.OffloadsParams()) {
           // Updated 16-bit partition back to the GPU: the blocking copy_ from the fp32 host
           // partition into the GPU's 16-bit one casts on the host into a pageable temporary
-          // (the cast is in the CPU task's bytes) and copies that (Copy.cu); a sub-group's
-          // temporary is mapped afresh from 32 MiB (FreshTempElems).
+          // (the cast is in the CPU task's bytes) and copies that (Copy.cu). The temporary is
+          // mapped afresh (a sub-group is far above 32 MiB), but its pages are faulted in by
+          // the cast's threads, in parallel, at a rate nothing has measured (the profile's is
+          // one thread's): not priced (docs/simulator.md, "Known gaps").
           Task h;
           h.kind = TaskKind::kCopyH2D;
           h.resource = Resource::kH2D;
           h.index = static_cast<int>(sg);
           h.bytes = static_cast<double>(e_ * n);
           h.pinned = false;
-          h.host_fault_bytes =
-              e_ * n >= kGlibcMmapThresholdMax ? static_cast<double>(e_ * n) : 0.0;
           prev = g_.Add(h, {cpu}, {Alloc(e_ * n, MemCategory::kTemporaries, false,
                                          MemSpace::kPageableHost),
                                    Free(e_ * n, MemCategory::kTemporaries, true,

@@ -368,16 +368,27 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadFaultsInFreshTemporariesFrom32MiB) {
     // With the parameters offloaded too the step updates them on the host: no H2D copy back.
     EXPECT_DOUBLE_EQ(faults(p, true), 0.0) << gpus << " GPUs";
     // Without, the updated 16-bit partition goes back through a host cast into a pageable
-    // temporary as large as the sub-group (the whole partition here, under 1e9 elements).
+    // temporary as large as the sub-group (the whole partition here, under 1e9 elements),
+    // copied from pageable memory; its pages are faulted in by the cast's threads, at a rate
+    // not measured, so not priced.
     p.zero.offload_param.device = OffloadDevice::kNone;
     const BuiltStep b = Build(p);
-    double back = 0;
-    for (const Task& t : b.graph.tasks()) {
+    int back = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(b.graph.size()); ++id) {
+      const Task& t = b.graph.task(id);
       if (t.kind != TaskKind::kCopyH2D || t.micro_step != -1) continue;
       EXPECT_FALSE(t.pinned);
-      back += t.host_fault_bytes;
+      EXPECT_DOUBLE_EQ(t.host_fault_bytes, 0.0);
+      ++back;
+      int64_t temp = 0;
+      for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+        if (e->space == MemSpace::kPageableHost && e->category == MemCategory::kTemporaries) {
+          temp = std::max(temp, e->bytes);
+        }
+      }
+      EXPECT_EQ(temp, 2 * b.facts.partition_numel) << gpus << " GPUs";
     }
-    EXPECT_DOUBLE_EQ(back, 2.0 * b.facts.partition_numel) << gpus << " GPUs";
+    EXPECT_EQ(back, 1) << gpus << " GPUs";
   }
   // Stages 1-2 cast on the GPU and copy into pinned memory: no temporary.
   Plan s2 = MakePlan(2, 1);

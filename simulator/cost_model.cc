@@ -785,6 +785,19 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
+      if (t.cast_copies[0] + t.cast_copies[1] > 0 &&
+          stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty()) {
+        // PyTorch's blocking cast copies, one per tensor, at the stack's measured cost by
+        // size (each class at its mean size), plus the fresh temporaries' page faults.
+        double s = HostFaultSeconds(t.host_fault_bytes);
+        for (int k = 0; k < 2; ++k) {
+          if (t.cast_copies[k] > 0) {
+            s += t.cast_copies[k] *
+                 stack_costs_->CastCopyD2HSeconds(t.cast_copy_bytes[k] / t.cast_copies[k]);
+          }
+        }
+        return s;
+      }
       return CopySeconds(false, t.pinned, t.bytes) +
              HostStreamSeconds(t.host_convert_bytes, cpu_threads) +
              HostFaultSeconds(t.host_fault_bytes);

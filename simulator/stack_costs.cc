@@ -208,6 +208,15 @@ StackCosts Build() {
   // 4.20, cast to fp32 2.11, unscale 4.20, copy back 4.37, FusedAdam 3.37 TB/s.
   s.fp64_cast_bytes_per_s = 1.978e12;
   s.fp64_norm_bytes_per_s = 2.182e12;
+  // offload-copy-1205 (tools/device/offload_copy_probe.py, 2026-12-05, PyTorch 2.11, 16
+  // intra-op threads on the H200 machine's 16 CPUs): `fp32_cpu.copy_(bf16_cuda)` into a pinned
+  // fp32 destination, median of 5, by the bf16 source's bytes, up to 16 M elements (from 32 MiB
+  // the temporary is a fresh mapping and its page faults dominate). More than the pageable D2H
+  // and the conversion measured alone add up to (+0.13 ms at 2 MB, +0.4 ms at 8-17 MB).
+  s.cast_copy_d2h = {{32768, 40.8e-6},   {65536, 57.3e-6},   {131072, 61.0e-6},
+                     {262144, 79.0e-6},  {524288, 117.4e-6}, {1048576, 177.6e-6},
+                     {2097152, 365.5e-6}, {4194304, 666.0e-6}, {8388608, 1.123e-3},
+                     {16777216, 1.789e-3}};
   // block-ops-h200.json (tools/probes/block_ops.py, plain PyTorch, 2026-12-04), gpt2-xl at
   // micro-batch 11: cuDNN's SDPA forward with GPT-2's attention dropout (0.1) took 259.5 us per
   // block for [11, 25, 1024, 64], causal; the profile's SDPA table (measured without dropout)
@@ -222,6 +231,16 @@ StackCosts Build() {
 }
 
 }  // namespace
+
+double StackCosts::CastCopyD2HSeconds(double bytes) const {
+  const auto& t = cast_copy_d2h;
+  if (t.size() == 1 || bytes <= t.front().first) return t.front().second;
+  size_t i = 1;
+  while (i + 1 < t.size() && t[i].first < bytes) ++i;
+  const auto& [b0, s0] = t[i - 1];
+  const auto& [b1, s1] = t[i];
+  return s0 + (s1 - s0) * (bytes - b0) / (b1 - b0);
+}
 
 const FamilyBlockHost* StackCosts::Block(std::string_view model_type, LayerKind kind) const {
   for (const FamilyBlockHost& f : families) {

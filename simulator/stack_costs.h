@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/hardware_profile.h"
@@ -118,12 +119,23 @@ struct StackCosts {
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
+  /// PyTorch's blocking copy_ of a 16-bit CUDA tensor into a CPU tensor of another dtype (a
+  /// pageable temporary from the heap, the D2H copy into it, the conversion on the host's
+  /// intra-op threads, the synchronization), by the source's bytes: (bytes, seconds) points,
+  /// ascending, all below glibc's largest mmap threshold (larger temporaries are page-faulted on
+  /// top: Task::host_fault_bytes). Empty: priced from its parts (the profile's pageable D2H
+  /// curve and the host's streaming rate).
+  std::vector<std::pair<double, double>> cast_copy_d2h;
   std::vector<FamilyBlockHost> families;
   std::vector<FamilyRestHost> rests;
   /// The measured families as dsplan traces them (a property of dsplan's tracer, not of the
   /// machine: a profile's stack section keeps the built-in table).
   std::vector<FamilyTrace> traces;
 
+  /// One blocking cast copy of |bytes| (cast_copy_d2h, linear between its points and beyond
+  /// its last along its last segment; at least its first point's time). REQUIRES: the table
+  /// is not empty.
+  double CastCopyD2HSeconds(double bytes) const;
   double OpFwd(OpKind k) const { return op_fwd_s[static_cast<int>(k)]; }
   double OpBwd(OpKind k) const { return op_bwd_s[static_cast<int>(k)]; }
   /// The family's block measurement for |kind| (T5 encoder/decoder differ), or nullptr.

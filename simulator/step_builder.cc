@@ -291,21 +291,42 @@ class Builder {
   MemSpace HostSpace(bool pinned) const {
     return pinned ? MemSpace::kPinnedHost : MemSpace::kPageableHost;
   }
-  // A blocking copy between this rank's 16-bit partition of a tensor of |numel| elements and a
-  // host tensor of another dtype goes through a pageable temporary of the partition's 16-bit
-  // size (Copy.cu). glibc's malloc maps any request of at least its largest dynamic mmap
-  // threshold afresh (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit), so each copy faults
-  // every page of such a temporary in; smaller ones come from the heap, whose pages stay
-  // faulted in from the step before (docs/deepspeed-facts.md, CPU offload). Returns the
-  // partition's elements when its temporary is mapped afresh, else 0.
-  int64_t FreshTempElems(int64_t numel) const {
-    const int64_t part = CeilDiv(numel, N_);
-    return e_ * part >= kGlibcMmapThresholdMax ? part : 0;
+  // A blocking copy between this rank's 16-bit partition of a tensor and a host tensor of
+  // another dtype goes through a pageable temporary of the partition's 16-bit size (Copy.cu).
+  // glibc's malloc maps any request of at least its largest dynamic mmap threshold afresh
+  // (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit), so each copy faults every page of such a
+  // temporary in; smaller ones come from the heap, whose pages stay faulted in from the step
+  // before (docs/deepspeed-facts.md, CPU offload): CastCopies::fresh.
+  // What a chunk of gradients adds to ZeRO-3's offloaded partition copy at the boundary: one
+  // blocking cast copy per parameter tensor (Task::cast_copies), by class, and the elements of
+  // the fresh temporaries among them.
+  struct CastCopies {
+    std::array<int32_t, 2> n{};
+    std::array<double, 2> bytes{};
+    int64_t fresh = 0;
+    void Add(const CastCopies& o) {
+      for (int k = 0; k < 2; ++k) {
+        n[k] += o.n[k];
+        bytes[k] += o.bytes[k];
+      }
+      fresh += o.fresh;
+    }
+  };
+  // |count| copies of |part| elements each (this rank's partition of a tensor).
+  CastCopies CastCopiesOf(int64_t part, int count = 1) const {
+    CastCopies c;
+    if (part <= 0 || count <= 0) return c;
+    const int64_t bytes = e_ * part;
+    const int k = bytes >= (int64_t{1} << 20) ? 1 : 0;
+    c.n[k] = count;
+    c.bytes[k] = static_cast<double>(bytes) * count;
+    c.fresh = bytes >= kGlibcMmapThresholdMax ? part * count : 0;
+    return c;
   }
-  int64_t FreshTempElems(const std::vector<int64_t>& numels) const {
-    int64_t sum = 0;
-    for (int64_t n : numels) sum += FreshTempElems(n);
-    return sum;
+  CastCopies CastCopiesOf(const std::vector<int64_t>& numels) const {
+    CastCopies c;
+    for (int64_t n : numels) c.Add(CastCopiesOf(CeilDiv(n, N_)));
+    return c;
   }
   // One buffer of |bytes| in place before the step; a pinned one also records what PyTorch's
   // host allocator adds to it (StepGraph::pinned_rounding_bytes).
@@ -369,9 +390,9 @@ class Builder {
   void Forward(int micro);
   void Backward(int micro);
   void AddToBucket(int micro, int l, TaskId produced);
-  // |fresh|: FreshTempElems of the chunk's tensors.
+  // |casts|: the chunk's tensors' CastCopies.
   void AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors, TaskId produced,
-                int64_t freed, int64_t fresh);
+                int64_t freed, const CastCopies& casts);
   // |hook|: the backward task whose gradient hook runs the flush (-1: the epilogue's).
   void FlushBucket(int micro, TaskId hook = -1);
   // The backward's working memory of layer |l| (LayerParams::backward_work_buffers).
@@ -425,9 +446,8 @@ class Builder {
   TaskId last_reduce_ = -1;
   int64_t bucket_elems_ = 0;
   int bucket_tensors_ = 0;  // parameter tensors whose gradients are in the bucket
-  // This rank's elements of the bucket's tensors whose 16-bit partition is at least glibc's
-  // largest mmap threshold (FreshTempElems).
-  int64_t bucket_fresh_elems_ = 0;
+  // The bucket's blocking cast copies under ZeRO-3 with the optimizer offloaded (CastCopies).
+  CastCopies bucket_casts_;
   int64_t bucket_first_ = 0;  // flat-buffer range [first, end) of the bucket's gradients
   int64_t bucket_end_ = 0;
   std::vector<TaskId> bucket_producers_;
@@ -938,7 +958,7 @@ void Builder::Backward(int micro) {
   }
   bucket_elems_ = 0;
   bucket_tensors_ = 0;
-  bucket_fresh_elems_ = 0;
+  bucket_casts_ = {};
   bucket_producers_.clear();
   for (int l = L - 1; l >= 0; --l) {
     const Layer& layer = w_.layers[l];
@@ -1092,9 +1112,12 @@ void Builder::BackwardTiled(int micro, int l) {
     first -= params;
     if (params > 0) {
       if (bucket_elems_ > 0 && bucket_elems_ + params > rbs_) FlushBucket(micro, last_compute_);
-      // A tile's parameters are slices of the layer's tensors, not tensors of their own: their
-      // copies' temporaries are not counted as freshly mapped.
-      AddChunk(micro, l, first, params, std::max(1, lp_[l].tensors), last_compute_, params, 0);
+      // A tile's parameters are slices of the layer's tensors: counted as the layer's tensor
+      // count of equal copies, none of them a fresh temporary.
+      const int tensors = std::max(1, lp_[l].tensors);
+      CastCopies casts = CastCopiesOf(CeilDiv(CeilDiv(params, tensors), N_), tensors);
+      casts.fresh = 0;
+      AddChunk(micro, l, first, params, tensors, last_compute_, params, casts);
     }
   }
 }
@@ -1181,7 +1204,7 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
   if (bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1) {
     if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro, produced);
     AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel,
-             FreshTempElems(lp.tensor_numels));
+             CastCopiesOf(lp.tensor_numels));
     return;
   }
   // The layer does not fit in the bucket: DeepSpeed's hooks bucket per parameter
@@ -1193,30 +1216,30 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
   // the first part frees them all.
   int64_t end = lp.offset + lp.numel;
   int64_t chunk = 0;
-  int64_t chunk_fresh = 0;
+  CastCopies chunk_casts;
   int chunk_tensors = 0;
   int64_t freed = lp.numel;
   for (auto it = lp.tensor_numels.rbegin(); it != lp.tensor_numels.rend(); ++it) {
     if (bucket_elems_ + chunk > 0 && bucket_elems_ + chunk + *it > rbs_) {
       if (chunk > 0) {
-        AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_fresh);
+        AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_casts);
         freed = 0;
       }
       end -= chunk;
       chunk = 0;
-      chunk_fresh = 0;
+      chunk_casts = {};
       chunk_tensors = 0;
       FlushBucket(micro, produced);
     }
     chunk += *it;
-    chunk_fresh += FreshTempElems(*it);
+    chunk_casts.Add(CastCopiesOf(CeilDiv(*it, N_)));
     ++chunk_tensors;
   }
-  AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_fresh);
+  AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_casts);
 }
 
 void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int tensors,
-                       TaskId produced, int64_t freed, int64_t fresh) {
+                       TaskId produced, int64_t freed, const CastCopies& casts) {
   // The hook copies the gradient into the bucket buffer and re-points param.grad at it; the
   // autograd-allocated gradient is freed.
   // The hook runs on autograd's thread with the backward's stream current (stage 1 without
@@ -1243,7 +1266,7 @@ void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int te
   }
   bucket_elems_ += elements;
   bucket_tensors_ += tensors;
-  bucket_fresh_elems_ += fresh;
+  bucket_casts_.Add(casts);
 }
 
 void Builder::FlushBucket(int micro, TaskId hook) {
@@ -1408,7 +1431,9 @@ void Builder::FlushBucket(int micro, TaskId hook) {
         d.bytes = static_cast<double>(e_ * owned);
         d.pinned = false;
         d.host_convert_bytes = static_cast<double>((e_ + 4) * owned);
-        d.host_fault_bytes = static_cast<double>(e_ * bucket_fresh_elems_);
+        d.host_fault_bytes = static_cast<double>(e_ * bucket_casts_.fresh);
+        d.cast_copies = bucket_casts_.n;
+        d.cast_copy_bytes = bucket_casts_.bytes;
         fx = {Alloc(e_ * owned, MemCategory::kTemporaries, false, MemSpace::kPageableHost),
               Free(e_ * owned, MemCategory::kTemporaries, true, MemSpace::kPageableHost)};
       } else {
@@ -1435,7 +1460,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   }
   bucket_elems_ = 0;
   bucket_tensors_ = 0;
-  bucket_fresh_elems_ = 0;
+  bucket_casts_ = {};
   bucket_producers_.clear();
 }
 

@@ -157,6 +157,12 @@ struct Task {
   /// temporary's bytes; the cost model prices them at the host's page-fault rate
   /// (HostProfile::pageable_alloc_bytes_per_s).
   double host_fault_bytes = 0;
+  /// ZeRO-3's offloaded gradient copies, one blocking cast copy per parameter tensor: how many
+  /// and their 16-bit bytes, below 1 MiB each [0] and from 1 MiB [1] (the cost model prices
+  /// each class at its mean size on the stack's measured curve, StackCosts::cast_copy_d2h,
+  /// when it has one; the cost of a copy is far from linear below 1 MiB).
+  std::array<int32_t, 2> cast_copies{};
+  std::array<double, 2> cast_copy_bytes{};
   int32_t kernels = 1;       // kernels (host dispatches) the task issues
   // Layer tasks under ZeRO-3: DeepSpeed's module hooks run around them, fetching (forward,
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.

@@ -262,5 +262,44 @@ TEST(HostCopyCost, FreshTemporariesAreFaultedInAtTheProfilesPageFaultRate) {
   EXPECT_NEAR(cm.TaskSeconds(t, {}, 8), cm.CopySeconds(true, false, 64e6) + 64e6 / 2e9, 1e-12);
 }
 
+TEST(HostCopyCost, CastCopiesFollowTheStacksMeasuredCurvePerSizeClass) {
+  // ZeRO-3's offloaded gradient copies: each class of copies at its mean size on the measured
+  // curve (PyTorch's blocking cast copy), the page faults on top; the runtime stack, which
+  // runs no such copy, keeps the parts' pricing.
+  HardwareProfile p = Base();
+  CostModel pt(p, Precision::kBf16);
+  CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  const StackCosts& s = MeasuredStackCosts();
+  ASSERT_GE(s.cast_copy_d2h.size(), 2u);
+  Task t;
+  t.kind = TaskKind::kCopyD2H;
+  t.resource = Resource::kD2H;
+  t.pinned = false;
+  t.bytes = 40 * 4096.0 + 8 * 8e6;
+  t.host_convert_bytes = 3 * t.bytes;
+  t.cast_copies = {40, 8};
+  t.cast_copy_bytes = {40 * 4096.0, 8 * 8e6};
+  t.host_fault_bytes = 0;
+  const double curve = 40 * s.CastCopyD2HSeconds(4096) + 8 * s.CastCopyD2HSeconds(8e6);
+  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), curve, 1e-12);
+  t.host_fault_bytes = 64e6;
+  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), curve + pt.HostFaultSeconds(64e6), 1e-12);
+  EXPECT_NEAR(rt.TaskSeconds(t, {}, 16),
+              rt.CopySeconds(false, false, t.bytes) + rt.HostStreamSeconds(t.host_convert_bytes, 16) +
+                  rt.HostFaultSeconds(64e6),
+              1e-12);
+  // The curve: its points, linear between them, its first point's time below it, its last
+  // segment's slope beyond it.
+  const auto& c = s.cast_copy_d2h;
+  for (const auto& [b, sec] : c) EXPECT_DOUBLE_EQ(s.CastCopyD2HSeconds(b), sec);
+  EXPECT_DOUBLE_EQ(s.CastCopyD2HSeconds(1), c.front().second);
+  const auto& [b0, s0] = c[c.size() - 2];
+  const auto& [b1, s1] = c.back();
+  EXPECT_NEAR(s.CastCopyD2HSeconds(2 * b1), s1 + (s1 - s0) * b1 / (b1 - b0), 1e-12);
+  EXPECT_NEAR(s.CastCopyD2HSeconds(0.5 * (c[3].first + c[4].first)),
+              0.5 * (c[3].second + c[4].second), 1e-12);
+  for (size_t i = 1; i < c.size(); ++i) EXPECT_GT(c[i].second, c[i - 1].second);
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -332,7 +332,7 @@ std::unique_ptr<Simulator> Gpt2XlOnH200() {
 }
 
 // Offloading the optimizer is a task class of its own: every one of the ten timed runs with it
-// measured slower than predicted (stages 1-2 up to 1.20x, ZeRO-3 up to 1.84x), beyond the
+// measured slower than predicted (stages 1-2 up to 1.20x, ZeRO-3 up to 1.79x), beyond the
 // common band's upper end at their host-bound shares.
 TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   auto gpt2 = LoadModel("gpt2", kData);
@@ -340,7 +340,7 @@ TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   for (bool zero3 : {false, true}) {
     const TimeBand plain = StepTimeBand(*gpt2, MeasuredStackCosts(), 0.3, zero3);
     const TimeBand off = StepTimeBand(*gpt2, MeasuredStackCosts(), 0.3, zero3, true, true);
-    EXPECT_GE(off.high, zero3 ? 1.84 : 1.20) << zero3;
+    EXPECT_GE(off.high, zero3 ? 1.79 : 1.20) << zero3;
     EXPECT_GT(off.high, plain.high) << zero3;
     EXPECT_DOUBLE_EQ(off.low, plain.low) << zero3;
     EXPECT_NE(off.basis.find("offloaded"), std::string::npos) << off.basis;
@@ -362,7 +362,7 @@ TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   EXPECT_DOUBLE_EQ(p->time_band.high, StepTimeBand(*xl, MeasuredStackCosts(),
                                                    p->host_bound_share, true, true, true)
                                           .high);
-  EXPECT_GE(p->time_band.high, 1.84);
+  EXPECT_GE(p->time_band.high, 1.79);
 }
 
 TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {

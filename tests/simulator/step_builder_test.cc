@@ -397,6 +397,36 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadFaultsInFreshTemporariesFrom32MiB) {
   EXPECT_DOUBLE_EQ(faults(s2, true), 0.0);
 }
 
+// Each owned gradient is one blocking cast copy, priced by its size class (below 1 MiB of 16-bit
+// bytes, or from 1 MiB). gpt2 has 148 tensors: per block 4 weights of 0.59-2.36 M elements and 8
+// biases and norm vectors; the word (38.6 M) and position (786 k) embeddings; the final norm's 2.
+// On one rank the 50 weights and embeddings are 1.2-77 MB each; on four, c_attn's (442 k
+// elements, 885 kB), attn c_proj's and the position table's partitions fall below 1 MiB.
+TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
+  for (int gpus : {1, 4}) {
+    Plan p = MakePlan(3, gpus);
+    p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    p.zero.offload_param.device = OffloadDevice::kCpu;
+    const BuiltStep b = Build(p);
+    std::array<int, 2> n{};
+    std::array<double, 2> bytes{};
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind != TaskKind::kCopyD2H) continue;
+      for (int k = 0; k < 2; ++k) {
+        n[k] += t.cast_copies[k];
+        bytes[k] += t.cast_copy_bytes[k];
+      }
+    }
+    EXPECT_EQ(n[0] + n[1], 148) << gpus << " GPUs";
+    EXPECT_EQ(n[1], gpus == 1 ? 50 : 25) << gpus << " GPUs";
+    // Every owned element once, 2 bytes each (partitions rounded up per tensor).
+    EXPECT_GE(bytes[0] + bytes[1], 2.0 * b.facts.partition_numel);
+    EXPECT_LE(bytes[0] + bytes[1], 2.0 * (b.facts.partition_numel + 148));
+    EXPECT_LT(bytes[0] / n[0], 1 << 20);
+    EXPECT_GE(bytes[1] / n[1], 1 << 20);
+  }
+}
+
 // Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
 // persistent parameters (at most the threshold each) keep a GPU partition.
 TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {

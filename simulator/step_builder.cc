@@ -271,6 +271,18 @@ class Builder {
   // Whether this micro-step's backward reduces gradients in the hooks: stage 2 and 3 every
   // micro-step; stage 1 (with overlap_comm) only at the accumulation boundary, its hooks
   // returning early before it (reduce_ready_partitions_and_remove_grads).
+  // The host waits in the gradient hook that flushes a bucket until the bucket's copies to the
+  // host are done (FlushBucket's join): optimizer offload at the accumulation boundary.
+  bool FlushBlocksHost(int micro) const { return p_.OffloadsOptimizer() && micro == gas_ - 1; }
+  // Whether the first gradient layer |l|'s backward produces (its last parameter tensor's:
+  // autograd runs the layer backwards) overfills the bucket, so that its hook flushes before
+  // the rest of the layer's backward is issued.
+  bool FlushesAtFirstGradient(int l) const {
+    const LayerParams& lp = lp_[l];
+    if (bucket_elems_ == 0 || lp.numel == 0) return false;
+    const bool whole = bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1;
+    return bucket_elems_ + (whole ? lp.numel : lp.tensor_numels.back()) > rbs_;
+  }
   bool ReducesInBackward(int micro) const {
     if (!HooksDuringBackward()) return false;
     return Stage3() || p_.zero.stage == 2 || micro == gas_ - 1;
@@ -1014,7 +1026,14 @@ void Builder::Backward(int micro) {
     if (new_grads && grad_bytes > 0) fx.push_back(Alloc(grad_bytes, MemCategory::kGradients, true));
     const bool release = Stage3() && gathered_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
+    // A flush the host waits for runs in the hook of the layer's first gradient, before most
+    // of the layer's backward kernels are issued (they are issued one autograd node at a
+    // time): the layer's backward waits for it, instead of running beside its copies.
+    const bool early_flush = ReducesInBackward(micro) && layer.params > 0 &&
+                             FlushBlocksHost(micro) && FlushesAtFirstGradient(l);
+    if (early_flush) FlushBucket(micro, -1);
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
+    if (early_flush && Stage3()) g_.AddBucketFlush(last_compute_);
     if (release) {
       gathered_[l] = 0;
       gathered_numel_ -= Gathered(l);

@@ -332,15 +332,15 @@ std::unique_ptr<Simulator> Gpt2XlOnH200() {
 }
 
 // Offloading the optimizer is a task class of its own: every one of the ten timed runs with it
-// measured slower than predicted (stages 1-2 up to 1.20x, ZeRO-3 up to 1.79x), beyond the
-// common band's upper end at their host-bound shares.
+// measured up to 1.21x the prediction at stages 1-2 and 1.56x at ZeRO-3, beyond the common
+// band's upper end at their host-bound shares.
 TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   auto gpt2 = LoadModel("gpt2", kData);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();
   for (bool zero3 : {false, true}) {
     const TimeBand plain = StepTimeBand(*gpt2, MeasuredStackCosts(), 0.3, zero3);
     const TimeBand off = StepTimeBand(*gpt2, MeasuredStackCosts(), 0.3, zero3, true, true);
-    EXPECT_GE(off.high, zero3 ? 1.79 : 1.20) << zero3;
+    EXPECT_GE(off.high, zero3 ? 1.56 : 1.21) << zero3;
     EXPECT_GT(off.high, plain.high) << zero3;
     EXPECT_DOUBLE_EQ(off.low, plain.low) << zero3;
     EXPECT_NE(off.basis.find("offloaded"), std::string::npos) << off.basis;
@@ -362,7 +362,7 @@ TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   EXPECT_DOUBLE_EQ(p->time_band.high, StepTimeBand(*xl, MeasuredStackCosts(),
                                                    p->host_bound_share, true, true, true)
                                           .high);
-  EXPECT_GE(p->time_band.high, 1.79);
+  EXPECT_GE(p->time_band.high, 1.56);
 }
 
 TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {

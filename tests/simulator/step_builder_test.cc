@@ -427,6 +427,53 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
   }
 }
 
+// With the optimizer offloaded, the host waits in the hook that flushes at the boundary until
+// the bucket's copies to the host are done; that hook is the one of the layer's first gradient,
+// so the flush is issued before the layer's backward, which waits for it. Without offload the
+// flush is issued after the backward of the layer whose gradient overfills the bucket (and runs
+// beside it). With a bucket smaller than any gpt2 tensor, every layer's first gradient
+// overfills it (and every later one flushes the layer's own previous gradients).
+TEST_F(StepBuilderTest, AFlushTheHostWaitsForIsIssuedBeforeTheLayersBackward) {
+  // Flushes (their reduction task) issued after a backward that came after the bucket's last
+  // gradient copy; and backward tasks that wait for a flush's join.
+  auto count = [&](const Plan& p, int* late, int* waiting) {
+    const BuiltStep b = Build(p);
+    const StepGraph& g = b.graph;
+    *late = *waiting = 0;
+    for (TaskId id = 0; id < static_cast<TaskId>(g.size()); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind == TaskKind::kAllReduce || t.kind == TaskKind::kReduceScatter) {
+        TaskId last = -1;  // the bucket's last gradient copy
+        for (const TaskId* d = g.deps_begin(id); d != g.deps_end(id); ++d) {
+          if (g.task(*d).kind == TaskKind::kGradCopy) last = std::max(last, *d);
+        }
+        for (TaskId k = last + 1; k < id; ++k) *late += g.task(k).kind == TaskKind::kBackward;
+      }
+      if (t.kind != TaskKind::kBackward) continue;
+      for (const TaskId* d = g.deps_begin(id); d != g.deps_end(id); ++d) {
+        const Task& j = g.task(*d);
+        if (j.kind != TaskKind::kGradCopy || j.kernels != 0) continue;
+        for (const TaskId* e = g.deps_begin(*d); e != g.deps_end(*d); ++e) {
+          *waiting += g.task(*e).kind == TaskKind::kCopyD2H;
+        }
+      }
+    }
+  };
+  for (int stage : {2, 3}) {
+    Plan p = MakePlan(stage, 1);
+    p.zero.reduce_bucket_size = 512;
+    p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    int late = 0, waiting = 0;
+    count(p, &late, &waiting);
+    EXPECT_EQ(late, 0) << "stage " << stage;
+    EXPECT_GE(waiting, 11) << "stage " << stage;
+    p.zero.offload_optimizer.device = OffloadDevice::kNone;
+    count(p, &late, &waiting);
+    EXPECT_GE(late, 11) << "stage " << stage;
+    EXPECT_EQ(waiting, 0) << "stage " << stage;
+  }
+}
+
 // Stage 3 offload_param = cpu: the 16-bit partitions live in pinned host memory; only the
 // persistent parameters (at most the threshold each) keep a GPU partition.
 TEST_F(StepBuilderTest, ParamOffloadMovesPartitionsToPinnedHost) {

@@ -323,6 +323,15 @@ TEST(StepTimeBand, WidensWithTheHostBoundShare) {
 // A Simulator of gpt2-xl on the h200-measured profile (null, with a test failure, when either
 // does not load). The Simulator refers to the profile, so the profile lives as long as the test
 // program.
+// One GPU, 1024 tokens, |micro_batch|; the rest as Plan's defaults.
+Plan OneGpuPlan(int micro_batch) {
+  Plan plan;
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.micro_batch = micro_batch;
+  return plan;
+}
+
 std::unique_ptr<Simulator> Gpt2XlOnH200() {
   static const auto hw = FindHardwareProfile("h200-measured", kData);
   auto xl = LoadModel("gpt2-xl", kData);
@@ -350,10 +359,7 @@ TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   ASSERT_TRUE(xl.ok()) << xl.status().ToString();
   const std::unique_ptr<Simulator> sim = Gpt2XlOnH200();
   ASSERT_NE(sim, nullptr);
-  Plan plan;
-  plan.gpus_per_node = 1;
-  plan.seq_len = 1024;
-  plan.micro_batch = 8;
+  Plan plan = OneGpuPlan(8);
   plan.zero.stage = 3;
   plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
   plan.zero.offload_param.device = OffloadDevice::kCpu;
@@ -380,10 +386,7 @@ TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
   ASSERT_TRUE(xl.ok()) << xl.status().ToString();
   const std::unique_ptr<Simulator> sim = Gpt2XlOnH200();
   ASSERT_NE(sim, nullptr);
-  Plan plan;
-  plan.gpus_per_node = 1;
-  plan.seq_len = 1024;
-  plan.micro_batch = 16;
+  Plan plan = OneGpuPlan(16);
   for (int stage : {1, 3}) {
     plan.zero.stage = stage;
     auto p = sim->Simulate(plan);

@@ -264,6 +264,16 @@ def build(s, D):
 
 
 
+def run_phase(engine, batch, name, state):
+    """One phase of a step: "fwd" (the forward, its loss kept in |state|), "bwd" or "opt"."""
+    if name == "fwd":
+        state["loss"] = engine(**batch).loss
+    elif name == "bwd":
+        engine.backward(state["loss"])
+    else:
+        engine.step()
+
+
 def profiled_phases(engine, batch, activities):
     """One more step, each phase (forward with the loss, backward, optimizer step) under its own
     torch.profiler with |activities|, between two synchronizations: yields (phase, profiler,
@@ -274,12 +284,7 @@ def profiled_phases(engine, batch, activities):
         torch.cuda.synchronize()
         with profile(activities=activities) as prof:
             ta = time.perf_counter()
-            if name == "fwd":
-                state["loss"] = engine(**batch).loss
-            elif name == "bwd":
-                engine.backward(state["loss"])
-            else:
-                engine.step()
+            run_phase(engine, batch, name, state)
             torch.cuda.synchronize()
             wall = time.perf_counter() - ta
         yield name, prof, wall
@@ -506,12 +511,7 @@ def syncstack_step(engine, batch):
                 phase[0] = name
                 sync0()
                 ta = time.perf_counter()
-                if name == "fwd":
-                    state["loss"] = engine(**batch).loss
-                elif name == "bwd":
-                    engine.backward(state["loss"])
-                else:
-                    engine.step()
+                run_phase(engine, batch, name, state)
                 busy[0] = True
                 sync0()
                 busy[0] = False

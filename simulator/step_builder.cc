@@ -268,9 +268,6 @@ class Builder {
   bool HooksDuringBackward() const {
     return Stage3() || (Zero12() && (p_.zero.stage == 2 || f_.overlap_comm));
   }
-  // Whether this micro-step's backward reduces gradients in the hooks: stage 2 and 3 every
-  // micro-step; stage 1 (with overlap_comm) only at the accumulation boundary, its hooks
-  // returning early before it (reduce_ready_partitions_and_remove_grads).
   // The host waits in the gradient hook that flushes a bucket until the bucket's copies to the
   // host are done (FlushBucket's join): optimizer offload at the accumulation boundary.
   bool FlushBlocksHost(int micro) const { return p_.OffloadsOptimizer() && micro == gas_ - 1; }
@@ -283,6 +280,9 @@ class Builder {
     const bool whole = bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1;
     return bucket_elems_ + (whole ? lp.numel : lp.tensor_numels.back()) > rbs_;
   }
+  // Whether this micro-step's backward reduces gradients in the hooks: stage 2 and 3 every
+  // micro-step; stage 1 (with overlap_comm) only at the accumulation boundary, its hooks
+  // returning early before it (reduce_ready_partitions_and_remove_grads).
   bool ReducesInBackward(int micro) const {
     if (!HooksDuringBackward()) return false;
     return Stage3() || p_.zero.stage == 2 || micro == gas_ - 1;
@@ -309,6 +309,7 @@ class Builder {
   // (DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit), so each copy faults every page of such a
   // temporary in; smaller ones come from the heap, whose pages stay faulted in from the step
   // before (docs/deepspeed-facts.md, CPU offload): CastCopies::fresh.
+  //
   // What a chunk of gradients adds to ZeRO-3's offloaded partition copy at the boundary: one
   // blocking cast copy per parameter tensor (Task::cast_copies), by class, and the elements of
   // the fresh temporaries among them.

@@ -166,7 +166,8 @@ DeclaredCommand AddProfileCommand(CLI::App& app) {
   cmd->add_flag("--quick", f.quick, "Fewer shapes and sizes: under a minute on one H200");
   cmd->add_flag("--stack", f.stack,
                 "Also measure the PyTorch + DeepSpeed stack (host time per op, block, ZeRO-3 "
-                "hook and DeepSpeed optimizer step at stages 0-3, PyTorch's kernel rates, the "
+                "hook and DeepSpeed optimizer step at stages 0-3, PyTorch's kernel rates and its "
+                "blocking GPU-to-host cast copy, the "
                 "GEMM rows through PyTorch) with "
                 "tools/probes/stack_costs.py and torch_gemm.py, and the GPU's GEMM "
                 "sustained-load curve (gpu.sustained_gemm, about 40 s) with gemm_sustained.py "

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/collectives.h"
@@ -296,6 +297,11 @@ struct StackProfile {
   /// (stack_costs.py "zero3_calls", docs/stack-costs.md 4c), each when measured (empty: the
   /// built-in one). YAML: stack.zero3.per_gather_call_s, stack.zero3.per_bucket_flush_s.
   std::optional<double> z3_per_gather_call_s, z3_per_bucket_flush_s;
+  /// PyTorch's blocking copy of a 16-bit CUDA tensor into an fp32 CPU tensor (ZeRO-3's offloaded
+  /// gradient copy), seconds by the source's bytes, below 32 MiB (stack_costs.py "cast_copy"),
+  /// when measured (empty: the built-in one). YAML: stack.cast_copy_d2h: [[bytes, seconds], ...],
+  /// bytes ascending, at least two points.
+  std::vector<std::pair<double, double>> cast_copy_d2h;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
   /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
   /// false: the built-in ones).

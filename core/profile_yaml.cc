@@ -603,7 +603,7 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       n, "stack",
       {"measured", "datasheet", "assumption", "gpu", "date", "versions",
        "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "optimizer_step",
-       "bf16_optimizer_step",
+       "bf16_optimizer_step", "cast_copy_d2h",
        "blocks", "rests",
        "gemm_source", "gemm"}));
   s.present = true;
@@ -706,6 +706,24 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
     for (const auto& [name, out] : fields) {
       DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(bf16, where, name));
       DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join(where, name), Unit::kSeconds));
+    }
+  }
+  YAML::Node cast = n["cast_copy_d2h"];
+  if (cast.IsDefined() && !cast.IsNull()) {
+    const char* where = "stack.cast_copy_d2h";
+    if (!cast.IsSequence() || cast.size() < 2 || cast.size() > 64) {
+      return r.Error(cast, where, "expected a list of 2 to 64 [bytes, seconds] points");
+    }
+    for (size_t i = 0; i < cast.size(); ++i) {
+      const std::string p = fmt::format("{}[{}]", where, i);
+      DSPLAN_RETURN_IF_ERROR(r.Tuple(cast[i], p, 2, "[bytes, seconds]"));
+      DSPLAN_ASSIGN_OR_RETURN(double bytes, r.Value(cast[i][0], p + "[0]", Unit::kBytes));
+      DSPLAN_ASSIGN_OR_RETURN(double sec, r.Value(cast[i][1], p + "[1]", Unit::kSeconds));
+      if (!(bytes > 0) || !(sec > 0)) return r.Error(cast[i], p, "bytes and seconds must be positive");
+      if (!s.cast_copy_d2h.empty() && bytes <= s.cast_copy_d2h.back().first) {
+        return r.Error(cast[i], p, "bytes must be larger than the previous point's");
+      }
+      s.cast_copy_d2h.emplace_back(bytes, sec);
     }
   }
   YAML::Node blocks = n["blocks"];
@@ -1159,6 +1177,13 @@ std::string EmitProfile(const HardwareProfile& p) {
       e << YAML::Key << "clip_step_per_param_s" << YAML::Value
         << Num(s.bf16_clip_step_per_param_s);
       e << YAML::EndMap;
+    }
+    if (!s.cast_copy_d2h.empty()) {
+      e << YAML::Key << "cast_copy_d2h" << YAML::Value << YAML::BeginSeq;
+      for (const auto& [bytes, sec] : s.cast_copy_d2h) {
+        e << YAML::Flow << YAML::BeginSeq << Num(bytes) << Num(sec) << YAML::EndSeq;
+      }
+      e << YAML::EndSeq;
     }
     if (!s.blocks.empty()) {
       e << YAML::Key << "blocks" << YAML::Value << YAML::BeginSeq;

@@ -358,6 +358,7 @@ StackCosts StackCostsFromProfile(const StackProfile& p) {
   // Measured by --stack (stack_costs.py "zero3_calls") each, else the built-in one.
   if (p.z3_per_gather_call_s) s.z3_per_gather_call_s = *p.z3_per_gather_call_s;
   if (p.z3_per_bucket_flush_s) s.z3_per_bucket_flush_s = *p.z3_per_bucket_flush_s;
+  if (!p.cast_copy_d2h.empty()) s.cast_copy_d2h = p.cast_copy_d2h;
   if (p.optimizer_step) {
     s.z12_step_s = p.z12_step_s;
     s.z12_step_per_param_s = p.z12_step_per_param_s;

@@ -437,12 +437,44 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
                      kBuiltInStackCosts));
   }
 
+  // PyTorch's blocking 16-bit CUDA -> fp32 CPU copy by size (stack_costs.py's cast_copy; the
+  // offloaded ZeRO-3 gradient copy): points [bytes, seconds], bytes ascending, 1 kB to 32 MiB,
+  // each 1 us to 1 s (built-in: 41 us at 32 kB to 1.8 ms at 16.8 MB).
+  if (doc.contains("cast_copy")) {
+    const std::string where = file + ": cast_copy.points";
+    const json& cc = doc["cast_copy"];
+    if (!cc.is_object() || !cc.contains("points") || !cc["points"].is_array() ||
+        cc["points"].size() < 2 || cc["points"].size() > 64) {
+      return Status::InvalidArgument(where + ": expected 2 to 64 [bytes, seconds] points");
+    }
+    for (size_t i = 0; i < cc["points"].size(); ++i) {
+      const json& pt = cc["points"][i];
+      if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number()) {
+        return Status::InvalidArgument(
+            fmt::format("{}[{}]: expected [bytes, seconds] numbers", where, i));
+      }
+      const double bytes = pt[0].get<double>();
+      const double sec = pt[1].get<double>();
+      if (!(bytes >= 1e3 && bytes <= 33554432.0) || !(sec >= 1e-6 && sec <= 1.0) ||
+          (!s.cast_copy_d2h.empty() && bytes <= s.cast_copy_d2h.back().first)) {
+        return Status::InvalidArgument(fmt::format(
+            "{}[{}]: [{}, {}] is not plausible (bytes ascending, 1 kB to 32 MiB; 1 us to 1 s)",
+            where, i, bytes, sec));
+      }
+      s.cast_copy_d2h.emplace_back(bytes, sec);
+    }
+  } else {
+    note(fmt::format("stack cast copy not measured (no cast_copy result): plans use the "
+                     "built-in one (measured on H200 with PyTorch 2.11 on 2026-12-05)"));
+  }
+
   std::string what = "op_kinds, kernels";
   if (families > 0) what += fmt::format(", {} families", families);
   if (s.zero3) what += ", zero3";
   if (s.optimizer_step) what += ", optimizer step";
   if (s.bf16_step) what += ", bf16 step";
   if (s.z3_per_gather_call_s) what += ", zero3 calls";
+  if (!s.cast_copy_d2h.empty()) what += ", cast copy";
   std::string vers = "PyTorch " + s.versions.torch;
   if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;
   if (!s.versions.transformers.empty()) vers += ", transformers " + s.versions.transformers;

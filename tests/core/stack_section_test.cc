@@ -164,6 +164,47 @@ TEST(StackSectionTest, Bf16OptimizerStepCostsAreReadAndWritten) {
       << n.status().message();
 }
 
+// The offloaded gradient's blocking cast copy (stack.cast_copy_d2h, [bytes, seconds] points;
+// written when --stack ran stack_costs.py's cast_copy): read, written back, summarised as measured
+// (the built-in one said otherwise), and bad points are one clear error naming the key.
+TEST(StackSectionTest, CastCopyPointsAreReadWrittenAndChecked) {
+  std::string text = WithStack();
+  Replace(&text, "  blocks:\n",
+          "  cast_copy_d2h: [[32768, 41us], [1MiB, 0.18ms], [16MiB, 1.8ms]]\n  blocks:\n");
+  auto a = ParseHardwareProfile(text, "cast.yaml");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_EQ(a->stack.cast_copy_d2h.size(), 3u);
+  EXPECT_DOUBLE_EQ(a->stack.cast_copy_d2h[0].first, 32768);
+  EXPECT_DOUBLE_EQ(a->stack.cast_copy_d2h[0].second, 41e-6);
+  EXPECT_DOUBLE_EQ(a->stack.cast_copy_d2h[2].first, 16.0 * (1 << 20));
+  EXPECT_DOUBLE_EQ(a->stack.cast_copy_d2h[2].second, 1.8e-3);
+  EXPECT_EQ(a->SourceSummary().find("blocking cast copy: built-in"), std::string::npos)
+      << a->SourceSummary();
+  ExpectRoundTrip(*a, "dsplan-stack-cast.yaml");
+  auto plain = ParseHardwareProfile(WithStack(), "plain.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_NE(plain->SourceSummary().find("blocking cast copy: built-in"), std::string::npos)
+      << plain->SourceSummary();
+  const struct {
+    const char* value;
+    const char* says;
+  } bad[] = {
+      {"[[32768, 41us]]", "stack.cast_copy_d2h: expected a list of 2 to 64 [bytes, seconds]"},
+      {"[[32768, 41us], [16384, 30us]]", "stack.cast_copy_d2h[1]: bytes must be larger"},
+      {"[[32768, 41us], [65536, -3us]]", "stack.cast_copy_d2h[1]"},
+      {"[[32768, 41us], [65536]]", "stack.cast_copy_d2h[1]"},
+      {"{a: 1}", "stack.cast_copy_d2h: expected a list"},
+  };
+  for (const auto& b : bad) {
+    std::string t = WithStack();
+    Replace(&t, "  blocks:\n", std::string("  cast_copy_d2h: ") + b.value + "\n  blocks:\n");
+    auto r = ParseHardwareProfile(t, "bad-cast.yaml");
+    ASSERT_FALSE(r.ok()) << b.value;
+    EXPECT_NE(r.status().message().find(b.says), std::string::npos)
+        << b.value << ": " << r.status().message();
+  }
+}
+
 // ZeRO-3's cost per gather call and per reduce-bucket flush (stack.zero3.per_gather_call_s,
 // per_bucket_flush_s; written when --stack ran stack_costs.py's zero3_calls): read, written back,
 // with or without the hook costs beside them, and summarised as measured; each may be absent.

@@ -65,6 +65,26 @@ json Bf16StepH200Section() {
 constexpr const char* kNoBf16StepNote =
     "stack BF16_Optimizer step not measured (no bf16_step result): plans use the built-in one";
 
+// The offloaded gradient's blocking cast copy as stack_costs.py's cast_copy section records it,
+// from the H200 probe's real copies (docs/validation/offload-copy-1205/offload-copy.jsonl: 16
+// threads, `copy__s`, the sizes below 32 MiB).
+json CastCopyH200Section() {
+  json points = json::array();
+  std::istringstream in(Read(kData + "/docs/validation/offload-copy-1205/offload-copy.jsonl"));
+  for (std::string line; std::getline(in, line);) {
+    const json r = json::parse(line);
+    if (r["kind"] != "size" || r["threads"] != 16 || r["bytes_bf16"].get<double>() >= 33554432) {
+      continue;
+    }
+    points.push_back({r["bytes_bf16"], r["copy__s"]});
+  }
+  return {{"points", points}, {"threads", 16}};
+}
+
+// The note of a document without the cast_copy section (outputs before 2026-12-05).
+constexpr const char* kNoCastNote =
+    "stack cast copy not measured (no cast_copy result): plans use the built-in one";
+
 // The note of a run with DeepSpeed whose document has no zero3_calls (older outputs).
 constexpr const char* kNoCallsNote =
     "stack ZeRO-3 cost per gather call and per reduce-bucket flush not measured (no zero3_calls "
@@ -92,9 +112,11 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   EXPECT_NE(s->source.detail.find("DeepSpeed 0.14.5"), std::string::npos);
   // These outputs predate the bf16_step and zero3_calls sections: their costs stay the built-in
   // ones.
-  ASSERT_EQ(notes.size(), 2u);
+  ASSERT_EQ(notes.size(), 3u);
   EXPECT_NE(notes[0].find(kNoBf16StepNote), std::string::npos) << notes[0];
   EXPECT_NE(notes[1].find(kNoCallsNote), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find(kNoCastNote), std::string::npos) << notes[2];
+  EXPECT_TRUE(s->cast_copy_d2h.empty());
   EXPECT_FALSE(s->bf16_step);
   EXPECT_FALSE(s->z3_per_gather_call_s.has_value());
   EXPECT_FALSE(s->z3_per_bucket_flush_s.has_value());
@@ -175,10 +197,11 @@ TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
   auto s = StackProfileFromJson(no_ds.dump(), "no-ds.json", kH200Stream, "t", &notes);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_FALSE(s->zero3);
-  ASSERT_EQ(notes.size(), 1u);
+  ASSERT_EQ(notes.size(), 2u);
   EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
             std::string::npos)
       << notes[0];
+  EXPECT_NE(notes[1].find(kNoCastNote), std::string::npos) << notes[1];
   EXPECT_NE(s->source.detail.find("DeepSpeed not installed"), std::string::npos);
   // ZeRO-3's costs then are the built-in ones, and the summary says so.
   const StackCosts c = StackCostsFromProfile(*s);
@@ -254,7 +277,8 @@ TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_FALSE(s->zero3);
   EXPECT_TRUE(s->versions.deepspeed.empty());
-  ASSERT_EQ(notes.size(), 1u);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[1].find(kNoCastNote), std::string::npos) << notes[1];
   EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
             std::string::npos)
       << notes[0];
@@ -643,6 +667,7 @@ class StackProbeRunTest : public ::testing::Test {
     json doc = MergedH200Document();
     doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
     doc["bf16_step"] = Bf16StepH200Section();
+    doc["cast_copy"] = CastCopyH200Section();
     std::ofstream(merged) << doc.dump();
     const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
     const std::string duty = kStack + "gemm-duty-h200.json";
@@ -742,6 +767,15 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
   EXPECT_EQ(r.stack.blocks.size(), 15u);
   EXPECT_EQ(r.stack.gemm.size(), 3264u);
   EXPECT_NE(r.stack.source.detail.find("dsplan 0.1.0 (test)"), std::string::npos);
+  // The cast copy's points, as measured; the cost model's curve is then this run's.
+  const json cast = CastCopyH200Section()["points"];
+  ASSERT_EQ(r.stack.cast_copy_d2h.size(), cast.size());
+  for (size_t i = 0; i < cast.size(); ++i) {
+    EXPECT_EQ(r.stack.cast_copy_d2h[i].first, cast[i][0].get<double>());
+    EXPECT_EQ(r.stack.cast_copy_d2h[i].second, cast[i][1].get<double>());
+  }
+  EXPECT_EQ(StackCostsFromProfile(r.stack).cast_copy_d2h, r.stack.cast_copy_d2h);
+  EXPECT_NE(r.stack.source.detail.find("cast copy"), std::string::npos) << r.stack.source.detail;
   // The duty sweep ran last: the curve is the file's rows, labelled measured.
   ASSERT_EQ(r.sustained_gemm.points.size(), 6u);
   EXPECT_EQ(r.sustained_gemm.points.front(), (DutyPoint{0.4044297563767671, 1.0118138388663003}));
@@ -930,6 +964,37 @@ TEST(SdpaTableFromJson, BadOutputsAreErrorsNamingTheFileAndRow) {
   ASSERT_NE(at, std::string::npos);
   nan.replace(at, 15, "NaN");
   EXPECT_FALSE(SdpaTableFromJson(nan, "sdpa.json", "").ok());
+}
+
+// stack_costs.py's cast_copy section: the points become the stack's curve; implausible or
+// malformed points are one line naming the file and the key, and nothing is converted.
+TEST(StackProbeTest, CastCopyPointsConvertAndBadOnesAreErrors) {
+  json doc = MergedH200Document();
+  doc["cast_copy"] = CastCopyH200Section();
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(doc.dump(), "cast.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->cast_copy_d2h.size(), doc["cast_copy"]["points"].size());
+  for (const std::string& n : notes) EXPECT_EQ(n.find(kNoCastNote), std::string::npos) << n;
+  const struct {
+    json points;
+    const char* says;
+  } bad[] = {
+      {json::array({{32768, 4e-5}}), "cast.json: cast_copy.points: expected 2 to 64"},
+      {json::array({{32768, 4e-5}, {16384, 3e-5}}), "cast.json: cast_copy.points[1]: [16384, "},
+      {json::array({{32768, 4e-5}, {65536, 7.0}}), "cast.json: cast_copy.points[1]: [65536, 7]"},
+      {json::array({{32768, 4e-5}, {67108864, 0.04}}), "cast.json: cast_copy.points[1]"},
+      {json::array({{32768, 4e-5}, {"64k", 3e-5}}),
+       "cast.json: cast_copy.points[1]: expected [bytes, seconds] numbers"},
+  };
+  for (const auto& b : bad) {
+    json d = doc;
+    d["cast_copy"]["points"] = b.points;
+    auto r = StackProfileFromJson(d.dump(), "cast.json", kH200Stream, "t", &notes);
+    ASSERT_FALSE(r.ok()) << b.points.dump();
+    EXPECT_NE(r.status().message().find(b.says), std::string::npos) << r.status().message();
+    EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+  }
 }
 
 }  // namespace

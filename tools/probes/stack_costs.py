@@ -715,6 +715,30 @@ def cpu_model():
     return None
 
 
+def cast_copy(reps=5, warm=2):
+    """PyTorch's blocking copy of a bf16 CUDA tensor into a pinned fp32 CPU tensor (ZeRO-3's
+    offloaded gradient copy, `fp32_grad_tensor.copy_(grad_buffer)`): PyTorch copies into a
+    pageable temporary of the source's dtype and converts on the host. Median seconds by source
+    bytes, 32 kB to 16 MB, below glibc's 32 MiB mmap threshold (above it the temporary's page
+    faults dominate; dsplan prices them from the profile's page-fault rate). The same tensor
+    pair is copied repeatedly, so the temporary comes from the heap as in a training loop."""
+    points = []
+    for numel in [1 << k for k in range(14, 24)]:
+        src = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
+        dst = torch.empty(numel, dtype=torch.float32).pin_memory()
+        ts = []
+        for i in range(warm + reps):
+            sync()
+            t = time.perf_counter()
+            dst.copy_(src)
+            dt = time.perf_counter() - t
+            if i >= warm:
+                ts.append(dt)
+        points.append([2 * numel, med(ts)])
+        del src, dst
+    return {"points": points, "threads": torch.get_num_threads()}
+
+
 def versions(have_ds):
     v = {"python": platform.python_version(), "torch": torch.__version__,
          "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0),
@@ -741,7 +765,7 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
-    ap.add_argument("--only", default="op_kinds,kernels,families,zero3,bf16_step,zero3_calls",
+    ap.add_argument("--only", default="op_kinds,kernels,cast_copy,families,zero3,bf16_step,zero3_calls",
                     help="comma-separated sections to measure (also: zero3_release, "
                          "zero3_families)")
     args = ap.parse_args()
@@ -786,6 +810,8 @@ def main():
         section("op_kinds", op_kind_costs)
     if "kernels" in only:
         section("kernels", kernel_rates)
+    if "cast_copy" in only:
+        section("cast_copy", cast_copy)
     cfgs = {}
     for name in [m for m in args.models.split(",") if m]:
         try:

@@ -79,9 +79,7 @@ std::string HardwareProfile::StackSummary() const {
   }
   // stack_costs.py's cast_copy section measures it (the built-in one: offload_copy_probe.py).
   if (stack.cast_copy_d2h.empty()) {
-    notes.push_back(
-        "ZeRO-3 offload's blocking cast copy: built-in, measured on H200 with PyTorch 2.11 on "
-        "2026-12-05");
+    notes.push_back(fmt::format("ZeRO-3 offload's blocking cast copy: {}", kBuiltInCastCopy));
   }
   if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
   if (!stack.gemm.empty()) {

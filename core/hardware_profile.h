@@ -327,6 +327,10 @@ struct StackProfile {
 /// What the cost model says of its stack costs when a profile has no stack section.
 inline constexpr const char* kBuiltInStackCosts =
     "built-in, measured on H200 with PyTorch 2.11 / DeepSpeed 0.14.5 on 2026-12-03";
+/// The same for the offloaded gradient's blocking cast copy (StackProfile::cast_copy_d2h),
+/// measured later (docs/validation/offload-copy-1205/).
+inline constexpr const char* kBuiltInCastCopy =
+    "built-in, measured on H200 with PyTorch 2.11 on 2026-12-05";
 
 struct HardwareProfile {
   std::string name;                 // "h200-sxm", "h200-measured"

@@ -325,10 +325,13 @@ class Builder {
       fresh += o.fresh;
     }
   };
+  // Only ZeRO-3 with the optimizer offloaded makes them; other plans skip the count (the
+  // planner builds thousands of graphs).
+  bool CountsCastCopies() const { return Stage3() && p_.OffloadsOptimizer(); }
   // |count| copies of |part| elements each (this rank's partition of a tensor).
   CastCopies CastCopiesOf(int64_t part, int count = 1) const {
     CastCopies c;
-    if (part <= 0 || count <= 0) return c;
+    if (!CountsCastCopies() || part <= 0 || count <= 0) return c;
     const int64_t bytes = e_ * part;
     const int k = bytes >= (int64_t{1} << 20) ? 1 : 0;
     c.n[k] = count;
@@ -338,6 +341,7 @@ class Builder {
   }
   CastCopies CastCopiesOf(const std::vector<int64_t>& numels) const {
     CastCopies c;
+    if (!CountsCastCopies()) return c;
     for (int64_t n : numels) c.Add(CastCopiesOf(CeilDiv(n, N_)));
     return c;
   }

@@ -465,7 +465,8 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
     }
   } else {
     note(fmt::format("stack cast copy not measured (no cast_copy result): plans use the "
-                     "built-in one (measured on H200 with PyTorch 2.11 on 2026-12-05)"));
+                     "built-in one ({})",
+                     kBuiltInCastCopy));
   }
 
   std::string what = "op_kinds, kernels";

@@ -706,6 +706,40 @@ double CostModel::NvmeSeconds(bool read, double bytes) const {
   return bytes / (bw > 0 ? bw : 2e9);
 }
 
+double CostModel::HostLoopSeconds(const Task& t, double dispatch) const {
+  // DeepSpeed's per-parameter loop at an offloaded boundary (Task::host_loop): the host issues
+  // a tensor's ops, then waits for the GPU (stage 1/2: the overflow check's read, behind the
+  // previous tensor's copy on the same stream; ZeRO-3: the blocking cast copy, behind the
+  // tensor's copies to the host buffer and back). So each tensor takes the longer of its host
+  // ops and the work they queue, plus ZeRO-3's blocking copy itself: small tensors cost their
+  // host ops, large ones their copies, and the two do not hide each other across tensors.
+  // Per size class, each tensor at its class's mean size.
+  const int tensors = t.cast_copies[0] + t.cast_copies[1];
+  const double all = t.cast_copy_bytes[0] + t.cast_copy_bytes[1];
+  if (tensors <= 0 || all <= 0) {
+    return std::max(StreamSeconds(t.bytes, t.kernels), t.kernels * dispatch);
+  }
+  const bool z3 = t.host_loop == HostLoop::kZero3PartitionGrads;
+  // Host ops per tensor before its wait (ZeRO-3's blocking copy is timed on its own curve).
+  const double ops = std::max(0.0, static_cast<double>(t.kernels) / tensors - (z3 ? 1.0 : 0.0));
+  const StackCosts& sc = *stack_costs_;
+  double s = HostFaultSeconds(t.host_fault_bytes);
+  for (int k = 0; k < 2; ++k) {
+    const int n = t.cast_copies[k];
+    if (n <= 0) continue;
+    const double share = t.cast_copy_bytes[k] / all;
+    double queued = MemoryBoundSeconds(t.bytes * share);
+    if (t.loop_d2h_bytes > 0) queued += n * CopySeconds(false, t.pinned, t.loop_d2h_bytes * share / n);
+    if (t.loop_h2d_bytes > 0) queued += n * CopySeconds(true, t.pinned, t.loop_h2d_bytes * share / n);
+    s += std::max(n * ops * dispatch, queued);
+    if (z3) {
+      const double each = t.cast_copy_bytes[k] / n;
+      s += n * (sc.cast_copy_d2h.empty() ? CopySeconds(false, false, each) : sc.CastCopyD2HSeconds(each));
+    }
+  }
+  return s;
+}
+
 double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
   if (stack_ == SoftwareStack::kDsplanRuntime || !t.zero3_hooks) return 0;
   // DeepSpeed ZeRO-3's hooks on every submodule of the layer and per partitioned parameter
@@ -764,6 +798,9 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       if (stack_ == SoftwareStack::kPyTorchDeepSpeed) return PyTorchOptimizerSeconds(t, dispatch);
       [[fallthrough]];
     case TaskKind::kGradCopy:
+      if (t.host_loop != HostLoop::kNone && stack_ == SoftwareStack::kPyTorchDeepSpeed) {
+        return HostLoopSeconds(t, dispatch);
+      }
       // Memory-bound kernels issued from Python loops (per parameter or per tensor list): the
       // host's dispatch bounds them when the tensors are small. dsplan's runtime issues the
       // task's bytes as |kernels| streaming launches. On PyTorch, dtype conversions within the

@@ -148,6 +148,9 @@ class CostModel {
   /// page-fault throughput of one thread, pageable_alloc_bytes_per_s.
   double HostFaultSeconds(double bytes) const;
   double NvmeSeconds(bool read, double bytes) const;
+  /// A kGradCopy task's per-parameter loop on the PyTorch stack (Task::host_loop), with
+  /// |dispatch| the host time of one op.
+  double HostLoopSeconds(const Task& t, double dispatch) const;
   /// Host dispatch time per kernel (PyTorch eager, or the runtime's launch).
   double DispatchSeconds() const;
   SoftwareStack stack() const { return stack_; }

@@ -325,10 +325,11 @@ class Builder {
       fresh += o.fresh;
     }
   };
-  // Only ZeRO-3 with the optimizer offloaded makes them; other plans skip the count (the
-  // planner builds thousands of graphs).
-  bool CountsCastCopies() const { return Stage3() && p_.OffloadsOptimizer(); }
-  // |count| copies of |part| elements each (this rank's partition of a tensor).
+  // Only plans with the optimizer offloaded use them (ZeRO-3's cast copies, the boundary's
+  // per-parameter loops); other plans skip the count (the planner builds thousands of graphs).
+  bool CountsCastCopies() const { return p_.OffloadsOptimizer(); }
+  // |count| tensors of |part| elements each: ZeRO-3, this rank's partition of a tensor; stages
+  // 1-2, a whole tensor (the owner's loop takes it whole; FlushBucket divides by the ranks).
   CastCopies CastCopiesOf(int64_t part, int count = 1) const {
     CastCopies c;
     if (!CountsCastCopies() || part <= 0 || count <= 0) return c;
@@ -336,14 +337,17 @@ class Builder {
     const int k = bytes >= (int64_t{1} << 20) ? 1 : 0;
     c.n[k] = count;
     c.bytes[k] = static_cast<double>(bytes) * count;
-    c.fresh = bytes >= kGlibcMmapThresholdMax ? part * count : 0;
+    c.fresh = Stage3() && bytes >= kGlibcMmapThresholdMax ? part * count : 0;
     return c;
   }
   CastCopies CastCopiesOf(const std::vector<int64_t>& numels) const {
     CastCopies c;
     if (!CountsCastCopies()) return c;
-    for (int64_t n : numels) c.Add(CastCopiesOf(CeilDiv(n, N_)));
+    for (int64_t n : numels) c.Add(CastCopiesOfTensor(n));
     return c;
+  }
+  CastCopies CastCopiesOfTensor(int64_t numel) const {
+    return CastCopiesOf(Stage3() ? CeilDiv(numel, N_) : numel);
   }
   // One buffer of |bytes| in place before the step; a pinned one also records what PyTorch's
   // host allocator adds to it (StepGraph::pinned_rounding_bytes).
@@ -1256,7 +1260,7 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
       FlushBucket(micro, produced);
     }
     chunk += *it;
-    chunk_casts.Add(CastCopiesOf(CeilDiv(*it, N_)));
+    chunk_casts.Add(CastCopiesOfTensor(*it));
     ++chunk_tensors;
   }
   AddChunk(micro, l, end - chunk, chunk, chunk_tensors, produced, freed, chunk_casts);
@@ -1424,10 +1428,15 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       // (.double().norm(2)), update_overflow_tracker_for_param_grad (_has_inf_or_nan: .float(),
       // isnan, isinf, logical_or, .float(), .max(), then `if tensor:` reads it on the host) and
       // async_inplace_copy_grad_to_fp32_buffer_from_gpu (.float() and the copy): 11 host ops,
-      // about 52 bytes of HBM traffic per element. Stage 3 (partition_grads):
-      // _constant_buffered_norm2 (.double().norm(2)**2, **0.5), fp32_grad_tensor.copy_ and
-      // record_stream: 9 host ops, about 18 B/element (the copy's fp32 cast runs on the host,
-      // below).
+      // about 52 bytes of HBM traffic per element. Stage 3 (partition_grads): the copy into the
+      // host gradient buffer and back, _constant_buffered_norm2 (.double().norm(2)**2, **0.5),
+      // fp32_grad_tensor.copy_ and record_stream: 9 host ops, about 18 B/element (the copy's
+      // fp32 cast runs on the host, below).
+      // The host waits once per tensor (stage 1/2: the check's read, which also waits for the
+      // previous tensor's copy on the same stream; stage 3: the blocking cast copy, which waits
+      // for that tensor's copies and kernels), so this task is that loop: per tensor the longer
+      // of its host ops and the work they queue (the copies the tasks below also carry, on
+      // their engines), class by class (Task::host_loop).
       Task c;
       c.kind = TaskKind::kGradCopy;
       c.resource = CommStream();
@@ -1435,6 +1444,22 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       c.index = r.index;
       c.bytes = (Stage3() ? 18.0 : 52.0) * owned;
       c.kernels = (Stage3() ? 9 : 11) * std::max(1, owned_tensors);
+      c.pinned = pin;
+      c.cast_copies = bucket_casts_.n;
+      c.cast_copy_bytes = bucket_casts_.bytes;
+      if (Stage3()) {
+        c.host_loop = HostLoop::kZero3PartitionGrads;
+        c.loop_d2h_bytes = c.loop_h2d_bytes = static_cast<double>(acc_ * owned);
+        c.host_fault_bytes = static_cast<double>(e_ * bucket_casts_.fresh);
+      } else {
+        // Each rank's loop takes the tensors of its own partition.
+        c.host_loop = HostLoop::kZero12OverflowCheck;
+        c.loop_d2h_bytes = 4.0 * owned;
+        for (int k = 0; k < 2; ++k) {
+          c.cast_copies[k] = static_cast<int32_t>(CeilDiv(c.cast_copies[k], N_));
+          c.cast_copy_bytes[k] /= N_;
+        }
+      }
       check = g_.Add(c, {reduce}, {});
     }
     // The owned slice goes to the host as fp32. Stages 1-2 (every boundary) cast it on the GPU

@@ -131,6 +131,20 @@ class EffectList {
   size_t size_ = 0;
 };
 
+/// A per-parameter loop of DeepSpeed's in which the host blocks once per tensor (Task::host_loop).
+enum class HostLoop : int8_t {
+  kNone,
+  /// Stages 1-2, copy_grads_in_partition at the boundary with the optimizer offloaded: the
+  /// norm and overflow-check kernels, the host's read of the check (`if tensor:`), then the
+  /// fp32 cast and its non-blocking copy into the pinned fp32 gradients, which the next
+  /// tensor's read waits for.
+  kZero12OverflowCheck,
+  /// ZeRO-3, partition_grads at the boundary with the optimizer offloaded: the non-blocking
+  /// copies to the host gradient buffer and back, the norm kernels, then the blocking cast
+  /// copy into the fp32 partition (priced on StackCosts::cast_copy_d2h), which waits for them.
+  kZero3PartitionGrads,
+};
+
 struct Task {
   TaskKind kind = TaskKind::kForward;
   Resource resource = Resource::kCompute;
@@ -161,8 +175,17 @@ struct Task {
   /// and their 16-bit bytes, below 1 MiB each [0] and from 1 MiB [1] (the cost model prices
   /// each class at its mean size on the stack's measured curve, StackCosts::cast_copy_d2h,
   /// when it has one; the cost of a copy is far from linear below 1 MiB).
+  /// On a kGradCopy task whose |host_loop| is set: the loop's tensors by the same classes.
   std::array<int32_t, 2> cast_copies{};
   std::array<double, 2> cast_copy_bytes{};
+  /// kGradCopy at an accumulation boundary with the optimizer offloaded: DeepSpeed's Python loop
+  /// over the bucket's owned parameters, in which the host waits for the GPU once per tensor,
+  /// so each tensor takes the longer of its host ops (|kernels| over the tensors) and the GPU
+  /// and copy work they queue, and the classes add up (docs/simulator.md, Offload). The work
+  /// besides |bytes| (the kernels' HBM traffic): |loop_d2h_bytes| and |loop_h2d_bytes| copied
+  /// per element class in proportion to |cast_copy_bytes| (|pinned| host side).
+  HostLoop host_loop = HostLoop::kNone;
+  double loop_d2h_bytes = 0, loop_h2d_bytes = 0;
   int32_t kernels = 1;       // kernels (host dispatches) the task issues
   // Layer tasks under ZeRO-3: DeepSpeed's module hooks run around them, fetching (forward,
   // recompute) or reducing (backward) |gathered_tensors| partitioned parameter tensors.

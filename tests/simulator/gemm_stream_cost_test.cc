@@ -301,5 +301,60 @@ TEST(HostCopyCost, CastCopiesFollowTheStacksMeasuredCurvePerSizeClass) {
   for (size_t i = 1; i < c.size(); ++i) EXPECT_GT(c[i].second, c[i - 1].second);
 }
 
+TEST(HostCopyCost, ABoundaryLoopPaysEachTensorsLongerSide) {
+  // DeepSpeed's per-parameter loop at an offloaded boundary waits for the GPU once per tensor:
+  // a small tensor costs its host ops, a large one the kernels and copies it queues, and one
+  // does not hide the other. 200 tensors of 4 kB (host-bound) and 20 of 16 MB (copy-bound):
+  // the loop is the sum of the two classes' longer sides, above the longer of the two totals
+  // that overlapping them would give.
+  HardwareProfile p = Base();
+  CostModel pt(p, Precision::kBf16);
+  CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
+  const double small = 200 * 4096.0, big = 20 * 16e6;  // 16-bit bytes
+  const double elems = (small + big) / 2;
+  Task t;
+  t.kind = TaskKind::kGradCopy;
+  t.host_loop = HostLoop::kZero12OverflowCheck;
+  t.pinned = true;
+  t.cast_copies = {200, 20};
+  t.cast_copy_bytes = {small, big};
+  t.bytes = 52 * elems;
+  t.kernels = 11 * 220;
+  t.loop_d2h_bytes = 4 * elems;
+  const double d = pt.DispatchSeconds();
+  const double fs = small / (small + big), fb = big / (small + big);
+  auto queued = [&](double f, int n) {
+    return pt.MemoryBoundSeconds(t.bytes * f) + n * pt.CopySeconds(false, true, t.loop_d2h_bytes * f / n);
+  };
+  const double host_small = 200 * 11 * d, host_big = 20 * 11 * d;
+  ASSERT_GT(host_small, queued(fs, 200));  // the small tensors are host-bound
+  ASSERT_LT(host_big, queued(fb, 20));     // the large ones copy-bound
+  const double loop = host_small + queued(fb, 20);
+  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), loop, 1e-12);
+  EXPECT_GT(loop, std::max(host_small + host_big, queued(fs, 200) + queued(fb, 20)) * 1.05);
+  // ZeRO-3's loop also queues the copy back (H2D), and then blocks in the cast copy of each
+  // tensor, on the stack's measured curve, with one host op fewer before the wait.
+  const StackCosts& s = MeasuredStackCosts();
+  Task z = t;
+  z.host_loop = HostLoop::kZero3PartitionGrads;
+  z.kernels = 9 * 220;
+  z.bytes = 18 * elems;
+  z.loop_d2h_bytes = z.loop_h2d_bytes = 2 * elems;
+  z.host_fault_bytes = 64e6;
+  double expect = pt.HostFaultSeconds(64e6);
+  for (int k = 0; k < 2; ++k) {
+    const int n = z.cast_copies[k];
+    const double f = z.cast_copy_bytes[k] / (small + big);
+    const double q = pt.MemoryBoundSeconds(z.bytes * f) +
+                     n * (pt.CopySeconds(false, true, z.loop_d2h_bytes * f / n) +
+                          pt.CopySeconds(true, true, z.loop_h2d_bytes * f / n));
+    expect += std::max(n * 8 * d, q) + n * s.CastCopyD2HSeconds(z.cast_copy_bytes[k] / n);
+  }
+  EXPECT_NEAR(pt.TaskSeconds(z, {}, 16), expect, 1e-12);
+  // dsplan's runtime runs no such loop: its kernels as launches.
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {}, 16),
+                   std::max(rt.StreamSeconds(t.bytes, t.kernels), t.kernels * rt.DispatchSeconds()));
+}
+
 }  // namespace
 }  // namespace dsplan

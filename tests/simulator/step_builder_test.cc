@@ -427,6 +427,61 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
   }
 }
 
+// At an offloaded boundary the per-parameter loop is one task per bucket that knows its tensors
+// by size class (the cost model pays each tensor's longer side, host ops or queued work). Stages
+// 1-2: each rank's loop takes the whole tensors of its partition (gpt2's 148, 50 of them from
+// 1 MiB, halved at two ranks), copying 4 bytes per owned element; ZeRO-3: every tensor's
+// partition, copied to the host buffer and back in the accumulation dtype (at two ranks the
+// halves of attn.c_proj, 590 k elements, and of the position table, 786 k, fall below 1 MiB:
+// 12 x 3 + 1 from 1 MiB). Only the boundary's
+// buckets loop; without offload there is no loop.
+TEST_F(StepBuilderTest, AnOffloadedBoundaryLoopsOverTheOwnedTensorsByClass) {
+  for (int stage : {2, 3}) {
+    for (int gpus : {1, 2}) {
+      Plan p = MakePlan(stage, gpus);
+      p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+      const BuiltStep b = Build(p);
+      std::array<int, 2> n{};
+      double bytes = 0, d2h = 0, h2d = 0;
+      int loops = 0;
+      for (const Task& t : b.graph.tasks()) {
+        if (t.host_loop == HostLoop::kNone) continue;
+        ++loops;
+        EXPECT_EQ(t.kind, TaskKind::kGradCopy);
+        EXPECT_EQ(t.host_loop, stage == 3 ? HostLoop::kZero3PartitionGrads
+                                          : HostLoop::kZero12OverflowCheck);
+        for (int k = 0; k < 2; ++k) n[k] += t.cast_copies[k];
+        bytes += t.cast_copy_bytes[0] + t.cast_copy_bytes[1];
+        d2h += t.loop_d2h_bytes;
+        h2d += t.loop_h2d_bytes;
+      }
+      const std::string at = "stage " + std::to_string(stage) + ", " + std::to_string(gpus) + " GPUs";
+      EXPECT_GE(loops, 1) << at;
+      const double owned = static_cast<double>(b.facts.partition_numel);
+      if (stage == 2) {
+        // CeilDiv per bucket: at most one tensor per class and bucket above the exact half.
+        EXPECT_GE(n[0] + n[1], 148 / gpus) << at;
+        EXPECT_LE(n[0] + n[1], 148 / gpus + 2 * loops) << at;
+        EXPECT_GE(n[1], 50 / gpus) << at;
+        EXPECT_LE(n[1], 50 / gpus + loops) << at;
+        EXPECT_NEAR(bytes, 2.0 * psi_ / gpus, 1.0) << at;
+        EXPECT_NEAR(d2h, 4.0 * owned, 4.0 * loops) << at;
+        EXPECT_DOUBLE_EQ(h2d, 0.0) << at;
+      } else {
+        EXPECT_EQ(n[0] + n[1], 148) << at;
+        EXPECT_EQ(n[1], gpus == 1 ? 50 : 37) << at;
+        EXPECT_GE(bytes, 2.0 * owned) << at;
+        EXPECT_LE(bytes, 2.0 * (owned + 148)) << at;
+        EXPECT_NEAR(d2h, 2.0 * owned, 2.0 * gpus * loops) << at;
+        EXPECT_DOUBLE_EQ(h2d, d2h) << at;
+      }
+    }
+  }
+  for (const Task& t : Build(MakePlan(2, 1)).graph.tasks()) {
+    EXPECT_EQ(t.host_loop, HostLoop::kNone);
+  }
+}
+
 // With the optimizer offloaded, the host waits in the hook that flushes at the boundary until
 // the bucket's copies to the host are done; that hook is the one of the layer's first gradient,
 // so the flush is issued before the layer's backward, which waits for it. Without offload the

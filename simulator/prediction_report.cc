@@ -112,6 +112,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                  {"family_measured", p.time_band.family_measured},
                  {"host_bound_share", p.host_bound_share},
                  {"unvalidated_comm_share", p.time_band.unvalidated_comm_share},
+                 {"unvalidated_nvme_share", p.time_band.unvalidated_nvme_share},
                  {"basis", p.time_band.basis}}},
                {"samples_per_s", p.samples_per_s},
                {"tokens_per_s", p.tokens_per_s},

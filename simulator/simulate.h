@@ -93,6 +93,10 @@ struct TimeBand {
   /// Every run the band was drawn from used one GPU, so this part of the prediction (priced
   /// from the profile's link numbers) is outside the band's evidence; 0 on one GPU.
   double unvalidated_comm_share = 0;
+  /// The share of the step that is NVMe I/O (ZeRO-Infinity's swapping). No real DeepSpeed run
+  /// with NVMe offload is in the record, so that part of the band comes from the disk's own
+  /// measured spread instead (StepTimeBandWithNvme); 0 without NVMe on the critical path.
+  double unvalidated_nvme_share = 0;
 };
 
 struct StackCosts;
@@ -115,6 +119,12 @@ struct StackCosts;
 TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
                       bool zero3 = false, bool family_priced = true,
                       bool optimizer_offloaded = false);
+
+/// |band| with |nvme_share| of the step in NVMe I/O: that part at 0.5-2x of its prediction (the
+/// three runs of one NVMe-bound plan on the H200 machine's disk read the same bytes in 0.63-1.6x
+/// of the predicted time, minutes apart: docs/validation/h200-findings.md), the rest at the
+/// band's own ends; the basis says so. |nvme_share| <= 0 returns |band| unchanged.
+TimeBand StepTimeBandWithNvme(TimeBand band, double nvme_share);
 
 /// The band for a prediction of |spec| trained with |plan|, drawn from the validation record of
 /// real DeepSpeed runs (docs/planner.md "Memory headroom"): validated families +9 %, others a

@@ -461,6 +461,24 @@ class Builder {
   int64_t cpu_subgroups_ = 0;
   int64_t off_elems_ = 0;
   std::vector<int64_t> subgroup_sizes_;  // ZeRO-3 optimizer sub-groups, elements each
+  // ZeRO-3 with offload_param on NVMe: the leading sub-groups [0, param_cpu_subgroups_) keep
+  // their 16-bit partitions in the pinned CPU buffer (param_cpu_elems_ elements), the rest live
+  // on the drive; per layer, the share of its partition on the drive (read at every gather).
+  int64_t param_cpu_subgroups_ = 0;
+  int64_t param_cpu_elems_ = 0;
+  std::vector<double> layer_nvme_share_;
+  int tied_owner_ = -1;  // the layer that owns a tied head's word-embedding table
+  // Bytes a gather of |numel| elements of layer |l| reads from NVMe: its own partitions' share
+  // on the drive, and for a tied head the table's, which the embedding layer owns.
+  double NvmeGatherBytes(int l, int64_t numel) const {
+    if (layer_nvme_share_.empty()) return 0;
+    const int64_t tied = std::min(numel, lp_[l].tied_numel);
+    double b = static_cast<double>(e_ * CeilDiv(numel - tied, N_)) * layer_nvme_share_[l];
+    if (tied > 0 && tied_owner_ >= 0) {
+      b += static_cast<double>(e_ * CeilDiv(tied, N_)) * layer_nvme_share_[tied_owner_];
+    }
+    return b;
+  }
   bool inter_node_ = false;
 
   TaskId last_compute_ = -1;
@@ -562,6 +580,37 @@ Status Builder::Build() {
     }
     f_.subgroups = static_cast<int64_t>(subgroup_sizes_.size());
     f_.largest_subgroup = *std::max_element(subgroup_sizes_.begin(), subgroup_sizes_.end());
+    param_cpu_subgroups_ = f_.subgroups;
+    param_cpu_elems_ = part_;
+    layer_nvme_share_.clear();
+    if (p_.OffloadsParams() && z.offload_param.device == OffloadDevice::kNvme) {
+      // _create_param_groups_fp16_flat_cpu_memory: a pinned CPU buffer of min(partition,
+      // max_in_cpu) elements; _create_fp16_partitions_with_defragmentation gives a sub-group a
+      // slice of it when it fits after the sub-groups before it, else none (its partitions stay
+      // on NVMe), and the offset grows either way: a leading run of sub-groups is in host
+      // memory, everything after the first that does not fit is on the drive.
+      const int64_t buffer = std::min(part_, z.offload_param.max_in_cpu);
+      int64_t offset = 0;
+      param_cpu_subgroups_ = 0;
+      for (int64_t n : subgroup_sizes_) {
+        if (offset + n > buffer) break;
+        offset += n;
+        ++param_cpu_subgroups_;
+      }
+      param_cpu_elems_ = offset;
+      layer_nvme_share_.assign(lp_.size(), 0.0);
+      tied_owner_ = -1;
+      for (size_t l = 0; l < lp_.size() && tied_owner_ < 0; ++l) {
+        if (w_.layers[l].kind == LayerKind::kEmbedding && lp_[l].numel > 0) tied_owner_ = static_cast<int>(l);
+      }
+      int64_t pos = 0;
+      for (size_t l = 0; l < lp_.size(); ++l) {
+        const int64_t pl = SumCeilDiv(lp_[l].tensor_numels, N_);
+        const int64_t on_drive = std::clamp<int64_t>(pos + pl - param_cpu_elems_, 0, pl);
+        layer_nvme_share_[l] = pl > 0 ? static_cast<double>(on_drive) / static_cast<double>(pl) : 0.0;
+        pos += pl;
+      }
+    }
     int64_t persistent = 0;
     for (const LayerParams& l : lp_) persistent += l.persistent_numel;
     f_.persistent_numel = std::min(persistent, z.stage3_model_persistence_threshold);
@@ -757,10 +806,10 @@ void Builder::Initial() {
         Init(MemSpace::kGpu, MemCategory::kParams16, e_ * part_);
       } else {
         // One pinned flat CPU buffer per group (always pinned); persistent parameters keep
-        // their partition on the GPU; with NVMe, partitions beyond max_in_cpu live on the drive
-        // behind a pinned pool of buffer_count x buffer_size elements.
+        // their partition on the GPU; with NVMe, the sub-groups that do not fit max_in_cpu live
+        // on the drive behind a pinned pool of buffer_count x buffer_size elements.
         Init(MemSpace::kGpu, MemCategory::kParams16, e_ * persistent_part);
-        const int64_t in_cpu = nvme_par ? std::min(part_, z.offload_param.max_in_cpu) : part_;
+        const int64_t in_cpu = nvme_par ? param_cpu_elems_ : part_;
         Init(MemSpace::kPinnedHost, MemCategory::kParams16, e_ * in_cpu);
         if (nvme_par) {
           Init(MemSpace::kNvme, MemCategory::kParams16, e_ * (part_ - in_cpu));
@@ -833,7 +882,22 @@ TaskId Builder::PartitionToGpu(int micro, int l, int64_t index, int64_t numel) {
   copy.micro_step = micro;
   copy.index = static_cast<int32_t>(index);
   copy.bytes = static_cast<double>(e_ * CeilDiv(numel, N_));
-  return g_.Add(copy, {}, {});
+  TaskId read = -1;
+  if (!layer_nvme_share_.empty() && NvmeGatherBytes(l, numel) > 0) {
+    // Partitions on NVMe are read into the swapper's pinned buffers first
+    // (Init._ensure_availability_of_partitioned_params: swap_in, or the coordinator's NVMe
+    // prefetch ahead of it) at every gather, forward, backward and recompute; released
+    // parameters are not written back (the drive keeps the partition until the step).
+    Task r;
+    r.kind = TaskKind::kNvmeRead;
+    r.resource = Resource::kNvme;
+    r.layer = l;
+    r.micro_step = micro;
+    r.index = static_cast<int32_t>(index);
+    r.bytes = NvmeGatherBytes(l, numel);
+    read = g_.Add(r, {}, {});
+  }
+  return g_.Add(copy, {read}, {});
 }
 
 // The all-gather of |numel| elements of layer |l| (tile |index|): every rank's padded partition.
@@ -1804,7 +1868,17 @@ void Builder::OptimizerStep() {
           wr.bytes = (4.0 + state_bytes_) * n;
           g_.Add(wr, {cpu}, {});
         }
-        if (!p_.OffloadsParams()) {
+        if (sg >= param_cpu_subgroups_) {
+          // A sub-group whose 16-bit partitions live on NVMe: _reassign_or_swap_out_partitioned_
+          // parameters casts the updated fp32 into the swapper's buffers and writes them
+          // (_partitioned_params_swap_out -> swap_out_and_release, blocking).
+          Task wp;
+          wp.kind = TaskKind::kNvmeWrite;
+          wp.resource = Resource::kNvme;
+          wp.index = static_cast<int>(sg);
+          wp.bytes = static_cast<double>(e_ * n);
+          prev = g_.Add(wp, {cpu}, {});
+        } else if (!p_.OffloadsParams()) {
           // Updated 16-bit partition back to the GPU: the blocking copy_ from the fp32 host
           // partition into the GPU's 16-bit one casts on the host into a pageable temporary
           // (the cast is in the CPU task's bytes) and copies that (Copy.cu). The temporary is

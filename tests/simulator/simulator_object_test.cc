@@ -371,6 +371,44 @@ TEST(StepTimeBand, OptimizerOffloadIsItsOwnTaskClass) {
   EXPECT_GE(p->time_band.high, 1.54);
 }
 
+// No real DeepSpeed run with NVMe offload is in the record: the NVMe share of a step counts
+// 0.5-2x (the spread one NVMe-bound plan's reads showed on the H200 machine's disk), the rest at
+// the band's own ends, and the band says so in text and JSON.
+TEST(StepTimeBand, NvmeIsOutsideTheRecord) {
+  TimeBand b;
+  b.low = 0.9;
+  b.high = 1.2;
+  b.basis = "record";
+  const TimeBand same = StepTimeBandWithNvme(b, 0.0);
+  EXPECT_DOUBLE_EQ(same.low, 0.9);
+  EXPECT_DOUBLE_EQ(same.high, 1.2);
+  EXPECT_EQ(same.basis, "record");
+  const TimeBand n = StepTimeBandWithNvme(b, 0.8);
+  EXPECT_DOUBLE_EQ(n.low, 0.9 * 0.2 + 0.5 * 0.8);
+  EXPECT_DOUBLE_EQ(n.high, 1.2 * 0.2 + 2.0 * 0.8);
+  EXPECT_DOUBLE_EQ(n.unvalidated_nvme_share, 0.8);
+  EXPECT_NE(n.basis.find("NVMe I/O is 80% of the step"), std::string::npos) << n.basis;
+  // The simulator applies it to a plan that swaps the optimizer to NVMe, and not to the same
+  // plan on the CPU.
+  const std::unique_ptr<Simulator> sim = Gpt2XlOnH200();
+  ASSERT_NE(sim, nullptr);
+  Plan plan = OneGpuPlan(8);
+  plan.zero.stage = 3;
+  plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  auto cpu = sim->Simulate(plan);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_DOUBLE_EQ(cpu->time_band.unvalidated_nvme_share, 0.0);
+  plan.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  plan.zero.offload_optimizer.nvme_path = "/local_nvme";
+  auto nvme = sim->Simulate(plan);
+  ASSERT_TRUE(nvme.ok()) << nvme.status().ToString();
+  ASSERT_GT(nvme->breakdown.nvme_s, 0.0);
+  EXPECT_NEAR(nvme->time_band.unvalidated_nvme_share,
+              nvme->breakdown.nvme_s / nvme->step_time_s, 1e-12);
+  EXPECT_GT(nvme->time_band.high, cpu->time_band.high);
+  EXPECT_LT(nvme->time_band.low, cpu->time_band.low);
+}
+
 TEST(StepTimeBand, StageThreeIsItsOwnTaskClass) {
   auto gpt2 = LoadModel("gpt2", kData);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status().ToString();

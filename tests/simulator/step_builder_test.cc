@@ -556,15 +556,98 @@ TEST_F(StepBuilderTest, NvmeOffloadPutsSixteenBytesPerPartitionElementOnTheDrive
   EXPECT_EQ(Init(b, kGpu, MemCategory::kMaster), 0);
   EXPECT_EQ(Init(b, kPageable, MemCategory::kMaster), 0);
 
+  // DeepSpeed gives a sub-group's 16-bit partitions host memory only when the whole sub-group
+  // fits the max_in_cpu buffer after the sub-groups before it (stage3.py,
+  // _create_fp16_partitions_with_defragmentation): one sub-group larger than max_in_cpu puts
+  // every partition on the drive.
   p.zero.offload_param.device = OffloadDevice::kNvme;
   p.zero.offload_param.nvme_path = "/local_nvme";
   p.zero.offload_param.max_in_cpu = 1'000'000;
   b = Build(p);
-  EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * (part - 1'000'000));
-  EXPECT_EQ(InitTotal(b, kNvme), 16 * part + 2 * (part - 1'000'000));
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * part);
+  EXPECT_EQ(Init(b, kPinned, MemCategory::kParams16), 0);
+  EXPECT_EQ(InitTotal(b, kNvme), 16 * part + 2 * part);
   // The pinned parameter buffer pool: buffer_count x buffer_size 16-bit elements.
   EXPECT_GE(Init(b, kPinned, MemCategory::kCommBuffers),
             2 * p.zero.offload_param.buffer_count * p.zero.offload_param.buffer_size);
+  // Sub-groups of about 4 M elements and a 10 M buffer: the leading sub-groups that fit stay in
+  // host memory (gpt2's tensors walked by hand, each rank's partition ceil(numel / 4)).
+  p.zero.sub_group_size = 4'000'000;
+  p.zero.offload_param.max_in_cpu = 10'000'000;
+  b = Build(p);
+  std::vector<int64_t> groups;
+  int64_t run = 0;
+  for (const TensorSpec& t : w_->tensors) {
+    if (t.category != TensorCategory::kParameter) continue;
+    run += CeilDiv(t.numel, 4);
+    if (run >= 4'000'000) {
+      groups.push_back(run);
+      run = 0;
+    }
+  }
+  if (run > 0) groups.push_back(run);
+  int64_t cpu = 0;
+  for (int64_t g : groups) {
+    if (cpu + g > 10'000'000) break;
+    cpu += g;
+  }
+  ASSERT_GT(cpu, 0);
+  ASSERT_LT(cpu, 10'000'000);
+  EXPECT_EQ(Init(b, kPinned, MemCategory::kParams16), 2 * cpu);
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * (part - cpu));
+}
+
+// ZeRO-Infinity with the parameters on NVMe: every gather (forward, backward) first reads the
+// layer's partition from the drive into the swapper's pinned buffers, then copies it to the GPU;
+// after the optimizer step each sub-group on the drive writes its updated 16-bit partition back.
+// With max_in_cpu covering the partition nothing is read or written for the parameters.
+TEST_F(StepBuilderTest, NvmeParametersAreReadAtEveryGatherAndWrittenAfterTheStep) {
+  Plan p = MakePlan(3, 1);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.offload_param.device = OffloadDevice::kNvme;
+  p.zero.offload_param.nvme_path = "/local_nvme";
+  p.zero.offload_param.max_in_cpu = 0;
+  p.zero.offload_param.buffer_size = 50'000'000;
+  p.zero.stage3_max_reuse_distance = 0;  // every layer gathered again for its backward
+  auto sums = [&](const BuiltStep& b, double* read, double* h2d, double* written, int* reads) {
+    *read = *h2d = *written = 0;
+    *reads = 0;
+    const StepGraph& g = b.graph;
+    for (TaskId id = 0; id < static_cast<TaskId>(g.size()); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind == TaskKind::kNvmeRead) {
+        *read += t.bytes;
+        ++*reads;
+      } else if (t.kind == TaskKind::kNvmeWrite) {
+        *written += t.bytes;
+      } else if (t.kind == TaskKind::kCopyH2D && t.layer >= 0) {
+        *h2d += t.bytes;
+        // The copy to the GPU waits for its read.
+        bool after_read = false;
+        for (const TaskId* d = g.deps_begin(id); d != g.deps_end(id); ++d) {
+          after_read |= g.task(*d).kind == TaskKind::kNvmeRead && g.task(*d).bytes == t.bytes;
+        }
+        if (p.zero.offload_param.max_in_cpu == 0) EXPECT_TRUE(after_read) << "H2D task " << id;
+      }
+    }
+  };
+  double read, h2d, written;
+  int reads;
+  const BuiltStep b = Build(p);
+  sums(b, &read, &h2d, &written, &reads);
+  // gpt2's embeddings, 12 blocks and tied head, each gathered for its forward and backward.
+  EXPECT_EQ(reads, 2 * 14);
+  EXPECT_DOUBLE_EQ(read, h2d);
+  EXPECT_DOUBLE_EQ(written, 2.0 * b.facts.partition_numel);
+  EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * b.facts.partition_numel);
+
+  p.zero.offload_param.max_in_cpu = 1'000'000'000;
+  const BuiltStep c = Build(p);
+  sums(c, &read, &h2d, &written, &reads);
+  EXPECT_EQ(reads, 0);
+  EXPECT_DOUBLE_EQ(written, 0.0);
+  EXPECT_GT(h2d, 0.0);
+  EXPECT_EQ(Init(c, kNvme, MemCategory::kParams16), 0);
 }
 
 // Gradient accumulation: GAS = 4 gives four micro-steps, each with a forward of every layer,

@@ -103,7 +103,9 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
   j["host"] = {{"peak_bytes_per_node", p.host_peak_bytes_per_node},
                {"pinned_bytes_per_node", p.host_pinned_bytes_per_node},
                {"capacity_bytes_per_node", p.host_capacity_bytes_per_node}};
-  j["nvme"] = {{"bytes_per_node", p.nvme_bytes_per_node}};
+  j["nvme"] = {{"bytes_per_node", p.nvme_bytes_per_node},
+               {"read_bytes_per_step", p.nvme_read_bytes_per_step},
+               {"write_bytes_per_step", p.nvme_write_bytes_per_step}};
   const StepBreakdown& b = p.breakdown;
   j["step"] = {{"time_s", p.step_time_s},
                {"time_band",
@@ -190,7 +192,10 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
                    FormatBytes(static_cast<double>(p.host_pinned_bytes_per_node)),
                    FormatBytes(static_cast<double>(p.host_capacity_bytes_per_node)));
   if (p.nvme_bytes_per_node > 0) {
-    o += fmt::format("NVMe per node      {}\n", FormatBytes(static_cast<double>(p.nvme_bytes_per_node)));
+    o += fmt::format("NVMe per node      {}; each rank reads {} and writes {} per step\n",
+                     FormatBytes(static_cast<double>(p.nvme_bytes_per_node)),
+                     FormatBytes(p.nvme_read_bytes_per_step),
+                     FormatBytes(p.nvme_write_bytes_per_step));
   }
   const StepBreakdown& b = p.breakdown;
   o += fmt::format(

@@ -451,6 +451,19 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
                                    ? static_cast<double>(options.nvme_bytes)
                                    : (hw.nvme.present ? hw.nvme.capacity_bytes.value : 0.0);
   p.nvme_bytes_per_node = mem.peak[static_cast<int>(MemSpace::kNvme)].bytes * per_node;
+  {
+    // A compact graph's repeated micro-step stands for repeat.count copies.
+    const StepGraph& g = built.graph;
+    for (TaskId id = 0; id < static_cast<TaskId>(g.size()); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind != TaskKind::kNvmeRead && t.kind != TaskKind::kNvmeWrite) continue;
+      const double copies = g.repeat.active() && id >= g.repeat.begin && id < g.repeat.end
+                                ? static_cast<double>(g.repeat.count)
+                                : 1.0;
+      (t.kind == TaskKind::kNvmeRead ? p.nvme_read_bytes_per_step
+                                     : p.nvme_write_bytes_per_step) += copies * t.bytes;
+    }
+  }
 
   // --- fit ---
   const CategoryBytes& at_peak = gpu.breakdown;

@@ -220,6 +220,10 @@ struct Prediction {
   int64_t host_pinned_bytes_per_node = 0;
   int64_t host_capacity_bytes_per_node = 0;
   int64_t nvme_bytes_per_node = 0;
+  // What one rank reads from and writes to NVMe in one optimizer step (all micro-steps): the
+  // graph's NVMe tasks, a number the user can check with iostat.
+  double nvme_read_bytes_per_step = 0;
+  double nvme_write_bytes_per_step = 0;
 
   // Time.
   double step_time_s = 0;

@@ -512,6 +512,9 @@ class Builder {
   // The last fp32 gradient copy to the host: the CPU optimizer waits for it (the copies run
   // in order on the D2H engine, so the last one ends last).
   TaskId last_d2h_ = -1;
+  // ZeRO-3 with the optimizer on NVMe: the last bucket's gradient writes (swap_out_gradients),
+  // which the next bucket's swap-out and the step's reads wait for.
+  TaskId last_grad_swap_ = -1;
 };
 
 Status Builder::Build() {
@@ -1467,6 +1470,9 @@ void Builder::FlushBucket(int micro, TaskId hook) {
   last_reduce_ = reduce;
   if (p_.OffloadsOptimizer() && (boundary || Stage3())) {
     const bool pin = z.offload_optimizer.pin_memory;
+    // ZeRO-3 with the optimizer on NVMe: partition_grads swaps each (swappable) sub-group's
+    // fp32 gradients out to the drive at the boundary instead of copying them into host memory.
+    const bool swap_grads = Stage3() && z.offload_optimizer.device == OffloadDevice::kNvme;
     const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
     TaskId before = reduce;
     if (Stage3()) {
@@ -1511,7 +1517,16 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       c.pinned = pin;
       c.cast_copies = bucket_casts_.n;
       c.cast_copy_bytes = bucket_casts_.bytes;
-      if (Stage3()) {
+      if (Stage3() && swap_grads) {
+        // The optimizer on NVMe (a swappable sub-group): instead of the blocking cast copy,
+        // grad_buffer.float() on the GPU (a 4-byte copy of each owned gradient, kept in a list
+        // until swap_out_gradients at the end of partition_grads). Nothing in the loop waits
+        // for the GPU, so it is plain issued work.
+        c.bytes = 24.0 * owned;
+        c.cast_copies = {};
+        c.cast_copy_bytes = {};
+        check = g_.Add(c, {reduce}, {Alloc(4 * owned, MemCategory::kTemporaries)});
+      } else if (Stage3()) {
         c.host_loop = HostLoop::kZero3PartitionGrads;
         c.loop_d2h_bytes = c.loop_h2d_bytes = static_cast<double>(acc_ * owned);
         c.host_fault_bytes = static_cast<double>(e_ * bucket_casts_.fresh);
@@ -1524,7 +1539,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
           c.cast_copy_bytes[k] /= N_;
         }
       }
-      check = g_.Add(c, {reduce}, {});
+      if (check < 0) check = g_.Add(c, {reduce}, {});
     }
     // The owned slice goes to the host as fp32. Stages 1-2 (every boundary) cast it on the GPU
     // and copy it into the pinned fp32 buffer with non_blocking. ZeRO-3 (at the boundary only)
@@ -1533,7 +1548,28 @@ void Builder::FlushBucket(int micro, TaskId hook) {
     // a conversion on the CPU (aten/src/ATen/native/cuda/Copy.cu: "type conversions are
     // performed on the CPU" unless non_blocking; docs/deepspeed-facts.md, CPU offload).
     TaskId d2h = before;
-    if (!Stage3() || boundary) {
+    if (Stage3() && boundary && swap_grads) {
+      // swap_out_gradients: first it waits for the previous bucket's writes
+      // (_flush_gradient_swapper), then each gradient is copied into the swapper's pinned
+      // buffers (a blocking same-dtype copy_) and written to the drive asynchronously
+      // (AsyncTensorSwapper); the fp32 GPU copies are dropped with the list.
+      Task d;
+      d.kind = TaskKind::kCopyD2H;
+      d.resource = Resource::kD2H;
+      d.micro_step = micro;
+      d.index = r.index;
+      d.bytes = 4.0 * owned;
+      d.pinned = true;
+      d2h = g_.Add(d, {before, check, last_grad_swap_},
+                   {FreeNow(4 * owned, MemCategory::kTemporaries)});
+      Task w;
+      w.kind = TaskKind::kNvmeWrite;
+      w.resource = Resource::kNvme;
+      w.micro_step = micro;
+      w.index = r.index;
+      w.bytes = 4.0 * owned;
+      last_grad_swap_ = g_.Add(w, {d2h}, {});
+    } else if (!Stage3() || boundary) {
       Task d;
       d.kind = TaskKind::kCopyD2H;
       d.resource = Resource::kD2H;
@@ -1844,7 +1880,7 @@ void Builder::OptimizerStep() {
           r.resource = Resource::kNvme;
           r.index = static_cast<int>(sg);
           r.bytes = (8.0 + state_bytes_) * n;
-          read = g_.Add(r, {prev}, {});
+          read = g_.Add(r, {prev, last_grad_swap_}, {});
         }
         // unscale_and_clip_grads: mul_ over the sub-group's fp32 grad on the host (8 B per
         // element); DeepSpeedCPUAdam; _reassign_or_swap_out_partitioned_parameters:

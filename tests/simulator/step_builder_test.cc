@@ -597,6 +597,47 @@ TEST_F(StepBuilderTest, NvmeOffloadPutsSixteenBytesPerPartitionElementOnTheDrive
   EXPECT_EQ(Init(b, kNvme, MemCategory::kParams16), 2 * (part - cpu));
 }
 
+// ZeRO-3 with the optimizer on NVMe: at the boundary partition_grads casts each owned gradient
+// to fp32 on the GPU and swap_out_gradients writes them to the drive (4 bytes per element in
+// all), instead of the blocking cast copies into host memory; each bucket's writes wait for the
+// previous bucket's, and the step's reads of the sub-groups (master, states and those
+// gradients: 16 bytes per element) come after the last.
+TEST_F(StepBuilderTest, NvmeOptimizerSwapsTheGradientsOutInTheBackward) {
+  Plan p = MakePlan(3, 1);
+  p.zero.offload_optimizer.device = OffloadDevice::kNvme;
+  p.zero.offload_optimizer.nvme_path = "/local_nvme";
+  p.zero.reduce_bucket_size = 20'000'000;  // several buckets
+  const BuiltStep b = Build(p);
+  const StepGraph& g = b.graph;
+  const double part = static_cast<double>(b.facts.partition_numel);
+  double grad_writes = 0, step_reads = 0;
+  TaskId last_write = -1;
+  int writes = 0;
+  for (TaskId id = 0; id < static_cast<TaskId>(g.size()); ++id) {
+    const Task& t = g.task(id);
+    EXPECT_EQ(t.cast_copies[0] + t.cast_copies[1], 0) << "task " << id;
+    EXPECT_EQ(t.host_loop, HostLoop::kNone) << "task " << id;
+    if (t.kind == TaskKind::kNvmeWrite && t.micro_step >= 0) {
+      grad_writes += t.bytes;
+      ++writes;
+      if (last_write >= 0) {
+        // This bucket's copies into the swap buffers waited for the previous bucket's writes.
+        const TaskId copy = *g.deps_begin(id);
+        EXPECT_EQ(g.task(copy).kind, TaskKind::kCopyD2H);
+        EXPECT_NE(std::find(g.deps_begin(copy), g.deps_end(copy), last_write), g.deps_end(copy));
+      }
+      last_write = id;
+    }
+    if (t.kind == TaskKind::kNvmeRead) {
+      step_reads += t.bytes;
+      EXPECT_NE(std::find(g.deps_begin(id), g.deps_end(id), last_write), g.deps_end(id));
+    }
+  }
+  EXPECT_GE(writes, 3);
+  EXPECT_NEAR(grad_writes, 4.0 * part, 4.0 * writes);
+  EXPECT_DOUBLE_EQ(step_reads, 16.0 * part);
+}
+
 // ZeRO-Infinity with the parameters on NVMe: every gather (forward, backward) first reads the
 // layer's partition from the drive into the swapper's pinned buffers, then copies it to the GPU;
 // after the optimizer step each sub-group on the drive writes its updated 16-bit partition back.

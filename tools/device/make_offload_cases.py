@@ -1,15 +1,18 @@
 #!/usr/bin/env python3
-"""Register a set of CPU-offload cases for tools/device/dsbench, with dsplan's prediction of each.
+"""Register a set of offload cases for tools/device/dsbench, with dsplan's prediction of each.
 
 usage: make_offload_cases.py --dsplan BUILD/dsplan --models MODELS_DIR --out CASES.jsonl
-                             [--set NAME] [--case MODEL:STAGE:PARAM:MB ...]
+                             [--set NAME] [--case MODEL:STAGE:PARAM:MB[:OPT] ...]
 
-Each --case is a catalog model, a ZeRO stage (1-3), where the parameters go (cpu or none; stage 3
-only) and a micro-batch; the optimizer is always offloaded to the CPU (pin_memory true), bf16,
-reduce bucket 5e7, overlap_comm and contiguous_gradients on, gradient clipping 1.0, one GPU,
-1024 tokens (T5: 512 + 128). The prediction (`dsplan simulate ... --json`, peak memory, step time
-and its band) is written into the case before anything runs, so the set tests the model out of
-sample. Cases are timed once per step (DSBENCH_PHASE_SYNC=0), 5 steps, median of steps 3-5.
+Each --case is a catalog model, a ZeRO stage (1-3), where the parameters go (cpu, nvme or none;
+stage 3 only), a micro-batch and where the optimizer goes (cpu, the default, or nvme: stage 3
+only); pin_memory true, bf16, reduce bucket 5e7, overlap_comm and contiguous_gradients on,
+gradient clipping 1.0, one GPU, 1024 tokens (T5: 512 + 128). NVMe offload takes DeepSpeed's
+default aio block; offloaded parameters get a swap buffer of 2.5e8 elements (the largest catalog
+embedding a one-GPU case swaps must fit one buffer) and max_in_cpu 0 (all of them on the disk);
+the driver points nvme_path at a fresh folder of the machine's disk. The prediction (`dsplan simulate ... --json`, peak memory, step time and its
+band) is written into the case before anything runs, so the set tests the model out of sample.
+Cases are timed once per step (DSBENCH_PHASE_SYNC=0), 5 steps, median of steps 3-5.
 """
 import argparse
 import json
@@ -23,11 +26,20 @@ from make_gpu_cases import catalog, run_json, seq_args  # noqa: E402
 MiB = 2.0 ** 20
 
 
-def ds_config(stage, param, mb):
+NVME_PATH = "/tmp/dsbench_nvme"  # replaced per case by the driver (driver.nvme_paths)
+
+
+def ds_config(stage, param, mb, opt="cpu"):
     z = {"stage": stage, "contiguous_gradients": True, "overlap_comm": True, "reduce_bucket_size": 50000000,
-         "offload_optimizer": {"device": "cpu", "pin_memory": True}}
-    if stage == 3 and param == "cpu":
-        z["offload_param"] = {"device": "cpu", "pin_memory": True}
+         "offload_optimizer": {"device": opt, "pin_memory": True}}
+    if opt == "nvme":
+        z["offload_optimizer"]["nvme_path"] = NVME_PATH
+    if stage == 3 and param in ("cpu", "nvme"):
+        z["offload_param"] = {"device": param, "pin_memory": True}
+        if param == "nvme":
+            # max_in_cpu 0: every 16-bit partition lives on NVMe (the default 1e9 keeps a model this
+            # size wholly in host memory, and nothing would be read from the disk).
+            z["offload_param"].update(nvme_path=NVME_PATH, buffer_size=250000000, max_in_cpu=0)
     return {"bf16": {"enabled": True}, "gradient_accumulation_steps": 1, "gradient_clipping": 1.0,
             "optimizer": {"type": "AdamW", "params": {"lr": 5e-05, "betas": [0.9, 0.999], "eps": 1e-08,
                                                        "weight_decay": 0.0}},
@@ -41,8 +53,10 @@ def predict(dsplan, model, dsc, seq, scratch):
         json.dump(dsc, f)
     cmd = [dsplan, "simulate", "--model", model, "--gpus", "1", "--ds-config", path, "--json"] + seq
     j = run_json(cmd, scratch)
-    g, st, h = j.get("gpu", {}), j.get("step", {}), j.get("host", {})
+    g, st, h, nv = j.get("gpu", {}), j.get("step", {}), j.get("host", {}), j.get("nvme", {})
     return {"fits": j.get("fits"), "reason": j.get("reason"),
+            "nvme_read_mb_per_step": round((nv.get("read_bytes_per_step") or 0) / MiB, 1),
+            "nvme_write_mb_per_step": round((nv.get("write_bytes_per_step") or 0) / MiB, 1),
             "peak_allocated_mb": round(g.get("peak_allocated_bytes", 0) / MiB, 1),
             "peak_reserved_mb": round(g.get("peak_reserved_bytes", 0) / MiB, 1),
             "peak_at": g.get("peak_at"),
@@ -59,7 +73,7 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--set", default="offfresh")
-    ap.add_argument("--case", action="append", required=True, help="MODEL:STAGE:PARAM:MB")
+    ap.add_argument("--case", action="append", required=True, help="MODEL:STAGE:PARAM:MB[:OPT]")
     a = ap.parse_args()
     if os.path.exists(a.out):
         sys.exit(f"{a.out} exists; registered cases are never overwritten")
@@ -67,21 +81,33 @@ def main():
     with tempfile.TemporaryDirectory() as scratch:
         for spec in a.case:
             try:
-                model, stage, param, mb = spec.split(":")
+                parts = spec.split(":")
+                if len(parts) not in (4, 5):
+                    raise ValueError
+                model, stage, param, mb = parts[:4]
+                opt = parts[4] if len(parts) == 5 else "cpu"
                 stage, mb = int(stage), int(mb)
             except ValueError:
-                sys.exit(f"--case {spec!r}: expected MODEL:STAGE:PARAM:MB, e.g. phi-2:3:cpu:8")
-            if param not in ("cpu", "none") or stage not in (1, 2, 3) or (param == "cpu" and stage != 3):
-                sys.exit(f"--case {spec!r}: PARAM is cpu (stage 3 only) or none; STAGE is 1, 2 or 3")
+                sys.exit(f"--case {spec!r}: expected MODEL:STAGE:PARAM:MB[:OPT], e.g. phi-2:3:cpu:8 or "
+                         "qwen2-0.5b:3:nvme:8:nvme")
+            if (param not in ("cpu", "nvme", "none") or opt not in ("cpu", "nvme") or stage not in (1, 2, 3)
+                    or (param != "none" and stage != 3) or (opt == "nvme" and stage != 3)):
+                sys.exit(f"--case {spec!r}: PARAM is cpu or nvme (stage 3 only) or none; OPT is cpu or nvme "
+                         "(stage 3 only); STAGE is 1, 2 or 3")
             cfg = catalog(a.models, model)
             seq, sh = seq_args(cfg)
-            dsc = ds_config(stage, param, mb)
-            cid = f"{a.set}_{model}_s{stage}_mb{mb}_optcpu_param{param}"
+            dsc = ds_config(stage, param, mb, opt)
+            cid = f"{a.set}_{model}_s{stage}_mb{mb}_opt{opt}_param{param}"
+            pred = predict(a.dsplan, model, dsc, seq, scratch)
+            nvme = "nvme" in (opt, param)
+            # Init (the first swap-out) and 5 steps; NVMe-bound steps take seconds each.
+            est = max(90, round(60 + 8 * (pred["step_s"] or 0))) if nvme else 90
             case = dict(id=cid, model=model, model_config=cfg, plan_rank=None,
-                        variant=f"fresh CPU offload, stage {stage}, params {param}", stage=stage, mb=mb,
-                        grad_checkpointing=False, offload_optimizer="cpu", offload_param=param if stage == 3 else "none",
-                        ds_config=dsc, pred=[predict(a.dsplan, model, dsc, seq, scratch)], needs_cpu_adam=True,
-                        n_steps=5, est_s=90, env={"DSBENCH_PHASE_SYNC": "0"}, **sh)
+                        variant=f"fresh offload, stage {stage}, optimizer {opt}, params {param}", stage=stage,
+                        mb=mb, grad_checkpointing=False, offload_optimizer=opt,
+                        offload_param=param if stage == 3 else "none", ds_config=dsc, pred=[pred],
+                        needs_cpu_adam=True, needs_aio=nvme, n_steps=5, est_s=est,
+                        env={"DSBENCH_PHASE_SYNC": "0"}, **sh)
             rows.append(case)
             p = case["pred"][0]
             print(f"{cid}: {p['step_s']:.3f} s, peak allocated {p['peak_allocated_mb']:.0f} MiB, fits {p['fits']}",

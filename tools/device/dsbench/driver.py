@@ -18,6 +18,7 @@ memory half-way through a backward is not trusted for further measurements).
 import gc
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -149,6 +150,36 @@ except BaseException as e:  # noqa: BLE001
 R["gpu_name"] = torch.cuda.get_device_name(0)
 
 
+def proc_io():
+    """This process's block-device bytes (all its threads, DeepSpeed's aio threads included):
+    (read_bytes, write_bytes) from /proc/self/io, or (0, 0) where it cannot be read."""
+    try:
+        with open("/proc/self/io") as f:
+            d = dict(line.split(":", 1) for line in f if ":" in line)
+        return int(d["read_bytes"]), int(d["write_bytes"])
+    except Exception:  # noqa: BLE001
+        return 0, 0
+
+
+def nvme_paths(ds_config, case_id, D):
+    """Point every NVMe offload of |ds_config| at a fresh folder of this case on the machine's
+    disk ($DSBENCH_NVME_DIR, default /tmp/dsbench_nvme), recording where and the space free."""
+    z = ds_config.get("zero_optimization") or {}
+    root = os.environ.get("DSBENCH_NVME_DIR", "/tmp/dsbench_nvme")
+    path = None
+    for key in ("offload_optimizer", "offload_param"):
+        o = z.get(key) or {}
+        if o.get("device") == "nvme":
+            if path is None:
+                path = os.path.join(root, case_id)
+                shutil.rmtree(path, ignore_errors=True)
+                os.makedirs(path, exist_ok=True)
+                D["nvme_dir"] = path
+                D["nvme_disk_free_gb_before"] = round(shutil.disk_usage(path).free / 2**30, 1)
+            o["nvme_path"] = path
+    return path
+
+
 def mem(D, prefix):
     torch.cuda.synchronize()
     st = torch.cuda.memory_stats()
@@ -247,6 +278,7 @@ def build(s, D):
     ds_config = json.loads(json.dumps(s["ds_config"]))
     if s.get("optimizer_override") == "torch_adam":
         ds_config.setdefault("optimizer", {}).setdefault("params", {})["torch_adam"] = True
+    nvme_paths(ds_config, s.get("sub_id") or s["id"], D)
     S.reset()
     t0 = time.time()
     engine, optimizer, _, _ = deepspeed.initialize(
@@ -582,6 +614,7 @@ def run_sub(s, D):
     for i in range(n_steps):
         R["phase"] = f"{s['sub_id']}:step{i + 1}"
         torch.cuda.synchronize()
+        io0 = proc_io()
         t0 = time.perf_counter()
         ph = {"fwd_s": 0.0, "bwd_s": 0.0, "opt_s": 0.0, "fwd_peak_mb": 0.0, "bwd_peak_mb": 0.0, "opt_peak_mb": 0.0,
               "fwd_res_mb": 0.0, "bwd_res_mb": 0.0, "opt_res_mb": 0.0}
@@ -607,6 +640,9 @@ def run_sub(s, D):
         if not phase_sync:
             torch.cuda.synchronize()
         times.append(round(time.perf_counter() - t0, 4))
+        io1 = proc_io()
+        ph["disk_read_mb"] = (io1[0] - io0[0]) / MiB
+        ph["disk_write_mb"] = (io1[1] - io0[1]) / MiB
         losses.append(float(loss.detach().float().item()))
         # "hold_output": keep this step's output object (logits, and the K/V cache with
         # use_cache) until the next step's forward returns, as a loop written

@@ -10,6 +10,15 @@ T0=$(date +%s)
 PROBE_S=$1; TOTAL=$2; shift 2
 export PYTHONPATH=$HERE/site${PYTHONPATH:+:$PYTHONPATH}
 export TORCH_EXTENSIONS_DIR=/tmp/torch_ext PYTHONUNBUFFERED=1
+# NVMe offload builds DeepSpeed's async_io op, which needs libaio; the device image lacks it, so
+# tools/device/dsbench/fetch_libaio.sh unpacks the Debian packages into aio/ beside this script.
+if [ -d "$HERE/aio/usr/include" ]; then
+  AIO_LIB=$HERE/aio/usr/lib/x86_64-linux-gnu
+  export CFLAGS="-I$HERE/aio/usr/include${CFLAGS:+ $CFLAGS}" LDFLAGS="-L$AIO_LIB${LDFLAGS:+ $LDFLAGS}"
+  export CPATH="$HERE/aio/usr/include${CPATH:+:$CPATH}" LIBRARY_PATH="$AIO_LIB${LIBRARY_PATH:+:$LIBRARY_PATH}"
+  export LD_LIBRARY_PATH="$AIO_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "libaio from $HERE/aio"
+fi
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 mkdir -p "$OUT" /tmp/dsbench_state /tmp/torch_ext
 if [ -f "$HERE/torch_ext.tgz" ]; then

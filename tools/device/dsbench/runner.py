@@ -12,6 +12,7 @@ import argparse
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -75,6 +76,8 @@ def main():
             est += 90
         if c.get("needs_cpu_adam") and not ext_built("cpu_adam"):
             est += 100
+        if c.get("needs_aio") and not ext_built("async_io"):
+            est += 60
         if est > remaining:
             log(f"defer {c['id']}: est {est:.0f}s > {remaining:.0f}s left")
             deferred.append(c["id"])
@@ -127,6 +130,8 @@ def main():
             R["runner_wall_s"] = round(wall, 1)
             R["runner_rc"] = rc
             R["runner_try"] = tries
+            # NVMe offload's swap files (driver.nvme_paths) go with the case.
+            shutil.rmtree(os.environ.get("DSBENCH_NVME_DIR", "/tmp/dsbench_nvme"), ignore_errors=True)
             if killed:
                 R["status"] = "timeout" if R.get("status") in ("started", None) else R["status"]
                 R["error"] = (R.get("error") or "") + f" [killed by runner after {tmo:.0f}s in phase {R.get('phase')}]"

@@ -4,9 +4,11 @@
 # the set ran (2026-12-04: step 5.5 % mean, 16.3 % worst, 6 of 7 in the registered band, 6 of 7
 # within 10 % throughput; three stage 0-2 plans that FusedAdam did not train: two losses
 # unchanged, one risen).
-# Usage: device_tools_test.sh SOURCE_DIR
+# And tools/device/make_offload_cases.py, which registers offload cases with dsplan's prediction.
+# Usage: device_tools_test.sh SOURCE_DIR DSPLAN
 set -u
 src=$1
+bin=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$(dirname "$0")/lib.sh"
@@ -28,6 +30,43 @@ head -3 docs/validation/deepspeed/fresh-1204g/results-callM.jsonl >"$tmp/set/res
 python3 tools/device/registered_report.py "$tmp/set" >"$tmp/out" 2>"$tmp/err"
 check "a partial set reports" test $? -eq 0
 check "the plans that did not run are missing" test "$(grep -c ': missing\.$' "$tmp/out")" -eq 4
+
+# An NVMe case: the ds_config DeepSpeed will get (NVMe for both, the parameters all on the drive
+# behind 2.5e8-element buffers), the async_io build flagged, and the prediction's NVMe traffic.
+# qwen2-0.5b has 494,032,768 parameters; with the optimizer on NVMe each step reads fp32 master,
+# both Adam states and the swapped gradients (16 bytes each) and writes the same 16 (the
+# gradients in the backward, master and states after), plus at every gather the 16-bit
+# parameters (2 bytes), and after the step their update (2 bytes).
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/nv.jsonl" \
+  --set t --case qwen2-0.5b:3:cpu:8:nvme --case qwen2-0.5b:3:nvme:8:nvme >"$tmp/out" 2>"$tmp/err"
+check "make_offload_cases registers NVMe cases" test $? -eq 0
+check "NVMe cases: config, flags and predicted traffic" python3 - "$tmp/nv.jsonl" <<'PY'
+import json, sys
+a, b = [json.loads(l) for l in open(sys.argv[1])]
+P, MiB = 494032768, 2 ** 20
+za, zb = a["ds_config"]["zero_optimization"], b["ds_config"]["zero_optimization"]
+assert a["id"] == "t_qwen2-0.5b_s3_mb8_optnvme_paramcpu", a["id"]
+assert za["offload_optimizer"]["device"] == "nvme" and za["offload_optimizer"]["nvme_path"]
+assert za["offload_param"] == {"device": "cpu", "pin_memory": True}, za["offload_param"]
+assert zb["offload_param"]["device"] == "nvme" and zb["offload_param"]["max_in_cpu"] == 0
+assert zb["offload_param"]["buffer_size"] == 250000000
+assert a["needs_aio"] and b["needs_aio"] and a["needs_cpu_adam"]
+pa, pb = a["pred"][0], b["pred"][0]
+assert abs(pa["nvme_read_mb_per_step"] - 16 * P / MiB) < 0.1, pa["nvme_read_mb_per_step"]
+assert abs(pa["nvme_write_mb_per_step"] - 16 * P / MiB) < 0.1, pa["nvme_write_mb_per_step"]
+# The parameters: at least one 16-bit read (every layer's forward gather) and one write.
+assert pb["nvme_read_mb_per_step"] >= pa["nvme_read_mb_per_step"] + 2 * P / MiB - 1, pb
+assert abs(pb["nvme_write_mb_per_step"] - 18 * P / MiB) < 0.1, pb["nvme_write_mb_per_step"]
+assert pb["step_s"] > pa["step_s"] and pa["time_band"]["unvalidated_nvme_share"] > 0.5
+PY
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/nv.jsonl" \
+  --set t --case qwen2-0.5b:3:cpu:8:nvme >"$tmp/out" 2>"$tmp/err"
+check "a registered file is never overwritten" test $? -ne 0
+check "the refusal says so" grep -q "never overwritten" "$tmp/err"
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/bad.jsonl" \
+  --case qwen2-0.5b:2:none:8:nvme >"$tmp/out" 2>"$tmp/err"
+check "NVMe optimizer offload below stage 3 is refused" test $? -ne 0 -a ! -e "$tmp/bad.jsonl"
+check "the refusal names the rule" grep -q "OPT is cpu or nvme (stage 3 only)" "$tmp/err"
 
 echo "device_tools_test: $pass passed, $fail failed"
 test "$fail" -eq 0

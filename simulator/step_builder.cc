@@ -503,6 +503,9 @@ class Builder {
   int32_t pending_calls_ = 0;
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
+  // ZeRO-3: layers released after their forward that the prefetcher gathers again at the end
+  // of the forward for the backward (see the reuse rule where they are set).
+  std::vector<char> refetched_;
   // Parameters of the layers after each layer (the reuse distance of its forward use).
   std::vector<int64_t> after_;
   int64_t tiles_ = 1;
@@ -859,15 +862,34 @@ void Builder::Initial() {
           Init(MemSpace::kGpu, MemCategory::kOptimizerStates, states * on);
         }
       }
-      // Reuse distance: after a module runs, its parameters stay gathered when they are used
-      // again within stage3_max_reuse_distance parameter elements of the recorded trace. For
-      // a layer in forward the next use is its backward; the calibration (gpt2-xl, stage 3 with
-      // parameter offload) matches counting the parameters of the layers after it once.
-      int64_t after = 0;
-      for (int l = static_cast<int>(w_.layers.size()) - 1; l >= 0; --l) {
-        retained_[l] = (Gathered(l) > 0 && after < z.stage3_max_reuse_distance) ? 1 : 0;
+      // What is gathered when the backward starts (partitioned_param_coordinator.py, 0.14.5;
+      // docs/deepspeed-facts.md "Release"; tools/dev/zero3_coordinator_emu.py replays it):
+      // (1) after a layer's forward its parameters stay gathered when they are used again
+      // within stage3_max_reuse_distance elements of the trace, which runs from there through
+      // the rest of the forward and on into the backward down to the layer: the gathered
+      // elements of the layers after it, twice. (2) In the last modules of the forward the
+      // prefetcher's queue has reached the backward's entries: it passes over what is still
+      // gathered and gathers the next layers the backward needs, stage3_prefetch_bucket_size at
+      // each module's hook, until stage3_max_live_parameters are gathered. Those layers were
+      // released after their forward and are gathered again at its end (refetched_).
+      const int L = static_cast<int>(w_.layers.size());
+      int64_t after = 0, live = 0;
+      for (int l = L - 1; l >= 0; --l) {
+        retained_[l] = (Gathered(l) > 0 && 2 * after < z.stage3_max_reuse_distance) ? 1 : 0;
+        if (retained_[l]) live += Gathered(l);
         after_[l] = after;
         after += Gathered(l);
+      }
+      refetched_.assign(w_.layers.size(), 0);
+      if (z.stage3_prefetch_bucket_size > 0) {
+        // In the backward's order; a tiled block's tiles are prefetched one module at a time,
+        // which this layer-level fill does not follow: it stops there.
+        for (int l = L - 1; l >= 0 && live < z.stage3_max_live_parameters; --l) {
+          if (Tiled(l)) break;
+          if (Gathered(l) <= 0 || retained_[l]) continue;
+          refetched_[l] = 1;
+          live += Gathered(l);
+        }
       }
       break;
     }
@@ -1021,6 +1043,12 @@ void Builder::Forward(int micro) {
     }
     CheckpointToHost(micro, l);
   }
+  // The prefetcher's gathers for the backward at the forward's end, last layer first.
+  if (Stage3() && !refetched_.empty()) {
+    for (int l = L - 1; l >= 0; --l) {
+      if (refetched_[l] && !gathered_[l]) Gather(micro, l);
+    }
+  }
 }
 
 void Builder::Backward(int micro) {
@@ -1160,9 +1188,10 @@ void Builder::ForwardTiled(int micro, int l) {
     EffectList fx;
     if (i == tiles_ - 1) KeptActivationAllocs(l, &fx);
     // The tile's next use is its backward: the block's later tiles and the layers after it
-    // come in between (the module trace, as for whole layers).
+    // come in between, in the forward and again in the backward (the module trace, as for
+    // whole layers).
     const int64_t distance = after_[l] + (Gathered(l) - Gathered(l) / tiles_ * (i + 1));
-    if (!(distance < reuse)) ReleaseTile(l, i, &fx);
+    if (!(2 * distance < reuse)) ReleaseTile(l, i, &fx);
     last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
   }
 }
@@ -1173,15 +1202,15 @@ void Builder::BackwardTiled(int micro, int l) {
   const TaskId reload = CheckpointFromHost(micro, l);
   if (layer.checkpointed) {
     // The checkpoint function runs the block's forward again, tile by tile; a tile stays
-    // gathered when its backward comes within the reuse distance (the later tiles, counted
-    // once as for whole layers).
+    // gathered when its backward comes within the reuse distance (the later tiles' recompute
+    // and backward in between, as for whole layers).
     for (int64_t i = 0; i < tiles_; ++i) {
       const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
       const Task r = TileTask(TaskKind::kRecompute, micro, l, i);
       EffectList fx;
       if (i == tiles_ - 1) SavedActivationAllocs(l, layer.recompute_bytes, &fx);
       const int64_t distance = (Gathered(l) / tiles_) * (tiles_ - 1 - i);
-      if (!(distance < reuse)) ReleaseTile(l, i, &fx);
+      if (!(2 * distance < reuse)) ReleaseTile(l, i, &fx);
       last_compute_ = g_.Add(r, {last_compute_, gather, reload}, fx);
     }
   }

@@ -1005,6 +1005,83 @@ TEST_F(StepBuilderTest, TiedHeadGathersTheWordEmbeddingsUnderStageThree) {
   EXPECT_EQ(ComputeLayerParams(untied, 100'000)[head].tied_numel, 0);
 }
 
+// What is gathered when the backward starts (DeepSpeed 0.14.5's coordinator, replayed by
+// tools/dev/zero3_coordinator_emu.py): a layer stays gathered after its forward when twice the
+// gathered elements of the layers after it are under stage3_max_reuse_distance; in the
+// forward's last modules the prefetcher gathers again, last layer first, what the backward needs
+// until stage3_max_live_parameters are gathered; without prefetching nothing is gathered again
+// before the backward. gpt2 at two ranks: the window keeps a layer when 2 x after < reuse.
+TEST_F(StepBuilderTest, TheBackwardStartsWithTheLayersTheCoordinatorKeepsOrRefetches) {
+  const int L = static_cast<int>(w_->layers.size());
+  std::vector<int64_t> gathered(L, 0);  // gathered elements per layer (persistence 1e5)
+  const std::vector<LayerParams> lp = ComputeLayerParams(*w_, 100'000);
+  for (int l = 0; l < L; ++l) gathered[l] = lp[l].numel - lp[l].persistent_numel + lp[l].tied_numel;
+  // Gathers issued after micro-step 0's last forward task and before its first backward task
+  // (in order), and gathers during its backward.
+  auto count = [&](const Plan& p, std::vector<int>* at_end, int* in_backward) {
+    const BuiltStep b = Build(p);
+    int last_fwd = -1;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.micro_step == 0 && t.kind == TaskKind::kForward) last_fwd = std::max(last_fwd, t.layer);
+    }
+    at_end->clear();
+    *in_backward = 0;
+    bool forward_done = false, backward = false;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.micro_step != 0) continue;
+      if (t.kind == TaskKind::kBackward) backward = true;
+      if (t.kind == TaskKind::kAllGather) {
+        if (backward) ++*in_backward;
+        else if (forward_done) at_end->push_back(t.layer);
+      }
+      if (t.kind == TaskKind::kForward && t.layer == last_fwd) forward_done = true;
+    }
+  };
+  Plan p = MakePlan(3, 2);
+  std::vector<int> at_end;
+  int in_backward = 0;
+  // Defaults (1e9 each): gpt2's 124 M parameters are all kept; nothing is gathered again.
+  count(p, &at_end, &in_backward);
+  EXPECT_TRUE(at_end.empty());
+  EXPECT_EQ(in_backward, 0);
+  // No reuse window: every layer is released after its forward and the prefetcher gathers them
+  // all again at its end, last layer first (124 M < max live), so the backward gathers nothing.
+  p.zero.stage3_max_reuse_distance = 0;
+  count(p, &at_end, &in_backward);
+  std::vector<int> all;
+  for (int l = L - 1; l >= 0; --l) {
+    if (gathered[l] > 0) all.push_back(l);
+  }
+  EXPECT_EQ(at_end, all);
+  EXPECT_EQ(in_backward, 0);
+  // Max live 30 M: the last layers until 30 M are gathered (the tied head's 38.6 M table alone
+  // reaches it), the others in the backward.
+  p.zero.stage3_max_live_parameters = 30'000'000;
+  count(p, &at_end, &in_backward);
+  ASSERT_FALSE(at_end.empty());
+  EXPECT_EQ(at_end.front(), all.front());
+  EXPECT_EQ(at_end.size(), 1u);
+  EXPECT_GT(in_backward, 0);
+  // Without prefetching nothing is gathered again before the backward.
+  p.zero.stage3_max_live_parameters = 1'000'000'000;
+  p.zero.stage3_prefetch_bucket_size = 0;
+  count(p, &at_end, &in_backward);
+  EXPECT_TRUE(at_end.empty());
+  EXPECT_EQ(in_backward, static_cast<int>(all.size()));
+  // The window: reuse 2 x (the last block and the head's table) + 1 keeps exactly those two.
+  int last_block = -1;
+  for (int l = 0; l < L; ++l) {
+    if (w_->layers[l].kind == LayerKind::kDecoderBlock) last_block = l;
+  }
+  int64_t after_last_block = 0;
+  for (int l = last_block + 1; l < L; ++l) after_last_block += gathered[l];
+  p.zero.stage3_max_reuse_distance = 2 * after_last_block + 1;
+  count(p, &at_end, &in_backward);
+  EXPECT_TRUE(at_end.empty());
+  // Kept: the head and the last block; every other gathered layer is gathered in the backward.
+  EXPECT_EQ(in_backward, static_cast<int>(all.size()) - 2);
+}
+
 // Gradient checkpointing: one recompute per checkpointed layer per micro-step, none without.
 TEST_F(StepBuilderTest, CheckpointingAddsRecomputeTasks) {
   Plan p = MakePlan(2, 4);

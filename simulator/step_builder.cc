@@ -913,12 +913,9 @@ TaskId Builder::PartitionToGpu(int micro, int l, int64_t index, int64_t numel) {
     // (Init._ensure_availability_of_partitioned_params: swap_in, or the coordinator's NVMe
     // prefetch ahead of it) at every gather, forward, backward and recompute; released
     // parameters are not written back (the drive keeps the partition until the step).
-    Task r;
+    Task r = copy;
     r.kind = TaskKind::kNvmeRead;
     r.resource = Resource::kNvme;
-    r.layer = l;
-    r.micro_step = micro;
-    r.index = static_cast<int32_t>(index);
     r.bytes = NvmeGatherBytes(l, numel);
     read = g_.Add(r, {}, {});
   }
@@ -1180,7 +1177,6 @@ Task Builder::TileTask(TaskKind kind, int micro, int l, int64_t i) const {
 }
 
 void Builder::ForwardTiled(int micro, int l) {
-  const Layer& layer = w_.layers[l];
   const int64_t reuse = p_.zero.stage3_max_reuse_distance;
   for (int64_t i = 0; i < tiles_; ++i) {
     const TaskId gather = tile_gathered_[l][i] ? tile_task_[l][i] : GatherTile(micro, l, i);
@@ -1591,12 +1587,9 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       d.pinned = true;
       d2h = g_.Add(d, {before, check, last_grad_swap_},
                    {FreeNow(4 * owned, MemCategory::kTemporaries)});
-      Task w;
+      Task w = d;
       w.kind = TaskKind::kNvmeWrite;
       w.resource = Resource::kNvme;
-      w.micro_step = micro;
-      w.index = r.index;
-      w.bytes = 4.0 * owned;
       last_grad_swap_ = g_.Add(w, {d2h}, {});
     } else if (!Stage3() || boundary) {
       Task d;

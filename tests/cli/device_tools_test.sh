@@ -68,5 +68,34 @@ python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out
 check "NVMe optimizer offload below stage 3 is refused" test $? -ne 0 -a ! -e "$tmp/bad.jsonl"
 check "the refusal names the rule" grep -q "OPT is cpu or nvme (stage 3 only)" "$tmp/err"
 
+# ZeRO-3's gathered parameters when the backward starts, dsplan's builder against
+# tools/dev/zero3_coordinator_emu.py (an independent replay of DeepSpeed 0.14.5's coordinator on
+# transformers' module tree), for qwen2-1.5b at one rank with the parameters offloaded (where a
+# gather allocates): within one decoder layer (46.8 M elements), at the defaults, a small
+# max_live, no prefetch, a tiny max_live and no reuse window.
+check "gathered parameters at the backward's start track DeepSpeed's coordinator" python3 - "$bin" <<'PY'
+import json, os, subprocess, sys, tempfile
+sys.path.insert(0, "tools/dev")
+import zero3_coordinator_emu as emu
+layer = 46_792_704
+for live, reuse, bucket in [(1e9, 1e9, 5e7), (3e8, 1e9, 5e7), (1e9, 1e9, 0), (1e8, 1e8, 5e7), (1e9, 0, 5e7)]:
+    z = {"stage": 3, "reduce_bucket_size": 50000000, "stage3_max_live_parameters": int(live),
+         "stage3_max_reuse_distance": int(reuse), "stage3_prefetch_bucket_size": int(bucket),
+         "offload_optimizer": {"device": "cpu", "pin_memory": True},
+         "offload_param": {"device": "cpu", "pin_memory": True}}
+    cfg = {"bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
+           "optimizer": {"type": "AdamW", "params": {"lr": 5e-5}}, "zero_optimization": z}
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "c.json")
+        json.dump(cfg, open(path, "w"))
+        out = subprocess.run([sys.argv[1], "simulate", "--model", "qwen2-1.5b", "--ds-config", path, "--json"],
+                             capture_output=True, text=True, check=True).stdout
+    j = json.loads(out)
+    assert j["gpu"]["peak_at"] == "bwd loss (micro-step 0)", j["gpu"]["peak_at"]
+    ours = j["gpu"]["breakdown_at_peak"]["gathered_params"] / 2
+    ref = emu.gathered_at_backward("qwen2-1.5b", live, reuse, bucket)
+    assert abs(ours - ref) <= layer, (live, reuse, bucket, ours, ref)
+PY
+
 echo "device_tools_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -16,6 +16,8 @@ each container's pre-backward hook before its children's), with the defaults (pe
 bucket 5e7, max live 1e9, reuse 1e9).
 
 usage: python3 tools/dev/zero3_coordinator_emu.py
+       python3 tools/dev/zero3_coordinator_emu.py --model qwen2-1.5b --max-live 3e8 --reuse 1e9 \
+           --bucket 5e7      (one line: the elements gathered when the backward starts)
 """
 import collections
 
@@ -158,7 +160,31 @@ def gpt2_xl():
     bwd += [drop, wpe, wte]
     return fwd, bwd, root
 
+MODELS = {"qwen2-1.5b": qwen2_1_5b, "gpt2-xl": gpt2_xl}
+
+
+def gathered_at_backward(model, max_live, reuse, bucket):
+    """Non-persistent elements gathered after the backward root's fetch and prefetch."""
+    global MAX_LIVE, REUSE, BUCKET
+    MAX_LIVE, REUSE, BUCKET = int(max_live), int(reuse), int(bucket)
+    f = MODELS[model]
+    n_fwd = len(f()[0])
+    P._n = 0
+    fwd, bwd, _ = f()
+    return run(fwd, bwd, stop_step=n_fwd)[0]
+
+
 if __name__ == "__main__":
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", choices=sorted(MODELS))
+    ap.add_argument("--max-live", type=float, default=1e9)
+    ap.add_argument("--reuse", type=float, default=1e9)
+    ap.add_argument("--bucket", type=float, default=5e7)
+    a = ap.parse_args()
+    if a.model:
+        print(gathered_at_backward(a.model, a.max_live, a.reuse, a.bucket))
+        raise SystemExit(0)
     for name, f in [("qwen2-1.5b", qwen2_1_5b), ("gpt2-xl", gpt2_xl)]:
         n_fwd = len(f()[0])
         for label, stop in [("end of forward (lm_head fetched)", n_fwd - 1),

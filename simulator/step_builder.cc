@@ -1001,10 +1001,14 @@ void Builder::Forward(int micro) {
     TaskId gather = -1;
     if (Stage3() && Gathered(l) > 0) {
       gather = gathered_[l] ? gather_task_[l] : Gather(micro, l);
-      // Prefetch (steady state: the module trace is complete): the next module's gather is
-      // issued before this one's compute, up to stage3_prefetch_bucket_size elements.
-      if (l + 1 < L && !gathered_[l + 1] && CanPrefetch(l + 1)) {
-        Gather(micro, l + 1);
+      // Prefetch (steady state: the module trace is complete). DeepSpeed's prefetcher runs at
+      // every module's hook, up to stage3_prefetch_bucket_size each time, so it keeps about
+      // stage3_max_live_parameters gathered ahead in the trace's order
+      // (tools/dev/zero3_coordinator_emu.py): the layers after this one are gathered before its
+      // compute until that many are.
+      for (int j = l + 1; j < L && p_.zero.stage3_prefetch_bucket_size > 0; ++j) {
+        if (Tiled(j) || gathered_numel_ >= p_.zero.stage3_max_live_parameters) break;
+        if (!gathered_[j] && Gathered(j) > 0) Gather(micro, j);
       }
     }
     Task t;

@@ -924,7 +924,8 @@ TEST_F(StepBuilderTest, PartialOptimizerOffloadSplitsSubGroups) {
 }
 
 // stage3_max_live_parameters caps prefetching: with 0 no module is gathered before the previous
-// module's forward has been issued; with the defaults gpt2's small blocks are prefetched.
+// module's forward has been issued; with the defaults gpt2's small blocks are prefetched, all of
+// them before the first forward.
 TEST_F(StepBuilderTest, MaxLiveParametersCapsPrefetch) {
   auto prefetched = [](const BuiltStep& b) {
     int n = 0;
@@ -944,6 +945,26 @@ TEST_F(StepBuilderTest, MaxLiveParametersCapsPrefetch) {
   };
   Plan p = MakePlan(3, 4);
   EXPECT_GT(prefetched(Build(p)), 0);
+  // DeepSpeed's prefetcher runs at every module's hook, so it keeps about max live gathered
+  // ahead (tools/dev/zero3_coordinator_emu.py): gpt2's 124 M parameters are all gathered
+  // before the first layer's forward; with max live 60 M only until 60 M are (the embeddings'
+  // 39 M and three 7 M blocks).
+  auto before_first_forward = [](const BuiltStep& b) {
+    int n = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.micro_step != 0) continue;
+      if (t.kind == TaskKind::kForward) break;
+      n += t.kind == TaskKind::kAllGather;
+    }
+    return n;
+  };
+  int gathered_layers = 0;
+  for (const LayerParams& l : ComputeLayerParams(*w_, 100'000)) {
+    gathered_layers += l.numel - l.persistent_numel + l.tied_numel > 0;
+  }
+  EXPECT_EQ(before_first_forward(Build(p)), gathered_layers);
+  p.zero.stage3_max_live_parameters = 60'000'000;
+  EXPECT_EQ(before_first_forward(Build(p)), 4);
   p.zero.stage3_max_live_parameters = 0;
   EXPECT_EQ(prefetched(Build(p)), 0);
 }

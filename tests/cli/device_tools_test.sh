@@ -31,6 +31,30 @@ python3 tools/device/registered_report.py "$tmp/set" >"$tmp/out" 2>"$tmp/err"
 check "a partial set reports" test $? -eq 0
 check "the plans that did not run are missing" test "$(grep -c ': missing\.$' "$tmp/out")" -eq 4
 
+# A case registration (make_offload_cases.py's files): runs matched by case id, the allocator
+# recording case left out, NVMe traffic set against the block device's bytes per step.
+mkdir -p "$tmp/cases"
+cp docs/validation/deepspeed/offfresh-1205/cases-memhist.jsonl "$tmp/cases/"
+cp docs/validation/deepspeed/nvme-1205/cases-nvme-a.jsonl "$tmp/cases/"
+python3 - "$tmp/cases" <<'PY'
+import json, sys
+d = sys.argv[1]
+case = json.loads(open(d + "/cases-nvme-a.jsonl").readline())
+p = case["pred"][0]
+steps = [2 * p["step_s"]] + [1.08 * p["step_s"]] * 4
+per = [{"disk_read_mb": 100.0 * (i + 1), "disk_write_mb": 50.0} for i in range(5)]
+sub = {"status": "ok", "median_step_s": 1.08 * p["step_s"], "step_times_s": steps, "per_step": per,
+       "losses": [12.0, 11.0], "steps_max_alloc_mb": p["peak_allocated_mb"] * 1.01}
+json.dump({"id": case["id"], "model": case["model"], "subs": [sub]}, open(d + "/results-callX.jsonl", "w"))
+PY
+python3 tools/device/registered_report.py "$tmp/cases" >"$tmp/out" 2>"$tmp/err"
+check "registered_report reads a case registration" test $? -eq 0
+check "every NVMe case listed, the memhist case left out" test "$(grep -c '^| qwen2-1.5b' "$tmp/out")" -eq 0 -a "$(grep -c 'missing\.$' "$tmp/out")" -eq 2
+check "the run matched by id: -7.4 % (predicted 1/1.08 of measured), in band, within 10 %" \
+  grep -q "| -7.4% | yes | yes |" "$tmp/out"
+check "NVMe bytes: the median of steps 3-5 (400 / 50 MiB) beside the registration" \
+  grep -q "| 7538 / 7538 MiB | 400 / 50 MiB |" "$tmp/out"
+
 # An NVMe case: the ds_config DeepSpeed will get (NVMe for both, the parameters all on the drive
 # behind 2.5e8-element buffers), the async_io build flagged, and the prediction's NVMe traffic.
 # qwen2-0.5b has 494,032,768 parameters; with the optimizer on NVMe each step reads fp32 master,

@@ -3,10 +3,15 @@
 
 usage: registered_report.py DIR > DIR/registered.md
 
-DIR holds the registration, written before any run (`plans-dsplan.jsonl`: one
+DIR holds the registration, written before any run, and what ran (`results-call*.jsonl`,
+tools/device/dsbench/driver.py groups). The registration is either `plans-dsplan.jsonl` (one
 `dsplan --model M --gpus 1 --json` rank-1 recommendation per line, with its step time, band and
-peak allocated), and what ran (`results-call*.jsonl`, tools/device/dsbench/driver.py groups).
-Each registered model is matched with the sub of the group whose `model` is the same.
+peak allocated; each registered model is matched with the sub of the group whose `model` is
+the same) or, without it, the `cases-*.jsonl` that tools/device/make_offload_cases.py wrote
+(each case's `pred`; matched by case id; cases run under DSBENCH_MEMHIST are not timing data and
+are left out). Where a case predicted NVMe traffic, its bytes per step are set against what the
+run read from and wrote to the block device (the median over the timed steps of
+`per_step.disk_read_mb` / `disk_write_mb`).
 
 Per plan: the registered step time and band, the measured median step, the error
 (predicted - measured) / measured, whether the measured step is inside the band, whether the
@@ -25,38 +30,74 @@ MiB = 2.0 ** 20
 
 
 def registered(d):
-    plans = []
-    with open(os.path.join(d, "plans-dsplan.jsonl")) as f:
-        for line in f:
-            if line.strip():
-                plans.append(json.loads(line))
-    return plans
+    """The registered predictions, one dict each: key (what a run is matched by), model, label,
+    mb, pred_s, band (relative low, high), pred_alloc (MiB) and the NVMe MiB per step (or None)."""
+    out = []
+    plans = os.path.join(d, "plans-dsplan.jsonl")
+    if os.path.exists(plans):
+        with open(plans) as f:
+            for line in f:
+                if not line.strip():
+                    continue
+                p = json.loads(line)
+                band = p["step"].get("time_band") or {}
+                out.append({"key": ("model", p["model"]), "model": p["model"],
+                            "label": p.get("summary", ""), "mb": p["plan"]["micro_batch"],
+                            "pred_s": p["step"]["time_s"], "band": (band.get("low", 0), band.get("high", 0)),
+                            "pred_alloc": p["gpu"]["peak_allocated_bytes"] / MiB,
+                            "nvme": None})
+        return out
+    for path in sorted(glob.glob(os.path.join(d, "cases-*.jsonl"))):
+        for line in open(path):
+            if not line.strip():
+                continue
+            c = json.loads(line)
+            if (c.get("env") or {}).get("DSBENCH_MEMHIST"):
+                continue
+            p = c["pred"][0]
+            band = p.get("time_band") or {}
+            nv = (p.get("nvme_read_mb_per_step"), p.get("nvme_write_mb_per_step"))
+            out.append({"key": ("id", c["id"]), "model": c["model"], "label": c.get("variant", ""),
+                        "mb": c.get("mb"), "pred_s": p["step_s"],
+                        "band": (band.get("low", 0), band.get("high", 0)),
+                        "pred_alloc": p["peak_allocated_mb"],
+                        "nvme": nv if (nv[0] or nv[1]) else None})
+    return out
 
 
 def measured(d):
-    by_model = {}
+    """Runs by ("model", name) and by ("id", group id): the first run counts, a later repeat does
+    not replace it."""
+    runs = {}
     for f in sorted(glob.glob(os.path.join(d, "results-call*.jsonl"))):
         for line in open(f):
             if not line.strip():
                 continue
             g = json.loads(line)
             for s in g.get("subs", []):
-                # the first run of a model counts; a later repeat does not replace it
-                by_model.setdefault(g.get("model"), s)
-    return by_model
+                runs.setdefault(("model", g.get("model")), s)
+                runs.setdefault(("id", g.get("id")), s)
+    return runs
+
+
+def median(xs):
+    xs = sorted(xs)
+    n = len(xs)
+    return None if n == 0 else (xs[n // 2] if n % 2 else 0.5 * (xs[n // 2 - 1] + xs[n // 2]))
 
 
 def row(p, s):
-    step = p["step"]
-    band = step.get("time_band") or {}
-    pred_s = step["time_s"]
-    lo, hi = band.get("low", 0) * pred_s, band.get("high", 0) * pred_s
-    pred_alloc = p["gpu"]["peak_allocated_bytes"] / MiB
-    r = {"model": p["model"], "summary": p.get("summary", ""), "mb": p["plan"]["micro_batch"],
-         "pred_s": pred_s, "lo": lo, "hi": hi, "pred_alloc": pred_alloc,
+    pred_s = p["pred_s"]
+    lo, hi = p["band"][0] * pred_s, p["band"][1] * pred_s
+    r = {"model": p["model"], "summary": p["label"], "mb": p["mb"],
+         "pred_s": pred_s, "lo": lo, "hi": hi, "pred_alloc": p["pred_alloc"], "nvme": p["nvme"],
          "status": "missing" if s is None else s.get("status")}
     if s is None or s.get("status") != "ok":
         return r
+    if p["nvme"]:
+        timed = (s.get("per_step") or [])[2:]
+        r["disk"] = (median([x.get("disk_read_mb", 0) for x in timed]),
+                     median([x.get("disk_write_mb", 0) for x in timed]))
     m = s.get("median_step_s")
     losses = s.get("losses") or []
     r.update({"meas_s": m, "meas_alloc": s.get("steps_max_alloc_mb"),
@@ -68,7 +109,7 @@ def row(p, s):
         # throughput is tokens / step time, the same tokens on both sides
         r["tput_ok"] = abs(m / pred_s - 1) <= 0.10
     if r["meas_alloc"]:
-        r["alloc_err"] = (pred_alloc - r["meas_alloc"]) / r["meas_alloc"]
+        r["alloc_err"] = (p["pred_alloc"] - r["meas_alloc"]) / r["meas_alloc"]
     if losses:
         r["trained"] = losses[-1] < losses[0]
         r["loss_move"] = ("fell" if losses[-1] < losses[0]
@@ -79,7 +120,7 @@ def row(p, s):
 def main():
     d = sys.argv[1] if len(sys.argv) > 1 else "."
     got = measured(d)
-    rows = [row(p, got.get(p["model"])) for p in registered(d)]
+    rows = [row(p, got.get(p["key"])) for p in registered(d)]
     print(f"# Registered against measured: `{d}`\n")
     print("Generated by `python3 tools/device/registered_report.py " + d + "`.\n")
     print("| model | registered plan | step registered (band) | measured | error | in band | "
@@ -123,6 +164,15 @@ def main():
               "bf16 moves in steps of 1/16 to 1/64 near 10, and a few steps of a warm-up from "
               "learning rate 0 may not move it: unchanged alone does not show a plan that does "
               "not train.)")
+    nvme = [r for r in rows if r.get("nvme")]
+    if nvme:
+        print()
+        print("| model | registered plan | NVMe read / write per step, registered | measured (block device, median of the timed steps) |")
+        print("|---|---|---|---|")
+        for r in nvme:
+            got = r.get("disk")
+            meas = (f"{got[0]:.0f} / {got[1]:.0f} MiB" if got and got[0] is not None else "-")
+            print(f"| {r['model']} | {r['summary']}, mb {r['mb']} | {r['nvme'][0]:.0f} / {r['nvme'][1]:.0f} MiB | {meas} |")
     others = [r for r in rows if r.get("err") is None]
     for r in others:
         print(f"- {r['model']}: {r['status']}.")

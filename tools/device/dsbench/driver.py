@@ -670,20 +670,16 @@ def run_sub(s, D):
         dump()
     # DSBENCH_TIMELINE=1: one more step under a CUDA-only profiler, reduced stream by stream
     # (stream_timeline): is the compute stream idle, and waiting on a side stream or on the host?
-    if os.environ.get("DSBENCH_TIMELINE") and ga == 1:
-        try:
-            D["timeline"] = timeline_step(engine, batch)
-        except Exception:  # noqa: BLE001
-            D["timeline_error"] = traceback.format_exc()[-2000:]
-        dump()
     # DSBENCH_SYNCSITES=1: one more step with every host call that can wait for the GPU timed
     # and keyed by its DeepSpeed / transformers call site (syncstack_step).
-    if os.environ.get("DSBENCH_SYNCSITES") and ga == 1:
-        try:
-            D["syncsites"] = syncstack_step(engine, batch)
-        except Exception:  # noqa: BLE001
-            D["syncsites_error"] = traceback.format_exc()[-2000:]
-        dump()
+    for env, key, extra_step in (("DSBENCH_TIMELINE", "timeline", timeline_step),
+                                 ("DSBENCH_SYNCSITES", "syncsites", syncstack_step)):
+        if os.environ.get(env) and ga == 1:
+            try:
+                D[key] = extra_step(engine, batch)
+            except Exception:  # noqa: BLE001
+                D[key + "_error"] = traceback.format_exc()[-2000:]
+            dump()
     if memhist:
         marks.append(("end", time.time_ns() // 1000))
         snap = torch.cuda.memory._snapshot()

@@ -161,6 +161,16 @@ def proc_io():
         return 0, 0
 
 
+def proc_faults():
+    """This process's page faults and context switches so far (all threads):
+    (minor faults, major faults, involuntary switches, host CPU seconds). A step's minor faults
+    tell whether its host temporaries were fresh pages (the stage-3 offload copies' suspected
+    day-to-day cost); CPU seconds against wall time tell how busy the host threads were."""
+    import resource
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_minflt, r.ru_majflt, r.ru_nivcsw, r.ru_utime + r.ru_stime
+
+
 def nvme_paths(ds_config, case_id, D):
     """Point every NVMe offload of |ds_config| at a fresh folder of this case on the machine's
     disk ($DSBENCH_NVME_DIR, default /tmp/dsbench_nvme), recording where and the space free."""
@@ -615,6 +625,7 @@ def run_sub(s, D):
         R["phase"] = f"{s['sub_id']}:step{i + 1}"
         torch.cuda.synchronize()
         io0 = proc_io()
+        pf0 = proc_faults()
         t0 = time.perf_counter()
         ph = {"fwd_s": 0.0, "bwd_s": 0.0, "opt_s": 0.0, "fwd_peak_mb": 0.0, "bwd_peak_mb": 0.0, "opt_peak_mb": 0.0,
               "fwd_res_mb": 0.0, "bwd_res_mb": 0.0, "opt_res_mb": 0.0}
@@ -641,6 +652,9 @@ def run_sub(s, D):
             torch.cuda.synchronize()
         times.append(round(time.perf_counter() - t0, 4))
         io1 = proc_io()
+        pf1 = proc_faults()
+        ph["minflt"], ph["majflt"], ph["nivcsw"] = (pf1[k] - pf0[k] for k in range(3))
+        ph["cpu_s"] = pf1[3] - pf0[3]
         ph["disk_read_mb"] = (io1[0] - io0[0]) / MiB
         ph["disk_write_mb"] = (io1[1] - io0[1]) / MiB
         losses.append(float(loss.detach().float().item()))

@@ -53,6 +53,7 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
                   "GPU memory a plan must leave free beyond its predicted peak, the peak's error "
                   "band, the CUDA context and NCCL: a size (4GiB) or a percentage of the GPU "
                   "(default 3%)");
+  cmd->add_flag("--no-zero-init", f.no_zero_init, kNoZeroInitHelp);
 }
 
 Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
@@ -84,6 +85,7 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
     return Status::InvalidArgument(fmt::format("--tiles must be an integer from 1 to {}, got {}",
                                                kMaxLinearTiles, f.tiles));
   }
+  run.parsed.plan.zero_init = !f.no_zero_init;
   if (f.tiles > 1) {
     run.parsed.plan.linear_tiles = f.tiles;
     DSPLAN_RETURN_IF_ERROR(ValidatePlan(run.parsed.plan));

@@ -20,6 +20,12 @@
 
 namespace dsplan {
 
+/// The help of --no-zero-init (simulate, check, plan).
+inline constexpr const char* kNoZeroInitHelp =
+    "ZeRO-3: the training script builds the model outside deepspeed.zero.Init and passes it to "
+    "deepspeed.initialize (HF Trainer and accelerate build it inside). DeepSpeed 0.14.5 then "
+    "keeps every nn.Linear weight gathered in the forward until its backward";
+
 struct SimulateFlags {
   std::string model;
   int gpus = 1;
@@ -48,6 +54,8 @@ struct SimulateFlags {
   std::string host_memory;
   std::string nvme;
   int64_t tiles = 1;
+  /// --no-zero-init: the script builds the model outside deepspeed.zero.Init (Plan::zero_init).
+  bool no_zero_init = false;
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.

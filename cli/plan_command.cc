@@ -19,6 +19,7 @@
 #include "core/model_catalog.h"
 #include "core/text.h"
 #include "core/units.h"
+#include "cli/config_run.h"
 #include "planner/ds_config.h"
 #include "planner/launcher.h"
 #include "planner/search.h"
@@ -42,6 +43,7 @@ struct PlanFlags {
   bool no_offload = false;
   std::string offload_optimizer, offload_param;
   bool gradient_checkpointing = false, no_gradient_checkpointing = false;
+  bool no_zero_init = false;
   std::string precision;
   std::optional<int64_t> reduce_bucket_size;
   std::string host_memory, nvme;
@@ -239,6 +241,7 @@ DeclaredCommand AddPlanFlags(CLI::App& app) {
                  "Samples per optimizer step over all GPUs (micro-batch x accumulation x GPUs)")
       ->transform(CountFlag("--global-batch", 1, int64_t{1} << 40));
   app.add_flag("--no-offload", g.no_offload, "Search only plans without offload");
+  app.add_flag("--no-zero-init", g.no_zero_init, kNoZeroInitHelp);
   app.add_option("--offload-optimizer", g.offload_optimizer, "Pin optimizer offload: none, cpu, nvme");
   app.add_option("--offload-param", g.offload_param, "Pin parameter offload: none, cpu, nvme");
   app.add_flag("--gradient-checkpointing", g.gradient_checkpointing, "Pin checkpointing on");
@@ -467,6 +470,7 @@ int RunPlan(PlanFlags g) {
   if (!attn.ok()) return Fail(attn.status());
   r.shape.attention = *attn;
   r.stage = g.stage;
+  r.zero_init = !g.no_zero_init;
   if (g.micro_batch) r.PinMicroBatch(*g.micro_batch);
   r.grad_accum = g.grad_accum;
   r.global_batch = g.global_batch;
@@ -782,6 +786,11 @@ int RunPlan(PlanFlags g) {
   auto best_w = sim.WorkloadFor(best->plan.shape());
   if (!best_w.ok()) return Fail(best_w.status());
   fmt::print("  {}\n", KeptOutputNote(**best_w, best->plan, best->prediction));
+  {
+    auto note = ZeroInitNote(sim, best->plan, best->prediction, config_name);
+    if (!note.ok()) return Fail(note.status());
+    if (!note->empty()) fmt::print("  {}\n", *note);
+  }
   if (best->plan.gradient_checkpointing || best->plan.linear_tiles > 1) {
     fmt::print("model code changes the plan needs:\n");
     for (const std::string& c : ModelCodeChanges(best->plan)) fmt::print("  - {}\n", c);

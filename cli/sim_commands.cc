@@ -163,6 +163,13 @@ int RunCheck(const SimulateFlags& f) {
                         static_cast<double>(pred.GpuRoomBeyondBandBytes())) {
     warnings.push_back(KeptOutputNote(*run->workload, plan, pred));
   }
+  // Likewise a model built outside deepspeed.zero.Init (ZeRO-3 whose gathers copy).
+  if (pred.fits) {
+    bool short_of_room = false;
+    auto note = ZeroInitNote(*run->simulator, plan, pred, f.ds_config, &short_of_room);
+    if (!note.ok()) return Fail(note.status());
+    if (short_of_room) warnings.push_back(*note);
+  }
   // What dsplan would pick for the same model, cluster, lengths and global batch.
   PlannerRequest r;
   r.spec = run->spec;

@@ -264,6 +264,15 @@ struct Plan : RunShape {
   /// gathers, computes and releases 1/T of the block's weights at a time. A change to the model
   /// code, not a ds_config key; 1 = no tiling (docs/zero-infinity.md "Memory-centric tiling").
   int64_t linear_tiles = 1;
+  /// ZeRO-3: the training script builds the model inside `deepspeed.zero.Init` (HF Trainer,
+  /// accelerate and from_pretrained under a ZeRO-3 config do; a plain script may not). zero.Init
+  /// replaces torch.nn.functional.linear with DeepSpeed's autograd function, which keeps the
+  /// weight Parameter for backward; PyTorch's own keeps weight.t(), a view that holds the
+  /// gathered buffer after ZeRO-3 releases the module. false: built outside and handed to
+  /// deepspeed.initialize, which in 0.14.5 never installs the replacement: every nn.Linear
+  /// weight gathered in the forward stays allocated until that Linear's backward
+  /// (docs/deepspeed-facts.md, "What keeps a released weight"). Not a ds_config key.
+  bool zero_init = true;
 
   /// DeepSpeed's checkpoint function keeps the block inputs in host memory: only with
   /// activation checkpointing on and activation_checkpointing.cpu_checkpointing.

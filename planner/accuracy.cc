@@ -72,6 +72,9 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       r.memory_valid = j.value("memory_valid", true);
       r.timing_valid = j.value("timing_valid", true);
       r.phase_sync = j.value("phase_sync", true);
+      // Every harness so far (../shared/deepspeed-bench and tools/device/dsbench) builds the
+      // model with from_config outside deepspeed.zero.Init; a record made otherwise says so.
+      r.zero_init = j.value("zero_init", false);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
@@ -105,6 +108,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     ctx.PinGradientCheckpointing(run.gradient_checkpointing);
     DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
+    parsed.plan.zero_init = run.zero_init;
     const Plan& plan = parsed.plan;
     Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);
     DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan));

@@ -43,6 +43,9 @@ struct CalibrationRun {
   /// (DSBENCH_PHASE_SYNC=0). At ZeRO-3 the per-phase synchronizations cost real time
   /// (timeline-1204: phi-2 0.667 s against 0.611 s).
   bool phase_sync = true;
+  /// The harness built the model inside deepspeed.zero.Init (record key "zero_init"; absent:
+  /// false, as every harness so far built it outside: Plan::zero_init).
+  bool zero_init = false;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;

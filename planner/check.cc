@@ -154,6 +154,35 @@ std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction
                   : "");
 }
 
+Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Prediction& pred,
+                                 const std::string& config_name, bool* short_of_room) {
+  if (short_of_room != nullptr) *short_of_room = false;
+  if (plan.zero.stage != 3 || !plan.zero_init || (plan.dp_size() == 1 && !plan.OffloadsParams())) {
+    return std::string();
+  }
+  Plan outside = plan;
+  outside.zero_init = false;
+  DSPLAN_ASSIGN_OR_RETURN(const Prediction p, sim.Simulate(outside));
+  const double extra =
+      static_cast<double>(p.gpu_peak_allocated_bytes - pred.gpu_peak_allocated_bytes);
+  if (!(extra > static_cast<double>(int64_t{1} << 20))) return std::string();
+  const double left = static_cast<double>(pred.GpuRoomBeyondBandBytes());
+  if (short_of_room != nullptr) *short_of_room = extra > left;
+  return fmt::format(
+      "model construction: the prediction assumes the script builds the model inside "
+      "deepspeed.zero.Init, as HF Trainer and accelerate do with this config; a model built "
+      "outside it and passed to deepspeed.initialize keeps every nn.Linear weight gathered in "
+      "the forward until its backward (DeepSpeed 0.14.5 replaces torch.nn.functional.linear "
+      "only inside zero.Init): {} more at the peak; this plan leaves {} beyond its error band "
+      "and headroom{}",
+      FormatBytes(extra), FormatBytes(std::max(0.0, left)),
+      extra > left
+          ? fmt::format(": NOT enough: build it under `with deepspeed.zero.Init("
+                        "config_dict_or_path=\"{}\"):`, or plan with --no-zero-init",
+                        config_name)
+          : "");
+}
+
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
                                    const HardwareProfile& profile) {
   std::vector<std::string> out;

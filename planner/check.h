@@ -64,6 +64,15 @@ KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan);
 /// kept output would add, against what |pred| leaves beyond its error band and headroom.
 std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction& pred);
 
+/// ZeRO-3 plans whose gathers copy (several ranks, or parameters offloaded): the line under the
+/// plain-DeepSpeed launch about building the model inside deepspeed.zero.Init (Plan::
+/// zero_init), with what building it outside adds at the peak (|sim| simulates |plan| that way)
+/// against the room |pred| leaves beyond its band and headroom. Empty when the plan does not
+/// depend on it (or already assumes the model is built outside). |short_of_room|, when given,
+/// is set when the room does not cover it.
+Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Prediction& pred,
+                                 const std::string& config_name, bool* short_of_room = nullptr);
+
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,

@@ -281,6 +281,7 @@ Status Search::Validate() {
 
 std::vector<Family> Search::Families() const {
   Plan base;
+  base.zero_init = r_.zero_init;
   base.nodes = r_.nodes;
   base.gpus_per_node = r_.gpus_per_node;
   base.precision = precision_;

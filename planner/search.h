@@ -47,6 +47,8 @@ struct PlannerRequest : PinnedRunShape {
   std::optional<int64_t> grad_accum;
   std::optional<int64_t> global_batch;
   bool no_offload = false;
+  /// Plan::zero_init for every plan (--no-zero-init: false).
+  bool zero_init = true;
   std::optional<OffloadDevice> offload_optimizer;
   std::optional<OffloadDevice> offload_param;
   std::optional<int64_t> reduce_bucket_size;

@@ -124,6 +124,8 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
         lp.persistent_numel += t.numel;
       } else {
         ++lp.gathered_tensors;
+        if (t.weight_save == WeightSave::kFunctionalLinear) lp.linear_view_numel += t.numel;
+        if (t.weight_save == WeightSave::kTransposedMatmul) lp.matmul_view_numel += t.numel;
       }
     } else if (t.category == TensorCategory::kOutput) {
       lp.output_bytes += t.bytes;
@@ -134,9 +136,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
   // tensor) without owning it.
   if (w.spec.tie_word_embeddings) {
     int64_t table = 0;
+    size_t owner = 0;
     for (size_t i = 0; i < out.size(); ++i) {
       if (w.layers[i].kind == LayerKind::kEmbedding && out[i].numel > 0) {
         table = out[i].largest;
+        owner = i;
         break;
       }
     }
@@ -145,6 +149,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
           table > persistence_threshold) {
         out[i].tied_numel = table;
         ++out[i].gathered_tensors;
+        // The head's nn.Linear keeps the view of the table, not the embedding's lookup.
+        if (out[owner].linear_view_numel >= table) {
+          out[owner].linear_view_numel -= table;
+          out[i].linear_view_numel += table;
+        }
       }
     }
   }
@@ -366,6 +375,16 @@ class Builder {
     if (N_ == 1 && !p_.OffloadsParams()) return 0;
     return e_ * CeilDiv(Gathered(l), N_) * N_;
   }
+  // What of layer |l|'s gather its forward's saved tensors keep after ZeRO-3 releases the
+  // layer: the buffers of the weights autograd keeps as a transposed view (LayerParams::
+  // linear_view_numel without zero.Init, matmul_view_numel always). They are freed when the
+  // layer's backward has run, while the coordinator gathers the layer again for that backward.
+  int64_t HeldByViewsBytes(int l) const {
+    const int64_t gather = GatherBytes(l);
+    if (gather == 0) return 0;
+    const int64_t numel = lp_[l].matmul_view_numel + (p_.zero_init ? 0 : lp_[l].linear_view_numel);
+    return std::min(gather, e_ * numel);
+  }
 
   // Prefetch (partitioned_param_coordinator): the next module's parameters are fetched ahead
   // when they fit in min(stage3_max_live_parameters - gathered now, stage3_prefetch_bucket_size).
@@ -503,9 +522,12 @@ class Builder {
   int32_t pending_calls_ = 0;
   std::vector<TaskId> gather_task_;
   std::vector<char> retained_;
-  // ZeRO-3: layers released after their forward that the prefetcher gathers again at the end
-  // of the forward for the backward (see the reuse rule where they are set).
-  std::vector<char> refetched_;
+  // ZeRO-3: bytes of each layer's released gather that its forward's saved views still hold
+  // (HeldByViewsBytes), freed with the layer's backward.
+  std::vector<int64_t> held_by_views_;
+  // ZeRO-3: layers the prefetcher has marked for their backward before their forward's
+  // release, which therefore keeps them gathered into the backward (see where they are set).
+  std::vector<char> kept_for_backward_;
   // Parameters of the layers after each layer (the reuse distance of its forward use).
   std::vector<int64_t> after_;
   int64_t tiles_ = 1;
@@ -643,6 +665,7 @@ Status Builder::Build() {
   gather_task_.assign(w_.layers.size(), -1);
   CountGatherCalls();
   retained_.assign(w_.layers.size(), 0);
+  held_by_views_.assign(w_.layers.size(), 0);
   after_.assign(w_.layers.size(), 0);
   tiles_ = Stage3() ? std::max<int64_t>(1, p_.linear_tiles) : 1;
   f_.linear_tiles = tiles_;
@@ -867,11 +890,16 @@ void Builder::Initial() {
       // (1) after a layer's forward its parameters stay gathered when they are used again
       // within stage3_max_reuse_distance elements of the trace, which runs from there through
       // the rest of the forward and on into the backward down to the layer: the gathered
-      // elements of the layers after it, twice. (2) In the last modules of the forward the
-      // prefetcher's queue has reached the backward's entries: it passes over what is still
-      // gathered and gathers the next layers the backward needs, stage3_prefetch_bucket_size at
-      // each module's hook, until stage3_max_live_parameters are gathered. Those layers were
-      // released after their forward and are gathered again at its end (refetched_).
+      // elements of the layers after it, twice. (2) The prefetcher's queue runs through the
+      // whole trace, forward then backward, and an entry whose parameter is already gathered
+      // costs it nothing: in the second part of the forward it reaches the backward's entries
+      // and marks those layers as fetched for their backward use, so the release after their
+      // forward keeps them (__params_to_release skips a parameter fetched for a later step).
+      // Counted from the last layer, as the backward uses them, until
+      // stage3_max_live_parameters are gathered: those layers stay gathered from their forward
+      // into the backward (kept_for_backward_), and nothing is gathered at the forward's end
+      // (the emulator: qwen2-1.5b keeps layers 12-27 and releases 0-11; the allocator's record
+      // in offfresh-1205/memhist shows no gather there).
       const int L = static_cast<int>(w_.layers.size());
       int64_t after = 0, live = 0;
       for (int l = L - 1; l >= 0; --l) {
@@ -880,14 +908,14 @@ void Builder::Initial() {
         after_[l] = after;
         after += Gathered(l);
       }
-      refetched_.assign(w_.layers.size(), 0);
+      kept_for_backward_.assign(w_.layers.size(), 0);
       if (z.stage3_prefetch_bucket_size > 0) {
         // In the backward's order; a tiled block's tiles are prefetched one module at a time,
         // which this layer-level fill does not follow: it stops there.
         for (int l = L - 1; l >= 0 && live < z.stage3_max_live_parameters; --l) {
           if (Tiled(l)) break;
           if (Gathered(l) <= 0 || retained_[l]) continue;
-          refetched_[l] = 1;
+          kept_for_backward_[l] = 1;
           live += Gathered(l);
         }
       }
@@ -1035,20 +1063,18 @@ void Builder::Forward(int micro) {
     if (l == L - 1 && micro > 0 && output_bytes_ > 0) {
       fx.push_back(Free(output_bytes_, MemCategory::kActivations, true));
     }
-    const bool release = Stage3() && gathered_[l] && !retained_[l];
-    if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
+    const bool release = Stage3() && gathered_[l] && !retained_[l] &&
+                         !(l < static_cast<int>(kept_for_backward_.size()) && kept_for_backward_[l]);
+    // A checkpointed layer's forward keeps no saved tensors (they are recomputed), so no view.
+    const int64_t held = release && !layer.checkpointed ? HeldByViewsBytes(l) : 0;
+    if (release) fx.push_back(Free(GatherBytes(l) - held, MemCategory::kGatheredParams));
+    held_by_views_[l] += held;
     last_compute_ = g_.Add(t, {last_compute_, gather}, fx);
     if (release) {
       gathered_[l] = 0;
       gathered_numel_ -= Gathered(l);
     }
     CheckpointToHost(micro, l);
-  }
-  // The prefetcher's gathers for the backward at the forward's end, last layer first.
-  if (Stage3() && !refetched_.empty()) {
-    for (int l = L - 1; l >= 0; --l) {
-      if (refetched_[l] && !gathered_[l]) Gather(micro, l);
-    }
   }
 }
 
@@ -1131,6 +1157,10 @@ void Builder::Backward(int micro) {
     if (new_grads && grad_bytes > 0) fx.push_back(Alloc(grad_bytes, MemCategory::kGradients, true));
     const bool release = Stage3() && gathered_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
+    if (held_by_views_[l] > 0) {
+      fx.push_back(Free(held_by_views_[l], MemCategory::kGatheredParams));
+      held_by_views_[l] = 0;
+    }
     // A flush the host waits for runs in the hook of the layer's first gradient, before most
     // of the layer's backward kernels are issued (they are issued one autograd node at a
     // time): the layer's backward waits for it, instead of running beside its copies.

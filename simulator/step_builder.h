@@ -46,6 +46,12 @@ struct LayerParams {
   // (0 otherwise). ZeRO-3's fetch hook gathers it for this module too (the module's own
   // parameters include the shared Parameter).
   int64_t tied_numel = 0;
+  /// ZeRO-3: gathered elements (above the persistence threshold, a tied head's table included)
+  /// that this layer's modules keep for backward as a view of the gathered buffer
+  /// (WeightSave): through torch.nn.functional.linear (none inside deepspeed.zero.Init), and
+  /// through a module's own weight.T (always).
+  int64_t linear_view_numel = 0;
+  int64_t matmul_view_numel = 0;
 };
 
 /// Per-layer parameter facts of |w| for |persistence_threshold| (ZeRO-3; pass 0 otherwise).

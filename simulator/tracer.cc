@@ -94,6 +94,7 @@ T Tracer::Param(std::string name, Shape shape) {
   }
   Storage& s = storages_[t.storage];
   s.category = TensorCategory::kParameter;
+  s.param_index = static_cast<int>(params_.size());
   TensorSpec p;
   p.name = std::move(name);
   p.shape = t.shape.ToVector();
@@ -104,6 +105,15 @@ T Tracer::Param(std::string name, Shape shape) {
   p.layer = s.layer;
   params_.push_back(std::move(p));
   return t;
+}
+
+void Tracer::MarkWeightSave(const T& w, WeightSave save) {
+  if (w.storage < 0 || w.storage >= static_cast<int>(storages_.size())) return;
+  const int i = storages_[w.storage].param_index;
+  if (i < 0 || i >= static_cast<int>(params_.size())) return;
+  // A transposed view kept regardless of the script outranks one that zero.Init removes.
+  WeightSave& cur = params_[i].weight_save;
+  if (static_cast<int>(save) > static_cast<int>(cur)) cur = save;
 }
 
 T Tracer::View(const T& t, Shape shape) {
@@ -307,6 +317,7 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
          const T* tied_weight) {
   const int64_t in = x.shape.back();
   T w = tied_weight ? *tied_weight : tr.Param(Cat(name, ".weight"), {out, in});
+  tr.MarkWeightSave(w, tr.LinearWeightSave());
   if (bias) tr.Param(Cat(name, ".bias"), {out});
   T y = tr.New(Cat(name, ".out"), WithLast(x.shape, out));
   tr.Save(x);
@@ -329,7 +340,6 @@ T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias
   // in pythia-1.4b's block, tools/probes/block_ops.py). The forward's bias is fused into the GEMM.
   if (bias) op.eager.Bwd(KernelClass::kStream, e * (mn + static_cast<double>(out)));
   tr.AddOp(std::move(op));
-  (void)w;
   return y;
 }
 

@@ -97,6 +97,13 @@ class Tracer {
   T Input(const std::string& name, Shape shape, DType dtype);
   /// A parameter of the current layer in the training dtype.
   T Param(std::string name, Shape shape);
+  /// Records that the module using parameter |w| keeps it for backward as |save| (the stronger
+  /// of that and what it had: a tied table used by an embedding and an nn.Linear head).
+  void MarkWeightSave(const T& w, WeightSave save);
+  /// How the Linear modules traced from now keep their weights (Linear() marks each weight):
+  /// nn.Linear by default; a family sets its own module's kind around its blocks.
+  WeightSave LinearWeightSave() const { return linear_save_; }
+  void SetLinearWeightSave(WeightSave s) { linear_save_ = s; }
   /// A new storage produced by the current op.
   T New(std::string name, Shape shape, DType dtype);
   T New(std::string name, Shape shape) { return New(std::move(name), shape, act_dtype_); }
@@ -140,6 +147,7 @@ class Tracer {
     bool input = false;
     TensorCategory category = TensorCategory::kActivation;
     int tensor_index = -1;  // index in tensors_ once recorded
+    int param_index = -1;   // parameters: index in params_
     Shape shape;
     DType dtype = DType::kBF16;
     int32_t backward_extra_buffers = 0;  // TensorSpec::backward_extra_buffers
@@ -166,13 +174,15 @@ class Tracer {
   std::vector<bool> checkpointable_;  // per layer (BeginLayer)
   std::vector<LayerState> layer_state_;
   int32_t ops_added_ = 0;  // ops appended so far, over all layers (program order of the forward)
+  WeightSave linear_save_ = WeightSave::kFunctionalLinear;
   Status status_;
 };
 
 // ---- nn-style helpers: each mirrors one PyTorch module or functional as transformers uses it.
 
 /// nn.Linear (or Conv1D): weight [out, in] (+ bias [out]); saves its input. |tied| reuses an
-/// existing weight (tied LM head) instead of creating a parameter.
+/// existing weight (tied LM head) instead of creating a parameter. The weight is marked with
+/// the tracer's LinearWeightSave() (how the module keeps it for backward).
 T Linear(Tracer& tr, const std::string& name, const T& x, int64_t out, bool bias,
          const T* tied_weight = nullptr);
 /// nn.Embedding lookup of |ids|: weight [num, dim]; saves the indices.

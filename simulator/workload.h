@@ -41,6 +41,24 @@ enum class TensorCategory {
 };
 const char* TensorCategoryName(TensorCategory c);
 
+/// How autograd keeps a weight parameter for its module's backward. It decides whether ZeRO-3's
+/// release of a gathered weight frees it (docs/deepspeed-facts.md, "What keeps a released
+/// weight"): the release swaps `param.data` for an empty tensor, which frees the gathered
+/// buffer only when nothing else refers to it.
+enum class WeightSave : uint8_t {
+  /// Autograd keeps the Parameter itself or nothing (GPT-2's Conv1D: addmm(bias, x, weight);
+  /// embeddings, norms): the release frees the buffer.
+  kParameter,
+  /// nn.Linear through torch.nn.functional.linear: PyTorch's linear saves weight.t(), a view
+  /// of the gathered buffer, which keeps it until the Linear's backward. Inside
+  /// deepspeed.zero.Init, DeepSpeed replaces functional.linear with an autograd function that
+  /// saves the Parameter instead (Plan::zero_init).
+  kFunctionalLinear,
+  /// A module that multiplies by weight.T itself (Falcon's FalconLinear: input @ weight.T): a
+  /// view kept to the backward whatever the script does.
+  kTransposedMatmul,
+};
+
 struct TensorSpec {
   std::string name;            // e.g. "decoder.block.3.layer.0.SelfAttention.q.weight"
   std::vector<int64_t> shape;
@@ -49,6 +67,9 @@ struct TensorSpec {
   int64_t numel = 0;
   int64_t bytes = 0;
   int layer = -1;              // index into Workload::layers of the owning layer
+  /// Parameters only: how autograd keeps it for backward (the strongest use: a table used by an
+  /// embedding and a tied nn.Linear head is kFunctionalLinear).
+  WeightSave weight_save = WeightSave::kParameter;
   /// Activations only: true when the tensor is rematerialized in backward under activation
   /// checkpointing instead of staying alive from forward.
   bool recomputed = false;

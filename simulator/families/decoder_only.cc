@@ -262,6 +262,9 @@ void Gpt2(Ctx& c, const T& ids) {
   T h = AddT(tr, "transformer.embed_add", tok, pos);
   h = Dropout(tr, "transformer.drop", h, s.embd_dropout);
   MakeMask(c, "transformer.causal_mask", !tr.sdpa());
+  // GPT-2's blocks use transformers' Conv1D: torch.addmm(bias, x, weight) keeps the weight
+  // Parameter itself for backward (WeightSave::kParameter); its LM head is an nn.Linear.
+  tr.SetLinearWeightSave(WeightSave::kParameter);
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
@@ -281,6 +284,7 @@ void Gpt2(Ctx& c, const T& ids) {
     m = Dropout(tr, Cat(p, ".mlp.dropout"), m, s.hidden_dropout);
     h = AddT(tr, Cat(p, ".residual_2"), h2, m);
   }
+  tr.SetLinearWeightSave(WeightSave::kFunctionalLinear);
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", wte, false, false);
 }
 
@@ -463,6 +467,9 @@ void Falcon(Ctx& c, const T& ids) {
     qkv_out = s.hidden_size + 2 * s.head_dim;
   }
   const bool mha = !s.falcon_new_arch && !s.falcon_multi_query;
+  // Falcon's blocks use FalconLinear, whose forward is `input @ self.weight.T`: a transposed
+  // view kept to the backward with or without zero.Init; its LM head is an nn.Linear.
+  tr.SetLinearWeightSave(WeightSave::kTransposedMatmul);
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("transformer.h", i);
     BeginBlock(c, p, h);
@@ -529,6 +536,7 @@ void Falcon(Ctx& c, const T& ids) {
       h = AddT(tr, Cat(p, ".residual_2"), m, h2);
     }
   }
+  tr.SetLinearWeightSave(WeightSave::kFunctionalLinear);
   TailAndLoss(c, h, "transformer.ln_f", "lm_head", emb, false, false);
 }
 

@@ -96,7 +96,9 @@ check "the refusal names the rule" grep -q "OPT is cpu or nvme (stage 3 only)" "
 # tools/dev/zero3_coordinator_emu.py (an independent replay of DeepSpeed 0.14.5's coordinator on
 # transformers' module tree), for qwen2-1.5b at one rank with the parameters offloaded (where a
 # gather allocates): within one decoder layer (46.8 M elements), at the defaults, a small
-# max_live, no prefetch, a tiny max_live and no reuse window.
+# max_live, no prefetch, a tiny max_live and no reuse window; and, for a model built outside
+# deepspeed.zero.Init (--no-zero-init against the emulator's --linear-views), what is allocated
+# then, gathered or held by released Linears' saved views.
 check "gathered parameters at the backward's start track DeepSpeed's coordinator" python3 - "$bin" <<'PY'
 import json, os, subprocess, sys, tempfile
 sys.path.insert(0, "tools/dev")
@@ -109,16 +111,46 @@ for live, reuse, bucket in [(1e9, 1e9, 5e7), (3e8, 1e9, 5e7), (1e9, 1e9, 0), (1e
          "offload_param": {"device": "cpu", "pin_memory": True}}
     cfg = {"bf16": {"enabled": True}, "train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1,
            "optimizer": {"type": "AdamW", "params": {"lr": 5e-5}}, "zero_optimization": z}
-    with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "c.json")
-        json.dump(cfg, open(path, "w"))
-        out = subprocess.run([sys.argv[1], "simulate", "--model", "qwen2-1.5b", "--ds-config", path, "--json"],
-                             capture_output=True, text=True, check=True).stdout
-    j = json.loads(out)
-    assert j["gpu"]["peak_at"] == "bwd loss (micro-step 0)", j["gpu"]["peak_at"]
-    ours = j["gpu"]["breakdown_at_peak"]["gathered_params"] / 2
-    ref = emu.gathered_at_backward("qwen2-1.5b", live, reuse, bucket)
-    assert abs(ours - ref) <= layer, (live, reuse, bucket, ours, ref)
+    gathered, held = emu.at_backward("qwen2-1.5b", live, reuse, bucket)
+    for extra, ref in (([], gathered), (["--no-zero-init"], gathered + held)):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "c.json")
+            json.dump(cfg, open(path, "w"))
+            out = subprocess.run([sys.argv[1], "simulate", "--model", "qwen2-1.5b", "--ds-config", path,
+                                  "--json"] + extra, capture_output=True, text=True, check=True).stdout
+        j = json.loads(out)
+        assert j["gpu"]["peak_at"] == "bwd loss (micro-step 0)", j["gpu"]["peak_at"]
+        ours = j["gpu"]["breakdown_at_peak"]["gathered_params"] / 2
+        assert abs(ours - ref) <= layer, (live, reuse, bucket, extra, ours, ref)
+PY
+
+# The emulator with the saved views against the real run: the caching allocator's record of
+# qwen2-1.5b at ZeRO-3 with both offloads, defaults, model built outside zero.Init
+# (docs/validation/deepspeed/offfresh-1205/memhist, DeepSpeed 0.14.5 on an H100). Replayed to the
+# largest allocated point of step 3's backward, the blocks of the model's weight sizes (by hand
+# from the config: MLP 8960 x 1536, q/o 1536 x 1536, k/v 256 x 1536, the tied 151936 x 1536
+# table, 2 bytes each) against what the emulator says is allocated then, within one layer.
+check "the emulator's gathered and held weights match the allocator's record" python3 - <<'PY'
+import gzip, json, sys
+sys.path.insert(0, "tools/dev")
+import zero3_coordinator_emu as emu
+d = json.load(gzip.open("docs/validation/deepspeed/offfresh-1205/memhist/off_qwen2-1.5b_s3_mb8_optcpu_paramcpu_mh.json.gz"))
+marks = dict(d["marks"])
+lo, hi = marks["step3:bwd"], marks["step3:opt"]
+sizes = {2 * 8960 * 1536, 2 * 1536 * 1536, 2 * 256 * 1536, 2 * 151936 * 1536}
+live, cur, best, best_weights = {}, 0, -1, 0
+for seg in d["segments_start"]:
+    cur += sum(sz for sz, st in seg[4] if st == "active_allocated")
+for action, addr, size, _, t in d["events"]:
+    if action == "alloc":
+        live[addr] = size
+        cur += size
+        if lo <= t < hi and cur > best:
+            best, best_weights = cur, sum(s for s in live.values() if s in sizes)
+    elif action == "free_completed" and addr in live:
+        cur -= live.pop(addr)
+gathered, held = emu.at_backward("qwen2-1.5b", 1e9, 1e9, 5e7)
+assert held > 0 and abs(2 * (gathered + held) - best_weights) <= 2 * 46_792_704, (gathered, held, best_weights)
 PY
 
 echo "device_tools_test: $pass passed, $fail failed"

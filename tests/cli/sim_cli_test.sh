@@ -140,5 +140,26 @@ check "check mb 20 is silent about the loop (31 GiB of room)" bash -c "! grep -q
 run --model qwen2-0.5b --gpus 1 --no-emit
 check "the plan always states the loop it assumes" grep -q "^  training loop: the prediction assumes model.config.use_cache = False" "$tmp/out"
 
+# --- model construction (docs/deepspeed-facts.md, "What keeps a released weight"): a model built
+# outside deepspeed.zero.Init keeps its released nn.Linear weights to their backward (max live
+# 1e8 and no reuse window: the layers the prefetcher does not keep are released after their
+# forward) ---
+printf '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}, "stage3_max_live_parameters": 1e8, "stage3_max_reuse_distance": 0}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}\n' >"$tmp/z3off.json"
+run simulate --model qwen2-0.5b --gpus 1 --ds-config "$tmp/z3off.json" --json
+inside=$(python3 -c "import json; print(json.load(open('$tmp/out'))['gpu']['peak_allocated_bytes'])")
+run simulate --model qwen2-0.5b --gpus 1 --ds-config "$tmp/z3off.json" --json --no-zero-init
+check "simulate --no-zero-init exits 0" test "$rc" -eq 0
+# More, and at most every Linear weight of the model once (2 B x (24 x 14,909,440 + the tied
+# 151,936 x 896 table)).
+check "built outside zero.Init the peak holds released Linear weights" \
+  json "0 < j['gpu']['peak_allocated_bytes'] - $inside <= 2 * (24 * 14909440 + 151936 * 896)"
+run --model llama-2-7b --gpus 8 --stage 3 --no-emit
+check "a ZeRO-3 plan on 8 GPUs says it assumes zero.Init, and what building outside adds" \
+  grep -qE "^  model construction: the prediction assumes the script builds the model inside deepspeed.zero.Init.* [0-9.]+ GiB more at the peak" "$tmp/out"
+run --model llama-2-7b --gpus 8 --stage 3 --no-emit --no-zero-init
+check "planned with --no-zero-init it has nothing to add" bash -c "! grep -q 'model construction' '$tmp/out'"
+run --model gpt2 --gpus 1 --stage 3 --no-emit
+check "one GPU without parameter offload: a gather copies nothing, no line" bash -c "! grep -q 'model construction' '$tmp/out'"
+
 echo "sim_cli_test: $pass passed, $fail failed"
 test "$fail" -eq 0

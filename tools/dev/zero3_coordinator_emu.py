@@ -15,9 +15,16 @@ GPT2LMHeadModel written out by hand (forward call order; the backward order is t
 each container's pre-backward hook before its children's), with the defaults (persistence 1e5,
 bucket 5e7, max live 1e9, reuse 1e9).
 
+--linear-views adds what a model built outside deepspeed.zero.Init keeps on top: PyTorch's
+torch.nn.functional.linear saves weight.t() for backward, a view of the gathered buffer, so a
+Linear released after its forward keeps its weight allocated until its backward runs
+(docs/deepspeed-facts.md, "What keeps a released weight"); the line is then the elements
+allocated when the backward starts, gathered or held.
+
 usage: python3 tools/dev/zero3_coordinator_emu.py
        python3 tools/dev/zero3_coordinator_emu.py --model qwen2-1.5b --max-live 3e8 --reuse 1e9 \
-           --bucket 5e7      (one line: the elements gathered when the backward starts)
+           --bucket 5e7 [--linear-views]
+           (one line: the elements gathered, or allocated, when the backward starts)
 """
 import collections
 
@@ -36,11 +43,14 @@ class P:
         s.active = set()
 
 class M:
-    def __init__(s, name, params=()):
-        s.name, s.params = name, list(params)
+    def __init__(s, name, params=(), linear=False):
+        s.name, s.params, s.linear = name, list(params), linear
 
 def run(fwd, bwd, stop_step=None):
+    """(non-persistent elements gathered, the coordinator's available count, elements a Linear's
+    saved view holds after its release) just before trace step |stop_step| runs."""
     trace = fwd + bwd
+    held = {}  # param -> elements kept by a released nn.Linear's saved view, until its backward
     order = []  # (param, step)
     for step, m in enumerate(trace):
         for p in sorted(set(m.params), key=lambda p: p.id):
@@ -98,7 +108,8 @@ def run(fwd, bwd, stop_step=None):
         cur = step + 1
         if stop_step is not None and step == stop_step:
             allp = set(pp for mm in trace for pp in mm.params)
-            return sum(p.numel for p in allp if p.avail and not p.persist), n_avail
+            return (sum(p.numel for p in allp if p.avail and not p.persist), n_avail,
+                    sum(held.values()))
         # release after the module (forward and backward alike)
         rel = params_to_release(m, cur)
         for p in m.params:
@@ -106,6 +117,11 @@ def run(fwd, bwd, stop_step=None):
             if p in rel and p.avail and not p.active and not p.persist:
                 p.avail = False
                 n_avail -= p.numel
+                if m.linear and step < len(fwd) and p is m.params[0]:
+                    held[p] = p.numel  # the weight (addmm saves no bias)
+        if m.linear and step >= len(fwd):
+            for p in m.params:
+                held.pop(p, None)  # the Linear's backward has used its saved view
     return None
 
 def qwen2_1_5b():
@@ -119,17 +135,17 @@ def qwen2_1_5b():
         lay = M(f"l{i}")
         iln = M(f"l{i}.iln", [P(f"l{i}.iln.w", H)])
         att = M(f"l{i}.attn")
-        q = M(f"l{i}.q", [P("qw", H * H), P("qb", H)])
-        k = M(f"l{i}.k", [P("kw", KV * H), P("kb", KV)])
-        v = M(f"l{i}.v", [P("vw", KV * H), P("vb", KV)])
-        o = M(f"l{i}.o", [P("ow", H * H)])
+        q = M(f"l{i}.q", [P("qw", H * H), P("qb", H)], True)
+        k = M(f"l{i}.k", [P("kw", KV * H), P("kb", KV)], True)
+        v = M(f"l{i}.v", [P("vw", KV * H), P("vb", KV)], True)
+        o = M(f"l{i}.o", [P("ow", H * H)], True)
         pln = M(f"l{i}.pln", [P(f"l{i}.pln.w", H)])
         mlp = M(f"l{i}.mlp")
-        g = M(f"l{i}.gate", [P("gw", I * H)]); act = M(f"l{i}.act")
-        u = M(f"l{i}.up", [P("uw", I * H)]); d = M(f"l{i}.down", [P("dw", H * I)])
+        g = M(f"l{i}.gate", [P("gw", I * H)], True); act = M(f"l{i}.act")
+        u = M(f"l{i}.up", [P("uw", I * H)], True); d = M(f"l{i}.down", [P("dw", H * I)], True)
         fwd += [lay, iln, att, q, k, v, o, pln, mlp, g, act, u, d]
         layers.append((lay, iln, att, q, k, v, o, pln, mlp, g, act, u, d))
-    norm = M("norm", [P("norm.w", H)]); head = M("lm_head", [emb_w])
+    norm = M("norm", [P("norm.w", H)]); head = M("lm_head", [emb_w], True)
     fwd += [norm, head]
     bwd = [root, head, model, norm]
     for (lay, iln, att, q, k, v, o, pln, mlp, g, act, u, d) in reversed(layers):
@@ -152,7 +168,7 @@ def gpt2_xl():
         mp = M("mlp_proj", [P("mpw", 4 * H * H), P("mpb", H)]); md = M("mlp_drop")
         fwd += [b, ln1, at, ca, cp, rd, ln2, mlp, fc, act, mp, md]
         blocks.append((b, ln1, at, ca, cp, rd, ln2, mlp, fc, act, mp, md))
-    lnf = M("ln_f", [P("lnfw", H), P("lnfb", H)]); head = M("lm_head", [wte_w])
+    lnf = M("ln_f", [P("lnfw", H), P("lnfb", H)]); head = M("lm_head", [wte_w], True)
     fwd += [lnf, head]
     bwd = [root, head, tr, lnf]
     for (b, ln1, at, ca, cp, rd, ln2, mlp, fc, act, mp, md) in reversed(blocks):
@@ -163,15 +179,22 @@ def gpt2_xl():
 MODELS = {"qwen2-1.5b": qwen2_1_5b, "gpt2-xl": gpt2_xl}
 
 
-def gathered_at_backward(model, max_live, reuse, bucket):
-    """Non-persistent elements gathered after the backward root's fetch and prefetch."""
+def at_backward(model, max_live, reuse, bucket):
+    """(non-persistent elements gathered, elements released Linears' saved views hold) after the
+    backward root's fetch and prefetch."""
     global MAX_LIVE, REUSE, BUCKET
     MAX_LIVE, REUSE, BUCKET = int(max_live), int(reuse), int(bucket)
     f = MODELS[model]
     n_fwd = len(f()[0])
     P._n = 0
     fwd, bwd, _ = f()
-    return run(fwd, bwd, stop_step=n_fwd)[0]
+    gathered, _, held = run(fwd, bwd, stop_step=n_fwd)
+    return gathered, held
+
+
+def gathered_at_backward(model, max_live, reuse, bucket):
+    """Non-persistent elements gathered after the backward root's fetch and prefetch."""
+    return at_backward(model, max_live, reuse, bucket)[0]
 
 
 if __name__ == "__main__":
@@ -181,9 +204,13 @@ if __name__ == "__main__":
     ap.add_argument("--max-live", type=float, default=1e9)
     ap.add_argument("--reuse", type=float, default=1e9)
     ap.add_argument("--bucket", type=float, default=5e7)
+    ap.add_argument("--linear-views", action="store_true",
+                    help="the model is built outside deepspeed.zero.Init: add what released "
+                         "Linears' saved views hold")
     a = ap.parse_args()
     if a.model:
-        print(gathered_at_backward(a.model, a.max_live, a.reuse, a.bucket))
+        g, h = at_backward(a.model, a.max_live, a.reuse, a.bucket)
+        print(g + h if a.linear_views else g)
         raise SystemExit(0)
     for name, f in [("qwen2-1.5b", qwen2_1_5b), ("gpt2-xl", gpt2_xl)]:
         n_fwd = len(f()[0])
@@ -191,6 +218,6 @@ if __name__ == "__main__":
                             ("backward starts (the root's pre-backward fetch)", n_fwd)]:
             P._n = 0
             fwd, bwd, _ = f()
-            g, n = run(fwd, bwd, stop_step=stop)
+            g, n, _ = run(fwd, bwd, stop_step=stop)
             print(f"{name}: {label}: gathered non-persistent {g / 1e6:.1f} M elements, "
                   f"{2 * g / 2**20:.0f} MiB in bf16 (n_available {n / 1e6:.1f} M)")

@@ -20,7 +20,23 @@ and, for whole models, the real call over every parameter in backward order (one
 worth of partition_grads copies), at the process's default intra-op thread count and at 1, and
 from inside a backward (autograd's device thread, where partition_grads runs).
 
-Usage: python3 offload_copy_probe.py OUT.jsonl [--models gpt2-xl,qwen2-1.5b]
+With --h2d it times instead the other direction, ZeRO-3's step with the optimizer offloaded and
+the parameters on the GPU: each sub-group's updated fp32 partition goes back with a blocking
+
+    fp16_partitioned_groups_flat[i].data.copy_(fp32_partitioned_groups_flat[i].data)
+                                                  # CPU fp32 -> CUDA bf16
+
+which PyTorch converts on the CPU into a fresh pageable bf16 temporary (a sub-group is far above
+glibc's 32 MiB mmap threshold, so every page of it is faulted in, on the conversion's threads)
+and then copies host to device. Per sub-group size (16 M to 1 G elements), at the default
+intra-op thread count and at 1:
+  h2d_cast         the real call
+  h2d_reused       the same conversion into one preallocated pageable bf16 tensor, then its copy
+  first_touch      torch.empty(n, bfloat16).fill_(0): the page faults alone
+The differences give the page-fault rate of the conversion (docs/simulator.md, Known gaps: the
+step's fresh temporaries are not priced until this is measured).
+
+Usage: python3 offload_copy_probe.py OUT.jsonl [--models gpt2-xl,qwen2-1.5b] [--h2d]
 """
 import argparse
 import json
@@ -79,6 +95,34 @@ def per_size(out, reps):
         out.write(json.dumps(row) + "\n")
         out.flush()
         print(json.dumps(row), flush=True)
+
+
+def h2d_casts(out, reps):
+    sizes = [1 << k for k in range(24, 31, 2)]  # 16 M .. 1 G elements (4 GiB of fp32)
+    big = max(sizes)
+    src = torch.rand(big, dtype=torch.float32)
+    gpu = torch.empty(big, dtype=torch.bfloat16, device="cuda")
+    page_bf16 = torch.zeros(big, dtype=torch.bfloat16)
+    default_threads = torch.get_num_threads()
+    for threads in (default_threads, 1):
+        torch.set_num_threads(threads)
+        for n in sizes:
+            s, g, p = src.narrow(0, 0, n), gpu.narrow(0, 0, n), page_bf16.narrow(0, 0, n)
+            row = {"kind": "h2d_size", "numel": n, "bytes_bf16": 2 * n, "threads": threads}
+            cases = {
+                "h2d_cast": lambda: g.copy_(s),
+                "h2d_reused": lambda: g.copy_(p.copy_(s)),
+                "first_touch": lambda: torch.empty(n, dtype=torch.bfloat16).fill_(0),
+            }
+            for name, fn in cases.items():
+                med, best = timed(fn, reps)
+                row[name + "_s"] = round(med, 6)
+                row[name + "_min_s"] = round(best, 6)
+            row["fault_bytes_per_s"] = round(2 * n / max(row["h2d_cast_s"] - row["h2d_reused_s"], 1e-9))
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(json.dumps(row), flush=True)
+    torch.set_num_threads(default_threads)
 
 
 def param_numels(name):
@@ -146,6 +190,7 @@ def main():
     ap.add_argument("--models", default="gpt2-xl,qwen2-1.5b")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--model-reps", type=int, default=3)
+    ap.add_argument("--h2d", action="store_true", help="time the step's sub-group casts back instead")
     a = ap.parse_args()
     with open(a.out, "w") as out:
         head = {"kind": "machine", "torch": torch.__version__, "threads": torch.get_num_threads(),
@@ -153,6 +198,9 @@ def main():
                 "malloc_env": {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}}
         out.write(json.dumps(head) + "\n")
         print(json.dumps(head), flush=True)
+        if a.h2d:
+            h2d_casts(out, a.reps)
+            return 0
         per_size(out, a.reps)
         for m in a.models.split(","):
             whole_model(out, m, a.model_reps)

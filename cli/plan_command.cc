@@ -604,6 +604,10 @@ int RunPlan(PlanFlags g) {
                                 {"kv_cache_with_use_cache", kept.kv_cache_bytes},
                                 {"kv_cache_in_step_with_use_cache", kept.kv_cache_in_step_bytes},
                                 {"encoder_output", kept.encoder_output_bytes}};
+      auto outside = ZeroInitOutsideExtraBytes(sim, s.plan, s.prediction);
+      if (!outside.ok()) return Fail(outside.status());
+      j["model_construction"] = {{"assumes_zero_init", s.plan.zero_init},
+                                 {"extra_bytes_built_outside_zero_init", *outside}};
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;
       j["ds_config"] = EmitDsConfig(s.plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);

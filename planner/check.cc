@@ -154,17 +154,21 @@ std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction
                   : "");
 }
 
-Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Prediction& pred,
-                                 const std::string& config_name, bool* short_of_room) {
-  if (short_of_room != nullptr) *short_of_room = false;
+Result<double> ZeroInitOutsideExtraBytes(Simulator& sim, const Plan& plan, const Prediction& pred) {
   if (plan.zero.stage != 3 || !plan.zero_init || (plan.dp_size() == 1 && !plan.OffloadsParams())) {
-    return std::string();
+    return 0.0;
   }
   Plan outside = plan;
   outside.zero_init = false;
   DSPLAN_ASSIGN_OR_RETURN(const Prediction p, sim.Simulate(outside));
-  const double extra =
-      static_cast<double>(p.gpu_peak_allocated_bytes - pred.gpu_peak_allocated_bytes);
+  return std::max(0.0, static_cast<double>(p.gpu_peak_allocated_bytes -
+                                           pred.gpu_peak_allocated_bytes));
+}
+
+Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Prediction& pred,
+                                 const std::string& config_name, bool* short_of_room) {
+  if (short_of_room != nullptr) *short_of_room = false;
+  DSPLAN_ASSIGN_OR_RETURN(const double extra, ZeroInitOutsideExtraBytes(sim, plan, pred));
   if (!(extra > static_cast<double>(int64_t{1} << 20))) return std::string();
   const double left = static_cast<double>(pred.GpuRoomBeyondBandBytes());
   if (short_of_room != nullptr) *short_of_room = extra > left;

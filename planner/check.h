@@ -64,6 +64,11 @@ KeptOutput KeptOutputBytes(const Workload& w, const Plan& plan);
 /// kept output would add, against what |pred| leaves beyond its error band and headroom.
 std::string KeptOutputNote(const Workload& w, const Plan& plan, const Prediction& pred);
 
+/// What |plan| (predicted as |pred|) holds more at its peak when the model is built outside
+/// deepspeed.zero.Init (Plan::zero_init false): 0 unless ZeRO-3 gathers copy (several ranks, or
+/// parameters offloaded) and the plan assumes zero.Init.
+Result<double> ZeroInitOutsideExtraBytes(Simulator& sim, const Plan& plan, const Prediction& pred);
+
 /// ZeRO-3 plans whose gathers copy (several ranks, or parameters offloaded): the line under the
 /// plain-DeepSpeed launch about building the model inside deepspeed.zero.Init (Plan::
 /// zero_init), with what building it outside adds at the peak (|sim| simulates |plan| that way)

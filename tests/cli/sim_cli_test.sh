@@ -158,6 +158,9 @@ check "a ZeRO-3 plan on 8 GPUs says it assumes zero.Init, and what building outs
   grep -qE "^  model construction: the prediction assumes the script builds the model inside deepspeed.zero.Init.* [0-9.]+ GiB more at the peak" "$tmp/out"
 run --model llama-2-7b --gpus 8 --stage 3 --no-emit --no-zero-init
 check "planned with --no-zero-init it has nothing to add" bash -c "! grep -q 'model construction' '$tmp/out'"
+run --model llama-2-7b --gpus 8 --stage 3 --no-emit --json --top 1
+check "plan --json gives the same in model_construction (rank 1 holds more built outside)" \
+  json "j['recommendations'][0]['model_construction']['assumes_zero_init'] is True and j['recommendations'][0]['model_construction']['extra_bytes_built_outside_zero_init'] > 2**30"
 run --model gpt2 --gpus 1 --stage 3 --no-emit
 check "one GPU without parameter offload: a gather copies nothing, no line" bash -c "! grep -q 'model construction' '$tmp/out'"
 

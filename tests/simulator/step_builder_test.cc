@@ -1289,25 +1289,30 @@ TEST(LinearWeightViews, TheTracerMarksHowEachModuleKeepsItsWeight) {
     ADD_FAILURE() << model << " has no parameter " << name;
     return WeightSave::kParameter;
   };
-  EXPECT_EQ(save_of("qwen2-0.5b", "model.layers.3.self_attn.q_proj.weight"),
-            WeightSave::kFunctionalLinear);
-  EXPECT_EQ(save_of("qwen2-0.5b", "model.layers.3.mlp.down_proj.weight"),
-            WeightSave::kFunctionalLinear);
-  EXPECT_EQ(save_of("qwen2-0.5b", "model.layers.3.input_layernorm.weight"),
-            WeightSave::kParameter);
-  // Tied: the embedding's table is the head's nn.Linear weight.
-  EXPECT_EQ(save_of("qwen2-0.5b", "model.embed_tokens.weight"), WeightSave::kFunctionalLinear);
-  EXPECT_EQ(save_of("gpt2", "transformer.h.0.attn.c_attn.weight"), WeightSave::kParameter);
-  EXPECT_EQ(save_of("gpt2", "transformer.h.0.mlp.c_fc.weight"), WeightSave::kParameter);
-  EXPECT_EQ(save_of("gpt2", "transformer.wte.weight"), WeightSave::kFunctionalLinear);
-  EXPECT_EQ(save_of("gpt2", "transformer.wpe.weight"), WeightSave::kParameter);
-  EXPECT_EQ(save_of("falcon-7b", "transformer.h.0.self_attention.query_key_value.weight"),
-            WeightSave::kTransposedMatmul);
-  EXPECT_EQ(save_of("falcon-7b", "transformer.h.0.mlp.dense_4h_to_h.weight"),
-            WeightSave::kTransposedMatmul);
-  // falcon-7b ties its head (an nn.Linear) to the word embeddings.
-  EXPECT_EQ(save_of("falcon-7b", "transformer.word_embeddings.weight"),
-            WeightSave::kFunctionalLinear);
+  struct Case {
+    const char* model;
+    const char* param;
+    WeightSave save;
+  };
+  const Case cases[] = {
+      {"qwen2-0.5b", "model.layers.3.self_attn.q_proj.weight", WeightSave::kFunctionalLinear},
+      {"qwen2-0.5b", "model.layers.3.mlp.down_proj.weight", WeightSave::kFunctionalLinear},
+      {"qwen2-0.5b", "model.layers.3.input_layernorm.weight", WeightSave::kParameter},
+      // Tied: the embedding's table is the head's nn.Linear weight.
+      {"qwen2-0.5b", "model.embed_tokens.weight", WeightSave::kFunctionalLinear},
+      {"gpt2", "transformer.h.0.attn.c_attn.weight", WeightSave::kParameter},
+      {"gpt2", "transformer.h.0.mlp.c_fc.weight", WeightSave::kParameter},
+      {"gpt2", "transformer.wte.weight", WeightSave::kFunctionalLinear},
+      {"gpt2", "transformer.wpe.weight", WeightSave::kParameter},
+      {"falcon-7b", "transformer.h.0.self_attention.query_key_value.weight",
+       WeightSave::kTransposedMatmul},
+      {"falcon-7b", "transformer.h.0.mlp.dense_4h_to_h.weight", WeightSave::kTransposedMatmul},
+      // falcon-7b ties its head (an nn.Linear) to the word embeddings.
+      {"falcon-7b", "transformer.word_embeddings.weight", WeightSave::kFunctionalLinear},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(save_of(c.model, c.param), c.save) << c.model << " " << c.param;
+  }
 }
 
 // A model built outside deepspeed.zero.Init (Plan::zero_init false): the views PyTorch's linear

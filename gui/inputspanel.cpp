@@ -109,6 +109,14 @@ InputsPanel::InputsPanel(const PlanService& service, QWidget* parent) : QWidget(
   form->addRow(tr("Checkpointing"), m_checkpointing);
   m_noOffload = new QCheckBox(tr("no offload"));
   form->addRow(tr("Offload"), m_noOffload);
+  m_noZeroInit = new QCheckBox(tr("built outside deepspeed.zero.Init"));
+  m_noZeroInit->setObjectName(QStringLiteral("noZeroInit"));
+  m_noZeroInit->setToolTip(
+      tr("ZeRO-3: the script builds the model outside deepspeed.zero.Init and passes it to "
+         "deepspeed.initialize (HF Trainer and accelerate build it inside). DeepSpeed 0.14.5 then "
+         "keeps every nn.Linear weight gathered in the forward until its backward "
+         "(the CLI's --no-zero-init)"));
+  form->addRow(tr("Model"), m_noZeroInit);
   m_hostMemory = spin(0, 1 << 20, 0, tr("profile's"));
   m_hostMemory->setSuffix(tr(" GiB"));
   form->addRow(tr("Host RAM/node"), m_hostMemory);
@@ -148,6 +156,7 @@ PlanInputs InputsPanel::inputs() const {
   in.microBatch = m_microBatch->value();
   in.checkpointing = m_checkpointing->currentData().toInt();
   in.noOffload = m_noOffload->isChecked();
+  in.noZeroInit = m_noZeroInit->isChecked();
   in.hostMemoryBytes = static_cast<qint64>(m_hostMemory->value()) << 30;
   in.nvmeBytes = static_cast<qint64>(m_nvme->value()) << 30;
   in.objective = m_objective->currentData().toString();

@@ -46,6 +46,7 @@ class InputsPanel : public QWidget {
   QSpinBox* m_microBatch = nullptr;
   QComboBox* m_checkpointing = nullptr;
   QCheckBox* m_noOffload = nullptr;
+  QCheckBox* m_noZeroInit = nullptr;
   QSpinBox* m_hostMemory = nullptr;
   QSpinBox* m_nvme = nullptr;
   QComboBox* m_objective = nullptr;

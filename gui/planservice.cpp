@@ -144,6 +144,7 @@ void PlanService::requestPlan(const PlanInputs& in) {
     if (in.microBatch > 0) r.PinMicroBatch(in.microBatch);
     if (in.checkpointing >= 0) r.PinGradientCheckpointing(in.checkpointing == 1);
     r.no_offload = in.noOffload;
+    r.zero_init = !in.noZeroInit;
     r.host_memory_bytes = in.hostMemoryBytes;
     r.nvme_bytes = in.nvmeBytes;
     // --max-gpu-memory-fraction F is --headroom (1 - F), as on the command line.

@@ -36,6 +36,7 @@ struct PlanInputs {
   qint64 microBatch = 0;         // 0: searched
   int checkpointing = -1;        // -1 searched, 0 off, 1 on
   bool noOffload = false;
+  bool noZeroInit = false;       // the model is built outside deepspeed.zero.Init (--no-zero-init)
   qint64 hostMemoryBytes = 0;    // 0: the profile's
   qint64 nvmeBytes = 0;          // 0: no NVMe offload
   double maxGpuMemoryFraction = 1.0;

@@ -5,6 +5,7 @@
 // First: launcher.h names a field `slots`, which Qt's headers define as a macro.
 #include "planner/launcher.h"
 // clang-format off
+#include <QCheckBox>
 #include <QComboBox>
 #include <QLabel>
 #include <QProcess>
@@ -54,6 +55,7 @@ class TestMainWindow : public QObject {
   void exportMatchesCliBytes();
   void newRequestCancelsRunningSearch();
   void exportHostfileForSeveralNodes();
+  void modelBuiltOutsideZeroInitReachesThePlans();
 };
 
 namespace {
@@ -502,6 +504,24 @@ void TestMainWindow::exportHostfileForSeveralNodes() {
   const QString saved = dir.filePath(QStringLiteral("hostfile"));
   QCOMPARE(MainWindow::writeFile(saved, t.hostfile, false), QString());
   QVERIFY(MainWindow::writeFile(saved, t.hostfile, false).contains(QStringLiteral("exists")));
+}
+
+// The "built outside deepspeed.zero.Init" box (the CLI's --no-zero-init) reaches every plan
+// the search makes; unchecked, the plans assume zero.Init.
+void TestMainWindow::modelBuiltOutsideZeroInitReachesThePlans() {
+  for (bool outside : {false, true}) {
+    MainWindow w;
+    QSignalSpy ready(w.service(), &PlanService::planReady);
+    auto* box = w.inputs()->findChild<QCheckBox*>(QStringLiteral("noZeroInit"));
+    QVERIFY(box != nullptr);
+    box->setChecked(outside);
+    QCOMPARE(w.inputs()->inputs().noZeroInit, outside);
+    w.inputs()->setModelText(QStringLiteral("gpt2"));
+    w.inputs()->setCluster(1, 2);
+    w.plan();
+    QTRY_VERIFY_WITH_TIMEOUT(ready.count() == 1 && w.selectedPlan().has_value(), kTimeoutMs);
+    QCOMPARE(w.selectedPlan()->plan.zero_init, !outside);
+  }
 }
 
 QTEST_MAIN(TestMainWindow)

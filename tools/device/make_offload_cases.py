@@ -51,7 +51,10 @@ def predict(dsplan, model, dsc, seq, scratch):
     path = os.path.join(scratch, "sim_cfg.json")
     with open(path, "w") as f:
         json.dump(dsc, f)
-    cmd = [dsplan, "simulate", "--model", model, "--gpus", "1", "--ds-config", path, "--json"] + seq
+    # The bench driver builds the model outside deepspeed.zero.Init (from_config, then
+    # deepspeed.initialize): predict that (docs/deepspeed-facts.md, "What keeps a released weight").
+    cmd = [dsplan, "simulate", "--model", model, "--gpus", "1", "--ds-config", path, "--json",
+           "--no-zero-init"] + seq
     j = run_json(cmd, scratch)
     g, st, h, nv = j.get("gpu", {}), j.get("step", {}), j.get("host", {}), j.get("nvme", {})
     return {"fits": j.get("fits"), "reason": j.get("reason"),
@@ -64,7 +67,7 @@ def predict(dsplan, model, dsc, seq, scratch):
             "step_s": st.get("time_s"), "step_breakdown_s": st.get("breakdown_s"),
             "time_band": st.get("time_band"),
             "command": " ".join(["simulate", "--model", model, "--gpus", "1", "--ds-config",
-                                 "SCRATCH/sim_cfg.json", "--json"] + seq)}
+                                 "SCRATCH/sim_cfg.json", "--json", "--no-zero-init"] + seq)}
 
 
 def main():

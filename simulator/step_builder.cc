@@ -666,6 +666,7 @@ Status Builder::Build() {
   CountGatherCalls();
   retained_.assign(w_.layers.size(), 0);
   held_by_views_.assign(w_.layers.size(), 0);
+  kept_for_backward_.assign(w_.layers.size(), 0);
   after_.assign(w_.layers.size(), 0);
   tiles_ = Stage3() ? std::max<int64_t>(1, p_.linear_tiles) : 1;
   f_.linear_tiles = tiles_;
@@ -908,7 +909,6 @@ void Builder::Initial() {
         after_[l] = after;
         after += Gathered(l);
       }
-      kept_for_backward_.assign(w_.layers.size(), 0);
       if (z.stage3_prefetch_bucket_size > 0) {
         // In the backward's order; a tiled block's tiles are prefetched one module at a time,
         // which this layer-level fill does not follow: it stops there.
@@ -1063,8 +1063,7 @@ void Builder::Forward(int micro) {
     if (l == L - 1 && micro > 0 && output_bytes_ > 0) {
       fx.push_back(Free(output_bytes_, MemCategory::kActivations, true));
     }
-    const bool release = Stage3() && gathered_[l] && !retained_[l] &&
-                         !(l < static_cast<int>(kept_for_backward_.size()) && kept_for_backward_[l]);
+    const bool release = Stage3() && gathered_[l] && !retained_[l] && !kept_for_backward_[l];
     // A checkpointed layer's forward keeps no saved tensors (they are recomputed), so no view.
     const int64_t held = release && !layer.checkpointed ? HeldByViewsBytes(l) : 0;
     if (release) fx.push_back(Free(GatherBytes(l) - held, MemCategory::kGatheredParams));

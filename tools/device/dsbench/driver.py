@@ -15,7 +15,9 @@ Extends ../shared/deepspeed-bench/driver.py (same method: shared/calibration/REA
 An OOM ends the group: later subs are recorded as "not_run_after_oom" (an engine that ran out of
 memory half-way through a backward is not trusted for further measurements).
 """
+import faulthandler
 import gc
+import signal
 import json
 import os
 import shutil
@@ -61,6 +63,10 @@ def dump():
 dump()
 
 import psutil  # noqa: E402
+
+# The runner sends SIGUSR1 before it kills a case at its timeout: every thread's stack goes to
+# the log, so a case stuck somewhere says where.
+faulthandler.register(signal.SIGUSR1, all_threads=True)
 
 try:
     import pynvml  # nvidia-ml-py

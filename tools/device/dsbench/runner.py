@@ -108,9 +108,16 @@ def main():
                                       stdout=lf, stderr=subprocess.STDOUT, env=env, start_new_session=True)
                 killed = False
                 try:
-                    rc = pr.wait(timeout=tmo)
+                    rc = pr.wait(timeout=max(1.0, tmo - 4))
                 except subprocess.TimeoutExpired:
                     killed = True
+                    # The driver dumps every thread's Python stack on SIGUSR1 (into its log),
+                    # so a case that never finishes shows where it was.
+                    try:
+                        pr.send_signal(signal.SIGUSR1)
+                        pr.wait(timeout=3)
+                    except (subprocess.TimeoutExpired, ProcessLookupError):
+                        pass
                     os.killpg(pr.pid, signal.SIGKILL)
                     rc = pr.wait()
             wall = time.time() - t

@@ -228,7 +228,8 @@ std::string HardwareProfile::SourceSummary() const {
   comps.push_back({"CPU Adam", {&host.cpu_adam_source}});
   comps.push_back({"host memory", {&host.memcpy_bytes_per_s.source,
                                    &host.pinned_alloc_bytes_per_s.source,
-                                   &host.pageable_alloc_bytes_per_s.source}});
+                                   &host.pageable_alloc_bytes_per_s.source,
+                                   &host.parallel_alloc_bytes_per_s.source}});
   Component intra{"NVLink", {}}, inter{"network", {}};
   for (const CollectiveCurve& c : links.collectives) {
     (c.inter_node ? inter : intra).sources.push_back(&c.busbw_bytes_per_s.source);

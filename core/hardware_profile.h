@@ -201,6 +201,10 @@ struct HostProfile {
   Source cpu_adam_source;
   Number pinned_alloc_bytes_per_s;  // cudaHostAlloc throughput
   Number pageable_alloc_bytes_per_s;  // malloc + first touch throughput
+  /// The same with one thread per core touching the pages of one fresh mapping, as PyTorch's
+  /// intra-op threads fault in a fresh temporary they write (a host-side cast's output). Not in
+  /// older profiles: the reader then takes one thread's rate, labelled as that assumption.
+  Number parallel_alloc_bytes_per_s;
   /// Host-to-host memcpy bandwidth between pageable buffers, bytes/s counting the bytes copied
   /// once (not read + write); one thread per core (DeepSpeed's flattening and fp32 copies).
   Number memcpy_bytes_per_s;

@@ -795,7 +795,7 @@ Result<HostProfile> ReadHost(const Reader& r, const YAML::Node& root) {
   DSPLAN_RETURN_IF_ERROR(r.CheckMap(
       n, "host",
       {"cores", "ram_bytes", "cpu_adam", "cpu_adam_source", "pinned_alloc_bytes_per_s",
-       "pageable_alloc_bytes_per_s", "memcpy_bytes_per_s"}));
+       "pageable_alloc_bytes_per_s", "parallel_alloc_bytes_per_s", "memcpy_bytes_per_s"}));
   HostProfile h;
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node cores, r.Required(n, "host", "cores"));
   DSPLAN_ASSIGN_OR_RETURN(int64_t c, r.Int(cores, "host.cores", 1));
@@ -807,6 +807,17 @@ Result<HostProfile> ReadHost(const Reader& r, const YAML::Node& root) {
                           r.NumberOf(n, "host", "pageable_alloc_bytes_per_s", Unit::kBytesPerS));
   DSPLAN_ASSIGN_OR_RETURN(h.memcpy_bytes_per_s,
                           r.NumberOf(n, "host", "memcpy_bytes_per_s", Unit::kBytesPerS));
+  if (n["parallel_alloc_bytes_per_s"].IsDefined()) {
+    DSPLAN_ASSIGN_OR_RETURN(
+        h.parallel_alloc_bytes_per_s,
+        r.NumberOf(n, "host", "parallel_alloc_bytes_per_s", Unit::kBytesPerS));
+  } else {
+    h.parallel_alloc_bytes_per_s.value = h.pageable_alloc_bytes_per_s.value;
+    h.parallel_alloc_bytes_per_s.source = Source{
+        SourceKind::kAssumption,
+        "not in this profile: one thread's rate (host.pageable_alloc_bytes_per_s), which "
+        "threads faulting one mapping in parallel reach at least; dsplan profile measures it"};
+  }
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node adam, r.Required(n, "host", "cpu_adam"));
   if (!adam.IsSequence() || adam.size() == 0) {
     return r.Error(adam, "host.cpu_adam", "expected a non-empty list of [threads, elements_per_s]");
@@ -1064,6 +1075,7 @@ std::string EmitProfile(const HardwareProfile& p) {
   EmitNumber(e, "ram_bytes", h.ram_bytes);
   EmitNumber(e, "pinned_alloc_bytes_per_s", h.pinned_alloc_bytes_per_s);
   EmitNumber(e, "pageable_alloc_bytes_per_s", h.pageable_alloc_bytes_per_s);
+  EmitNumber(e, "parallel_alloc_bytes_per_s", h.parallel_alloc_bytes_per_s);
   EmitNumber(e, "memcpy_bytes_per_s", h.memcpy_bytes_per_s);
   EmitSourceMap(e, "cpu_adam_source", h.cpu_adam_source);
   e << YAML::Key << "cpu_adam" << YAML::Value << YAML::BeginSeq;

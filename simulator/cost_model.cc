@@ -667,6 +667,12 @@ double CostModel::HostFaultSeconds(double bytes) const {
   return rate > 0 ? bytes / rate : 0;
 }
 
+double CostModel::ParallelFaultSeconds(double bytes) const {
+  if (bytes <= 0) return 0;
+  const double rate = profile_->host.parallel_alloc_bytes_per_s.value;
+  return rate > 0 ? bytes / rate : HostFaultSeconds(bytes);
+}
+
 double CostModel::CpuAdamSeconds(double elements, int threads) const {
   if (elements <= 0) return 0;
   return elements / CpuAdamRate(threads);
@@ -846,7 +852,9 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       // DeepSpeedCPUAdam over the partition plus the host's other elementwise passes over the
       // fp32 tensors (|bytes| read + written: unscale_and_clip_grads' mul_, the fp32 -> 16-bit
       // cast of the updated partition), on the same threads.
-      return CpuAdamSeconds(t.elements, cpu_threads) + HostStreamSeconds(t.bytes, cpu_threads);
+      // A fresh temporary the cast writes is faulted in by the cast's threads, one mapping.
+      return CpuAdamSeconds(t.elements, cpu_threads) + HostStreamSeconds(t.bytes, cpu_threads) +
+             ParallelFaultSeconds(t.host_fault_bytes);
     case TaskKind::kNvmeRead:
       return NvmeSeconds(true, t.bytes);
     case TaskKind::kNvmeWrite:

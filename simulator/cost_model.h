@@ -147,6 +147,9 @@ class CostModel {
   /// Faulting in |bytes| of freshly mapped host memory (and unmapping it after): the profile's
   /// page-fault throughput of one thread, pageable_alloc_bytes_per_s.
   double HostFaultSeconds(double bytes) const;
+  /// The same when the host's threads fault one fresh mapping in together (a host cast into a
+  /// fresh temporary): parallel_alloc_bytes_per_s.
+  double ParallelFaultSeconds(double bytes) const;
   double NvmeSeconds(bool read, double bytes) const;
   /// A kGradCopy task's per-parameter loop on the PyTorch stack (Task::host_loop), with
   /// |dispatch| the host time of one op.

@@ -1948,6 +1948,10 @@ void Builder::OptimizerStep() {
         c.elements = static_cast<double>(n);
         c.bytes = (8.0 + 4.0 + e_) * n;
         c.kernels = 0;
+        // With the parameters on the GPU the cast writes a fresh pageable temporary (below):
+        // the cast's threads fault every page of it in.
+        const bool fresh_cast = sg < param_cpu_subgroups_ && !p_.OffloadsParams();
+        if (fresh_cast) c.host_fault_bytes = static_cast<double>(e_ * n);
         g_.Add(c, {prev, read, last_reduce_}, {});
         g_.AddDep(last_d2h_);
         const TaskId cpu = g_.size() - 1;
@@ -1969,13 +1973,11 @@ void Builder::OptimizerStep() {
           wp.index = static_cast<int>(sg);
           wp.bytes = static_cast<double>(e_ * n);
           prev = g_.Add(wp, {cpu}, {});
-        } else if (!p_.OffloadsParams()) {
+        } else if (fresh_cast) {
           // Updated 16-bit partition back to the GPU: the blocking copy_ from the fp32 host
           // partition into the GPU's 16-bit one casts on the host into a pageable temporary
-          // (the cast is in the CPU task's bytes) and copies that (Copy.cu). The temporary is
-          // mapped afresh (a sub-group is far above 32 MiB), but its pages are faulted in by
-          // the cast's threads, in parallel, at a rate nothing has measured (the profile's is
-          // one thread's): not priced (docs/simulator.md, "Known gaps").
+          // (the cast and its page faults are in the CPU task) and copies that (Copy.cu). The
+          // temporary is mapped afresh each step (a sub-group is far above 32 MiB).
           Task h;
           h.kind = TaskKind::kCopyH2D;
           h.resource = Resource::kH2D;

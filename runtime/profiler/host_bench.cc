@@ -123,9 +123,14 @@ Result<Timing> TimeMemcpy(int64_t bytes, int threads, const Repeats& r) {
   return Summarize(samples);
 }
 
-Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r) {
+Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r, int threads) {
+  if (bytes <= 0 || threads <= 0) {
+    return Status::InvalidArgument("pageable allocation needs bytes and threads");
+  }
   std::vector<double> samples;
-  const long page = sysconf(_SC_PAGESIZE);
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  const int64_t pages = (bytes + page - 1) / page;
+  const int64_t per = (pages + threads - 1) / threads;  // pages per thread
   for (int i = 0; i < r.warmup + r.timed; ++i) {
     auto t0 = Clock::now();
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -134,7 +139,14 @@ Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r) {
                                          std::strerror(errno)));
     }
     char* c = static_cast<char*>(p);
-    for (int64_t off = 0; off < bytes; off += page) c[off] = 1;
+    auto touch = [&](int64_t first) {
+      const int64_t end = std::min(pages, first + per);
+      for (int64_t k = first; k < end; ++k) c[k * page] = 1;
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < threads && t * per < pages; ++t) pool.emplace_back(touch, t * per);
+    touch(0);
+    for (auto& th : pool) th.join();
     munmap(p, bytes);
     if (i >= r.warmup) samples.push_back(Since(t0));
   }

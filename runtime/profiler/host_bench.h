@@ -27,8 +27,10 @@ Result<Timing> TimeCpuAdam(int64_t elements, int threads, const Repeats& r);
 /// Seconds to memcpy |bytes| between two pageable buffers, split over |threads| threads.
 Result<Timing> TimeMemcpy(int64_t bytes, int threads, const Repeats& r);
 
-/// Seconds to mmap |bytes| anonymous memory, touch every page once and unmap it (one thread).
-Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r);
+/// Seconds to mmap |bytes| anonymous memory, touch every page once and unmap it. With
+/// |threads| > 1 the pages are touched by that many threads, each a contiguous slice, as
+/// PyTorch's intra-op threads fault in a fresh temporary they write (a CPU cast's output).
+Result<Timing> TimePageableAlloc(int64_t bytes, const Repeats& r, int threads = 1);
 
 struct NvmeOptions {
   int64_t file_bytes = int64_t{1} << 30;   // size of the temporary file written, then read

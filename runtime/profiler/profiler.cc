@@ -662,6 +662,20 @@ class Profiler {
       } else {
         Note("pageable alloc: " + al.status().message());
       }
+      auto pa = TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats, threads);
+      if (pa.ok()) {
+        const double bw = sizes_.alloc_bytes / pa->median_s;
+        p_.host.parallel_alloc_bytes_per_s = Measured(
+            bw, fmt::format("mmap + first touch of every page + munmap of {}, the pages split "
+                            "over {} threads; {}",
+                            FormatBytes(static_cast<double>(sizes_.alloc_bytes)), threads,
+                            RepeatsText(sizes_.host_repeats)));
+        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n",
+                                  fmt::format("alloc + touch ({} thr)", threads),
+                                  sizes_.alloc_bytes, bw / 1e9);
+      } else {
+        Note("parallel pageable alloc: " + pa.status().message());
+      }
     }});
   }
 

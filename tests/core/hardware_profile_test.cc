@@ -89,6 +89,7 @@ HardwareProfile SyntheticMeasured() {
   h.cpu_adam_source = {SourceKind::kMeasured, "AVX-512 kernel"};
   h.pinned_alloc_bytes_per_s = Measured(9e9, "cudaHostAlloc");
   h.pageable_alloc_bytes_per_s = Measured(4e9, "malloc + touch");
+  h.parallel_alloc_bytes_per_s = Measured(9.7e9, "mmap + touch, 16 threads");
   h.memcpy_bytes_per_s = Measured(3e10, "memcpy");
   for (CopyCurve* c : {&p.links.h2d_pinned, &p.links.h2d_pageable, &p.links.d2h_pinned,
                        &p.links.d2h_pageable}) {
@@ -184,6 +185,26 @@ TEST_F(HardwareProfileTest, FullyMeasuredAndSourceSummary) {
   EXPECT_NE(summary.find("measured (context)"), std::string::npos) << summary;
   EXPECT_NE(summary.find("assumption ("), std::string::npos) << summary;
   EXPECT_NE(summary.find("NVLink"), std::string::npos) << summary;
+}
+
+TEST_F(HardwareProfileTest, TheParallelFaultRateIsOneThreadsRateLabelledWhenAbsent) {
+  // Profiles written before the key existed: the reader takes one thread's page-fault rate and
+  // says so; a profile that has the key keeps its own number and source.
+  auto ds = FindHardwareProfile("h200-sxm", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(ds.ok());
+  const Number& par = ds->host.parallel_alloc_bytes_per_s;
+  EXPECT_EQ(par.value, ds->host.pageable_alloc_bytes_per_s.value);
+  EXPECT_EQ(par.source.kind, SourceKind::kAssumption);
+  EXPECT_NE(par.source.detail.find("one thread"), std::string::npos) << par.source.detail;
+  const std::string with = Mutated(
+      "  memcpy_bytes_per_s:",
+      "  parallel_alloc_bytes_per_s: {value: 7.5GB/s, measured: \"16 threads\"}\n"
+      "  memcpy_bytes_per_s:");
+  auto p = LoadHardwareProfile(with);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->host.parallel_alloc_bytes_per_s.value, 7.5e9);
+  EXPECT_EQ(p->host.parallel_alloc_bytes_per_s.source.kind, SourceKind::kMeasured);
+  EXPECT_EQ(p->host.parallel_alloc_bytes_per_s.source.detail, "16 threads");
 }
 
 TEST_F(HardwareProfileTest, UnknownKeyIsNamedWithFileAndLine) {

@@ -31,6 +31,11 @@ TEST(HostBenchTest, CoresRamAndSmallTimingsArePositive) {
   auto al = TimePageableAlloc(4 * kMiB, Repeats{0, 2});
   ASSERT_TRUE(al.ok());
   EXPECT_GT(al->median_s, 0);
+  auto par = TimePageableAlloc(4 * kMiB + 100, Repeats{0, 2}, 3);  // pages not a multiple of 3
+  ASSERT_TRUE(par.ok());
+  EXPECT_EQ(par->repeats, 2);
+  EXPECT_GT(par->median_s, 0);
+  EXPECT_FALSE(TimePageableAlloc(4 * kMiB, Repeats{0, 1}, 0).ok());
 }
 
 TEST(HostBenchTest, NvmeOnADiskFolderWritesReadsAndCleansUp) {

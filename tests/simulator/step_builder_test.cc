@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "core/hardware_profile.h"
 #include "core/model_catalog.h"
+#include "simulator/cost_model.h"
 #include "simulator/step_builder.h"
 #include "simulator/workload.h"
 
@@ -924,6 +926,47 @@ TEST_F(StepBuilderTest, PartialOptimizerOffloadSplitsSubGroups) {
     if (t.kind == TaskKind::kGpuOptimizer && t.elements > 0) ++gpu_steps;
   }
   EXPECT_EQ(gpu_steps, 2);
+}
+
+// Stage 3 with the optimizer on the CPU and the parameters on the GPU: each sub-group's
+// updated fp32 partition goes back through a host cast into a fresh pageable temporary, whose
+// 16-bit bytes the cast's threads fault in (the CPU task carries them); with the parameters on
+// the CPU the cast writes the pinned 16-bit partition and faults nothing.
+TEST_F(StepBuilderTest, Stage3SubGroupCastsFaultInTheirTemporaryOnlyWithParametersOnTheGpu) {
+  Plan p = MakePlan(3, 2);
+  p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  p.zero.sub_group_size = CeilDiv(CeilDiv(psi_, 2), 3);
+  auto faults = [](const BuiltStep& b) {
+    double cpu = 0, other = 0;
+    for (const Task& t : b.graph.tasks()) {
+      (t.kind == TaskKind::kCpuOptimizer ? cpu : other) += t.host_fault_bytes;
+    }
+    return std::make_pair(cpu, other);
+  };
+  const BuiltStep gpu_params = Build(p);
+  double elements = 0;
+  for (const Task& t : gpu_params.graph.tasks()) {
+    if (t.kind == TaskKind::kCpuOptimizer) {
+      elements += t.elements;
+      EXPECT_EQ(t.host_fault_bytes, 2 * t.elements);  // bf16: one fresh temporary per sub-group
+    }
+  }
+  EXPECT_EQ(elements, static_cast<double>(CeilDiv(psi_, 2)));
+  EXPECT_EQ(faults(gpu_params).first, 2 * elements);
+  p.zero.offload_param.device = OffloadDevice::kCpu;
+  EXPECT_EQ(faults(Build(p)).first, 0);
+  // Priced at the profile's parallel page-fault rate, on top of Adam and the host passes.
+  HardwareProfile hw = *FindHardwareProfile("h200-sxm", DSPLAN_TEST_DATA_DIR);
+  hw.host.parallel_alloc_bytes_per_s.value = 8e9;
+  CostModel cm(hw, Precision::kBf16);
+  Task t;
+  t.kind = TaskKind::kCpuOptimizer;
+  t.resource = Resource::kCpu;
+  t.elements = 1e8;
+  t.bytes = 14e8;
+  const double plain = cm.TaskSeconds(t, {}, 16);
+  t.host_fault_bytes = 2e8;
+  EXPECT_NEAR(cm.TaskSeconds(t, {}, 16) - plain, 2e8 / 8e9, 1e-12);
 }
 
 // stage3_max_live_parameters caps prefetching: with 0 no module is gathered before the previous

@@ -636,46 +636,31 @@ class Profiler {
         Note("host RAM: " + ram.status().message());
       }
       const int threads = p_.host.cores;
-      auto mc = TimeMemcpy(sizes_.memcpy_bytes, threads, sizes_.host_repeats);
-      if (mc.ok()) {
-        const double bw = sizes_.memcpy_bytes / mc->median_s;
-        p_.host.memcpy_bytes_per_s = Measured(
-            bw, fmt::format("memcpy of {} between pageable buffers split over {} threads, bytes "
-                            "copied / median time; {}",
-                            FormatBytes(static_cast<double>(sizes_.memcpy_bytes)), threads,
-                            RepeatsText(sizes_.host_repeats)));
-        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n",
-                                  fmt::format("memcpy ({} threads)", threads), sizes_.memcpy_bytes,
-                                  bw / 1e9);
-      } else {
-        Note("memcpy: " + mc.status().message());
-      }
-      auto al = TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats);
-      if (al.ok()) {
-        const double bw = sizes_.alloc_bytes / al->median_s;
-        p_.host.pageable_alloc_bytes_per_s = Measured(
-            bw, fmt::format("mmap + first touch of every page + munmap of {}, one thread; {}",
-                            FormatBytes(static_cast<double>(sizes_.alloc_bytes)),
-                            RepeatsText(sizes_.host_repeats)));
-        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n", "pageable alloc + touch",
-                                  sizes_.alloc_bytes, bw / 1e9);
-      } else {
-        Note("pageable alloc: " + al.status().message());
-      }
-      auto pa = TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats, threads);
-      if (pa.ok()) {
-        const double bw = sizes_.alloc_bytes / pa->median_s;
-        p_.host.parallel_alloc_bytes_per_s = Measured(
-            bw, fmt::format("mmap + first touch of every page + munmap of {}, the pages split "
-                            "over {} threads; {}",
-                            FormatBytes(static_cast<double>(sizes_.alloc_bytes)), threads,
-                            RepeatsText(sizes_.host_repeats)));
-        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n",
-                                  fmt::format("alloc + touch ({} thr)", threads),
-                                  sizes_.alloc_bytes, bw / 1e9);
-      } else {
-        Note("parallel pageable alloc: " + pa.status().message());
-      }
+      // One host rate: |bytes| over the median time, into |field| with its method, one row.
+      auto record = [&](const Result<Timing>& t, int64_t bytes, Number& field,
+                        const std::string& method, const std::string& row) {
+        if (!t.ok()) return Note(row + ": " + t.status().message());
+        const double bw = static_cast<double>(bytes) / t->median_s;
+        field = Measured(bw, fmt::format("{}; {}", method, RepeatsText(sizes_.host_repeats)));
+        host_rows_ += fmt::format("{:<26} {:>12} {:>10.2f}\n", row, bytes, bw / 1e9);
+      };
+      const std::string alloc = FormatBytes(static_cast<double>(sizes_.alloc_bytes));
+      record(TimeMemcpy(sizes_.memcpy_bytes, threads, sizes_.host_repeats), sizes_.memcpy_bytes,
+             p_.host.memcpy_bytes_per_s,
+             fmt::format("memcpy of {} between pageable buffers split over {} threads, bytes "
+                         "copied / median time",
+                         FormatBytes(static_cast<double>(sizes_.memcpy_bytes)), threads),
+             fmt::format("memcpy ({} threads)", threads));
+      record(TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats), sizes_.alloc_bytes,
+             p_.host.pageable_alloc_bytes_per_s,
+             fmt::format("mmap + first touch of every page + munmap of {}, one thread", alloc),
+             "pageable alloc + touch");
+      record(TimePageableAlloc(sizes_.alloc_bytes, sizes_.host_repeats, threads),
+             sizes_.alloc_bytes, p_.host.parallel_alloc_bytes_per_s,
+             fmt::format("mmap + first touch of every page + munmap of {}, the pages split over "
+                         "{} threads",
+                         alloc, threads),
+             fmt::format("alloc + touch ({} thr)", threads));
     }});
   }
 

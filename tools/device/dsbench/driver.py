@@ -67,6 +67,9 @@ import psutil  # noqa: E402
 # The runner sends SIGUSR1 before it kills a case at its timeout: every thread's stack goes to
 # the log, so a case stuck somewhere says where.
 faulthandler.register(signal.SIGUSR1, all_threads=True)
+# DSBENCH_STACK_EVERY=S: also every S seconds, to tell a slow loop (frames move) from a hang.
+if os.environ.get("DSBENCH_STACK_EVERY"):
+    faulthandler.dump_traceback_later(float(os.environ["DSBENCH_STACK_EVERY"]), repeat=True)
 
 try:
     import pynvml  # nvidia-ml-py

@@ -239,6 +239,15 @@ Status ValidatePlan(const Plan& p) {
 }  // namespace dsplan
 
 namespace dsplan {
+namespace {
+
+// a x b for a message, without overflowing: a product past int64 is named as such.
+std::string ProductText(int64_t a, int64_t b) {
+  const std::optional<int64_t> p = CheckedProduct({a, b});
+  return p ? std::to_string(*p) : "more than 2^63 - 1";
+}
+
+}  // namespace
 
 Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_batch,
                                  std::optional<int64_t> grad_accum,
@@ -256,13 +265,13 @@ Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_bat
       return Status::InvalidArgument(fmt::format(
           "--global-batch {} is not divisible by --micro-batch {} x {} GPUs = {}: the global "
           "batch must be micro-batch x accumulation x GPUs",
-          *global_batch, *micro_batch, ranks, *micro_batch * ranks));
+          *global_batch, *micro_batch, ranks, ProductText(*micro_batch, ranks)));
     }
     if (grad_accum && *grad_accum > 0 && per_gpu % *grad_accum != 0) {
       return Status::InvalidArgument(fmt::format(
           "--global-batch {} is not divisible by --grad-accum {} x {} GPUs = {}: the global "
           "batch must be micro-batch x accumulation x GPUs",
-          *global_batch, *grad_accum, ranks, *grad_accum * ranks));
+          *global_batch, *grad_accum, ranks, ProductText(*grad_accum, ranks)));
     }
     if (micro_batch && grad_accum &&
         CheckedProduct({*micro_batch, *grad_accum, ranks}) != *global_batch) {

@@ -267,6 +267,16 @@ TEST(ResolveBatch, RefusesAProductThatOverflows) {
   ASSERT_FALSE(t.ok());
   EXPECT_NE(t.status().message().find("overflows a 64-bit count"), std::string::npos)
       << t.status().message();
+  // A global batch that does not divide: the message names micro-batch x GPUs without
+  // computing a product past int64 (the fuzzer's finding: 2^62 x 2 GPUs).
+  t = ResolveBatch(2, int64_t{1} << 62, std::nullopt, (int64_t{1} << 62) + 2);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("x 2 GPUs = more than 2^63 - 1"), std::string::npos)
+      << t.status().message();
+  t = ResolveBatch(2, std::nullopt, int64_t{1} << 62, (int64_t{1} << 62) + 2);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("x 2 GPUs = more than 2^63 - 1"), std::string::npos)
+      << t.status().message();
 }
 
 // --- the step-time band follows the stack costs the prediction was priced with ----------------

@@ -106,6 +106,12 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   DSPLAN_ASSIGN_OR_RETURN(run.workload, run.simulator->WorkloadFor(plan.shape()));
   SimulateOptions so;
   so.keep_graph = keep_graph;
+  if (f.host_pipeline && stack != SoftwareStack::kPyTorchDeepSpeed) {
+    return Status::InvalidArgument(
+        "--host-pipeline models PyTorch's Python thread running ahead of the GPU; dsplan's "
+        "runtime issues its kernels from C++ (--stack dsplan-runtime): drop one of the two");
+  }
+  so.host_pipeline = f.host_pipeline;
   if (!f.headroom.empty()) {
     DSPLAN_ASSIGN_OR_RETURN(so.headroom, ParseHeadroom(f.headroom));
   }

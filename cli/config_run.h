@@ -56,6 +56,7 @@ struct SimulateFlags {
   int64_t tiles = 1;
   /// --no-zero-init: the script builds the model outside deepspeed.zero.Init (Plan::zero_init).
   bool no_zero_init = false;
+  bool host_pipeline = false;  // simulate --host-pipeline (experimental)
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.

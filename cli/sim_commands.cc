@@ -37,6 +37,7 @@ struct AccuracyFlags {
   std::string markdown;
   bool json = false;
   bool unseen_families = false;
+  bool host_pipeline = false;
 };
 
 // simulate's options: a config run's, and whose software stack runs the step.
@@ -64,6 +65,10 @@ DeclaredCommand AddSimulateCommand(CLI::App& app) {
                   "Whose software runs the step: pytorch-deepspeed (what users run) or "
                   "dsplan-runtime (what dsplan validate executes and compares with)")
       ->capture_default_str();
+  cmd->add_flag("--host-pipeline", sim.host_pipeline,
+                "Experimental: schedule the host that issues the kernels as a pipeline stage that "
+                "runs ahead of the GPU between waits, instead of each layer taking the longer of "
+                "its kernels and its host work (docs/research/host-pipeline.md)");
   return {cmd, [flags] { return RunSimulate(flags->sim, flags->stack); }};
 }
 
@@ -303,6 +308,10 @@ DeclaredCommand AddAccuracyCommand(CLI::App& app) {
                 "Predict each run as for a model family whose blocks were never measured "
                 "(leave-one-family-out: per-op host costs, the forward scaled from the other families' "
                 "measurements, instead of the family's measured block time)");
+  cmd->add_flag("--host-pipeline", f.host_pipeline,
+                "Experimental: schedule the host that issues the kernels as a pipeline stage that "
+                "runs ahead of the GPU between waits, instead of each layer taking the longer of "
+                "its kernels and its host work (docs/research/host-pipeline.md)");
   return {cmd, [flags] { return RunAccuracy(*flags); }};
 }
 
@@ -326,7 +335,7 @@ int RunAccuracy(const AccuracyFlags& f) {
       runs.push_back(std::move(r));
     }
   }
-  auto summary = EvaluateCalibration(runs, *profile, f.unseen_families);
+  auto summary = EvaluateCalibration(runs, *profile, f.unseen_families, f.host_pipeline);
   if (!summary.ok()) return Fail(summary.status());
   std::string shown = "tests/fixtures/calibration/deepspeed-h200.jsonl";
   for (size_t i = 0; i < f.calibration.size(); ++i) {
@@ -339,11 +348,11 @@ int RunAccuracy(const AccuracyFlags& f) {
       md.replace(at, def.size(), "--markdown " + f.markdown + "`");
     }
   }
-  if (f.unseen_families) {
+  for (const auto& [on, option] : {std::pair{f.unseen_families, "--unseen-families "},
+                                   std::pair{f.host_pipeline, "--host-pipeline "}}) {
+    if (!on) continue;
     const std::string tag = "`dsplan accuracy ";
-    if (size_t at = md.find(tag); at != std::string::npos) {
-      md.insert(at + tag.size(), "--unseen-families ");
-    }
+    if (size_t at = md.find(tag); at != std::string::npos) md.insert(at + tag.size(), option);
   }
   if (!f.markdown.empty()) {
     // Keep the runtime-validation section that tools/device/summarize_validation.py maintains

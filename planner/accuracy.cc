@@ -96,7 +96,7 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
 
 Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
                                             const HardwareProfile& profile,
-                                            bool unseen_families) {
+                                            bool unseen_families, bool host_pipeline) {
   AccuracySummary s;
   for (const CalibrationRun& run : runs) {
     const std::string where = "calibration run " + run.id;
@@ -111,12 +111,15 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     parsed.plan.zero_init = run.zero_init;
     const Plan& plan = parsed.plan;
     Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);
-    DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan));
+    SimulateOptions so;
+    so.host_pipeline = host_pipeline;
+    so.sync_each_phase = run.phase_sync;
+    DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan, so));
     // The leave-one-family-out prediction beside it (only its step time differs).
     double unseen_step_s = p.step_time_s;
     if (!unseen_families) {
       Simulator held_out(spec, profile, SoftwareStack::kPyTorchDeepSpeed, false);
-      DSPLAN_ASSIGN_OR_RETURN(Prediction u, held_out.Simulate(plan));
+      DSPLAN_ASSIGN_OR_RETURN(Prediction u, held_out.Simulate(plan, so));
       unseen_step_s = u.step_time_s;
     }
     AccuracyRow row;

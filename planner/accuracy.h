@@ -149,9 +149,12 @@ std::vector<RepeatGroup> RepeatGroups(const AccuracySummary& s);
 /// Simulates every run with |profile|.
 /// |unseen_families|: predict every run as for a model family whose blocks the software-stack
 /// measurement never saw (leave-one-family-out; simulator/stack_costs.h).
+/// |host_pipeline|: the experimental host pipeline (SimulateOptions::host_pipeline), each run
+/// synchronized after every phase when its record says it was timed so (phase_sync).
 Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& runs,
                                             const HardwareProfile& profile,
-                                            bool unseen_families = false);
+                                            bool unseen_families = false,
+                                            bool host_pipeline = false);
 
 /// The report as Markdown (docs/accuracy.md), naming the profile, its sources and the command.
 std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,

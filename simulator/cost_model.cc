@@ -764,6 +764,24 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
   return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s + calls;
 }
 
+bool CostModel::LayerTaskParts(const Task& t, const std::vector<LayerCost>& layers,
+                               double* gpu_s, double* host_s) const {
+  if (t.kind != TaskKind::kForward && t.kind != TaskKind::kRecompute &&
+      t.kind != TaskKind::kBackward) {
+    return false;
+  }
+  *gpu_s = *host_s = 0;
+  if (t.layer < 0) return true;
+  const LayerCost& c = layers[t.layer];
+  const double parts = std::max(1, t.parts);
+  *gpu_s = (t.kind == TaskKind::kBackward ? c.BwdGpuSeconds() : c.FwdGpuSeconds()) / parts;
+  const double host = t.kind == TaskKind::kForward    ? c.fwd_dispatch_s
+                      : t.kind == TaskKind::kRecompute ? c.recompute_dispatch_s
+                                                       : c.bwd_dispatch_s;
+  *host_s = host / parts + HookSeconds(t, c);
+  return true;
+}
+
 double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layers,
                               int cpu_threads) const {
   return TaskSeconds(t, layers, cpu_threads, nullptr);

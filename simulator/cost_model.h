@@ -161,6 +161,10 @@ class CostModel {
   /// built-in ones (simulator/stack_costs.h).
   const StackCosts& stack_costs() const { return *stack_costs_; }
 
+  /// A layer task's (forward, recompute, backward) kernels and host work (dispatch and ZeRO-3
+  /// hooks) apart, which TaskSeconds takes the longer of; false for other tasks.
+  bool LayerTaskParts(const Task& task, const std::vector<LayerCost>& layers, double* gpu_s,
+                      double* host_s) const;
   /// The duration of |task|; compute tasks of layers read |layers| (from Layers()).
   double TaskSeconds(const Task& task, const std::vector<LayerCost>& layers, int cpu_threads) const;
   /// The same; |*host_bound| says whether a layer task's host work (dispatch and hooks) is

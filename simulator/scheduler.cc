@@ -56,6 +56,104 @@ Schedule SchedulePlain(const StepGraph& graph, const std::vector<double>& durati
   return s;
 }
 
+// The host waits for a dependency's end before issuing: copies, CPU work and NVMe swaps it
+// depends on block it (a blocking copy_, CPU Adam on the Python thread, a synchronous swap).
+bool HostWaitsOn(Resource r) {
+  return r == Resource::kD2H || r == Resource::kH2D || r == Resource::kCpu || r == Resource::kNvme;
+}
+
+// SchedulePlain with the host as a pipeline stage (HostPipeline). The critical path walks two
+// kinds of node: a task's end, and (for a pipelined task) the end of its host work; each node
+// adds the time from the node that set its start, so the path still sums to the makespan.
+Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& durations,
+                           const HostPipeline& hp, bool critical_path) {
+  const int n = graph.size();
+  Schedule s;
+  s.start_s.resize(n);
+  s.end_s.resize(n);
+  struct Node {
+    TaskId task = -1;
+    bool host = false;  // the end of the task's host work, else the task's end
+  };
+  std::vector<Node> pred(critical_path ? n : 0), host_pred(critical_path ? n : 0);
+  std::vector<uint8_t> ended_by_host(critical_path ? n : 0, 0);
+  std::vector<double> host_end(n, 0.0);
+  std::array<double, kNumResources> free_at{};
+  std::array<TaskId, kNumResources> last_on{};
+  last_on.fill(-1);
+  double host_free = 0;
+  TaskId host_last = -1;
+  TaskId last = 0;
+  for (TaskId id = 0; id < n; ++id) {
+    const Task& t = graph.task(id);
+    const int r = static_cast<int>(t.resource);
+    double start = free_at[r];
+    Node from{last_on[r], false};
+    for (const TaskId* d = graph.deps_begin(id); d != graph.deps_end(id); ++d) {
+      if (s.end_s[*d] > start) {
+        start = s.end_s[*d];
+        from = {*d, false};
+      }
+    }
+    double end = start + durations[id];
+    const double h = hp.host_s[id];
+    if (h >= 0) {
+      double hs = host_free;
+      Node hfrom{host_last, true};
+      auto wait = [&](double at, Node who) {
+        if (at > hs) {
+          hs = at;
+          hfrom = who;
+        }
+      };
+      for (const TaskId* d = graph.deps_begin(id); d != graph.deps_end(id); ++d) {
+        if (HostWaitsOn(graph.task(*d).resource)) wait(s.end_s[*d], {*d, false});
+      }
+      if (hp.waits_for[id] >= 0) wait(s.end_s[hp.waits_for[id]], {hp.waits_for[id], false});
+      if (hp.sync[id]) {
+        for (int q = 0; q < kNumResources; ++q) wait(free_at[q], {last_on[q], false});
+      }
+      if (hs > start) {
+        start = hs;
+        from = hfrom;
+      }
+      end = start + durations[id];
+      host_end[id] = hs + h;
+      host_free = host_end[id];
+      host_last = id;
+      if (critical_path) host_pred[id] = hfrom;
+      if (host_end[id] > end) {
+        end = host_end[id];
+        from = hfrom;
+        if (critical_path) ended_by_host[id] = 1;
+      }
+    }
+    s.start_s[id] = start;
+    s.end_s[id] = end;
+    free_at[r] = end;
+    last_on[r] = id;
+    s.busy_s[r] += durations[id];
+    if (critical_path) pred[id] = from;
+    s.makespan_s = std::max(s.makespan_s, end);
+    if (end >= s.end_s[last]) last = id;
+  }
+  if (critical_path && n > 0) {
+    Node at{last, false};
+    double at_end = s.end_s[last];
+    while (at.task >= 0) {
+      const Node next = at.host ? host_pred[at.task] : pred[at.task];
+      const double next_end =
+          next.task < 0 ? 0.0 : (next.host ? host_end[next.task] : s.end_s[next.task]);
+      s.critical_s[static_cast<int>(graph.task(at.task).kind)] += at_end - next_end;
+      if (!at.host) s.critical_path.push_back(at.task);
+      at = next;
+      at_end = next_end;
+    }
+    std::reverse(s.critical_path.begin(), s.critical_path.end());
+  }
+  return s;
+}
+
 // --- compact graphs -----------------------------------------------------------------------
 //
 // The block reads, from before a copy, a few times: each resource's free time (the resources
@@ -397,6 +495,16 @@ Schedule ScheduleCompact(const StepGraph& g, const std::vector<double>& duration
 }
 
 }  // namespace
+
+Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
+                       const HostPipeline* host, bool critical_path) {
+  if (host == nullptr) return ScheduleGraph(graph, durations, critical_path);
+  assert(durations.size() == static_cast<size_t>(graph.size()));
+  assert(host->host_s.size() == durations.size() && host->sync.size() == durations.size() &&
+         host->waits_for.size() == durations.size());
+  assert(!graph.repeat.active());
+  return SchedulePipelined(graph, durations, *host, critical_path);
+}
 
 Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
                        bool critical_path) {

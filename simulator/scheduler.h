@@ -33,6 +33,21 @@ struct Schedule {
   std::array<double, kNumTaskKinds> critical_s{};
 };
 
+/// The thread that issues the kernels, as a stage of its own (experimental, off by default:
+/// docs/research/host-pipeline.md). A task with host work here is queued by the host in
+/// |host_s| seconds, starting when the host has issued the previous such task and has stopped
+/// waiting; its kernels start no earlier than the host starts issuing them and end no earlier
+/// than it finishes, so the host can run ahead of the GPU between waits. The host waits:
+/// for the end of a dependency on a copy engine, the CPU or NVMe (blocking copies, CPU Adam,
+/// swaps), for every resource to drain where |sync| is set (a synchronize, or a host read of a
+/// GPU value), and for the end of |waits_for| (an event synchronize).
+struct HostPipeline {
+  std::vector<double> host_s;     // per task; < 0: not issued through the pipeline (its
+                                  // duration covers its host work)
+  std::vector<uint8_t> sync;      // per task
+  std::vector<TaskId> waits_for;  // per task; -1: none; else a smaller id
+};
+
 /// REQUIRES: durations.size() == graph.size().
 /// A compact graph is scheduled as the graph it stands for (Unroll), without writing it out:
 /// the prefix, the last two copies of the block and the tail are scheduled task by task; the
@@ -42,6 +57,11 @@ struct Schedule {
 /// critical path's split by kind may differ where two paths are exactly as long.
 Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
                        bool critical_path = true);
+/// The same with the host as a pipeline stage (|host| null: as above). REQUIRES: each of
+/// |host|'s vectors has graph.size() entries, and the graph is not compact
+/// (!graph.repeat.active()).
+Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
+                       const HostPipeline* host, bool critical_path);
 
 struct MemoryPeak {
   int64_t bytes = 0;

@@ -10,6 +10,7 @@
 
 #include "core/units.h"
 #include "simulator/allocator.h"
+#include "simulator/host_pipeline.h"
 #include "simulator/stack_costs.h"
 
 namespace dsplan {
@@ -339,12 +340,15 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // accumulation"); a kept graph is written out, since traces and executors walk every task.
   // A graph that is not kept is built into this thread's scratch graph, whose storage the next
   // simulation reuses (a search simulates thousands of plans).
+  const bool pipelined =
+      options.host_pipeline && ctx.stack == SoftwareStack::kPyTorchDeepSpeed;
   thread_local BuiltStep scratch;
   BuiltStep kept;
   BuiltStep& built = options.keep_graph ? kept : scratch;
   DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(
       w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
-      options.keep_graph ? StepGraphForm::kUnrolled : StepGraphForm::kCompact, &built));
+      options.keep_graph || pipelined ? StepGraphForm::kUnrolled : StepGraphForm::kCompact,
+      &built));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
@@ -370,7 +374,14 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
       durations[id] *= std::max(1, plan.gpus_per_node) * slower;
     }
   }
-  Schedule sched = ScheduleGraph(g, durations, true);
+  HostPipeline pipeline;
+  if (pipelined) {
+    HostPipelineOptions po;
+    po.sync_each_phase = options.sync_each_phase;
+    po.zero_stage = plan.zero.stage;
+    pipeline = BuildHostPipeline(g, w, cost, ctx.layer_costs, po, &durations);
+  }
+  Schedule sched = ScheduleGraph(g, durations, pipelined ? &pipeline : nullptr, true);
   // The walk also gathers the GPU effects for the allocator replay below.
   thread_local GpuEffectOrder gpu_order;
   MemoryTimeline mem = ComputeMemory(g, options.keep_graph, &gpu_order);

@@ -165,6 +165,13 @@ struct SimulateOptions {
   /// the profile has none).
   int64_t host_memory_bytes = 0;
   int64_t nvme_bytes = 0;
+  /// Experimental (docs/research/host-pipeline.md): the thread that issues the kernels as a
+  /// pipeline stage that runs ahead of the GPU between the waits BuildHostPipeline lists,
+  /// instead of each layer taking the longer of its kernels and its host work. PyTorch stack
+  /// only; the graph is scheduled unrolled (at most kMaxUnrolledMicroSteps micro-steps).
+  bool host_pipeline = false;
+  /// With host_pipeline: the loop synchronizes after each phase (records timed phase by phase).
+  bool sync_each_phase = false;
 };
 
 struct StepBreakdown {

@@ -290,5 +290,106 @@ TEST(MemoryTimelineTest, Deterministic) {
   EXPECT_EQ(a.final_bytes[kGpu], 1150);
 }
 
+// The host as a pipeline stage (HostPipeline): it queues a layer's kernels in its host time and
+// runs ahead of the GPU until it waits. Hand-computed:
+//   0 forward  kernels 3, host 1: host [0, 1], GPU [0, 3]
+//   1 forward  kernels 1, host 3: host [1, 4], GPU from 3 (stream) to max(3 + 1, 4) = 4
+// The per-layer longer-of rule would give 3 + 3 = 6.
+HostPipeline Pipeline(std::vector<double> host) {
+  HostPipeline hp;
+  hp.sync.assign(host.size(), 0);
+  hp.waits_for.assign(host.size(), -1);
+  hp.host_s = std::move(host);
+  return hp;
+}
+
+double CriticalSum(const Schedule& s) {
+  double sum = 0;
+  for (double x : s.critical_s) sum += x;
+  return sum;
+}
+
+TEST(HostPipelineScheduleTest, TheHostsLeadHidesALaterLayersHostWork) {
+  StepGraph g;
+  g.Add(On(Resource::kCompute), {});
+  g.Add(On(Resource::kCompute), {});
+  const HostPipeline hp = Pipeline({1.0, 3.0});
+  const Schedule s = ScheduleGraph(g, {3.0, 1.0}, &hp, true);
+  EXPECT_DOUBLE_EQ(s.start_s[1], 3.0);
+  EXPECT_DOUBLE_EQ(s.end_s[1], 4.0);
+  EXPECT_DOUBLE_EQ(s.makespan_s, 4.0);
+  EXPECT_DOUBLE_EQ(CriticalSum(s), s.makespan_s);
+  EXPECT_EQ(s.critical_path, (std::vector<TaskId>{0, 1}));
+  // Without the pipeline each task's duration is the longer of the two: 3 + 3.
+  EXPECT_DOUBLE_EQ(ScheduleGraph(g, {3.0, 3.0}).makespan_s, 6.0);
+  // Host-bound throughout, the host sets the pace: host [0, 3], [3, 6].
+  const HostPipeline slow = Pipeline({3.0, 3.0});
+  const Schedule h = ScheduleGraph(g, {1.0, 1.0}, &slow, true);
+  EXPECT_DOUBLE_EQ(h.end_s[0], 3.0);
+  EXPECT_DOUBLE_EQ(h.start_s[1], 3.0);
+  EXPECT_DOUBLE_EQ(h.makespan_s, 6.0);
+  EXPECT_DOUBLE_EQ(CriticalSum(h), 6.0);
+}
+
+TEST(HostPipelineScheduleTest, ASynchronizationSpendsTheLead) {
+  StepGraph g;
+  g.Add(On(Resource::kCompute), {});
+  g.Add(On(Resource::kCompute), {});
+  HostPipeline hp = Pipeline({1.0, 3.0});
+  hp.sync[1] = 1;  // the host waits for the GPU to drain (3), then issues for 3 s
+  const Schedule s = ScheduleGraph(g, {3.0, 1.0}, &hp, true);
+  EXPECT_DOUBLE_EQ(s.end_s[1], 6.0);
+  EXPECT_DOUBLE_EQ(CriticalSum(s), 6.0);
+}
+
+//   0 forward   kernels 1, host 0.1       GPU [0, 1]
+//   1 comm      5, after 0                [1, 6]
+//   2 forward   kernels 1, host 1         waits for 1's event: host [6, 7], GPU [6, 7]
+// Without the wait: host [0.1, 1.1], GPU [1, 2].
+TEST(HostPipelineScheduleTest, AnEventWaitHoldsTheHost) {
+  StepGraph g;
+  g.Add(On(Resource::kCompute), {});
+  g.Add(On(Resource::kComm, TaskKind::kReduceScatter), {0});
+  g.Add(On(Resource::kCompute, TaskKind::kBackward), {});
+  HostPipeline hp = Pipeline({0.1, -1.0, 1.0});
+  const std::vector<double> d = {1.0, 5.0, 1.0};
+  EXPECT_DOUBLE_EQ(ScheduleGraph(g, d, &hp, true).end_s[2], 2.0);
+  hp.waits_for[2] = 1;
+  const Schedule s = ScheduleGraph(g, d, &hp, true);
+  EXPECT_DOUBLE_EQ(s.start_s[2], 6.0);
+  EXPECT_DOUBLE_EQ(s.end_s[2], 7.0);
+  EXPECT_DOUBLE_EQ(CriticalSum(s), s.makespan_s);
+}
+
+// A dependency on a copy engine blocks the host (a blocking copy_); one on the comm stream is
+// a stream wait only.
+//   0 forward   kernels 1, host 0.5    GPU [0, 1]
+//   1 d2h/comm  2, after 0             [1, 3]
+//   2 backward  kernels 1, host 3, after 1
+// d2h: host [3, 6], end 6. comm: host [0.5, 3.5], GPU [3, 4], end max(4, 3.5) = 4.
+TEST(HostPipelineScheduleTest, BlockingCopiesHoldTheHostStreamWaitsDoNot) {
+  for (Resource r : {Resource::kD2H, Resource::kComm}) {
+    StepGraph g;
+    g.Add(On(Resource::kCompute), {});
+    g.Add(On(r, r == Resource::kD2H ? TaskKind::kCopyD2H : TaskKind::kAllReduce), {0});
+    g.Add(On(Resource::kCompute, TaskKind::kBackward), {1});
+    const HostPipeline hp = Pipeline({0.5, -1.0, 3.0});
+    const Schedule s = ScheduleGraph(g, {1.0, 2.0, 1.0}, &hp, true);
+    EXPECT_DOUBLE_EQ(s.end_s[2], r == Resource::kD2H ? 6.0 : 4.0) << ResourceName(r);
+    EXPECT_DOUBLE_EQ(CriticalSum(s), s.makespan_s) << ResourceName(r);
+  }
+}
+
+// Tasks outside the pipeline (host_s < 0) schedule as without it.
+TEST_F(SchedulerTest, APipelineOfNoTasksIsThePlainSchedule) {
+  const HostPipeline hp = Pipeline(std::vector<double>(durations_.size(), -1.0));
+  const Schedule a = ScheduleGraph(g_, durations_);
+  const Schedule b = ScheduleGraph(g_, durations_, &hp, true);
+  EXPECT_EQ(a.start_s, b.start_s);
+  EXPECT_EQ(a.end_s, b.end_s);
+  EXPECT_EQ(a.critical_path, b.critical_path);
+  EXPECT_EQ(a.critical_s, b.critical_s);
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -326,7 +326,11 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   // Families (§3): one block (T5: an encoder and a decoder block) and the rest of the model.
   int families = 0;
   if (doc.contains("families") && doc["families"].is_object()) {
-    for (const auto& [model_type, f] : doc["families"].items()) {
+    for (const auto& item : doc["families"].items()) {
+      // Named copies, not a structured binding: lambdas may not capture those before C++20's
+      // P1091 (clang 14, which the fuzz build uses, refuses them).
+      const std::string& model_type = item.key();
+      const nlohmann::json& f = item.value();
       const std::string where = fmt::format("{}: families.{}", file, Escape(model_type, 60));
       if (!f.is_object()) return Status::InvalidArgument(where + ": expected an object");
       auto block = [&](const std::string& prefix, bool encoder) -> Status {

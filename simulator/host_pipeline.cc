@@ -42,17 +42,17 @@ HostPipeline BuildHostPipeline(const StepGraph& g, const Workload& w, const Cost
     }
   }
   if (options.zero_stage == 3) {
-    // Flushes in program order: each reduce task on its side stream, ending with the copy into
-    // the gradient partition that follows it there.
+    // Flushes in program order (at stage 3 every reduce task is a bucket's flush: the step's
+    // own collectives follow the last backward), each ending with the copy into the gradient
+    // partition that follows it on its stream (Builder::FlushBucket).
     std::vector<TaskId> flush_end;
     int next_flush = 0;  // flushes before the current task
     for (TaskId id = 0; id < n; ++id) {
       const Task& t = g.task(id);
-      if ((t.kind == TaskKind::kReduceScatter || t.kind == TaskKind::kAllReduce) &&
-          t.resource != Resource::kCompute) {
+      if (t.kind == TaskKind::kReduceScatter || t.kind == TaskKind::kAllReduce) {
         TaskId end = id;
         if (id + 1 < n && g.task(id + 1).kind == TaskKind::kGradCopy &&
-            g.task(id + 1).resource == t.resource) {
+            g.task(id + 1).resource == t.resource && g.task(id + 1).index == t.index) {
           end = id + 1;
         }
         flush_end.push_back(end);

@@ -1193,7 +1193,9 @@ class Parser {
     for (auto it = prm.begin(); it != prm.end(); ++it) {
       const std::string& k = it.key();
       const json& v = it.value();
-      const std::string key = "optimizer.params." + k;
+      // optimizer.params is free-form (torch.optim's keyword arguments): its keys reach
+      // messages escaped.
+      const std::string key = "optimizer.params." + Escape(k);
       if (k == "max_grad_norm") {
         return Status::InvalidArgument(
             "optimizer.params.max_grad_norm is not supported by DeepSpeed (it raises); use the "

@@ -342,6 +342,12 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // simulation reuses (a search simulates thousands of plans).
   const bool pipelined =
       options.host_pipeline && ctx.stack == SoftwareStack::kPyTorchDeepSpeed;
+  if (pipelined && !options.keep_graph && plan.grad_accum > kMaxUnrolledMicroSteps) {
+    return Status::InvalidArgument(fmt::format(
+        "--host-pipeline schedules every micro-step, at most {}; gradient_accumulation_steps "
+        "is {}",
+        kMaxUnrolledMicroSteps, plan.grad_accum));
+  }
   thread_local BuiltStep scratch;
   BuiltStep kept;
   BuiltStep& built = options.keep_graph ? kept : scratch;

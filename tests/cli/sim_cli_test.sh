@@ -164,5 +164,22 @@ check "plan --json gives the same in model_construction (rank 1 holds more built
 run --model gpt2 --gpus 1 --stage 3 --no-emit
 check "one GPU without parameter offload: a gather copies nothing, no line" bash -c "! grep -q 'model construction' '$tmp/out'"
 
+# --- --host-pipeline (experimental): the host runs ahead of the GPU between waits ---
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
+cp "$tmp/out" "$tmp/plain.json"
+run simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json --host-pipeline
+check "simulate --host-pipeline exits 0" test "$rc" -eq 0
+check "--host-pipeline: no slower than per-layer maxima, same memory" python3 -c "
+import json; a = json.load(open('$tmp/plain.json')); b = json.load(open('$tmp/out'))
+assert 0 < b['step']['time_s'] <= a['step']['time_s'] * (1 + 1e-12)
+assert b['gpu']['peak_reserved_bytes'] == a['gpu']['peak_reserved_bytes']"
+python3 -c "
+import json; c = json.load(open('$fx/calib_gpt2-xl_s2_mb4.json')); c['gradient_accumulation_steps'] = 2000
+c.pop('train_batch_size', None); json.dump(c, open('$tmp/gas2000.json', 'w'))"
+bad "--host-pipeline past 1024 micro-steps" "host-pipeline.*at most 1024.*2000" \
+  simulate --model gpt2 --gpus 1 --ds-config "$tmp/gas2000.json" --host-pipeline
+bad "--host-pipeline with dsplan's runtime" "host-pipeline.*dsplan-runtime" \
+  simulate --model gpt2-xl --gpus 1 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --host-pipeline --stack dsplan-runtime
+
 echo "sim_cli_test: $pass passed, $fail failed"
 test "$fail" -eq 0

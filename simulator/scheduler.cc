@@ -76,7 +76,6 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
     bool host = false;  // the end of the task's host work, else the task's end
   };
   std::vector<Node> pred(critical_path ? n : 0), host_pred(critical_path ? n : 0);
-  std::vector<uint8_t> ended_by_host(critical_path ? n : 0, 0);
   std::vector<double> host_end(n, 0.0);
   std::array<double, kNumResources> free_at{};
   std::array<TaskId, kNumResources> last_on{};
@@ -125,7 +124,6 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
       if (host_end[id] > end) {
         end = host_end[id];
         from = hfrom;
-        if (critical_path) ended_by_host[id] = 1;
       }
     }
     s.start_s[id] = start;

@@ -13,60 +13,18 @@ namespace {
 constexpr double kNever = -std::numeric_limits<double>::infinity();
 using KindSeconds = std::array<double, kNumTaskKinds>;
 
-Schedule SchedulePlain(const StepGraph& graph, const std::vector<double>& durations,
-                       bool critical_path) {
-  const int n = graph.size();
-  Schedule s;
-  s.start_s.resize(n);
-  s.end_s.resize(n);
-  std::array<double, kNumResources> free_at{};
-  std::array<TaskId, kNumResources> last_on{};
-  last_on.fill(-1);
-  // For the critical path: which predecessor set each task's start, and the task that ends
-  // last (ties: the later id).
-  std::vector<TaskId> pred(critical_path ? n : 0, -1);
-  TaskId last = 0;
-  for (TaskId id = 0; id < n; ++id) {
-    const Task& t = graph.task(id);
-    const int r = static_cast<int>(t.resource);
-    double start = free_at[r];
-    TaskId from = last_on[r];
-    for (const TaskId* d = graph.deps_begin(id); d != graph.deps_end(id); ++d) {
-      if (s.end_s[*d] > start) {
-        start = s.end_s[*d];
-        from = *d;
-      }
-    }
-    s.start_s[id] = start;
-    s.end_s[id] = start + durations[id];
-    free_at[r] = s.end_s[id];
-    last_on[r] = id;
-    s.busy_s[r] += durations[id];
-    if (critical_path) pred[id] = from;
-    s.makespan_s = std::max(s.makespan_s, s.end_s[id]);
-    if (s.end_s[id] >= s.end_s[last]) last = id;
-  }
-  if (critical_path && n > 0) {
-    for (TaskId id = last; id >= 0; id = pred[id]) s.critical_path.push_back(id);
-    std::reverse(s.critical_path.begin(), s.critical_path.end());
-    for (TaskId id : s.critical_path) {
-      s.critical_s[static_cast<int>(graph.task(id).kind)] += durations[id];
-    }
-  }
-  return s;
-}
-
 // The host waits for a dependency's end before issuing: copies, CPU work and NVMe swaps it
 // depends on block it (a blocking copy_, CPU Adam on the Python thread, a synchronous swap).
 bool HostWaitsOn(Resource r) {
   return r == Resource::kD2H || r == Resource::kH2D || r == Resource::kCpu || r == Resource::kNvme;
 }
 
-// SchedulePlain with the host as a pipeline stage (HostPipeline). The critical path walks two
-// kinds of node: a task's end, and (for a pipelined task) the end of its host work; each node
-// adds the time from the node that set its start, so the path still sums to the makespan.
-Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& durations,
-                           const HostPipeline& hp, bool critical_path) {
+// Every task in id order. With |hp| (HostPipeline) the issuing host is a stage of its own for
+// the tasks it lists; without, every task's duration covers its host work. The critical path
+// walks two kinds of node: a task's end, and (for a pipelined task) the end of its host work;
+// each node adds the time from the node that set its start, so the path sums to the makespan.
+Schedule SchedulePlain(const StepGraph& graph, const std::vector<double>& durations,
+                       const HostPipeline* hp, bool critical_path) {
   const int n = graph.size();
   Schedule s;
   s.start_s.resize(n);
@@ -75,8 +33,11 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
     TaskId task = -1;
     bool host = false;  // the end of the task's host work, else the task's end
   };
-  std::vector<Node> pred(critical_path ? n : 0), host_pred(critical_path ? n : 0);
-  std::vector<double> host_end(n, 0.0);
+  // For the critical path: which node set each task's end (and its host work's), and the task
+  // that ends last (ties: the later id).
+  std::vector<Node> pred(critical_path ? n : 0);
+  std::vector<Node> host_pred(critical_path && hp != nullptr ? n : 0);
+  std::vector<double> host_end(hp != nullptr ? n : 0);
   std::array<double, kNumResources> free_at{};
   std::array<TaskId, kNumResources> last_on{};
   last_on.fill(-1);
@@ -95,8 +56,7 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
       }
     }
     double end = start + durations[id];
-    const double h = hp.host_s[id];
-    if (h >= 0) {
+    if (hp != nullptr && hp->host_s[id] >= 0) {
       double hs = host_free;
       Node hfrom{host_last, true};
       auto wait = [&](double at, Node who) {
@@ -108,8 +68,8 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
       for (const TaskId* d = graph.deps_begin(id); d != graph.deps_end(id); ++d) {
         if (HostWaitsOn(graph.task(*d).resource)) wait(s.end_s[*d], {*d, false});
       }
-      if (hp.waits_for[id] >= 0) wait(s.end_s[hp.waits_for[id]], {hp.waits_for[id], false});
-      if (hp.sync[id]) {
+      if (hp->waits_for[id] >= 0) wait(s.end_s[hp->waits_for[id]], {hp->waits_for[id], false});
+      if (hp->sync[id]) {
         for (int q = 0; q < kNumResources; ++q) wait(free_at[q], {last_on[q], false});
       }
       if (hs > start) {
@@ -117,7 +77,7 @@ Schedule SchedulePipelined(const StepGraph& graph, const std::vector<double>& du
         from = hfrom;
       }
       end = start + durations[id];
-      host_end[id] = hs + h;
+      host_end[id] = hs + hp->host_s[id];
       host_free = host_end[id];
       host_last = id;
       if (critical_path) host_pred[id] = hfrom;
@@ -501,14 +461,14 @@ Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durati
   assert(host->host_s.size() == durations.size() && host->sync.size() == durations.size() &&
          host->waits_for.size() == durations.size());
   assert(!graph.repeat.active());
-  return SchedulePipelined(graph, durations, *host, critical_path);
+  return SchedulePlain(graph, durations, host, critical_path);
 }
 
 Schedule ScheduleGraph(const StepGraph& graph, const std::vector<double>& durations,
                        bool critical_path) {
   assert(durations.size() == static_cast<size_t>(graph.size()));
   if (!graph.repeat.active() || !graph.CheckRepeat().ok()) {
-    return SchedulePlain(graph, durations, critical_path);
+    return SchedulePlain(graph, durations, nullptr, critical_path);
   }
   return ScheduleCompact(graph, durations, critical_path);
 }

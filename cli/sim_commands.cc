@@ -175,6 +175,11 @@ int RunCheck(const SimulateFlags& f) {
     if (!note.ok()) return Fail(note.status());
     if (short_of_room) warnings.push_back(*note);
   }
+  {
+    auto note = SingleGpuStage3Note(*run->simulator, plan, pred);
+    if (!note.ok()) return Fail(note.status());
+    if (!note->empty()) warnings.push_back(*note);
+  }
   // What dsplan would pick for the same model, cluster, lengths and global batch.
   PlannerRequest r;
   r.spec = run->spec;

@@ -78,6 +78,12 @@ Result<double> ZeroInitOutsideExtraBytes(Simulator& sim, const Plan& plan, const
 Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Prediction& pred,
                                  const std::string& config_name, bool* short_of_room = nullptr);
 
+/// ZeRO-3 on one GPU without offload partitions nothing. The line `dsplan check` adds when the
+/// same plan at stage 2 (simulated by |sim|) fits with its band and headroom, trains (FusedAdam
+/// steps its flat partition) and is more than 2 % faster; empty otherwise, e.g. where stage 2's
+/// step, which holds fp32 gradients of the whole partition, does not fit, or |pred| does not.
+Result<std::string> SingleGpuStage3Note(Simulator& sim, const Plan& plan, const Prediction& pred);
+
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,

@@ -131,6 +131,14 @@ cfg() {
 }
 cfg 20
 cfg 26
+# Stage 3 on one GPU without offload: check points to stage 2 only with both predictions.
+printf '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}' > "$tmp/s3one.json"
+run check --model gpt2-xl --gpus 1 --ds-config "$tmp/s3one.json"
+check "check: single-GPU stage 3 names stage 2's fit and both step times" \
+  grep -qE "^warning: ZeRO stage 3 on one GPU .*stage 2 at the same micro-batch fits .* faster \([0-9.]+ s against [0-9.]+ s per step\); set zero_optimization.stage to 2" "$tmp/out"
+printf '{"train_micro_batch_size_per_gpu": 12, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e7, "stage3_prefetch_bucket_size": 5e7, "stage3_param_persistence_threshold": 1e5}, "dsplan": {"gradient_checkpointing": true}}' > "$tmp/s3big.json"
+run check --model llama-2-7b --gpus 1 --ds-config "$tmp/s3big.json"
+check "check: no such line where stage 2 would not fit (llama-2-7b mb 12)" bash -c "grep -q '^verdict: fits, with' '$tmp/out' && ! grep -q 'stage 3 on one GPU' '$tmp/out'"
 run check --model qwen2-0.5b --gpus 1 --ds-config "$tmp/kept26.json"
 check "check mb 26 exits 0" test "$rc" -eq 0
 check "check warns that a kept output does not fit, with its logits" \

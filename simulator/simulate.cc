@@ -405,6 +405,19 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
         "size: docs/validation/deepspeed/torchadam-1205)",
         FormatCount(static_cast<double>(p.facts.fused_adam_flat_numel))));
   }
+  // Only where some 16-bit partitions live on the drive: max_in_cpu covering the partition keeps
+  // them all in host memory and initialization swaps nothing in (docs/deepspeed-facts.md).
+  if (plan.zero.stage == 3 && plan.zero.offload_param.device == OffloadDevice::kNvme &&
+      p.facts.partition_numel > plan.zero.offload_param.max_in_cpu) {
+    p.warnings.push_back(
+        "offload_param.device nvme with parameters on the drive: in our runs DeepSpeed 0.14.5 did not get through "
+        "deepspeed.initialize with the parameters on NVMe (3 tries in 2 sessions, gpt2-medium and "
+        "gpt2-large: stuck 215-325 s in the parameter swap-in of _create_fp32_partitions, "
+        "aio_handle.wait(), for 0.7-1.5 GB of parameters; "
+        "docs/validation/deepspeed/nvme-1205). dsplan's step time excludes start-up and assumes it "
+        "completes. Where host RAM allows, offload_param.device cpu avoids that path; otherwise "
+        "try it on your machine before a long job");
+  }
   if (p.facts.TorchAdamAvoidsFusedLimit()) {
     p.warnings.push_back(fmt::format(
         "optimizer: PyTorch's AdamW steps this plan (optimizer.params.torch_adam true), as it "

@@ -131,6 +131,17 @@ cfg() {
 }
 cfg 20
 cfg 26
+# Parameters on NVMe: every config says DeepSpeed 0.14.5 did not start on that path in our runs.
+printf '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "nvme", "nvme_path": "/nvme", "buffer_size": 2e8, "max_in_cpu": 0}}}' > "$tmp/pnvme.json"
+run check --model gpt2-large --gpus 1 --nvme 1TB --ds-config "$tmp/pnvme.json"
+check "check: parameters on NVMe warn that initialization did not complete in our runs" \
+  grep -q "^warning: offload_param.device nvme with parameters on the drive: in our runs DeepSpeed 0.14.5 did not get through deepspeed.initialize" "$tmp/out"
+sed 's/"nvme", "nvme_path": "\/nvme", "buffer_size": 2e8, "max_in_cpu": 0/"cpu"/' "$tmp/pnvme.json" > "$tmp/pcpu.json"
+run check --model gpt2-large --gpus 1 --ds-config "$tmp/pcpu.json"
+check "check: parameters on the CPU get no such line" bash -c "grep -q '^verdict' '$tmp/out' && ! grep -q 'offload_param.device nvme' '$tmp/out'"
+sed 's/, "max_in_cpu": 0//' "$tmp/pnvme.json" > "$tmp/pincpu.json"
+run check --model gpt2-large --gpus 1 --nvme 1TB --ds-config "$tmp/pincpu.json"
+check "check: NVMe with max_in_cpu (default 1e9) covering the partition gets no such line" bash -c "grep -q '^verdict' '$tmp/out' && ! grep -q 'parameters on the drive' '$tmp/out'"
 # Stage 3 on one GPU without offload: check points to stage 2 only with both predictions.
 printf '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}' > "$tmp/s3one.json"
 run check --model gpt2-xl --gpus 1 --ds-config "$tmp/s3one.json"

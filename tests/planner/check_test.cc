@@ -56,6 +56,18 @@ class CheckTest : public ::testing::Test {
     return CheckPlan(plan, *pred, *profile_);
   }
 
+  /// |plan| and the same plan at stage 2, both simulated by |sim|.
+  static void Stage3AndStage2(Simulator& sim, const Plan& plan, Prediction* s3, Prediction* s2) {
+    auto a = sim.Simulate(plan);
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    Plan alt = plan;
+    alt.zero.stage = 2;
+    auto b = sim.Simulate(alt);
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    *s3 = *a;
+    *s2 = *b;
+  }
+
   static bool Mentions(const std::vector<std::string>& lines, const std::string& what) {
     for (const std::string& l : lines) {
       if (l.find(what) != std::string::npos) return true;
@@ -151,24 +163,20 @@ TEST_F(CheckTest, Stage3OnOneGpuPointsToStage2OnlyWhereStage2IsBetter) {
   Simulator sim(*spec_, *profile_);
   Plan p = Base(1, 3);
   p.zero.reduce_bucket_size = 5'000'000;
-  auto pred = sim.Simulate(p);
-  ASSERT_TRUE(pred.ok()) << pred.status().message();
-  Plan s2 = p;
-  s2.zero.stage = 2;
-  auto pred2 = sim.Simulate(s2);
-  ASSERT_TRUE(pred2.ok()) << pred2.status().message();
-  ASSERT_TRUE(pred2->fits);
-  ASSERT_LT(pred2->step_time_s, 0.98 * pred->step_time_s);
-  auto note = SingleGpuStage3Note(sim, p, *pred);
+  Prediction pred, pred2;
+  ASSERT_NO_FATAL_FAILURE(Stage3AndStage2(sim, p, &pred, &pred2));
+  ASSERT_TRUE(pred2.fits);
+  ASSERT_LT(pred2.step_time_s, 0.98 * pred.step_time_s);
+  auto note = SingleGpuStage3Note(sim, p, pred);
   ASSERT_TRUE(note.ok()) << note.status().message();
   EXPECT_NE(note->find("stage 2 at the same micro-batch fits"), std::string::npos) << *note;
-  EXPECT_NE(note->find(fmt::format("{:.3f} s against {:.3f} s per step", pred2->step_time_s,
-                                   pred->step_time_s)),
+  EXPECT_NE(note->find(fmt::format("{:.3f} s against {:.3f} s per step", pred2.step_time_s,
+                                   pred.step_time_s)),
             std::string::npos)
       << *note;
   EXPECT_NE(note->find("set zero_optimization.stage to 2"), std::string::npos) << *note;
   // CheckPlan itself no longer claims it without the comparison.
-  EXPECT_FALSE(Mentions(CheckPlan(p, *pred, *profile_), "one GPU"));
+  EXPECT_FALSE(Mentions(CheckPlan(p, pred, *profile_), "one GPU"));
 
   // Controls: two GPUs partition something; one GPU with offload is a reason for stage 3.
   Plan two = Base(2, 3);
@@ -197,16 +205,12 @@ TEST_F(CheckTest, Stage3OnOneGpuIsRightWhereStage2WouldNotTrainOrFit) {
   Simulator sim(*phi, *profile_);
   Plan p = Base(1, 3);
   p.micro_batch = 1;
-  auto pred = sim.Simulate(p);
-  ASSERT_TRUE(pred.ok()) << pred.status().message();
-  Plan s2 = p;
-  s2.zero.stage = 2;
-  auto pred2 = sim.Simulate(s2);
-  ASSERT_TRUE(pred2.ok()) << pred2.status().message();
-  ASSERT_TRUE(pred2->fits);
-  ASSERT_LT(pred2->step_time_s, 0.98 * pred->step_time_s);
-  ASSERT_TRUE(pred2->facts.FusedAdamSkipsUpdate());
-  auto note = SingleGpuStage3Note(sim, p, *pred);
+  Prediction pred, pred2;
+  ASSERT_NO_FATAL_FAILURE(Stage3AndStage2(sim, p, &pred, &pred2));
+  ASSERT_TRUE(pred2.fits);
+  ASSERT_LT(pred2.step_time_s, 0.98 * pred.step_time_s);
+  ASSERT_TRUE(pred2.facts.FusedAdamSkipsUpdate());
+  auto note = SingleGpuStage3Note(sim, p, pred);
   ASSERT_TRUE(note.ok()) << note.status().message();
   EXPECT_TRUE(note->empty()) << *note;
 
@@ -219,15 +223,11 @@ TEST_F(CheckTest, Stage3OnOneGpuIsRightWhereStage2WouldNotTrainOrFit) {
   q.micro_batch = 12;
   q.gradient_checkpointing = true;
   q.zero.reduce_bucket_size = 50'000'000;
-  auto qp = big.Simulate(q);
-  ASSERT_TRUE(qp.ok()) << qp.status().message();
-  ASSERT_TRUE(qp->fits);
-  Plan q2 = q;
-  q2.zero.stage = 2;
-  auto qp2 = big.Simulate(q2);
-  ASSERT_TRUE(qp2.ok()) << qp2.status().message();
-  EXPECT_FALSE(qp2->fits);
-  note = SingleGpuStage3Note(big, q, *qp);
+  Prediction qp, qp2;
+  ASSERT_NO_FATAL_FAILURE(Stage3AndStage2(big, q, &qp, &qp2));
+  ASSERT_TRUE(qp.fits);
+  EXPECT_FALSE(qp2.fits);
+  note = SingleGpuStage3Note(big, q, qp);
   ASSERT_TRUE(note.ok()) << note.status().message();
   EXPECT_TRUE(note->empty()) << *note;
 }

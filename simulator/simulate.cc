@@ -410,8 +410,9 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   if (plan.zero.stage == 3 && plan.zero.offload_param.device == OffloadDevice::kNvme &&
       p.facts.partition_numel > plan.zero.offload_param.max_in_cpu) {
     p.warnings.push_back(
-        "offload_param.device nvme with parameters on the drive: in our runs DeepSpeed 0.14.5 did not get through "
-        "deepspeed.initialize with the parameters on NVMe (3 tries in 2 sessions, gpt2-medium and "
+        "offload_param.device nvme with parameters on the drive: in our runs DeepSpeed 0.14.5 "
+        "did not get through deepspeed.initialize with the parameters on NVMe (3 tries in 2 "
+        "sessions, gpt2-medium and "
         "gpt2-large: stuck 215-325 s in the parameter swap-in of _create_fp32_partitions, "
         "aio_handle.wait(), for 0.7-1.5 GB of parameters; "
         "docs/validation/deepspeed/nvme-1205). dsplan's step time excludes start-up and assumes it "

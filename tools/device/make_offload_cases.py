@@ -2,7 +2,7 @@
 """Register a set of offload cases for tools/device/dsbench, with dsplan's prediction of each.
 
 usage: make_offload_cases.py --dsplan BUILD/dsplan --models MODELS_DIR --out CASES.jsonl
-                             [--set NAME] [--case MODEL:STAGE:PARAM:MB[:OPT] ...] [--env KEY=VALUE ...]
+                             [--set NAME] [--case MODEL:STAGE:PARAM:MB[:OPT] ...] [--env KEY=VALUE ...] [--steps N]
 
 Each --case is a catalog model, a ZeRO stage (1-3), where the parameters go (cpu, nvme or none;
 stage 3 only), a micro-batch and where the optimizer goes (cpu, the default, or nvme: stage 3
@@ -12,7 +12,7 @@ default aio block; offloaded parameters get a swap buffer of 2.5e8 elements (the
 embedding a one-GPU case swaps must fit one buffer) and max_in_cpu 0 (all of them on the disk);
 the driver points nvme_path at a fresh folder of the machine's disk. The prediction (`dsplan simulate ... --json`, peak memory, step time and its
 band) is written into the case before anything runs, so the set tests the model out of sample.
-Cases are timed once per step (DSBENCH_PHASE_SYNC=0), 5 steps, median of steps 3-5, unless --env
+Cases are timed once per step (DSBENCH_PHASE_SYNC=0), 5 steps (--steps), median of steps 3 on, unless --env
 sets the driver's variables otherwise (e.g. DSBENCH_PHASE_SYNC=1 DSBENCH_TIMELINE=1: phase by phase,
 with one more profiled step per phase, which the case's time estimate then allows for).
 """
@@ -79,6 +79,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--set", default="offfresh")
     ap.add_argument("--case", action="append", required=True, help="MODEL:STAGE:PARAM:MB[:OPT]")
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per case (median of step 3 on)")
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the driver, e.g. DSBENCH_TIMELINE=1")
     a = ap.parse_args()
     env = {"DSBENCH_PHASE_SYNC": "0"}
@@ -88,6 +89,8 @@ def main():
             sys.exit(f"--env {kv!r}: expected DSBENCH_NAME=VALUE, e.g. DSBENCH_TIMELINE=1")
         env[key] = value
     profiled = [k for k in ("DSBENCH_TIMELINE", "DSBENCH_KPROF", "DSBENCH_SYNCSITES") if env.get(k, "0") != "0"]
+    if not 3 <= a.steps <= 20:
+        sys.exit(f"--steps {a.steps}: expected 3 to 20 (the median starts at step 3)")
     if os.path.exists(a.out):
         sys.exit(f"{a.out} exists; registered cases are never overwritten")
     rows = []
@@ -116,12 +119,12 @@ def main():
             # Init (the first swap-out) and 5 steps; NVMe-bound steps take seconds each.
             est = max(90, round(60 + 8 * (pred["step_s"] or 0))) if nvme else 90
             # Each profiled mode runs about three more steps (one per phase).
-            est += round(3 * len(profiled) * (pred["step_s"] or 0))
+            est += round((3 * len(profiled) + a.steps - 5) * (pred["step_s"] or 0))
             case = dict(id=cid, model=model, model_config=cfg, plan_rank=None,
                         variant=f"fresh offload, stage {stage}, optimizer {opt}, params {param}", stage=stage,
                         mb=mb, grad_checkpointing=False, offload_optimizer=opt,
                         offload_param=param if stage == 3 else "none", ds_config=dsc, pred=[pred],
-                        needs_cpu_adam=True, needs_aio=nvme, n_steps=5, est_s=est,
+                        needs_cpu_adam=True, needs_aio=nvme, n_steps=a.steps, est_s=est,
                         env=dict(env), **sh)
             rows.append(case)
             p = case["pred"][0]

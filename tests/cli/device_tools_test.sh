@@ -153,5 +153,45 @@ gathered, held = emu.at_backward("qwen2-1.5b", 1e9, 1e9, 5e7)
 assert held > 0 and abs(2 * (gathered + held) - best_weights) <= 2 * 46_792_704, (gathered, held, best_weights)
 PY
 
+# make_offload_cases.py --env and --steps: the driver's modes and step count go into each case,
+# and the time estimate allows for the extra steps; bad values are refused.
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/ph.jsonl" \
+  --set t --case gpt2:3:cpu:2 --env DSBENCH_PHASE_SYNC=1 --env DSBENCH_TIMELINE=1 --steps 8 \
+  >"$tmp/out" 2>"$tmp/err"
+check "make_offload_cases takes --env and --steps" test $? -eq 0
+check "the case carries the driver's variables and 8 steps, with a longer estimate" \
+  python3 - "$tmp/ph.jsonl" <<'PY'
+import json, sys
+c = json.loads(open(sys.argv[1]).readline())
+assert c["env"] == {"DSBENCH_PHASE_SYNC": "1", "DSBENCH_TIMELINE": "1"}, c["env"]
+assert c["n_steps"] == 8, c["n_steps"]
+# 90 s base, plus (3 profiled steps + 3 more timed steps) x the predicted step.
+assert c["est_s"] == 90 + round(6 * c["pred"][0]["step_s"]), (c["est_s"], c["pred"][0]["step_s"])
+PY
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/bad.jsonl" \
+  --set t --case gpt2:3:cpu:2 --env TIMELINE=1 >"$tmp/out" 2>"$tmp/err"
+check "--env without the DSBENCH_ prefix is refused, nothing written" \
+  bash -c "grep -q \"expected DSBENCH_NAME=VALUE\" '$tmp/err' && test ! -e '$tmp/bad.jsonl'"
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/bad.jsonl" \
+  --set t --case gpt2:3:cpu:2 --steps 2 >"$tmp/out" 2>"$tmp/err"
+check "--steps below 3 is refused" bash -c "grep -q 'expected 3 to 20' '$tmp/err' && test ! -e '$tmp/bad.jsonl'"
+
+# phase_table.py on pipeline-1205's run: measured phase medians (steps 3..5) and dsplan's phases,
+# which add up to its step; the t5-3b case ran out of memory and is left out.
+python3 tools/device/phase_table.py --dsplan "$bin" --hardware h100-sxm \
+  docs/validation/deepspeed/pipeline-1205/results-callH100p.jsonl >"$tmp/out" 2>"$tmp/err"
+check "phase_table exits 0" test $? -eq 0
+check "phase_table: one row per phase-synced run that finished" test "$(grep -c '^| pl_' "$tmp/out")" -eq 4
+# gpt2-xl's forward took 103.9, 103.7 and 140.2 ms in steps 3-5: median 104, last 140.
+check "phase_table: measured medians and last steps from per_step" \
+  grep -q "^| pl_gpt2-xl_s2_mb8_gc | 104 (140) / " "$tmp/out"
+check "phase_table: the predicted phases sum to the predicted step" python3 - "$tmp/out" <<'PY'
+import re, sys
+rows = [l for l in open(sys.argv[1]) if l.startswith("| pl_")]
+for l in rows:
+    pred = [float(x) for x in re.findall(r"/ ([0-9.]+)", l)]
+    assert len(pred) == 4 and abs(sum(pred[:3]) - pred[3]) <= 2, l
+PY
+
 echo "device_tools_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -118,7 +118,7 @@ def main():
             nvme = "nvme" in (opt, param)
             # Init (the first swap-out) and 5 steps; NVMe-bound steps take seconds each.
             est = max(90, round(60 + 8 * (pred["step_s"] or 0))) if nvme else 90
-            # Each profiled mode runs about three more steps (one per phase).
+            # Timed steps beyond 5, and about three more steps (one per phase) per profiled mode.
             est += round((3 * len(profiled) + a.steps - 5) * (pred["step_s"] or 0))
             case = dict(id=cid, model=model, model_config=cfg, plan_rank=None,
                         variant=f"fresh offload, stage {stage}, optimizer {opt}, params {param}", stage=stage,

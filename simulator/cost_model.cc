@@ -667,6 +667,17 @@ double CostModel::HostFaultSeconds(double bytes) const {
   return rate > 0 ? bytes / rate : 0;
 }
 
+double CostModel::CastCopyFaultSeconds(double bytes) const {
+  // A cast copy's fresh temporary is faulted in inside the copy: the measured curve's
+  // fresh-mapping points include it; a curve without them is the heap regime's, so the faults
+  // go on top at the host's one-thread page-fault rate.
+  if (stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty() &&
+      stack_costs_->FreshCastCopyMeasured()) {
+    return 0;
+  }
+  return HostFaultSeconds(bytes);
+}
+
 double CostModel::ParallelFaultSeconds(double bytes) const {
   if (bytes <= 0) return 0;
   const double rate = profile_->host.parallel_alloc_bytes_per_s.value;
@@ -720,8 +731,12 @@ double CostModel::HostLoopSeconds(const Task& t, double dispatch) const {
   // ops and the work they queue, plus ZeRO-3's blocking copy itself: small tensors cost their
   // host ops, large ones their copies, and the two do not hide each other across tensors.
   // Per size class, each tensor at its class's mean size.
-  const int tensors = t.cast_copies[0] + t.cast_copies[1];
-  const double all = t.cast_copy_bytes[0] + t.cast_copy_bytes[1];
+  int tensors = 0;
+  double all = 0;
+  for (int k = 0; k < Task::kCastCopyClasses; ++k) {
+    tensors += t.cast_copies[k];
+    all += t.cast_copy_bytes[k];
+  }
   if (tensors <= 0 || all <= 0) {
     return std::max(StreamSeconds(t.bytes, t.kernels), t.kernels * dispatch);
   }
@@ -729,8 +744,8 @@ double CostModel::HostLoopSeconds(const Task& t, double dispatch) const {
   // Host ops per tensor before its wait (ZeRO-3's blocking copy is timed on its own curve).
   const double ops = std::max(0.0, static_cast<double>(t.kernels) / tensors - (z3 ? 1.0 : 0.0));
   const StackCosts& sc = *stack_costs_;
-  double s = HostFaultSeconds(t.host_fault_bytes);
-  for (int k = 0; k < 2; ++k) {
+  double s = z3 ? CastCopyFaultSeconds(t.host_fault_bytes) : HostFaultSeconds(t.host_fault_bytes);
+  for (int k = 0; k < Task::kCastCopyClasses; ++k) {
     const int n = t.cast_copies[k];
     if (n <= 0) continue;
     const double share = t.cast_copy_bytes[k] / all;
@@ -846,12 +861,13 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
-      if (t.cast_copies[0] + t.cast_copies[1] > 0 &&
+      if (t.cast_copies[0] + t.cast_copies[1] + t.cast_copies[2] > 0 &&
           stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty()) {
         // PyTorch's blocking cast copies, one per tensor, at the stack's measured cost by
-        // size (each class at its mean size), plus the fresh temporaries' page faults.
-        double s = HostFaultSeconds(t.host_fault_bytes);
-        for (int k = 0; k < 2; ++k) {
+        // size (each class at its mean size; the fresh temporaries' page faults are in the
+        // curve's fresh-mapping points, or priced on top when it has none).
+        double s = CastCopyFaultSeconds(t.host_fault_bytes);
+        for (int k = 0; k < Task::kCastCopyClasses; ++k) {
           if (t.cast_copies[k] > 0) {
             s += t.cast_copies[k] *
                  stack_costs_->CastCopyD2HSeconds(t.cast_copy_bytes[k] / t.cast_copies[k]);

@@ -150,6 +150,10 @@ class CostModel {
   /// The same when the host's threads fault one fresh mapping in together (a host cast into a
   /// fresh temporary): parallel_alloc_bytes_per_s.
   double ParallelFaultSeconds(double bytes) const;
+  /// The page faults of |bytes| of fresh temporaries that blocking cast copies write: none on
+  /// top when the stack's cast-copy curve measured the fresh-mapping regime (they are in its
+  /// points), else HostFaultSeconds.
+  double CastCopyFaultSeconds(double bytes) const;
   double NvmeSeconds(bool read, double bytes) const;
   /// A kGradCopy task's per-parameter loop on the PyTorch stack (Task::host_loop), with
   /// |dispatch| the host time of one op.

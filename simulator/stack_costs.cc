@@ -210,13 +210,16 @@ StackCosts Build() {
   s.fp64_norm_bytes_per_s = 2.182e12;
   // offload-copy-1205 (tools/device/offload_copy_probe.py, 2026-12-05, PyTorch 2.11, 16
   // intra-op threads on the H200 machine's 16 CPUs): `fp32_cpu.copy_(bf16_cuda)` into a pinned
-  // fp32 destination, median of 5, by the bf16 source's bytes, up to 16 M elements (from 32 MiB
-  // the temporary is a fresh mapping and its page faults dominate). More than the pageable D2H
-  // and the conversion measured alone add up to (+0.13 ms at 2 MB, +0.4 ms at 8-17 MB).
-  s.cast_copy_d2h = {{32768, 40.8e-6},   {65536, 57.3e-6},   {131072, 61.0e-6},
-                     {262144, 79.0e-6},  {524288, 117.4e-6}, {1048576, 177.6e-6},
-                     {2097152, 365.5e-6}, {4194304, 666.0e-6}, {8388608, 1.123e-3},
-                     {16777216, 1.789e-3}};
+  // fp32 destination, median of 5, by the bf16 source's bytes. Up to 16 MiB the temporary comes
+  // from the heap; more than the pageable D2H and the conversion measured alone add up to
+  // (+0.13 ms at 2 MB, +0.4 ms at 8-17 MB). From 32 MiB (16 M elements) it is a fresh mapping
+  // each copy: 1.2-1.7 GB/s, the page faults inside the copy (the same probe's D2H into a fresh
+  // tensor alone: 1.4-1.8 GB/s, into a reused one 13-17 GB/s).
+  s.cast_copy_d2h = {{32768, 40.8e-6},    {65536, 57.3e-6},     {131072, 61.0e-6},
+                     {262144, 79.0e-6},   {524288, 117.4e-6},   {1048576, 177.6e-6},
+                     {2097152, 365.5e-6}, {4194304, 666.0e-6},  {8388608, 1.123e-3},
+                     {16777216, 1.789e-3}, {33554432, 20.11e-3}, {67108864, 39.45e-3},
+                     {134217728, 109.06e-3}, {268435456, 187.37e-3}};
   // block-ops-h200.json (tools/probes/block_ops.py, plain PyTorch, 2026-12-04), gpt2-xl at
   // micro-batch 11: cuDNN's SDPA forward with GPT-2's attention dropout (0.1) took 259.5 us per
   // block for [11, 25, 1024, 64], causal; the profile's SDPA table (measured without dropout)
@@ -232,11 +235,25 @@ StackCosts Build() {
 
 }  // namespace
 
+bool StackCosts::FreshCastCopyMeasured() const {
+  return !cast_copy_d2h.empty() && cast_copy_d2h.back().first >= kFreshMappingBytes;
+}
+
 double StackCosts::CastCopyD2HSeconds(double bytes) const {
+  // The points of |bytes|' regime: [lo, hi) of the table.
   const auto& t = cast_copy_d2h;
-  if (t.size() == 1 || bytes <= t.front().first) return t.front().second;
-  size_t i = 1;
-  while (i + 1 < t.size() && t[i].first < bytes) ++i;
+  size_t split = 0;
+  while (split < t.size() && t[split].first < kFreshMappingBytes) ++split;
+  const bool fresh = bytes >= kFreshMappingBytes && split < t.size();
+  size_t lo = fresh ? split : 0, hi = fresh ? t.size() : split;
+  if (hi == lo) hi = t.size();  // no heap-regime points: take what there is
+  if (hi - lo == 1) {
+    const auto& [b, s] = t[lo];
+    return bytes <= b ? s : s * bytes / b;
+  }
+  if (bytes <= t[lo].first) return t[lo].second;
+  size_t i = lo + 1;
+  while (i + 1 < hi && t[i].first < bytes) ++i;
   const auto& [b0, s0] = t[i - 1];
   const auto& [b1, s1] = t[i];
   return s0 + (s1 - s0) * (bytes - b0) / (b1 - b0);

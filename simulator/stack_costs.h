@@ -24,6 +24,12 @@
 
 namespace dsplan {
 
+/// glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX: 4 MiB x sizeof(long),
+/// 32 MiB on 64-bit; malloc/malloc.c): a request at least this large is always served by a mmap
+/// of its own and unmapped on free, so a temporary this large is faulted in afresh every time
+/// it is written (docs/deepspeed-facts.md, CPU offload).
+inline constexpr double kFreshMappingBytes = 32.0 * 1024 * 1024;
+
 /// Host time of one transformer block of a family (forward, backward), plain and under
 /// non-reentrant gradient checkpointing (forward through the checkpoint wrapper; backward
 /// including the recomputation), and the block's submodules and parameter tensors.
@@ -120,11 +126,15 @@ struct StackCosts {
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
   /// PyTorch's blocking copy_ of a 16-bit CUDA tensor into a CPU tensor of another dtype (a
-  /// pageable temporary from the heap, the D2H copy into it, the conversion on the host's
-  /// intra-op threads, the synchronization), by the source's bytes: (bytes, seconds) points,
-  /// ascending, all below glibc's largest mmap threshold (larger temporaries are page-faulted on
-  /// top: Task::host_fault_bytes). Empty: priced from its parts (the profile's pageable D2H
-  /// curve and the host's streaming rate).
+  /// pageable temporary, the D2H copy into it, the conversion on the host's intra-op threads,
+  /// the synchronization), by the source's bytes: (bytes, seconds) points, ascending. Two
+  /// regimes split at glibc's largest mmap threshold (kFreshMappingBytes): below it the
+  /// temporary comes from the heap, whose pages stay mapped between copies; from it up the
+  /// temporary is a fresh mapping each time and the copy faults every page in. Points of the
+  /// second regime are optional (profiles before 2026-12-06 have none); without them a copy
+  /// that large is priced on the first regime's curve plus its page faults at the host's
+  /// measured rate (Task::host_fault_bytes). Empty: priced from its parts (the profile's
+  /// pageable D2H curve and the host's streaming rate).
   std::vector<std::pair<double, double>> cast_copy_d2h;
   std::vector<FamilyBlockHost> families;
   std::vector<FamilyRestHost> rests;
@@ -132,10 +142,14 @@ struct StackCosts {
   /// machine: a profile's stack section keeps the built-in table).
   std::vector<FamilyTrace> traces;
 
-  /// One blocking cast copy of |bytes| (cast_copy_d2h, linear between its points and beyond
-  /// its last along its last segment; at least its first point's time). REQUIRES: the table
-  /// is not empty.
+  /// One blocking cast copy of |bytes| on the curve of its regime (cast_copy_d2h's points on
+  /// the same side of kFreshMappingBytes; the heap regime's when the fresh one has no points):
+  /// linear between the points and beyond the last along the last segment (one point: its
+  /// rate), at least the first point's time. REQUIRES: the table is not empty.
   double CastCopyD2HSeconds(double bytes) const;
+  /// Whether cast_copy_d2h measured the fresh-mapping regime (then its points include the page
+  /// faults of a copy that large, and the caller must not price them again).
+  bool FreshCastCopyMeasured() const;
   double OpFwd(OpKind k) const { return op_fwd_s[static_cast<int>(k)]; }
   double OpBwd(OpKind k) const { return op_bwd_s[static_cast<int>(k)]; }
   /// The family's block measurement for |kind| (T5 encoder/decoder differ), or nullptr.

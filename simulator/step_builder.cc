@@ -1,4 +1,5 @@
 #include "simulator/step_builder.h"
+#include "simulator/stack_costs.h"
 
 #include <algorithm>
 #include <limits>
@@ -168,10 +169,6 @@ constexpr int64_t kEngineAllReduceBucket = 500'000'000;
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// glibc's DEFAULT_MMAP_THRESHOLD_MAX on 64-bit (4 MiB x sizeof(long)): malloc serves every
-// request of at least this many bytes with an mmap of its own (docs/deepspeed-facts.md).
-constexpr int64_t kGlibcMmapThresholdMax = int64_t{32} << 20;
-
 // The sum of CeilDiv(n, parts) over |numels| (every tensor's partition: hundreds per model, for
 // each plan built). When |parts| is a power of two, as data-parallel sizes mostly are, a shift
 // gives each quotient instead of a 64-bit division, for the non-negative dividends it is exact
@@ -323,11 +320,11 @@ class Builder {
   // blocking cast copy per parameter tensor (Task::cast_copies), by class, and the elements of
   // the fresh temporaries among them.
   struct CastCopies {
-    std::array<int32_t, 2> n{};
-    std::array<double, 2> bytes{};
+    std::array<int32_t, Task::kCastCopyClasses> n{};
+    std::array<double, Task::kCastCopyClasses> bytes{};
     int64_t fresh = 0;
     void Add(const CastCopies& o) {
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < Task::kCastCopyClasses; ++k) {
         n[k] += o.n[k];
         bytes[k] += o.bytes[k];
       }
@@ -343,10 +340,11 @@ class Builder {
     CastCopies c;
     if (!CountsCastCopies() || part <= 0 || count <= 0) return c;
     const int64_t bytes = e_ * part;
-    const int k = bytes >= (int64_t{1} << 20) ? 1 : 0;
+    const bool fresh = Stage3() && static_cast<double>(bytes) >= kFreshMappingBytes;
+    const int k = fresh ? 2 : bytes >= (int64_t{1} << 20) ? 1 : 0;
     c.n[k] = count;
     c.bytes[k] = static_cast<double>(bytes) * count;
-    c.fresh = Stage3() && bytes >= kGlibcMmapThresholdMax ? part * count : 0;
+    c.fresh = fresh ? part * count : 0;
     return c;
   }
   CastCopies CastCopiesOf(const std::vector<int64_t>& numels) const {
@@ -1592,7 +1590,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
         // Each rank's loop takes the tensors of its own partition.
         c.host_loop = HostLoop::kZero12OverflowCheck;
         c.loop_d2h_bytes = 4.0 * owned;
-        for (int k = 0; k < 2; ++k) {
+        for (int k = 0; k < Task::kCastCopyClasses; ++k) {
           c.cast_copies[k] = static_cast<int32_t>(CeilDiv(c.cast_copies[k], N_));
           c.cast_copy_bytes[k] /= N_;
         }

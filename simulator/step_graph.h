@@ -172,12 +172,14 @@ struct Task {
   /// (HostProfile::pageable_alloc_bytes_per_s).
   double host_fault_bytes = 0;
   /// ZeRO-3's offloaded gradient copies, one blocking cast copy per parameter tensor: how many
-  /// and their 16-bit bytes, below 1 MiB each [0] and from 1 MiB [1] (the cost model prices
-  /// each class at its mean size on the stack's measured curve, StackCosts::cast_copy_d2h,
-  /// when it has one; the cost of a copy is far from linear below 1 MiB).
+  /// and their 16-bit bytes, below 1 MiB each [0], from 1 MiB [1], and from kFreshMappingBytes
+  /// [2] (a fresh temporary each copy; ZeRO-3 only). The cost model prices each class at its
+  /// mean size on the stack's measured curve, StackCosts::cast_copy_d2h, when it has one (the
+  /// cost of a copy is far from linear below 1 MiB, and jumps at the fresh-mapping threshold).
   /// On a kGradCopy task whose |host_loop| is set: the loop's tensors by the same classes.
-  std::array<int32_t, 2> cast_copies{};
-  std::array<double, 2> cast_copy_bytes{};
+  static constexpr int kCastCopyClasses = 3;
+  std::array<int32_t, kCastCopyClasses> cast_copies{};
+  std::array<double, kCastCopyClasses> cast_copy_bytes{};
   /// kGradCopy at an accumulation boundary with the optimizer offloaded: DeepSpeed's Python loop
   /// over the bucket's owned parameters, in which the host waits for the GPU once per tensor,
   /// so each tensor takes the longer of its host ops (|kernels| over the tensors) and the GPU

@@ -67,13 +67,13 @@ constexpr const char* kNoBf16StepNote =
 
 // The offloaded gradient's blocking cast copy as stack_costs.py's cast_copy section records it,
 // from the H200 probe's real copies (docs/validation/offload-copy-1205/offload-copy.jsonl: 16
-// threads, `copy__s`, the sizes below 32 MiB).
+// threads, `copy__s`, 32 kB to 256 MiB: both regimes, heap and fresh mapping).
 json CastCopyH200Section() {
   json points = json::array();
   std::istringstream in(Read(kData + "/docs/validation/offload-copy-1205/offload-copy.jsonl"));
   for (std::string line; std::getline(in, line);) {
     const json r = json::parse(line);
-    if (r["kind"] != "size" || r["threads"] != 16 || r["bytes_bf16"].get<double>() >= 33554432) {
+    if (r["kind"] != "size" || r["threads"] != 16 || r["bytes_bf16"].get<double>() < 32768) {
       continue;
     }
     points.push_back({r["bytes_bf16"], r["copy__s"]});
@@ -975,6 +975,8 @@ TEST(StackProbeTest, CastCopyPointsConvertAndBadOnesAreErrors) {
   auto s = StackProfileFromJson(doc.dump(), "cast.json", kH200Stream, "t", &notes);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_EQ(s->cast_copy_d2h.size(), doc["cast_copy"]["points"].size());
+  // Both regimes came through: the curve prices a 64 MiB copy on its fresh-mapping points.
+  EXPECT_TRUE(StackCostsFromProfile(*s).FreshCastCopyMeasured());
   for (const std::string& n : notes) EXPECT_EQ(n.find(kNoCastNote), std::string::npos) << n;
   const struct {
     json points;
@@ -982,8 +984,8 @@ TEST(StackProbeTest, CastCopyPointsConvertAndBadOnesAreErrors) {
   } bad[] = {
       {json::array({{32768, 4e-5}}), "cast.json: cast_copy.points: expected 2 to 64"},
       {json::array({{32768, 4e-5}, {16384, 3e-5}}), "cast.json: cast_copy.points[1]: [16384, "},
-      {json::array({{32768, 4e-5}, {65536, 7.0}}), "cast.json: cast_copy.points[1]: [65536, 7]"},
-      {json::array({{32768, 4e-5}, {67108864, 0.04}}), "cast.json: cast_copy.points[1]"},
+      {json::array({{32768, 4e-5}, {65536, 12.0}}), "cast.json: cast_copy.points[1]: [65536, 12]"},
+      {json::array({{32768, 4e-5}, {4294967296.0, 3.0}}), "cast.json: cast_copy.points[1]"},
       {json::array({{32768, 4e-5}, {"64k", 3e-5}}),
        "cast.json: cast_copy.points[1]: expected [bytes, seconds] numbers"},
   };

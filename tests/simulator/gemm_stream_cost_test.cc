@@ -2,11 +2,15 @@
 // runtime's per-launch streaming curve. Expected values are computed here from the rows the
 // test writes, not read back from the code under test.
 #include <cmath>
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include <gtest/gtest.h>
 
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
+#include "core/profile_yaml.h"
 #include "simulator/cost_model.h"
 #include "simulator/stack_costs.h"
 #include "simulator/step_graph.h"
@@ -264,41 +268,90 @@ TEST(HostCopyCost, FreshTemporariesAreFaultedInAtTheProfilesPageFaultRate) {
 
 TEST(HostCopyCost, CastCopiesFollowTheStacksMeasuredCurvePerSizeClass) {
   // ZeRO-3's offloaded gradient copies: each class of copies at its mean size on the measured
-  // curve (PyTorch's blocking cast copy), the page faults on top; the runtime stack, which
-  // runs no such copy, keeps the parts' pricing.
+  // curve (PyTorch's blocking cast copy). The built-in curve measured both regimes, so the
+  // fresh temporaries' page faults are in its points from 32 MiB and nothing goes on top; the
+  // runtime stack, which runs no such copy, keeps the parts' pricing.
   HardwareProfile p = Base();
   CostModel pt(p, Precision::kBf16);
   CostModel rt(p, Precision::kBf16, SoftwareStack::kDsplanRuntime);
   const StackCosts& s = MeasuredStackCosts();
-  ASSERT_GE(s.cast_copy_d2h.size(), 2u);
+  ASSERT_TRUE(s.FreshCastCopyMeasured());
   Task t;
   t.kind = TaskKind::kCopyD2H;
   t.resource = Resource::kD2H;
   t.pinned = false;
-  t.bytes = 40 * 4096.0 + 8 * 8e6;
+  t.bytes = 40 * 4096.0 + 8 * 8e6 + 2 * 64e6;
   t.host_convert_bytes = 3 * t.bytes;
-  t.cast_copies = {40, 8};
-  t.cast_copy_bytes = {40 * 4096.0, 8 * 8e6};
-  t.host_fault_bytes = 0;
-  const double curve = 40 * s.CastCopyD2HSeconds(4096) + 8 * s.CastCopyD2HSeconds(8e6);
+  t.cast_copies = {40, 8, 2};
+  t.cast_copy_bytes = {40 * 4096.0, 8 * 8e6, 2 * 64e6};
+  t.host_fault_bytes = 2 * 64e6;
+  const double curve =
+      40 * s.CastCopyD2HSeconds(4096) + 8 * s.CastCopyD2HSeconds(8e6) + 2 * s.CastCopyD2HSeconds(64e6);
   EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), curve, 1e-12);
-  t.host_fault_bytes = 64e6;
-  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), curve + pt.HostFaultSeconds(64e6), 1e-12);
+  EXPECT_DOUBLE_EQ(pt.CastCopyFaultSeconds(64e6), 0.0);
   EXPECT_NEAR(rt.TaskSeconds(t, {}, 16),
               rt.CopySeconds(false, false, t.bytes) + rt.HostStreamSeconds(t.host_convert_bytes, 16) +
-                  rt.HostFaultSeconds(64e6),
+                  rt.HostFaultSeconds(2 * 64e6),
               1e-12);
   // The curve: its points, linear between them, its first point's time below it, its last
-  // segment's slope beyond it.
+  // segment's slope beyond it, each regime on its own points: a 24 MiB copy follows the heap
+  // points' last segment, not the line towards the first fresh point.
   const auto& c = s.cast_copy_d2h;
   for (const auto& [b, sec] : c) EXPECT_DOUBLE_EQ(s.CastCopyD2HSeconds(b), sec);
   EXPECT_DOUBLE_EQ(s.CastCopyD2HSeconds(1), c.front().second);
-  const auto& [b0, s0] = c[c.size() - 2];
-  const auto& [b1, s1] = c.back();
-  EXPECT_NEAR(s.CastCopyD2HSeconds(2 * b1), s1 + (s1 - s0) * b1 / (b1 - b0), 1e-12);
+  size_t split = 0;
+  while (c[split].first < kFreshMappingBytes) ++split;
+  ASSERT_GE(split, 2u);
+  ASSERT_GE(c.size() - split, 2u);
+  {
+    const auto& [b0, s0] = c[split - 2];
+    const auto& [b1, s1] = c[split - 1];
+    const double mid = 24.0 * 1024 * 1024;
+    EXPECT_NEAR(s.CastCopyD2HSeconds(mid), s1 + (s1 - s0) * (mid - b1) / (b1 - b0), 1e-12);
+    EXPECT_LT(s.CastCopyD2HSeconds(mid), 0.5 * c[split].second);
+  }
+  {
+    const auto& [b0, s0] = c[c.size() - 2];
+    const auto& [b1, s1] = c.back();
+    EXPECT_NEAR(s.CastCopyD2HSeconds(2 * b1), s1 + (s1 - s0) * b1 / (b1 - b0), 1e-12);
+  }
   EXPECT_NEAR(s.CastCopyD2HSeconds(0.5 * (c[3].first + c[4].first)),
               0.5 * (c[3].second + c[4].second), 1e-12);
   for (size_t i = 1; i < c.size(); ++i) EXPECT_GT(c[i].second, c[i - 1].second);
+  // A fresh copy costs several times the heap regime's line at its size: the page faults.
+  EXPECT_GT(c[split].second, 4 * c[split - 1].second);
+}
+
+TEST(HostCopyCost, ACastCopyCurveWithoutFreshPointsPricesTheFaultsOnTop) {
+  // A profile's stack section measured before 2026-12-06 holds heap-regime points only (up to
+  // 16 MiB): a copy from 32 MiB is priced on that curve's line plus its page faults at the
+  // host's one-thread rate; with one fresh point, that point's rate and no faults on top.
+  std::ifstream in(std::string(DSPLAN_TEST_DATA_DIR) + "/profiles/h200-sxm.yaml");
+  std::ifstream section(std::string(DSPLAN_TEST_DATA_DIR) +
+                        "/tests/fixtures/profiles/stack-section-gpt2.yaml");
+  std::stringstream base;
+  base << in.rdbuf() << section.rdbuf();
+  const std::string heap =
+      "  cast_copy_d2h:\n    - [1048576, 2e-4]\n    - [16777216, 2e-3]\n";
+  auto old = ParseHardwareProfile(base.str() + heap, "old-stack.yaml");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  auto fresh = ParseHardwareProfile(base.str() + heap + "    - [67108864, 0.05]\n", "new.yaml");
+  ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
+  Task t;
+  t.kind = TaskKind::kCopyD2H;
+  t.resource = Resource::kD2H;
+  t.pinned = false;
+  t.bytes = 128e6;
+  t.cast_copies = {0, 0, 1};
+  t.cast_copy_bytes = {0, 0, 128e6};
+  t.host_fault_bytes = 128e6;
+  CostModel a(*old, Precision::kBf16);
+  const double line = 2e-3 + (2e-3 - 2e-4) * (128e6 - 16777216) / (16777216 - 1048576);
+  EXPECT_NEAR(a.TaskSeconds(t, {}, 16), line + a.HostFaultSeconds(128e6), 1e-12);
+  EXPECT_GT(a.HostFaultSeconds(128e6), 0.0);
+  CostModel b(*fresh, Precision::kBf16);
+  EXPECT_NEAR(b.TaskSeconds(t, {}, 16), 0.05 * 128e6 / 67108864, 1e-12);
+  EXPECT_DOUBLE_EQ(b.CastCopyFaultSeconds(128e6), 0.0);
 }
 
 TEST(HostCopyCost, ABoundaryLoopPaysEachTensorsLongerSide) {
@@ -340,8 +393,8 @@ TEST(HostCopyCost, ABoundaryLoopPaysEachTensorsLongerSide) {
   z.kernels = 9 * 220;
   z.bytes = 18 * elems;
   z.loop_d2h_bytes = z.loop_h2d_bytes = 2 * elems;
-  z.host_fault_bytes = 64e6;
-  double expect = pt.HostFaultSeconds(64e6);
+  z.host_fault_bytes = 64e6;  // in the built-in curve's fresh points: nothing on top
+  double expect = 0;
   for (int k = 0; k < 2; ++k) {
     const int n = z.cast_copies[k];
     const double f = z.cast_copy_bytes[k] / (small + big);

@@ -400,32 +400,42 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadFaultsInFreshTemporariesFrom32MiB) {
 }
 
 // Each owned gradient is one blocking cast copy, priced by its size class (below 1 MiB of 16-bit
-// bytes, or from 1 MiB). gpt2 has 148 tensors: per block 4 weights of 0.59-2.36 M elements and 8
-// biases and norm vectors; the word (38.6 M) and position (786 k) embeddings; the final norm's 2.
-// On one rank the 50 weights and embeddings are 1.2-77 MB each; on four, c_attn's (442 k
-// elements, 885 kB), attn c_proj's and the position table's partitions fall below 1 MiB.
+// bytes, from 1 MiB, or from 32 MiB, where the copy's temporary is a fresh mapping). gpt2 has
+// 148 tensors: per block 4 weights of 0.59-2.36 M elements and 8 biases and norm vectors; the
+// word (38.6 M) and position (786 k) embeddings; the final norm's 2. On one rank the 50 weights
+// and embeddings are 1.2-77 MB each, the word embedding's 77.2 MB the only one from 32 MiB; on
+// four, c_attn's (442 k elements, 885 kB), attn c_proj's and the position table's partitions
+// fall below 1 MiB, and the word embedding's (19.3 MB) below 32 MiB.
 TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
   for (int gpus : {1, 4}) {
     Plan p = MakePlan(3, gpus);
     p.zero.offload_optimizer.device = OffloadDevice::kCpu;
     p.zero.offload_param.device = OffloadDevice::kCpu;
     const BuiltStep b = Build(p);
-    std::array<int, 2> n{};
-    std::array<double, 2> bytes{};
+    std::array<int, Task::kCastCopyClasses> n{};
+    std::array<double, Task::kCastCopyClasses> bytes{};
+    double faults = 0;
     for (const Task& t : b.graph.tasks()) {
       if (t.kind != TaskKind::kCopyD2H) continue;
-      for (int k = 0; k < 2; ++k) {
+      for (int k = 0; k < Task::kCastCopyClasses; ++k) {
         n[k] += t.cast_copies[k];
         bytes[k] += t.cast_copy_bytes[k];
       }
+      faults += t.host_fault_bytes;
     }
-    EXPECT_EQ(n[0] + n[1], 148) << gpus << " GPUs";
-    EXPECT_EQ(n[1], gpus == 1 ? 50 : 25) << gpus << " GPUs";
+    EXPECT_EQ(n[0] + n[1] + n[2], 148) << gpus << " GPUs";
+    EXPECT_EQ(n[1], gpus == 1 ? 49 : 25) << gpus << " GPUs";
+    EXPECT_EQ(n[2], gpus == 1 ? 1 : 0) << gpus << " GPUs";
     // Every owned element once, 2 bytes each (partitions rounded up per tensor).
-    EXPECT_GE(bytes[0] + bytes[1], 2.0 * b.facts.partition_numel);
-    EXPECT_LE(bytes[0] + bytes[1], 2.0 * (b.facts.partition_numel + 148));
+    const double all = bytes[0] + bytes[1] + bytes[2];
+    EXPECT_GE(all, 2.0 * b.facts.partition_numel);
+    EXPECT_LE(all, 2.0 * (b.facts.partition_numel + 148));
     EXPECT_LT(bytes[0] / n[0], 1 << 20);
     EXPECT_GE(bytes[1] / n[1], 1 << 20);
+    EXPECT_LT(bytes[1] / n[1], 32 << 20);
+    // The fresh class's bytes are the temporaries faulted in.
+    EXPECT_DOUBLE_EQ(bytes[2], gpus == 1 ? 2.0 * 50257 * 768 : 0.0);
+    EXPECT_DOUBLE_EQ(faults, bytes[2]);
   }
 }
 
@@ -435,15 +445,16 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
 // 1 MiB, halved at two ranks), copying 4 bytes per owned element; ZeRO-3: every tensor's
 // partition, copied to the host buffer and back in the accumulation dtype (at two ranks the
 // halves of attn.c_proj, 590 k elements, and of the position table, 786 k, fall below 1 MiB:
-// 12 x 3 + 1 from 1 MiB). Only the boundary's
-// buckets loop; without offload there is no loop.
+// 12 x 3 + 1 from 1 MiB, the word embedding's half of 38.6 MB among them and from 32 MiB, as its
+// whole at one rank). Stages 1-2 have no fresh class (their copy casts on the GPU). Only the
+// boundary's buckets loop; without offload there is no loop.
 TEST_F(StepBuilderTest, AnOffloadedBoundaryLoopsOverTheOwnedTensorsByClass) {
   for (int stage : {2, 3}) {
     for (int gpus : {1, 2}) {
       Plan p = MakePlan(stage, gpus);
       p.zero.offload_optimizer.device = OffloadDevice::kCpu;
       const BuiltStep b = Build(p);
-      std::array<int, 2> n{};
+      std::array<int, Task::kCastCopyClasses> n{};
       double bytes = 0, d2h = 0, h2d = 0;
       int loops = 0;
       for (const Task& t : b.graph.tasks()) {
@@ -452,8 +463,10 @@ TEST_F(StepBuilderTest, AnOffloadedBoundaryLoopsOverTheOwnedTensorsByClass) {
         EXPECT_EQ(t.kind, TaskKind::kGradCopy);
         EXPECT_EQ(t.host_loop, stage == 3 ? HostLoop::kZero3PartitionGrads
                                           : HostLoop::kZero12OverflowCheck);
-        for (int k = 0; k < 2; ++k) n[k] += t.cast_copies[k];
-        bytes += t.cast_copy_bytes[0] + t.cast_copy_bytes[1];
+        for (int k = 0; k < Task::kCastCopyClasses; ++k) {
+          n[k] += t.cast_copies[k];
+          bytes += t.cast_copy_bytes[k];
+        }
         d2h += t.loop_d2h_bytes;
         h2d += t.loop_h2d_bytes;
       }
@@ -462,6 +475,7 @@ TEST_F(StepBuilderTest, AnOffloadedBoundaryLoopsOverTheOwnedTensorsByClass) {
       const double owned = static_cast<double>(b.facts.partition_numel);
       if (stage == 2) {
         // CeilDiv per bucket: at most one tensor per class and bucket above the exact half.
+        EXPECT_EQ(n[2], 0) << at;
         EXPECT_GE(n[0] + n[1], 148 / gpus) << at;
         EXPECT_LE(n[0] + n[1], 148 / gpus + 2 * loops) << at;
         EXPECT_GE(n[1], 50 / gpus) << at;
@@ -470,8 +484,9 @@ TEST_F(StepBuilderTest, AnOffloadedBoundaryLoopsOverTheOwnedTensorsByClass) {
         EXPECT_NEAR(d2h, 4.0 * owned, 4.0 * loops) << at;
         EXPECT_DOUBLE_EQ(h2d, 0.0) << at;
       } else {
-        EXPECT_EQ(n[0] + n[1], 148) << at;
-        EXPECT_EQ(n[1], gpus == 1 ? 50 : 37) << at;
+        EXPECT_EQ(n[0] + n[1] + n[2], 148) << at;
+        EXPECT_EQ(n[1] + n[2], gpus == 1 ? 50 : 37) << at;
+        EXPECT_EQ(n[2], 1) << at;
         EXPECT_GE(bytes, 2.0 * owned) << at;
         EXPECT_LE(bytes, 2.0 * (owned + 148)) << at;
         EXPECT_NEAR(d2h, 2.0 * owned, 2.0 * gpus * loops) << at;

@@ -719,11 +719,12 @@ def cast_copy(reps=5, warm=2):
     """PyTorch's blocking copy of a bf16 CUDA tensor into a pinned fp32 CPU tensor (ZeRO-3's
     offloaded gradient copy, `fp32_grad_tensor.copy_(grad_buffer)`): PyTorch copies into a
     pageable temporary of the source's dtype and converts on the host. Median seconds by source
-    bytes, 32 kB to 16 MB, below glibc's 32 MiB mmap threshold (above it the temporary's page
-    faults dominate; dsplan prices them from the profile's page-fault rate). The same tensor
-    pair is copied repeatedly, so the temporary comes from the heap as in a training loop."""
+    bytes, 32 kB to 256 MiB. The same tensor pair is copied repeatedly, as in a training loop:
+    below glibc's largest mmap threshold (32 MiB) the temporary comes from the heap, whose pages
+    stay mapped; from 32 MiB up it is a fresh mapping on every copy, so those points include
+    faulting every page in (dsplan prices the two regimes from their own points)."""
     points = []
-    for numel in [1 << k for k in range(14, 24)]:
+    for numel in [1 << k for k in range(14, 28)]:
         src = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
         dst = torch.empty(numel, dtype=torch.float32).pin_memory()
         ts = []

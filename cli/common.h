@@ -13,9 +13,13 @@
 #include "core/hardware_profile.h"
 #include "core/status.h"
 
-// Set by cli/CMakeLists.txt for every source of the dsplan binary; fallbacks for other builds.
+// Set by cli/CMakeLists.txt for every source of the dsplan binary (the commit through a header
+// generated at build time); fallbacks for other builds.
 #ifndef DSPLAN_VERSION
 #define DSPLAN_VERSION "0.0.0"
+#endif
+#ifdef DSPLAN_HAVE_GIT_HASH_H
+#include "dsplan_git_hash.h"
 #endif
 #ifndef DSPLAN_GIT_HASH
 #define DSPLAN_GIT_HASH "unknown"

@@ -31,6 +31,13 @@ if grep -q "no CUDA device" "$tmp/out"; then
 fi
 check "the NVMe table or its reason is printed" grep -qE "^# NVMe at|NVMe not measured" "$tmp/out"
 check "left no NVMe test file" test -z "$(ls -A "$disk")"
+# The profile's provenance names the commit the binary was built from (read at every build, not
+# at configure time: a binary built after a new commit must not name the old one).
+if head=$(git -C "$DSPLAN_DATA_DIR" rev-parse --short HEAD 2>/dev/null); then
+  check "profile names the binary's commit" grep -q "dsplan [0-9.]* ($head)" "$tmp/box.yaml"
+  "$bin" --version > "$tmp/version" 2>&1
+  check "--version names the source commit" grep -q "($head)" "$tmp/version"
+fi
 if [ "$have_pyyaml" -eq 1 ]; then
   check "profile is measured for CPU Adam" \
       yaml "'measured' in y['host']['cpu_adam_source'] and len(y['host']['cpu_adam']) == 2" "$tmp/box.yaml"

@@ -170,8 +170,13 @@ assert c["est_s"] == 90 + round(6 * c["pred"][0]["step_s"]), (c["est_s"], c["pre
 PY
 python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/bad.jsonl" \
   --set t --case gpt2:3:cpu:2 --env TIMELINE=1 >"$tmp/out" 2>"$tmp/err"
-check "--env without the DSBENCH_ prefix is refused, nothing written" \
-  bash -c "grep -q \"expected DSBENCH_NAME=VALUE\" '$tmp/err' && test ! -e '$tmp/bad.jsonl'"
+check "--env without the DSBENCH_ or MALLOC_ prefix is refused, nothing written" \
+  bash -c "grep -q \"expected DSBENCH_NAME=VALUE or MALLOC_NAME=VALUE\" '$tmp/err' && test ! -e '$tmp/bad.jsonl'"
+# glibc's malloc tunables go to the driver's process too (the runner starts one per case).
+python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/malloc.jsonl" \
+  --set t --case gpt2:3:cpu:2 --env MALLOC_MMAP_MAX_=0 >"$tmp/out" 2>"$tmp/err"
+check "--env MALLOC_MMAP_MAX_=0 goes into the case" \
+  python3 -c "import json,sys; c=json.loads(open(sys.argv[1]).readline()); assert c['env']['MALLOC_MMAP_MAX_'] == '0', c['env']" "$tmp/malloc.jsonl"
 python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out "$tmp/bad.jsonl" \
   --set t --case gpt2:3:cpu:2 --steps 2 >"$tmp/out" 2>"$tmp/err"
 check "--steps below 3 is refused" bash -c "grep -q 'expected 3 to 20' '$tmp/err' && test ! -e '$tmp/bad.jsonl'"

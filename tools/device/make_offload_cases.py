@@ -80,13 +80,15 @@ def main():
     ap.add_argument("--set", default="offfresh")
     ap.add_argument("--case", action="append", required=True, help="MODEL:STAGE:PARAM:MB[:OPT]")
     ap.add_argument("--steps", type=int, default=5, help="timed steps per case (median of step 3 on)")
-    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the driver, e.g. DSBENCH_TIMELINE=1")
+    ap.add_argument("--env", action="append", default=[],
+                    help="KEY=VALUE for the driver's process: DSBENCH_* (its modes, e.g. DSBENCH_TIMELINE=1) "
+                         "or MALLOC_* (glibc's malloc tunables, e.g. MALLOC_MMAP_MAX_=0)")
     a = ap.parse_args()
     env = {"DSBENCH_PHASE_SYNC": "0"}
     for kv in a.env:
         key, sep, value = kv.partition("=")
-        if not sep or not key.startswith("DSBENCH_"):
-            sys.exit(f"--env {kv!r}: expected DSBENCH_NAME=VALUE, e.g. DSBENCH_TIMELINE=1")
+        if not sep or not key.startswith(("DSBENCH_", "MALLOC_")) or not key.replace("_", "").isalnum():
+            sys.exit(f"--env {kv!r}: expected DSBENCH_NAME=VALUE or MALLOC_NAME=VALUE, e.g. DSBENCH_TIMELINE=1")
         env[key] = value
     profiled = [k for k in ("DSBENCH_TIMELINE", "DSBENCH_KPROF", "DSBENCH_SYNCSITES") if env.get(k, "0") != "0"]
     if not 3 <= a.steps <= 20:

@@ -80,6 +80,12 @@ std::string HardwareProfile::StackSummary() const {
   // stack_costs.py's cast_copy section measures it (the built-in one: offload_copy_probe.py).
   if (stack.cast_copy_d2h.empty()) {
     notes.push_back(fmt::format("ZeRO-3 offload's blocking cast copy: {}", kBuiltInCastCopy));
+  } else if (stack.cast_copy_d2h.back().first < kFreshMappingBytes) {
+    // Measured before stack_costs.py timed copies whose temporary is a fresh mapping.
+    notes.push_back(
+        "ZeRO-3 offload's blocking cast copy: measured below 32 MiB only; larger copies are "
+        "priced as that curve plus their page faults, which ran 20-35 % short on the H200 host "
+        "(rerun dsplan profile --stack)");
   }
   if (stack.blocks.empty()) notes.push_back("no family blocks measured: per-op host costs");
   if (!stack.gemm.empty()) {

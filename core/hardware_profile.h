@@ -302,9 +302,10 @@ struct StackProfile {
   /// built-in one). YAML: stack.zero3.per_gather_call_s, stack.zero3.per_bucket_flush_s.
   std::optional<double> z3_per_gather_call_s, z3_per_bucket_flush_s;
   /// PyTorch's blocking copy of a 16-bit CUDA tensor into an fp32 CPU tensor (ZeRO-3's offloaded
-  /// gradient copy), seconds by the source's bytes, below 32 MiB (stack_costs.py "cast_copy"),
-  /// when measured (empty: the built-in one). YAML: stack.cast_copy_d2h: [[bytes, seconds], ...],
-  /// bytes ascending, at least two points.
+  /// gradient copy), seconds by the source's bytes (stack_costs.py "cast_copy"; points from
+  /// kFreshMappingBytes are the fresh-mapping regime, measured since 2026-12-06), when measured
+  /// (empty: the built-in one). YAML: stack.cast_copy_d2h: [[bytes, seconds], ...], bytes
+  /// ascending, at least two points.
   std::vector<std::pair<double, double>> cast_copy_d2h;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
   /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
@@ -327,6 +328,12 @@ struct StackProfile {
 
   bool operator==(const StackProfile&) const = default;
 };
+
+/// glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX: 4 MiB x sizeof(long),
+/// 32 MiB on 64-bit; malloc/malloc.c): a request at least this large is always served by a mmap
+/// of its own and unmapped on free, so a temporary this large is faulted in afresh every time
+/// it is written (docs/deepspeed-facts.md, CPU offload).
+inline constexpr double kFreshMappingBytes = 32.0 * 1024 * 1024;
 
 /// What the cost model says of its stack costs when a profile has no stack section.
 inline constexpr const char* kBuiltInStackCosts =

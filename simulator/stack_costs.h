@@ -24,12 +24,6 @@
 
 namespace dsplan {
 
-/// glibc's largest dynamic mmap threshold (DEFAULT_MMAP_THRESHOLD_MAX: 4 MiB x sizeof(long),
-/// 32 MiB on 64-bit; malloc/malloc.c): a request at least this large is always served by a mmap
-/// of its own and unmapped on free, so a temporary this large is faulted in afresh every time
-/// it is written (docs/deepspeed-facts.md, CPU offload).
-inline constexpr double kFreshMappingBytes = 32.0 * 1024 * 1024;
-
 /// Host time of one transformer block of a family (forward, backward), plain and under
 /// non-reentrant gradient checkpointing (forward through the checkpoint wrapper; backward
 /// including the recomputation), and the block's submodules and parameter tensors.

@@ -180,7 +180,17 @@ TEST(StackSectionTest, CastCopyPointsAreReadWrittenAndChecked) {
   EXPECT_DOUBLE_EQ(a->stack.cast_copy_d2h[2].second, 1.8e-3);
   EXPECT_EQ(a->SourceSummary().find("blocking cast copy: built-in"), std::string::npos)
       << a->SourceSummary();
+  // Those points stop at 16 MiB: the summary says the fresh-mapping regime was not measured.
+  EXPECT_NE(a->SourceSummary().find("blocking cast copy: measured below 32 MiB only"),
+            std::string::npos)
+      << a->SourceSummary();
   ExpectRoundTrip(*a, "dsplan-stack-cast.yaml");
+  std::string both = WithStack();
+  Replace(&both, "  blocks:\n",
+          "  cast_copy_d2h: [[32768, 41us], [16MiB, 1.8ms], [32MiB, 20ms]]\n  blocks:\n");
+  auto b = ParseHardwareProfile(both, "both.yaml");
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->SourceSummary().find("blocking cast copy"), std::string::npos) << b->SourceSummary();
   auto plain = ParseHardwareProfile(WithStack(), "plain.yaml");
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_NE(plain->SourceSummary().find("blocking cast copy: built-in"), std::string::npos)

@@ -671,8 +671,7 @@ double CostModel::CastCopyFaultSeconds(double bytes) const {
   // A cast copy's fresh temporary is faulted in inside the copy: the measured curve's
   // fresh-mapping points include it; a curve without them is the heap regime's, so the faults
   // go on top at the host's one-thread page-fault rate.
-  if (stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty() &&
-      stack_costs_->FreshCastCopyMeasured()) {
+  if (stack_ == SoftwareStack::kPyTorchDeepSpeed && stack_costs_->FreshCastCopyMeasured()) {
     return 0;
   }
   return HostFaultSeconds(bytes);

@@ -1,5 +1,5 @@
 #include "simulator/step_builder.h"
-#include "simulator/stack_costs.h"
+#include "core/hardware_profile.h"
 
 #include <algorithm>
 #include <limits>

@@ -130,15 +130,17 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     // boundary's per-parameter loops priced tensor class by tensor class (Task::host_loop).
     // Stages 1-2 (gpt2-xl, t5-large, qwen2-1.5b twice, llama-3.2-1b): 0.95-1.16x, above the
     // GPU-bound 1.15x of the common band at host-bound shares of 0-0.3. ZeRO-3 with optimizer
-    // and parameters offloaded (gpt2-xl three times, qwen2-1.5b twice): 1.01-1.54x; the copies'
-    // host time moved those steps 1.4-1.5x between days. The upper ends below (rounded
-    // outward) hold all ten; they were drawn from them, not tested on runs held out
-    // (docs/validation/deepspeed/offfresh-1205/ registers eight that will).
+    // and parameters offloaded (gpt2-xl three times, qwen2-1.5b twice): 1.01-1.54x then,
+    // 0.97-1.49x since session 21's fresh-copy pricing; the copies' host time moved those steps
+    // 1.4-1.5x between days. The upper ends below (rounded outward) hold all ten; they were
+    // drawn from them. Runs registered before they ran, on an H100 against the H200 profile:
+    // offfresh-1205 5 of 5 ZeRO-3 offload runs inside, offphase-1206 5 of 7 (the two outside
+    // were slower in the prediction, not faster).
     const double high = zero3 ? 1.60 : 1.20;
     if (b.high < high) {
       b.high = high;
       b.basis += zero3 ? "; with the optimizer offloaded at ZeRO-3 up to 1.60x (5 runs measured "
-                         "1.01-1.54x: the blocking per-parameter gradient copies to the host "
+                         "0.97-1.49x: the blocking per-parameter gradient copies to the host "
                          "follow the host's speed)"
                        : "; with the optimizer offloaded up to 1.20x (5 runs at stages 1-2 "
                          "measured 0.95-1.16x)";

@@ -181,6 +181,20 @@ python3 tools/device/make_offload_cases.py --dsplan "$bin" --models models --out
   --set t --case gpt2:3:cpu:2 --steps 2 >"$tmp/out" 2>"$tmp/err"
 check "--steps below 3 is refused" bash -c "grep -q 'expected 3 to 20' '$tmp/err' && test ! -e '$tmp/bad.jsonl'"
 
+# copy_table.py on offphase-1206's runs: gemma-2b's backward spent 2.833 s in 164 D2H copies into
+# pageable memory (its kernel profile), 5.01 GB of bf16 parameters at 1.8 GB/s, and faulted in
+# 4.67 GB a step (1,140,8xx pages); a stage-2 run without offload has no cast copies to rate.
+python3 tools/device/copy_table.py docs/validation/deepspeed/offphase-1206/results-callH100p.jsonl \
+  docs/validation/deepspeed/pipeline-1205/results-callH100p.jsonl >"$tmp/out" 2>"$tmp/err"
+check "copy_table exits 0" test $? -eq 0
+check "copy_table: gemma-2b's faults, copies and their rate" \
+  grep -q "^| offphase_gemma-2b_s3_mb4_optcpu_paramcpu | 4.991 | 4.67 (4.67) | 164, 2.833, 1.8 |" "$tmp/out"
+check "copy_table: no rate where there is no offloaded cast copy" \
+  grep -q "^| pl_gpt2-xl_s2_mb8_gc | 0.466 | 0.00 (0.00) | -, - |" "$tmp/out"
+python3 tools/device/copy_table.py "$tmp/none.jsonl" >"$tmp/out" 2>"$tmp/err"
+check "copy_table: a missing file is one line naming it" \
+  bash -c "test \$(wc -l < '$tmp/err') -eq 1 && grep -q 'none.jsonl' '$tmp/err'"
+
 # phase_table.py on pipeline-1205's run: measured phase medians (steps 3..5) and dsplan's phases,
 # which add up to its step; the t5-3b case ran out of memory and is left out.
 python3 tools/device/phase_table.py --dsplan "$bin" --hardware h100-sxm \

@@ -394,6 +394,8 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"alloc_error", mem(r.alloc_error)},
                       {"measured_peak_reserved_mib", mem(r.run.peak_reserved_mib)},
                       {"predicted_peak_reserved_mib", r.peak_reserved_mib},
+                      {"predicted_state_mib", r.state_mib},
+                      {"band_block_mib", r.band_block_mib},
                       {"reserved_error", mem(r.reserved_error)},
                       {"measured_step_s", tim(r.run.step_s)},
                       {"predicted_step_s", r.step_s},

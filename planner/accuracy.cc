@@ -141,6 +141,11 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.has_time = !run.oom && run.timing_valid && run.step_s > 0;
     row.peak_alloc_mib = p.gpu_peak_allocated_bytes / kMiB;
     row.peak_reserved_mib = p.gpu_peak_reserved_bytes / kMiB;
+    for (MemCategory c : {MemCategory::kParams16, MemCategory::kGradients, MemCategory::kMaster,
+                          MemCategory::kOptimizerStates}) {
+      row.state_mib += static_cast<double>(p.gpu_breakdown_at_peak[static_cast<int>(c)]) / kMiB;
+    }
+    row.band_block_mib = static_cast<double>(p.memory_band.upper_bytes) / kMiB;
     row.step_s = p.step_time_s;
     row.host_peak_mib = p.host_peak_bytes_per_node / kMiB;
     row.pinned_mib = p.host_pinned_bytes_per_node / kMiB;

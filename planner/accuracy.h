@@ -70,6 +70,11 @@ struct AccuracyRow {
   bool has_time = false;           // measured step time to compare with
   double peak_alloc_mib = 0;
   double peak_reserved_mib = 0;
+  /// Model states in the predicted peak's breakdown (16-bit parameters, gradients, fp32 master,
+  /// optimizer states: sizes the configuration fixes) and the memory band's absolute part (the
+  /// step's largest transient block).
+  double state_mib = 0;
+  double band_block_mib = 0;
   double step_s = 0;
   double host_peak_mib = 0;
   double pinned_mib = 0;

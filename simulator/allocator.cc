@@ -37,11 +37,12 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   // capacity on the allocator's retry (recording the overflow), so neither call returns an
   // error or -1.
   // The optimizer's lazily created state tensors (StepGraph::lazy_gpu_states) are not there
-  // when the first step starts: they are allocated at the first optimizer task of the first
-  // iteration, from whatever the step's activations left cached, and stay.
+  // when the first step starts: they are allocated inside the optimizer tasks of the first
+  // iteration, from whatever the step's activations and the step's own temporaries left
+  // cached, and stay.
   int64_t lazy_bytes = 0;
   if (lazy_states) {
-    for (int64_t b : graph.lazy_gpu_states) lazy_bytes += b;
+    for (const StepGraph::LazyState& l : graph.lazy_gpu_states) lazy_bytes += l.bytes;
   }
   const int64_t initial_states = graph.initial[static_cast<int>(MemSpace::kGpu)]
                                               [static_cast<int>(MemCategory::kOptimizerStates)];
@@ -60,13 +61,41 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   }
   const std::vector<MemEffect>& gpu = gpu_order->effects;
   const std::vector<int>& first = gpu_order->first;
-  TaskId lazy_task = -1;  // the first optimizer task: the lazy states are created before it
-  for (TaskId id = 0; lazy_pending && id < graph.size(); ++id) {
-    if (graph.task(id).kind == TaskKind::kGpuOptimizer) {
-      lazy_task = id;
-      break;
+  // Where each lazy state is created: its task and the index, in |gpu|, of the effect it
+  // comes before. A state without a task comes at the start of the first optimizer task.
+  struct LazyAt {
+    TaskId task;
+    size_t at;
+    int64_t bytes;
+  };
+  std::vector<LazyAt> lazy_at;
+  if (lazy_pending) {
+    TaskId first_optimizer = -1;
+    for (TaskId id = 0; id < graph.size(); ++id) {
+      if (graph.task(id).kind == TaskKind::kGpuOptimizer) {
+        first_optimizer = id;
+        break;
+      }
     }
+    for (const StepGraph::LazyState& l : graph.lazy_gpu_states) {
+      const bool own = l.task >= 0 && l.task < graph.size();
+      const TaskId t = own ? l.task : first_optimizer;
+      if (t < 0) continue;  // no optimizer task: never created (nor are they in the peak)
+      const size_t b = static_cast<size_t>(first[static_cast<size_t>(t)]);
+      const size_t e = static_cast<size_t>(first[static_cast<size_t>(t) + 1]);
+      lazy_at.push_back({t, own ? std::min(b + static_cast<size_t>(std::max(0, l.after)), e) : b,
+                         l.bytes});
+    }
+    std::stable_sort(lazy_at.begin(), lazy_at.end(),
+                     [](const LazyAt& x, const LazyAt& y) { return x.at < y.at; });
   }
+  // No transient pair or nested group is formed across a point where lazy states come in.
+  std::vector<uint8_t> split;
+  if (!lazy_at.empty()) {
+    split.assign(gpu.size() + 1, 0);
+    for (const LazyAt& l : lazy_at) split[l.at] = 1;
+  }
+  auto split_at = [&](size_t n) { return !split.empty() && split[n] != 0; };
   enum Role : uint8_t { kPlain, kPairFirst, kNestedFirst, kInGroup };
   std::vector<uint8_t>& role = scratch.role;
   role.assign(gpu.size(), kPlain);
@@ -74,10 +103,12 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     const size_t task_first = static_cast<size_t>(first[static_cast<size_t>(id)]);
     const size_t task_end = static_cast<size_t>(first[static_cast<size_t>(id) + 1]);
     for (size_t n = task_first + 1; n < task_end; ++n) {
-      if (role[n - 1] == kPlain && EffectReplayer::IsTransientPair(gpu[n - 1], gpu[n])) {
+      if (role[n - 1] == kPlain && !split_at(n) &&
+          EffectReplayer::IsTransientPair(gpu[n - 1], gpu[n])) {
         role[n - 1] = kPairFirst;
         role[n] = kInGroup;
       } else if (n >= task_first + 3 && role[n - 3] == kPlain && role[n - 2] == kPairFirst &&
+                 !split_at(n - 2) && !split_at(n - 1) && !split_at(n) &&
                  EffectReplayer::IsTransientPair(gpu[n - 3], gpu[n])) {
         role[n - 3] = kNestedFirst;
         role[n - 2] = kInGroup;
@@ -103,17 +134,19 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       }
     }
   };
-  // Tasks [t0, t1): their effects in order, the lazy states created before the first
-  // optimizer task's effects the first time it comes.
+  // Tasks [t0, t1): their effects in order, the lazy states created where they come the first
+  // time their task does.
+  size_t next_lazy = 0;
   auto apply = [&](TaskId t0, TaskId t1) {
     size_t from = static_cast<size_t>(first[static_cast<size_t>(t0)]);
     const size_t to = static_cast<size_t>(first[static_cast<size_t>(t1)]);
-    if (lazy_pending && lazy_task >= t0 && lazy_task < t1) {
-      const size_t at = static_cast<size_t>(first[static_cast<size_t>(lazy_task)]);
+    while (lazy_pending && next_lazy < lazy_at.size() && lazy_at[next_lazy].task >= t0 &&
+           lazy_at[next_lazy].task < t1) {
+      const size_t at = lazy_at[next_lazy].at;
       run(from, at);
-      lazy_pending = false;
-      for (int64_t b : graph.lazy_gpu_states) (void)a.Malloc(b);
       from = at;
+      (void)a.Malloc(lazy_at[next_lazy].bytes);
+      lazy_pending = ++next_lazy < lazy_at.size();
     }
     run(from, to);
   };

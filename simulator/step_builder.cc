@@ -425,6 +425,9 @@ class Builder {
 
   void Initial();
   void LazyStates();
+  /// Lazy states [first, first + count) are created by task |t|'s step(), after its effects
+  /// fx[0, k) (StepGraph::LazyState counts the non-zero GPU ones).
+  void PlaceLazyStates(size_t first, size_t count, TaskId t, const EffectList& fx, size_t k);
   void Forward(int micro);
   void Backward(int micro);
   void AddToBucket(int micro, int l, TaskId produced);
@@ -769,7 +772,20 @@ void Builder::LazyStates() {
       return;
   }
   for (int64_t n : partitions) {
-    for (int64_t k = 0; k < per_element; ++k) g_.lazy_gpu_states.push_back(4 * n);
+    for (int64_t k = 0; k < per_element; ++k) g_.lazy_gpu_states.push_back({4 * n, -1, 0});
+  }
+}
+
+void Builder::PlaceLazyStates(size_t first, size_t count, TaskId t, const EffectList& fx,
+                              size_t k) {
+  int32_t after = 0;
+  for (size_t i = 0; i < k && i < fx.size(); ++i) {
+    const MemEffect& e = fx.begin()[i];
+    after += e.space == MemSpace::kGpu && e.bytes != 0 && !e.at_end;
+  }
+  for (size_t i = first; i < first + count && i < g_.lazy_gpu_states.size(); ++i) {
+    g_.lazy_gpu_states[i].task = t;
+    g_.lazy_gpu_states[i].after = after;
   }
 }
 
@@ -1837,6 +1853,8 @@ void Builder::OptimizerStep() {
               FreeNow(adam_temp * part_, MemCategory::kTemporaries),
               FreeNow(4 * part_, MemCategory::kGradients)};
         last_compute_ = g_.Add(t, {last_compute_, last_reduce_}, fx);
+        // _optimizer_step: Adam's lazy states come once the gradients are freed.
+        PlaceLazyStates(0, g_.lazy_gpu_states.size(), last_compute_, fx, 6);
       } else {
         // scaled_global_norm -> complete_grad_norm_calculation_for_cpu_offload: one
         // `param_norm.item()` (a device read) per owned parameter, on the host.
@@ -1897,8 +1915,17 @@ void Builder::OptimizerStep() {
         norm.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
         norm.step_stage = 3;
       }
+      // get_grad_norm_direct's `g.double().norm(2)` makes an fp64 copy of each owned gradient
+      // partition, freed after its norm: the largest one (the embedding's, as a rule) is the
+      // step's transient peak. 8 bytes per element; 8.2 GB for bloom-7b1's embedding at one GPU.
+      std::vector<MemEffect> norm_fx;
+      if (!off) {
+        const int64_t fp64 = 8 * CeilDiv(largest_param_, N_);
+        norm_fx = {Alloc(fp64, MemCategory::kTemporaries),
+                   FreeNow(fp64, MemCategory::kTemporaries)};
+      }
       int64_t remaining = part_;
-      TaskId prev = last_compute_ = g_.Add(norm, {last_compute_, last_reduce_}, {});
+      TaskId prev = last_compute_ = g_.Add(norm, {last_compute_, last_reduce_}, norm_fx);
       for (int64_t sg = 0; sg < f_.subgroups; ++sg) {
         const int64_t n = std::min(remaining, subgroup_sizes_[sg]);
         remaining -= n;
@@ -1916,13 +1943,19 @@ void Builder::OptimizerStep() {
           s.kernels = 30;
           // A GPU sub-group of a partial offload keeps its fp32 gradient buffer (Initial).
           const int64_t fp32_grad = off ? 0 : 4 * n;
-          prev = last_compute_ = g_.Add(
-              s, {prev, last_reduce_},
-              {Alloc(acc_ * n, MemCategory::kTemporaries), Alloc(fp32_grad, MemCategory::kGradients),
-               FreeNow(acc_ * n, MemCategory::kTemporaries),
-               Alloc(adam_temp * n, MemCategory::kTemporaries),
-               FreeNow(adam_temp * n, MemCategory::kTemporaries),
-               FreeNow(fp32_grad, MemCategory::kGradients)});
+          const EffectList sfx = {
+              Alloc(acc_ * n, MemCategory::kTemporaries), Alloc(fp32_grad, MemCategory::kGradients),
+              FreeNow(acc_ * n, MemCategory::kTemporaries),
+              Alloc(adam_temp * n, MemCategory::kTemporaries),
+              FreeNow(adam_temp * n, MemCategory::kTemporaries),
+              FreeNow(fp32_grad, MemCategory::kGradients)};
+          prev = last_compute_ = g_.Add(s, {prev, last_reduce_}, sfx);
+          // Adam's lazy states for this sub-group come in its _optimizer_step, after the fp32
+          // gradient is made (the optimizer steps one sub-group at a time).
+          if (!off) {
+            const size_t per = static_cast<size_t>(state_bytes_ / 4);
+            PlaceLazyStates(static_cast<size_t>(sg) * per, per, last_compute_, sfx, 3);
+          }
           continue;
         }
         TaskId read = -1;

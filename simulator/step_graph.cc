@@ -215,6 +215,10 @@ Result<StepGraph> Unroll(const StepGraph& graph, int64_t max_tasks) {
   StepGraph out;
   out.initial = graph.initial;
   out.lazy_gpu_states = graph.lazy_gpu_states;
+  for (StepGraph::LazyState& l : out.lazy_gpu_states) {
+    if (l.task >= r.end) l.task = static_cast<TaskId>(l.task + (r.count - 1) * n);
+    else if (l.task >= r.begin) l.task = -1;  // not an optimizer task: the first one's start
+  }
   out.pinned_rounding_bytes = graph.pinned_rounding_bytes;
   out.Reserve(static_cast<size_t>(total));
   auto copy_task = [&](TaskId id, int64_t shift, int64_t micro_shift) {

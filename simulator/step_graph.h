@@ -251,10 +251,19 @@ class StepGraph {
   /// GPU optimizer-state tensors that the optimizer creates in its first step() (torch-style
   /// lazy state: Adam's exp_avg and exp_avg_sq per flat fp32 partition or sub-group), in
   /// creation order. Their bytes are part of initial[kGpu][kOptimizerStates], the steady state;
-  /// the allocator replay (SimulateCachingAllocator) creates them at the first optimizer task of
-  /// its first iteration instead, where they take space from the segments the first step's
-  /// activations left cached (docs/simulator.md, "Reserved memory").
-  std::vector<int64_t> lazy_gpu_states;
+  /// the allocator replay (SimulateCachingAllocator) creates them inside the optimizer task that
+  /// steps their partition, in its first iteration, where they take space from the segments the
+  /// first step's activations and the step's own temporaries left cached (docs/simulator.md,
+  /// "Reserved memory").
+  struct LazyState {
+    int64_t bytes = 0;
+    /// The optimizer task whose step() creates it, after the first |after| of that task's GPU
+    /// effects (in replay order: those at its start, then those at its end); -1: at the start of
+    /// the first optimizer task.
+    TaskId task = -1;
+    int32_t after = 0;
+  };
+  std::vector<LazyState> lazy_gpu_states;
   /// What PyTorch's CachingHostAllocator adds to the pinned buffers in place before the step: it
   /// rounds every pinned request up to a power of two. Not part of |initial| (dsplan's runtime
   /// pins exact sizes); the PyTorch stack's host prediction adds it.

@@ -32,13 +32,15 @@ AllocatorResult PlainReplay(const StepGraph& g, int iterations, int64_t capacity
   EffectReplayer replay(&a);
   int64_t lazy_bytes = 0;
   if (lazy) {
-    for (int64_t b : g.lazy_gpu_states) lazy_bytes += b;
+    for (const StepGraph::LazyState& l : g.lazy_gpu_states) lazy_bytes += l.bytes;
   }
   if (lazy_bytes > g.initial[static_cast<int>(MemSpace::kGpu)]
                             [static_cast<int>(MemCategory::kOptimizerStates)]) {
     lazy_bytes = 0;
   }
   bool lazy_pending = lazy_bytes > 0;
+  bool any_optimizer_seen = false;
+  std::vector<bool> created(g.lazy_gpu_states.size(), false);
   EXPECT_TRUE(replay.AllocateInitial(g, lazy_bytes).ok());
   AllocatorResult r;
   int64_t peak_reserved = 0;
@@ -48,18 +50,35 @@ AllocatorResult PlainReplay(const StepGraph& g, int iterations, int64_t capacity
       a.ResetPeaks();
     }
     for (TaskId id = 0; id < g.size(); ++id) {
-      if (lazy_pending && g.task(id).kind == TaskKind::kGpuOptimizer) {
-        lazy_pending = false;
-        for (int64_t b : g.lazy_gpu_states) EXPECT_TRUE(a.Malloc(b).ok());
-      }
+      // Lazy states come before the task's GPU effect number |after| (non-zero GPU effects,
+      // start then end ones); those without a task at the first optimizer task's start.
+      const bool first_optimizer = lazy_pending && !any_optimizer_seen &&
+                                   g.task(id).kind == TaskKind::kGpuOptimizer;
+      if (g.task(id).kind == TaskKind::kGpuOptimizer) any_optimizer_seen = true;
+      auto create = [&](int32_t seen, bool all) {
+        if (!lazy_pending) return;
+        for (size_t i = 0; i < g.lazy_gpu_states.size(); ++i) {
+          const StepGraph::LazyState& l = g.lazy_gpu_states[i];
+          const bool here = l.task == id ? (all || l.after <= seen)
+                                         : (l.task < 0 && first_optimizer);
+          if (!created[i] && here) {
+            created[i] = true;
+            EXPECT_TRUE(a.Malloc(l.bytes).ok());
+          }
+        }
+      };
+      int32_t seen = 0;
       for (bool at_end : {false, true}) {
         for (const MemEffect* e = g.effects_begin(id); e != g.effects_end(id); ++e) {
           if (e->at_end == at_end) {
+            if (e->space == MemSpace::kGpu && e->bytes != 0) create(seen++, false);
             EXPECT_TRUE(replay.Apply(*e).ok());
           }
         }
       }
+      create(seen, true);
     }
+    lazy_pending = false;
   }
   r.peak_allocated = a.peak_allocated();
   r.peak_reserved = std::max(peak_reserved, a.peak_reserved());

@@ -216,7 +216,7 @@ TEST(AllocatorTest, LazyOptimizerStatesTakeTheFirstStepsCachedSegment) {
   StepGraph g;
   g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kOptimizerStates)] =
       200 * kMiB;
-  g.lazy_gpu_states = {100 * kMiB, 100 * kMiB};
+  g.lazy_gpu_states = {{100 * kMiB}, {100 * kMiB}};
   g.Add(Task{}, {}, {Alloc(400 * kMiB, MemCategory::kActivations)});
   g.Add(Task{}, {}, {Free(400 * kMiB, MemCategory::kActivations)});
   Task opt;
@@ -277,6 +277,30 @@ TEST(AllocatorTest, GraphEffectsMarkedSideStreamComeFromTheirOwnPool) {
   const MemEffect act{64 * mib, MemSpace::kGpu, MemCategory::kActivations};
   EXPECT_EQ(Once({plain, free, act}).peak_reserved, 64 * mib);
   EXPECT_EQ(Once({side, free, act}).peak_reserved, 128 * mib);
+}
+
+TEST(AllocatorTest, LazyStatesComeWhereTheirTaskCreatesThem) {
+  // A 400 MiB activation, freed; then an optimizer task with a 300 MiB temporary, after which
+  // the step creates a 300 MiB state (as DeepSpeed's step makes the norm's fp64 copy, then the
+  // states). Created after the temporary, the state takes the cached 400 MiB segment once the
+  // temporary is gone: 400 MiB reserved in the first iteration; the second one's activation
+  // needs a new 400 MiB segment, where the temporary then fits: 800 MiB.
+  StepGraph g;
+  g.initial[static_cast<int>(MemSpace::kGpu)][static_cast<int>(MemCategory::kOptimizerStates)] =
+      300 * kMiB;
+  g.Add(Task{}, {}, {Alloc(400 * kMiB, MemCategory::kActivations)});
+  g.Add(Task{}, {}, {Free(400 * kMiB, MemCategory::kActivations)});
+  Task opt;
+  opt.kind = TaskKind::kGpuOptimizer;
+  const TaskId step = g.Add(opt, {}, {Alloc(300 * kMiB), Free(300 * kMiB)});
+  g.lazy_gpu_states = {{300 * kMiB, step, 2}};
+  EXPECT_EQ(SimulateCachingAllocator(g, 2, 0, /*lazy_states=*/true).peak_reserved, 800 * kMiB);
+  // Created at the task's start instead, the state leaves 100 MiB of that segment, so the
+  // temporary needs its own 300 MiB segment and the second activation another 400: 1100 MiB.
+  g.lazy_gpu_states = {{300 * kMiB, step, 0}};
+  EXPECT_EQ(SimulateCachingAllocator(g, 2, 0, true).peak_reserved, 1100 * kMiB);
+  g.lazy_gpu_states = {{300 * kMiB}};  // no task: the first optimizer task's start, the same
+  EXPECT_EQ(SimulateCachingAllocator(g, 2, 0, true).peak_reserved, 1100 * kMiB);
 }
 
 }  // namespace

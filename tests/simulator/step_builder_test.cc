@@ -293,12 +293,63 @@ TEST_F(StepBuilderTest, PinnedBuffersRecordThePowerOfTwoRoundingOfEachBuffer) {
   EXPECT_EQ(u.graph.pinned_rounding_bytes, pow2(master) - master);
 }
 
+// ZeRO-3's step (docs/deepspeed-facts.md "Stage 3"): the gradient norm's fp64 copy of the
+// largest owned gradient partition (GPT-2's embedding) is a transient of the norm task, before
+// the sub-groups; each sub-group's task then makes its fp32 gradient, and Adam's lazy states for
+// that sub-group come right after it. With the optimizer offloaded neither is on the GPU.
+TEST_F(StepBuilderTest, Zero3NormCopyAndLazyStatesPerSubGroup) {
+  Plan p = MakePlan(3, 4);
+  p.zero.sub_group_size = 10'000'000;  // several sub-groups of GPT-2's 31M-element partition
+  const BuiltStep b = Build(p);
+  ASSERT_GT(b.facts.subgroups, 1);
+  std::vector<TaskId> opt;
+  for (TaskId id = 0; id < static_cast<TaskId>(b.graph.size()); ++id) {
+    if (b.graph.task(id).kind == TaskKind::kGpuOptimizer) opt.push_back(id);
+  }
+  ASSERT_EQ(static_cast<int64_t>(opt.size()), 1 + b.facts.subgroups);  // the norm, then each
+  const int64_t fp64 = 8 * CeilDiv(50257LL * 768, 4);
+  const MemEffect* e = b.graph.effects_begin(opt[0]);
+  ASSERT_EQ(b.graph.effects_end(opt[0]) - e, 2);
+  EXPECT_EQ(e[0].bytes, fp64);
+  EXPECT_EQ(e[0].category, MemCategory::kTemporaries);
+  EXPECT_EQ(e[1].bytes, -fp64);
+  ASSERT_EQ(static_cast<int64_t>(b.graph.lazy_gpu_states.size()), 2 * b.facts.subgroups);
+  for (size_t i = 0; i < b.graph.lazy_gpu_states.size(); ++i) {
+    const StepGraph::LazyState& l = b.graph.lazy_gpu_states[i];
+    EXPECT_EQ(l.task, opt[1 + i / 2]) << i;
+    // After the sub-group's 16-bit flat copy, its fp32 gradient and the copy's free.
+    EXPECT_EQ(l.after, 3) << i;
+    const MemEffect* f = b.graph.effects_begin(l.task);
+    EXPECT_EQ(f[1].category, MemCategory::kGradients);
+    EXPECT_EQ(f[1].bytes, l.bytes);  // the fp32 gradient is the state's size: 4 B per element
+  }
+  Plan off = p;
+  off.zero.offload_optimizer.device = OffloadDevice::kCpu;
+  const BuiltStep o = Build(off);
+  EXPECT_TRUE(o.graph.lazy_gpu_states.empty());
+  for (TaskId id = 0; id < static_cast<TaskId>(o.graph.size()); ++id) {
+    if (o.graph.task(id).kind != TaskKind::kGpuOptimizer) continue;
+    for (const MemEffect* f = o.graph.effects_begin(id); f != o.graph.effects_end(id); ++f) {
+      EXPECT_FALSE(f->space == MemSpace::kGpu && f->bytes == fp64) << "fp64 copy with offload";
+    }
+    break;  // the norm task
+  }
+}
+
 // Adam's two states per flat fp32 partition are created by the first step(), not before it:
 // the graph lists them (for the allocator replay) and still counts them in the steady state.
 TEST_F(StepBuilderTest, LazyStatesAreAdamsTwoTensorsPerPartition) {
   const BuiltStep b = Build(MakePlan(2, 4));
   const int64_t part = b.facts.partition_numel;
-  EXPECT_EQ(b.graph.lazy_gpu_states, (std::vector<int64_t>{4 * part, 4 * part}));
+  ASSERT_EQ(b.graph.lazy_gpu_states.size(), 2u);
+  for (const StepGraph::LazyState& l : b.graph.lazy_gpu_states) {
+    EXPECT_EQ(l.bytes, 4 * part);
+    // Created in the optimizer task's step(), after the norm's fp64 temporary, the flat fp32
+    // gradient and the freed 16-bit gradients: six GPU effects.
+    ASSERT_GE(l.task, 0);
+    EXPECT_EQ(b.graph.task(l.task).kind, TaskKind::kGpuOptimizer);
+    EXPECT_EQ(l.after, 6);
+  }
   EXPECT_EQ(Init(b, kGpu, MemCategory::kOptimizerStates), 8 * part);
   Plan off = MakePlan(2, 4);
   off.zero.offload_optimizer.device = OffloadDevice::kCpu;

@@ -396,6 +396,8 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"predicted_peak_reserved_mib", r.peak_reserved_mib},
                       {"predicted_state_mib", r.state_mib},
                       {"band_block_mib", r.band_block_mib},
+                      {"band_upper", r.band_upper},
+                      {"reserved_in_band", r.reserved_band_row ? nlohmann::json(r.reserved_in_band) : nlohmann::json()},
                       {"reserved_error", mem(r.reserved_error)},
                       {"measured_step_s", tim(r.run.step_s)},
                       {"predicted_step_s", r.step_s},
@@ -460,7 +462,11 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"step_error_by_host_share", by_host},
                           {"by_file", by_file},
                           {"repeat_groups", repeats},
-                          {"verdicts_right", summary->verdicts_right}};
+                          {"verdicts_right", summary->verdicts_right},
+                          {"reserved_band_rows", summary->reserved_band_rows},
+                          {"reserved_in_band", summary->reserved_in_band},
+                          {"reserved_excess_max", summary->reserved_excess_max},
+                          {"reserved_excess_max_id", summary->reserved_excess_max_id}};
     fmt::print("{}\n", JsonText(out));
     return 0;
   }

@@ -75,6 +75,11 @@ struct AccuracyRow {
   /// step's largest transient block).
   double state_mib = 0;
   double band_block_mib = 0;
+  /// The band's relative part (MemoryBand::upper), and whether the measured peak reserved of a
+  /// run of 2 GiB and more lies inside it: at most predicted x (1 + upper) + the block.
+  double band_upper = 0;
+  bool reserved_band_row = false;
+  bool reserved_in_band = false;
   double step_s = 0;
   double host_peak_mib = 0;
   double pinned_mib = 0;
@@ -125,6 +130,12 @@ struct AccuracySummary {
   int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)
   int memory_rows = 0, time_rows = 0;  // rows each mean is over
   int time_in_band = 0;                // rows with a time whose measured step was in the band
+  /// Runs of 2 GiB and more with a measured peak reserved (the memory band's record), how many
+  /// lie inside their band, and the largest excess beyond the band's block as a fraction of the
+  /// predicted reserved (negative: the block alone covers every run) with its run.
+  int reserved_band_rows = 0, reserved_in_band = 0;
+  double reserved_excess_max = 0;
+  std::string reserved_excess_max_id;
   /// Step time by how host-bound the prediction is (AccuracyRow::host_bound_share): the host
   /// CPU's own speed varies by up to 1.7x between days (docs/validation/deepspeed/rep-1204b),
   /// so the classes have different floors. [lo, hi) share bounds.

@@ -54,6 +54,7 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
                   "band, the CUDA context and NCCL: a size (4GiB) or a percentage of the GPU "
                   "(default 3%)");
   cmd->add_flag("--no-zero-init", f.no_zero_init, kNoZeroInitHelp);
+  cmd->add_flag("--malloc-heap", f.malloc_heap, kMallocHeapHelp);
 }
 
 Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
@@ -86,6 +87,7 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
                                                kMaxLinearTiles, f.tiles));
   }
   run.parsed.plan.zero_init = !f.no_zero_init;
+  run.parsed.plan.malloc_heap = f.malloc_heap;
   if (f.tiles > 1) {
     run.parsed.plan.linear_tiles = f.tiles;
     DSPLAN_RETURN_IF_ERROR(ValidatePlan(run.parsed.plan));

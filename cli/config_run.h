@@ -26,6 +26,13 @@ inline constexpr const char* kNoZeroInitHelp =
     "deepspeed.initialize (HF Trainer and accelerate build it inside). DeepSpeed 0.14.5 then "
     "keeps every nn.Linear weight gathered in the forward until its backward";
 
+/// The help of --malloc-heap (simulate, check).
+inline constexpr const char* kMallocHeapHelp =
+    "The training processes run with MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0 "
+    "MALLOC_TRIM_THRESHOLD_=68719476736 in their environment (glibc's malloc held to its heap): "
+    "ZeRO-3's offloaded gradient copies then reuse their host temporaries' pages instead of "
+    "faulting them in every step (docs/deepspeed-facts.md, \"glibc's malloc\")";
+
 struct SimulateFlags {
   std::string model;
   int gpus = 1;
@@ -56,6 +63,7 @@ struct SimulateFlags {
   int64_t tiles = 1;
   /// --no-zero-init: the script builds the model outside deepspeed.zero.Init (Plan::zero_init).
   bool no_zero_init = false;
+  bool malloc_heap = false;
   bool host_pipeline = false;  // simulate --host-pipeline (experimental)
 };
 

@@ -608,6 +608,14 @@ int RunPlan(PlanFlags g) {
       if (!outside.ok()) return Fail(outside.status());
       j["model_construction"] = {{"assumes_zero_init", s.plan.zero_init},
                                  {"extra_bytes_built_outside_zero_init", *outside}};
+      if (s.plan.zero.stage == 3 && s.plan.OffloadsOptimizer() && !s.plan.malloc_heap) {
+        // The same plan with glibc's malloc held to its heap (MallocHeapNote).
+        Plan heap = s.plan;
+        heap.malloc_heap = true;
+        auto p = sim.Simulate(heap);
+        if (!p.ok()) return Fail(p.status());
+        j["malloc_heap"] = {{"env", kMallocHeapEnv}, {"step_s", p->step_time_s}};
+      }
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;
       j["ds_config"] = EmitDsConfig(s.plan, g.hf_auto ? EmitStyle::kHfAuto : EmitStyle::kExplicit);
@@ -792,6 +800,11 @@ int RunPlan(PlanFlags g) {
   fmt::print("  {}\n", KeptOutputNote(**best_w, best->plan, best->prediction));
   {
     auto note = ZeroInitNote(sim, best->plan, best->prediction, config_name);
+    if (!note.ok()) return Fail(note.status());
+    if (!note->empty()) fmt::print("  {}\n", *note);
+  }
+  {
+    auto note = MallocHeapNote(sim, best->plan, best->prediction);
     if (!note.ok()) return Fail(note.status());
     if (!note->empty()) fmt::print("  {}\n", *note);
   }

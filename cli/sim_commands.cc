@@ -130,11 +130,15 @@ int RunSimulate(const SimulateFlags& f, const std::string& stack) {
     j["schema_version"] = 1;
     j["dsplan_version"] = DSPLAN_VERSION;
     j["auto_values"] = AutoValuesJson(run->parsed);
+    j["malloc_heap"] = run->parsed.plan.malloc_heap;  // --malloc-heap: kMallocHeapEnv assumed
     fmt::print("{}\n", JsonText(j));
   } else if (f.quiet) {
     fmt::print("{}\n", QuietLine(pred));
   } else {
     fmt::print("{}", PredictionText(pred, w));
+    auto note = MallocHeapNote(*run->simulator, run->parsed.plan, pred);
+    if (!note.ok()) return Fail(note.status());
+    if (!note->empty()) fmt::print("note       {}\n", *note);
     if (!f.trace.empty()) fmt::print("trace      {} (open in https://ui.perfetto.dev)\n", f.trace);
   }
   return 0;
@@ -177,6 +181,11 @@ int RunCheck(const SimulateFlags& f) {
   }
   {
     auto note = SingleGpuStage3Note(*run->simulator, plan, pred);
+    if (!note.ok()) return Fail(note.status());
+    if (!note->empty()) warnings.push_back(*note);
+  }
+  {
+    auto note = MallocHeapNote(*run->simulator, plan, pred);
     if (!note.ok()) return Fail(note.status());
     if (!note->empty()) warnings.push_back(*note);
   }

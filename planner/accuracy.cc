@@ -78,6 +78,7 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       // Every harness so far (../shared/deepspeed-bench and tools/device/dsbench) builds the
       // model with from_config outside deepspeed.zero.Init; a record made otherwise says so.
       r.zero_init = j.value("zero_init", false);
+      r.malloc_heap = j.value("malloc_heap", false);
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
@@ -112,6 +113,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     parsed.plan.zero_init = run.zero_init;
+    parsed.plan.malloc_heap = run.malloc_heap;
     const Plan& plan = parsed.plan;
     Simulator sim(spec, profile, SoftwareStack::kPyTorchDeepSpeed, !unseen_families);
     SimulateOptions so;
@@ -131,12 +133,13 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.did_not_train = p.facts.FusedAdamSkipsUpdate();
     const ZeroConfig& z = plan.zero;
     row.config_key = fmt::format(
-        "{}, {}+{} tokens, {}, {}, micro-batch {} x {}{}", run.model, run.seq_len,
+        "{}, {}+{} tokens, {}, {}, micro-batch {} x {}{}{}", run.model, run.seq_len,
         run.target_len, run.attention, PlanSummary(plan), plan.micro_batch, plan.grad_accum,
         z.stage == 3 ? fmt::format(", persistence {}, prefetch {}",
                                    z.stage3_param_persistence_threshold,
                                    z.stage3_prefetch_bucket_size)
-                     : "");
+                     : "",
+        plan.malloc_heap ? ", malloc on its heap" : "");
     row.fits = p.fits;
     row.verdict = MemoryVerdictName(p.verdict);
     row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;

@@ -46,6 +46,7 @@ struct CalibrationRun {
   /// The harness built the model inside deepspeed.zero.Init (record key "zero_init"; absent:
   /// false, as every harness so far built it outside: Plan::zero_init).
   bool zero_init = false;
+  bool malloc_heap = false;  // the run had kMallocHeapEnv in its environment (Plan::malloc_heap)
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;

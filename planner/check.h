@@ -84,6 +84,14 @@ Result<std::string> ZeroInitNote(Simulator& sim, const Plan& plan, const Predict
 /// step, which holds fp32 gradients of the whole partition, does not fit, or |pred| does not.
 Result<std::string> SingleGpuStage3Note(Simulator& sim, const Plan& plan, const Prediction& pred);
 
+/// ZeRO-3 with the optimizer offloaded copies every gradient partition to the host through a
+/// pageable temporary that glibc's malloc maps afresh (from 32 MiB, or on autograd's thread's
+/// own arena), so each copy faults its pages in (docs/deepspeed-facts.md, "glibc's malloc").
+/// The line `dsplan check` and the planner add: with Plan::malloc_heap off, the step predicted
+/// with kMallocHeapEnv in the launch environment when that is at least 5 % faster; with it on,
+/// what the prediction assumes and the step without it. Empty where the copies do not apply.
+Result<std::string> MallocHeapNote(Simulator& sim, const Plan& plan, const Prediction& pred);
+
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.
 std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,

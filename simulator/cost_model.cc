@@ -754,7 +754,9 @@ double CostModel::HostLoopSeconds(const Task& t, double dispatch) const {
     s += std::max(n * ops * dispatch, queued);
     if (z3) {
       const double each = t.cast_copy_bytes[k] / n;
-      s += n * (sc.cast_copy_d2h.empty() ? CopySeconds(false, false, each) : sc.CastCopyD2HSeconds(each));
+      s += n * (sc.cast_copy_d2h.empty()
+                    ? CopySeconds(false, false, each)
+                    : sc.CastCopyD2HSeconds(each, k != Task::kFreshCastCopyClass));
     }
   }
   return s;
@@ -860,7 +862,7 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
-      if (t.cast_copies[0] + t.cast_copies[1] + t.cast_copies[2] > 0 &&
+      if (t.cast_copies[0] + t.cast_copies[1] + t.cast_copies[2] + t.cast_copies[3] > 0 &&
           stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty()) {
         // PyTorch's blocking cast copies, one per tensor, at the stack's measured cost by
         // size (each class at its mean size; the fresh temporaries' page faults are in the
@@ -869,7 +871,8 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
         for (int k = 0; k < Task::kCastCopyClasses; ++k) {
           if (t.cast_copies[k] > 0) {
             s += t.cast_copies[k] *
-                 stack_costs_->CastCopyD2HSeconds(t.cast_copy_bytes[k] / t.cast_copies[k]);
+                 stack_costs_->CastCopyD2HSeconds(t.cast_copy_bytes[k] / t.cast_copies[k],
+                                                  k != Task::kFreshCastCopyClass);
           }
         }
         return s;

@@ -239,12 +239,12 @@ bool StackCosts::FreshCastCopyMeasured() const {
   return !cast_copy_d2h.empty() && cast_copy_d2h.back().first >= kFreshMappingBytes;
 }
 
-double StackCosts::CastCopyD2HSeconds(double bytes) const {
+double StackCosts::CastCopyD2HSeconds(double bytes, bool heap) const {
   // The points of |bytes|' regime: [lo, hi) of the table.
   const auto& t = cast_copy_d2h;
   size_t split = 0;
   while (split < t.size() && t[split].first < kFreshMappingBytes) ++split;
-  const bool fresh = bytes >= kFreshMappingBytes && split < t.size();
+  const bool fresh = !heap && bytes >= kFreshMappingBytes && split < t.size();
   size_t lo = fresh ? split : 0, hi = fresh ? t.size() : split;
   if (hi == lo) hi = t.size();  // no heap-regime points: take what there is
   if (hi - lo == 1) {

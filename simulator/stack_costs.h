@@ -140,7 +140,10 @@ struct StackCosts {
   /// the same side of kFreshMappingBytes; the heap regime's when the fresh one has no points):
   /// linear between the points and beyond the last along the last segment (one point: its
   /// rate), at least the first point's time. REQUIRES: the table is not empty.
-  double CastCopyD2HSeconds(double bytes) const;
+  /// |heap|: the heap regime whatever the size (malloc held to its heap, Plan::malloc_heap;
+  /// or a copy whose temporary is not a fresh mapping), beyond its last point along its last
+  /// segment.
+  double CastCopyD2HSeconds(double bytes, bool heap = false) const;
   /// Whether cast_copy_d2h measured the fresh-mapping regime (then its points include the page
   /// faults of a copy that large, and the caller must not price them again).
   bool FreshCastCopyMeasured() const;

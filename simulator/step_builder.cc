@@ -340,8 +340,11 @@ class Builder {
     CastCopies c;
     if (!CountsCastCopies() || part <= 0 || count <= 0) return c;
     const int64_t bytes = e_ * part;
-    const bool fresh = Stage3() && static_cast<double>(bytes) >= kFreshMappingBytes;
-    const int k = fresh ? 2 : bytes >= (int64_t{1} << 20) ? 1 : 0;
+    const bool large = Stage3() && static_cast<double>(bytes) >= kFreshMappingBytes;
+    // With malloc held to its heap (Plan::malloc_heap) a large temporary's pages stay mapped.
+    const bool fresh = large && !p_.malloc_heap;
+    const int k = large ? (fresh ? Task::kFreshCastCopyClass : 3)
+                        : bytes >= (int64_t{1} << 20) ? 1 : 0;
     c.n[k] = count;
     c.bytes[k] = static_cast<double>(bytes) * count;
     c.fresh = fresh ? part * count : 0;
@@ -1981,8 +1984,9 @@ void Builder::OptimizerStep() {
         c.kernels = 0;
         // With the parameters on the GPU the cast writes a fresh pageable temporary (below):
         // the cast's threads fault every page of it in.
+        // With malloc held to its heap (Plan::malloc_heap) its pages stay mapped between steps.
         const bool fresh_cast = sg < param_cpu_subgroups_ && !p_.OffloadsParams();
-        if (fresh_cast) c.host_fault_bytes = static_cast<double>(e_ * n);
+        if (fresh_cast && !p_.malloc_heap) c.host_fault_bytes = static_cast<double>(e_ * n);
         g_.Add(c, {prev, read, last_reduce_}, {});
         g_.AddDep(last_d2h_);
         const TaskId cpu = g_.size() - 1;

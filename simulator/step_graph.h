@@ -173,11 +173,14 @@ struct Task {
   double host_fault_bytes = 0;
   /// ZeRO-3's offloaded gradient copies, one blocking cast copy per parameter tensor: how many
   /// and their 16-bit bytes, below 1 MiB each [0], from 1 MiB [1], and from kFreshMappingBytes
-  /// [2] (a fresh temporary each copy; ZeRO-3 only). The cost model prices each class at its
-  /// mean size on the stack's measured curve, StackCosts::cast_copy_d2h, when it has one (the
-  /// cost of a copy is far from linear below 1 MiB, and jumps at the fresh-mapping threshold).
+  /// [2] (a fresh temporary each copy; ZeRO-3 only) or [3] (the same sizes with malloc held to
+  /// its heap, Plan::malloc_heap: the temporary's pages stay mapped). The cost model prices each
+  /// class at its mean size on the stack's measured curve, StackCosts::cast_copy_d2h, when it
+  /// has one: class 2 in the fresh-mapping regime, the others in the heap regime (the cost of a
+  /// copy is far from linear below 1 MiB, and jumps at the fresh-mapping threshold).
   /// On a kGradCopy task whose |host_loop| is set: the loop's tensors by the same classes.
-  static constexpr int kCastCopyClasses = 3;
+  static constexpr int kCastCopyClasses = 4;
+  static constexpr int kFreshCastCopyClass = 2;
   std::array<int32_t, kCastCopyClasses> cast_copies{};
   std::array<double, kCastCopyClasses> cast_copy_bytes{};
   /// kGradCopy at an accumulation boundary with the optimizer offloaded: DeepSpeed's Python loop

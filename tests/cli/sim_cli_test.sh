@@ -150,6 +150,29 @@ check "check: single-GPU stage 3 names stage 2's fit and both step times" \
 printf '{"train_micro_batch_size_per_gpu": 12, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "reduce_bucket_size": 5e7, "stage3_prefetch_bucket_size": 5e7, "stage3_param_persistence_threshold": 1e5}, "dsplan": {"gradient_checkpointing": true}}' > "$tmp/s3big.json"
 run check --model llama-2-7b --gpus 1 --ds-config "$tmp/s3big.json"
 check "check: no such line where stage 2 would not fit (llama-2-7b mb 12)" bash -c "grep -q '^verdict: fits, with' '$tmp/out' && ! grep -q 'stage 3 on one GPU' '$tmp/out'"
+# glibc's malloc (docs/deepspeed-facts.md, "glibc's malloc"): check names what holding malloc to its
+# heap gains on a ZeRO-3 step with the optimizer offloaded; --malloc-heap predicts with it and
+# says so; a step without offload gets no such line.
+printf '{"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "offload_optimizer": {"device": "cpu", "pin_memory": true}, "offload_param": {"device": "cpu", "pin_memory": true}}, "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}}}' > "$tmp/z3mal.json"
+run check --model gemma-2b --gpus 1 --ds-config "$tmp/z3mal.json"
+check "check: ZeRO-3 offload names the malloc environment and both step times" \
+  grep -qE "^warning: host malloc: .*MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 .*the step is predicted [0-9.]+ s instead of [0-9.]+ s" "$tmp/out"
+run simulate --model gemma-2b --gpus 1 --ds-config "$tmp/z3mal.json" --json
+plain=$(python3 -c "import json; print(json.load(open('$tmp/out'))['step']['time_s'])")
+check "simulate without --malloc-heap says so in its JSON" json "j['malloc_heap'] is False"
+run simulate --model gemma-2b --gpus 1 --ds-config "$tmp/z3mal.json" --json --malloc-heap
+check "simulate --malloc-heap: the page faults gone, the step at least 25 % faster" \
+  json "j['malloc_heap'] is True and j['step']['time_s'] < 0.75 * $plain"
+run simulate --model gemma-2b --gpus 1 --ds-config "$tmp/z3mal.json" --malloc-heap
+check "simulate --malloc-heap states the environment it assumes" \
+  grep -q "^note       host malloc: the prediction assumes MALLOC_ARENA_MAX=1" "$tmp/out"
+run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --json
+check "the planner gives each ZeRO-3 offload plan its step with malloc on its heap" \
+  json "len(j['recommendations']) > 0 and all(r['malloc_heap']['step_s'] < r['step']['time_s'] and r['malloc_heap']['env'].startswith('MALLOC_ARENA_MAX=1') for r in j['recommendations'])"
+run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --no-emit
+check "the planner prints the malloc line under the launch lines" grep -q "^  host malloc: ZeRO-3's offloaded gradient copies" "$tmp/out"
+run check --model gpt2-xl --gpus 1 --ds-config "$tmp/s3one.json"
+check "check: no malloc line without offload" bash -c "grep -q '^verdict' '$tmp/out' && ! grep -q 'host malloc' '$tmp/out'"
 run check --model qwen2-0.5b --gpus 1 --ds-config "$tmp/kept27.json"
 check "check mb 27 exits 0" test "$rc" -eq 0
 check "check warns that a kept output does not fit, with its logits" \

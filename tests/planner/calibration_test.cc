@@ -235,6 +235,29 @@ TEST(Zero3StepMemory, NormCopyAndLazyStatesInTheStep) {
   EXPECT_GE(seen, 1);
 }
 
+// malloc-1206: runs with glibc's malloc held to its heap carry malloc_heap in their records
+// (deepspeed_records.py, from the case's environment) and are predicted so: their step without
+// the page faults, their configuration apart from the default's (not a repeat of it).
+TEST(MallocHeapRecords, PredictedWithTheEnvironmentTheyRanIn) {
+  std::unique_ptr<AccuracySummary> s =
+      LoadAndEvaluate("/docs/validation/deepspeed/malloc-1206/records-malloc-h100.jsonl", 5);
+  const AccuracyRow* def = nullptr;
+  const AccuracyRow* heap = nullptr;
+  int with = 0;
+  for (const AccuracyRow& r : s->rows) {
+    with += r.run.malloc_heap;
+    EXPECT_EQ(r.run.malloc_heap, r.run.id.rfind("malloc-nommap", 0) == 0) << r.run.id;
+    if (r.run.id == "malloc-default_opt-1.3b_s3_mb8_optcpu_paramcpu") def = &r;
+    if (r.run.id == "malloc-nommap_opt-1.3b_s3_mb8_optcpu_paramcpu") heap = &r;
+  }
+  EXPECT_EQ(with, 3);
+  ASSERT_NE(def, nullptr);
+  ASSERT_NE(heap, nullptr);
+  EXPECT_LT(heap->step_s, 0.7 * def->step_s);  // measured: 1.524 against 3.862 s
+  EXPECT_NE(heap->config_key, def->config_key);
+  EXPECT_DOUBLE_EQ(heap->peak_alloc_mib, def->peak_alloc_mib);  // GPU memory is the same
+}
+
 // Leave-one-family-out: the same sets predicted as for families whose blocks the stack
 // measurement never saw (per-op host costs, the forward scaled from the other families'
 // measurements): calibration 13.2 %, validation 8.5 % mean on 2026-12-05 (19.2 % and 17.6 %

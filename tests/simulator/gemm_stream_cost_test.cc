@@ -322,6 +322,36 @@ TEST(HostCopyCost, CastCopiesFollowTheStacksMeasuredCurvePerSizeClass) {
   EXPECT_GT(c[split].second, 4 * c[split - 1].second);
 }
 
+TEST(HostCopyCost, WithMallocOnItsHeapLargeCastCopiesStayInTheHeapRegime) {
+  // Plan::malloc_heap: the large copies' temporaries keep their pages (class 3), so they are
+  // priced on the heap regime's points at any size, along its last segment beyond them, and
+  // nothing is faulted in; the fresh class keeps the fresh points.
+  HardwareProfile p = Base();
+  CostModel pt(p, Precision::kBf16);
+  const StackCosts& s = MeasuredStackCosts();
+  const auto& c = s.cast_copy_d2h;
+  size_t split = 0;
+  while (c[split].first < kFreshMappingBytes) ++split;
+  ASSERT_GE(split, 2u);
+  const auto& [b0, s0] = c[split - 2];
+  const auto& [b1, s1] = c[split - 1];
+  const double big = 64e6;
+  const double heap = s1 + (s1 - s0) * (big - b1) / (b1 - b0);
+  EXPECT_NEAR(s.CastCopyD2HSeconds(big, /*heap=*/true), heap, 1e-12);
+  EXPECT_LT(heap, 0.25 * s.CastCopyD2HSeconds(big));  // the fresh regime's price at that size
+  Task t;
+  t.kind = TaskKind::kCopyD2H;
+  t.resource = Resource::kD2H;
+  t.pinned = false;
+  t.bytes = 2 * big;
+  t.cast_copies = {0, 0, 0, 2};
+  t.cast_copy_bytes = {0, 0, 0, 2 * big};
+  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), 2 * heap, 1e-12);
+  t.cast_copies = {0, 0, 2, 0};
+  t.cast_copy_bytes = {0, 0, 2 * big, 0};
+  EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), 2 * s.CastCopyD2HSeconds(big), 1e-12);
+}
+
 TEST(HostCopyCost, ACastCopyCurveWithoutFreshPointsPricesTheFaultsOnTop) {
   // A profile's stack section measured before 2026-12-06 holds heap-regime points only (up to
   // 16 MiB): a copy from 32 MiB is priced on that curve's line plus its page faults at the

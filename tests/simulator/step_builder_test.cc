@@ -490,6 +490,36 @@ TEST_F(StepBuilderTest, ZeroThreeOffloadCountsOneCastCopyPerOwnedTensor) {
   }
 }
 
+// With malloc held to its heap (Plan::malloc_heap, kMallocHeapEnv) the word embedding's 77 MB
+// copy at one GPU is in the heap class of large copies, not the fresh one, and faults nothing;
+// the sub-groups' fp32 -> 16-bit cast before the copy back to the GPU (parameters not
+// offloaded) faults nothing either.
+TEST_F(StepBuilderTest, MallocOnItsHeapFaultsNoTemporaryIn) {
+  for (bool heap : {false, true}) {
+    Plan p = MakePlan(3, 1);
+    p.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    p.malloc_heap = heap;
+    const BuiltStep b = Build(p);
+    std::array<int, Task::kCastCopyClasses> n{};
+    double faults = 0, cpu_faults = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == TaskKind::kCpuOptimizer) cpu_faults += t.host_fault_bytes;
+      if (t.kind != TaskKind::kCopyD2H) continue;
+      for (int k = 0; k < Task::kCastCopyClasses; ++k) n[k] += t.cast_copies[k];
+      faults += t.host_fault_bytes;
+    }
+    EXPECT_EQ(n[0] + n[1] + n[2] + n[3], 148) << heap;
+    EXPECT_EQ(n[Task::kFreshCastCopyClass], heap ? 0 : 1) << heap;
+    EXPECT_EQ(n[3], heap ? 1 : 0) << heap;
+    EXPECT_DOUBLE_EQ(faults, heap ? 0.0 : 2.0 * 50257 * 768) << heap;
+    if (heap) {
+      EXPECT_DOUBLE_EQ(cpu_faults, 0.0);
+    } else {
+      EXPECT_DOUBLE_EQ(cpu_faults, 2.0 * b.facts.partition_numel);  // one 16-bit temporary
+    }
+  }
+}
+
 // At an offloaded boundary the per-parameter loop is one task per bucket that knows its tensors
 // by size class (the cost model pays each tensor's longer side, host ops or queued work). Stages
 // 1-2: each rank's loop takes the whole tensors of its partition (gpt2's 148, 50 of them from

@@ -56,8 +56,13 @@ def main():
                     "status": status,
                     "memory_valid": valid,
                 }
-                if (g.get("env") or {}).get("DSBENCH_MEMHIST"):
+                env = g.get("env") or {}
+                if env.get("DSBENCH_MEMHIST"):
                     r["timing_valid"] = False
+                # glibc's malloc held to its heap (dsplan's Plan::malloc_heap, kMallocHeapEnv).
+                if (env.get("MALLOC_ARENA_MAX") == "1" and env.get("MALLOC_MMAP_MAX_") == "0"
+                        and "MALLOC_TRIM_THRESHOLD_" in env):
+                    r["malloc_heap"] = True
                 if status == "ok":
                     if valid:
                         r["steps_max_alloc_mb_corrected"] = s["steps_max_alloc_mb"]

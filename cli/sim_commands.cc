@@ -355,7 +355,10 @@ int RunAccuracy(const AccuracyFlags& f) {
   for (size_t i = 0; i < f.calibration.size(); ++i) {
     shown = i == 0 ? f.calibration[0] : shown + " --calibration " + f.calibration[i];
   }
-  std::string md = AccuracyMarkdown(*summary, *profile, shown);
+  // A profile given as a file is named by its path, so the printed command runs again.
+  const bool file = f.hardware.find('/') != std::string::npos ||
+                    f.hardware.find(".yaml") != std::string::npos;
+  std::string md = AccuracyMarkdown(*summary, *profile, shown, file ? f.hardware : "");
   if (!f.markdown.empty()) {
     const std::string def = "--markdown docs/accuracy.md`";
     if (size_t at = md.find(def); at != std::string::npos) {

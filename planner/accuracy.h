@@ -173,9 +173,12 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
                                             bool unseen_families = false,
                                             bool host_pipeline = false);
 
-/// The report as Markdown (docs/accuracy.md), naming the profile, its sources and the command.
+/// The report as Markdown (docs/accuracy.md), naming the profile, its sources and the command
+/// (with |hardware_arg| as --hardware's value when not empty: a profile file's path, so that the
+/// command line it prints runs again).
 std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& profile,
-                             const std::string& calibration_path);
+                             const std::string& calibration_path,
+                             const std::string& hardware_arg = "");
 
 }  // namespace dsplan
 

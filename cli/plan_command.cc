@@ -44,6 +44,7 @@ struct PlanFlags {
   std::string offload_optimizer, offload_param;
   bool gradient_checkpointing = false, no_gradient_checkpointing = false;
   bool no_zero_init = false;
+  bool malloc_heap = false;
   std::string precision;
   std::optional<int64_t> reduce_bucket_size;
   std::string host_memory, nvme;
@@ -242,6 +243,9 @@ DeclaredCommand AddPlanFlags(CLI::App& app) {
       ->transform(CountFlag("--global-batch", 1, int64_t{1} << 40));
   app.add_flag("--no-offload", g.no_offload, "Search only plans without offload");
   app.add_flag("--no-zero-init", g.no_zero_init, kNoZeroInitHelp);
+  app.add_flag("--malloc-heap", g.malloc_heap,
+               std::string(kMallocHeapHelp) +
+                   "; the launch lines then set them (on one node; with several, .deepspeed_env)");
   app.add_option("--offload-optimizer", g.offload_optimizer, "Pin optimizer offload: none, cpu, nvme");
   app.add_option("--offload-param", g.offload_param, "Pin parameter offload: none, cpu, nvme");
   app.add_flag("--gradient-checkpointing", g.gradient_checkpointing, "Pin checkpointing on");
@@ -363,6 +367,18 @@ Launches MakeLaunches(const PlanFlags& g, const Plan& plan, const std::string& c
   ds.kind = ScriptKind::kDeepSpeed;
   ds.script_args.clear();
   l.deepspeed_script = LaunchCommand(ds);
+  if (plan.malloc_heap) {
+    // Environment variables before a command reach every rank it starts on this node (the
+    // deepspeed launcher copies its environment, torchrun and srun pass theirs); the deepspeed
+    // launcher takes others to the other nodes only from .deepspeed_env (MallocHeapNote).
+    const std::string env = std::string(kMallocHeapEnv) + " ";
+    if (plan.nodes == 1) {
+      l.hf_trainer = env + l.hf_trainer;
+      l.deepspeed_script = env + l.deepspeed_script;
+    }
+    l.torchrun = env + l.torchrun;
+    l.srun = env + l.srun;
+  }
   return l;
 }
 
@@ -471,6 +487,7 @@ int RunPlan(PlanFlags g) {
   r.shape.attention = *attn;
   r.stage = g.stage;
   r.zero_init = !g.no_zero_init;
+  r.malloc_heap = g.malloc_heap;
   if (g.micro_batch) r.PinMicroBatch(*g.micro_batch);
   r.grad_accum = g.grad_accum;
   r.global_batch = g.global_batch;

@@ -282,6 +282,7 @@ Status Search::Validate() {
 std::vector<Family> Search::Families() const {
   Plan base;
   base.zero_init = r_.zero_init;
+  base.malloc_heap = r_.malloc_heap;
   base.nodes = r_.nodes;
   base.gpus_per_node = r_.gpus_per_node;
   base.precision = precision_;

@@ -49,6 +49,8 @@ struct PlannerRequest : PinnedRunShape {
   bool no_offload = false;
   /// Plan::zero_init for every plan (--no-zero-init: false).
   bool zero_init = true;
+  /// Plan::malloc_heap for every plan (--malloc-heap: kMallocHeapEnv in the launch environment).
+  bool malloc_heap = false;
   std::optional<OffloadDevice> offload_optimizer;
   std::optional<OffloadDevice> offload_param;
   std::optional<int64_t> reduce_bucket_size;

@@ -167,8 +167,15 @@ run simulate --model gemma-2b --gpus 1 --ds-config "$tmp/z3mal.json" --malloc-he
 check "simulate --malloc-heap states the environment it assumes" \
   grep -q "^note       host malloc: the prediction assumes MALLOC_ARENA_MAX=1" "$tmp/out"
 run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --json
+plain_top=$(python3 -c "import json; print(json.load(open('$tmp/out'))['recommendations'][0]['step']['time_s'])")
 check "the planner gives each ZeRO-3 offload plan its step with malloc on its heap" \
   json "len(j['recommendations']) > 0 and all(r['malloc_heap']['step_s'] < r['step']['time_s'] and r['malloc_heap']['env'].startswith('MALLOC_ARENA_MAX=1') for r in j['recommendations'])"
+run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --malloc-heap --json
+check "planner --malloc-heap ranks with it: a faster top plan, no second estimate" \
+  json "j['recommendations'][0]['step']['time_s'] < 0.8 * $plain_top and 'malloc_heap' not in j['recommendations'][0]"
+run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --malloc-heap --no-emit
+check "planner --malloc-heap: the launch lines set the variables" \
+  bash -c "grep -q '^  MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 deepspeed --num_gpus 1 ' '$tmp/out' && grep -q '^  MALLOC_ARENA_MAX=1 .* torchrun ' '$tmp/out' && grep -q '^  host malloc: the prediction assumes' '$tmp/out'"
 run --model gemma-2b --gpus 1 --stage 3 --offload-optimizer cpu --no-emit
 check "the planner prints the malloc line under the launch lines" grep -q "^  host malloc: ZeRO-3's offloaded gradient copies" "$tmp/out"
 run check --model gpt2-xl --gpus 1 --ds-config "$tmp/s3one.json"

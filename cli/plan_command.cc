@@ -625,13 +625,11 @@ int RunPlan(PlanFlags g) {
       if (!outside.ok()) return Fail(outside.status());
       j["model_construction"] = {{"assumes_zero_init", s.plan.zero_init},
                                  {"extra_bytes_built_outside_zero_init", *outside}};
-      if (s.plan.zero.stage == 3 && s.plan.OffloadsOptimizer() && !s.plan.malloc_heap) {
+      {
         // The same plan with glibc's malloc held to its heap (MallocHeapNote).
-        Plan heap = s.plan;
-        heap.malloc_heap = true;
-        auto p = sim.Simulate(heap);
-        if (!p.ok()) return Fail(p.status());
-        j["malloc_heap"] = {{"env", kMallocHeapEnv}, {"step_s", p->step_time_s}};
+        auto heap = MallocHeapStepSeconds(sim, s.plan);
+        if (!heap.ok()) return Fail(heap.status());
+        if (*heap) j["malloc_heap"] = {{"env", kMallocHeapEnv}, {"step_s", **heap}};
       }
       j["gpu_hours_per_million_tokens"] = s.gpu_hours_per_million_tokens;
       if (g.price_per_gpu_hour > 0) j["cost_per_million_tokens"] = s.gpu_hours_per_million_tokens * g.price_per_gpu_hour;

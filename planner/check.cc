@@ -310,8 +310,22 @@ Result<std::string> SingleGpuStage3Note(Simulator& sim, const Plan& plan, const 
       100 * (pred.step_time_s / p2.step_time_s - 1), p2.step_time_s, pred.step_time_s);
 }
 
+namespace {
+bool MallocHeapApplies(const Plan& plan) {
+  return plan.zero.stage == 3 && plan.OffloadsOptimizer();
+}
+}  // namespace
+
+Result<std::optional<double>> MallocHeapStepSeconds(Simulator& sim, const Plan& plan) {
+  if (!MallocHeapApplies(plan) || plan.malloc_heap) return std::optional<double>();
+  Plan heap = plan;
+  heap.malloc_heap = true;
+  DSPLAN_ASSIGN_OR_RETURN(const Prediction p, sim.Simulate(heap));
+  return std::optional<double>(p.step_time_s);
+}
+
 Result<std::string> MallocHeapNote(Simulator& sim, const Plan& plan, const Prediction& pred) {
-  if (plan.zero.stage != 3 || !plan.OffloadsOptimizer()) return std::string();
+  if (!MallocHeapApplies(plan)) return std::string();
   Plan other = plan;
   other.malloc_heap = !plan.malloc_heap;
   DSPLAN_ASSIGN_OR_RETURN(const Prediction p, sim.Simulate(other));

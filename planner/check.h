@@ -3,6 +3,7 @@
 #ifndef DSPLAN_PLANNER_CHECK_H_
 #define DSPLAN_PLANNER_CHECK_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ Result<std::string> SingleGpuStage3Note(Simulator& sim, const Plan& plan, const 
 /// with kMallocHeapEnv in the launch environment when that is at least 5 % faster; with it on,
 /// what the prediction assumes and the step without it. Empty where the copies do not apply.
 Result<std::string> MallocHeapNote(Simulator& sim, const Plan& plan, const Prediction& pred);
+/// The step of |plan| with Plan::malloc_heap set, where the malloc environment applies (ZeRO-3
+/// with the optimizer offloaded, not yet assumed); nullopt elsewhere.
+Result<std::optional<double>> MallocHeapStepSeconds(Simulator& sim, const Plan& plan);
 
 /// One line per finding, e.g. "reduce_bucket_size 5e8 elements is larger than the model (124 M
 /// parameters): ...". |pred| is the simulation of |plan| on |profile|.

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <utility>
 
 #include "core/fused_attention.h"
@@ -862,7 +863,7 @@ double CostModel::TaskSeconds(const Task& t, const std::vector<LayerCost>& layer
       return CollectiveSeconds(CollectiveOf(t.kind), t.ranks, t.inter_node, t.bytes) +
              t.kernels * dispatch;
     case TaskKind::kCopyD2H:
-      if (t.cast_copies[0] + t.cast_copies[1] + t.cast_copies[2] + t.cast_copies[3] > 0 &&
+      if (std::accumulate(t.cast_copies.begin(), t.cast_copies.end(), 0) > 0 &&
           stack_ == SoftwareStack::kPyTorchDeepSpeed && !stack_costs_->cast_copy_d2h.empty()) {
         // PyTorch's blocking cast copies, one per tensor, at the stack's measured cost by
         // size (each class at its mean size; the fresh temporaries' page faults are in the

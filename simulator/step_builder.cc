@@ -343,7 +343,7 @@ class Builder {
     const bool large = Stage3() && static_cast<double>(bytes) >= kFreshMappingBytes;
     // With malloc held to its heap (Plan::malloc_heap) a large temporary's pages stay mapped.
     const bool fresh = large && !p_.malloc_heap;
-    const int k = large ? (fresh ? Task::kFreshCastCopyClass : 3)
+    const int k = large ? (fresh ? Task::kFreshCastCopyClass : Task::kHeapLargeCastCopyClass)
                         : bytes >= (int64_t{1} << 20) ? 1 : 0;
     c.n[k] = count;
     c.bytes[k] = static_cast<double>(bytes) * count;
@@ -1921,7 +1921,7 @@ void Builder::OptimizerStep() {
       // get_grad_norm_direct's `g.double().norm(2)` makes an fp64 copy of each owned gradient
       // partition, freed after its norm: the largest one (the embedding's, as a rule) is the
       // step's transient peak. 8 bytes per element; 8.2 GB for bloom-7b1's embedding at one GPU.
-      std::vector<MemEffect> norm_fx;
+      EffectList norm_fx;
       if (!off) {
         const int64_t fp64 = 8 * CeilDiv(largest_param_, N_);
         norm_fx = {Alloc(fp64, MemCategory::kTemporaries),

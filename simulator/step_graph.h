@@ -181,6 +181,7 @@ struct Task {
   /// On a kGradCopy task whose |host_loop| is set: the loop's tensors by the same classes.
   static constexpr int kCastCopyClasses = 4;
   static constexpr int kFreshCastCopyClass = 2;
+  static constexpr int kHeapLargeCastCopyClass = 3;
   std::array<int32_t, kCastCopyClasses> cast_copies{};
   std::array<double, kCastCopyClasses> cast_copy_bytes{};
   /// kGradCopy at an accumulation boundary with the optimizer offloaded: DeepSpeed's Python loop

@@ -510,7 +510,7 @@ TEST_F(StepBuilderTest, MallocOnItsHeapFaultsNoTemporaryIn) {
     }
     EXPECT_EQ(n[0] + n[1] + n[2] + n[3], 148) << heap;
     EXPECT_EQ(n[Task::kFreshCastCopyClass], heap ? 0 : 1) << heap;
-    EXPECT_EQ(n[3], heap ? 1 : 0) << heap;
+    EXPECT_EQ(n[Task::kHeapLargeCastCopyClass], heap ? 1 : 0) << heap;
     EXPECT_DOUBLE_EQ(faults, heap ? 0.0 : 2.0 * 50257 * 768) << heap;
     if (heap) {
       EXPECT_DOUBLE_EQ(cpu_faults, 0.0);

@@ -307,6 +307,10 @@ struct StackProfile {
   /// (empty: the built-in one). YAML: stack.cast_copy_d2h: [[bytes, seconds], ...], bytes
   /// ascending, at least two points.
   std::vector<std::pair<double, double>> cast_copy_d2h;
+  /// The same copy in a process whose malloc is held to its heap (dsplan's kMallocHeapEnv set
+  /// at start, stack_costs.py's "points_heap", since 2026-12-06): no size maps a fresh
+  /// temporary, so it is one regime. Empty: not measured. YAML: stack.cast_copy_d2h_heap.
+  std::vector<std::pair<double, double>> cast_copy_d2h_heap;
   /// DeepSpeed's optimizer step on the host with a GPU optimizer (ZeRO stages 1/2 and 3): a
   /// fixed part and a part per parameter tensor, when DeepSpeed was measured (|optimizer_step|
   /// false: the built-in ones).

@@ -603,7 +603,7 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       n, "stack",
       {"measured", "datasheet", "assumption", "gpu", "date", "versions",
        "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "optimizer_step",
-       "bf16_optimizer_step", "cast_copy_d2h",
+       "bf16_optimizer_step", "cast_copy_d2h", "cast_copy_d2h_heap",
        "blocks", "rests",
        "gemm_source", "gemm"}));
   s.present = true;
@@ -708,9 +708,11 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join(where, name), Unit::kSeconds));
     }
   }
-  YAML::Node cast = n["cast_copy_d2h"];
-  if (cast.IsDefined() && !cast.IsNull()) {
-    const char* where = "stack.cast_copy_d2h";
+  // The cast-copy curves: [bytes, seconds] points, bytes ascending.
+  auto cast_curve = [&](const char* key, std::vector<std::pair<double, double>>* out) -> Status {
+    YAML::Node cast = n[key];
+    if (!cast.IsDefined() || cast.IsNull()) return Status();
+    const std::string where = std::string("stack.") + key;
     if (!cast.IsSequence() || cast.size() < 2 || cast.size() > 64) {
       return r.Error(cast, where, "expected a list of 2 to 64 [bytes, seconds] points");
     }
@@ -720,12 +722,15 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       DSPLAN_ASSIGN_OR_RETURN(double bytes, r.Value(cast[i][0], p + "[0]", Unit::kBytes));
       DSPLAN_ASSIGN_OR_RETURN(double sec, r.Value(cast[i][1], p + "[1]", Unit::kSeconds));
       if (!(bytes > 0) || !(sec > 0)) return r.Error(cast[i], p, "bytes and seconds must be positive");
-      if (!s.cast_copy_d2h.empty() && bytes <= s.cast_copy_d2h.back().first) {
+      if (!out->empty() && bytes <= out->back().first) {
         return r.Error(cast[i], p, "bytes must be larger than the previous point's");
       }
-      s.cast_copy_d2h.emplace_back(bytes, sec);
+      out->emplace_back(bytes, sec);
     }
-  }
+    return Status();
+  };
+  DSPLAN_RETURN_IF_ERROR(cast_curve("cast_copy_d2h", &s.cast_copy_d2h));
+  DSPLAN_RETURN_IF_ERROR(cast_curve("cast_copy_d2h_heap", &s.cast_copy_d2h_heap));
   YAML::Node blocks = n["blocks"];
   if (blocks.IsDefined() && !blocks.IsNull()) {
     if (!blocks.IsSequence()) return r.Error(blocks, "stack.blocks", "expected a list");
@@ -1190,9 +1195,11 @@ std::string EmitProfile(const HardwareProfile& p) {
         << Num(s.bf16_clip_step_per_param_s);
       e << YAML::EndMap;
     }
-    if (!s.cast_copy_d2h.empty()) {
-      e << YAML::Key << "cast_copy_d2h" << YAML::Value << YAML::BeginSeq;
-      for (const auto& [bytes, sec] : s.cast_copy_d2h) {
+    for (const auto& [key, curve] : {std::pair{"cast_copy_d2h", &s.cast_copy_d2h},
+                                      std::pair{"cast_copy_d2h_heap", &s.cast_copy_d2h_heap}}) {
+      if (curve->empty()) continue;
+      e << YAML::Key << key << YAML::Value << YAML::BeginSeq;
+      for (const auto& [bytes, sec] : *curve) {
         e << YAML::Flow << YAML::BeginSeq << Num(bytes) << Num(sec) << YAML::EndSeq;
       }
       e << YAML::EndSeq;

@@ -241,9 +241,10 @@ bool StackCosts::FreshCastCopyMeasured() const {
 
 double StackCosts::CastCopyD2HSeconds(double bytes, bool heap) const {
   // The points of |bytes|' regime: [lo, hi) of the table.
-  const auto& t = cast_copy_d2h;
+  const bool heap_curve = heap && cast_copy_d2h_heap.size() >= 2;
+  const auto& t = heap_curve ? cast_copy_d2h_heap : cast_copy_d2h;
   size_t split = 0;
-  while (split < t.size() && t[split].first < kFreshMappingBytes) ++split;
+  while (split < t.size() && (heap_curve || t[split].first < kFreshMappingBytes)) ++split;
   const bool fresh = !heap && bytes >= kFreshMappingBytes && split < t.size();
   size_t lo = fresh ? split : 0, hi = fresh ? t.size() : split;
   if (hi == lo) hi = t.size();  // no heap-regime points: take what there is
@@ -375,7 +376,12 @@ StackCosts StackCostsFromProfile(const StackProfile& p) {
   // Measured by --stack (stack_costs.py "zero3_calls") each, else the built-in one.
   if (p.z3_per_gather_call_s) s.z3_per_gather_call_s = *p.z3_per_gather_call_s;
   if (p.z3_per_bucket_flush_s) s.z3_per_bucket_flush_s = *p.z3_per_bucket_flush_s;
-  if (!p.cast_copy_d2h.empty()) s.cast_copy_d2h = p.cast_copy_d2h;
+  // The heap curve goes with the default curve it was measured beside: a profile that measured
+  // only the default one leaves no built-in heap curve of another machine.
+  if (!p.cast_copy_d2h.empty()) {
+    s.cast_copy_d2h = p.cast_copy_d2h;
+    s.cast_copy_d2h_heap = p.cast_copy_d2h_heap;
+  }
   if (p.optimizer_step) {
     s.z12_step_s = p.z12_step_s;
     s.z12_step_per_param_s = p.z12_step_per_param_s;

@@ -130,6 +130,10 @@ struct StackCosts {
   /// measured rate (Task::host_fault_bytes). Empty: priced from its parts (the profile's
   /// pageable D2H curve and the host's streaming rate).
   std::vector<std::pair<double, double>> cast_copy_d2h;
+  /// The same copy with malloc held to its heap (Plan::malloc_heap; StackProfile's
+  /// cast_copy_d2h_heap): one regime at every size. Empty: not measured; a heap-regime copy is
+  /// then priced on cast_copy_d2h's heap points, extended beyond the last along its last segment.
+  std::vector<std::pair<double, double>> cast_copy_d2h_heap;
   std::vector<FamilyBlockHost> families;
   std::vector<FamilyRestHost> rests;
   /// The measured families as dsplan traces them (a property of dsplan's tracer, not of the
@@ -140,9 +144,9 @@ struct StackCosts {
   /// the same side of kFreshMappingBytes; the heap regime's when the fresh one has no points):
   /// linear between the points and beyond the last along the last segment (one point: its
   /// rate), at least the first point's time. REQUIRES: the table is not empty.
-  /// |heap|: the heap regime whatever the size (malloc held to its heap, Plan::malloc_heap;
-  /// or a copy whose temporary is not a fresh mapping), beyond its last point along its last
-  /// segment.
+  /// |heap|: the heap regime whatever the size (malloc held to its heap, Plan::malloc_heap):
+  /// cast_copy_d2h_heap's curve when measured, else cast_copy_d2h's heap points, beyond the
+  /// last along its last segment.
   double CastCopyD2HSeconds(double bytes, bool heap = false) const;
   /// Whether cast_copy_d2h measured the fresh-mapping regime (then its points include the page
   /// faults of a copy that large, and the caller must not price them again).

@@ -445,15 +445,16 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   // offloaded ZeRO-3 gradient copy): points [bytes, seconds], bytes ascending, 1 kB to 1 GiB,
   // each 1 us to 10 s (built-in: 41 us at 32 kB to 1.8 ms at 16.8 MB from the heap; 20 ms at
   // 32 MiB to 187 ms at 256 MiB through a fresh mapping, whose page faults the copy pays).
-  if (doc.contains("cast_copy")) {
-    const std::string where = file + ": cast_copy.points";
-    const json& cc = doc["cast_copy"];
-    if (!cc.is_object() || !cc.contains("points") || !cc["points"].is_array() ||
-        cc["points"].size() < 2 || cc["points"].size() > 64) {
+  // "points_heap" (since 2026-12-06): the same copies in a child process started with malloc
+  // held to its heap (kMallocHeapEnv), which `--malloc-heap` prices.
+  auto curve = [&](const json& cc, const char* key,
+                   std::vector<std::pair<double, double>>* out) -> Status {
+    const std::string where = fmt::format("{}: cast_copy.{}", file, key);
+    if (!cc.contains(key) || !cc[key].is_array() || cc[key].size() < 2 || cc[key].size() > 64) {
       return Status::InvalidArgument(where + ": expected 2 to 64 [bytes, seconds] points");
     }
-    for (size_t i = 0; i < cc["points"].size(); ++i) {
-      const json& pt = cc["points"][i];
+    for (size_t i = 0; i < cc[key].size(); ++i) {
+      const json& pt = cc[key][i];
       if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number() || !pt[1].is_number()) {
         return Status::InvalidArgument(
             fmt::format("{}[{}]: expected [bytes, seconds] numbers", where, i));
@@ -461,12 +462,35 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
       const double bytes = pt[0].get<double>();
       const double sec = pt[1].get<double>();
       if (!(bytes >= 1e3 && bytes <= 1073741824.0) || !(sec >= 1e-6 && sec <= 10.0) ||
-          (!s.cast_copy_d2h.empty() && bytes <= s.cast_copy_d2h.back().first)) {
+          (!out->empty() && bytes <= out->back().first)) {
         return Status::InvalidArgument(fmt::format(
             "{}[{}]: [{}, {}] is not plausible (bytes ascending, 1 kB to 1 GiB; 1 us to 10 s)",
             where, i, bytes, sec));
       }
-      s.cast_copy_d2h.emplace_back(bytes, sec);
+      out->emplace_back(bytes, sec);
+    }
+    return Status();
+  };
+  if (doc.contains("cast_copy")) {
+    const json& cc = doc["cast_copy"];
+    if (!cc.is_object()) {
+      return Status::InvalidArgument(file + ": cast_copy: expected an object with points");
+    }
+    if (cc.contains("malloc_env")) {
+      return Status::InvalidArgument(
+          file + ": cast_copy.malloc_env: the probe ran with MALLOC_* tunables set, so its "
+                 "points are not the default regime; run stack_costs.py without them");
+    }
+    DSPLAN_RETURN_IF_ERROR(curve(cc, "points", &s.cast_copy_d2h));
+    if (cc.contains("points_heap")) {
+      DSPLAN_RETURN_IF_ERROR(curve(cc, "points_heap", &s.cast_copy_d2h_heap));
+    } else {
+      note(fmt::format("stack cast copy with malloc held to its heap not measured ({}): "
+                       "--malloc-heap prices copies from 32 MiB along the default curve's heap "
+                       "points",
+                       cc.contains("heap_error") && cc["heap_error"].is_string()
+                           ? Escape(cc["heap_error"].get<std::string>(), 200)
+                           : std::string("no points_heap")));
     }
   } else {
     note(fmt::format("stack cast copy not measured (no cast_copy result): plans use the "
@@ -481,6 +505,7 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   if (s.bf16_step) what += ", bf16 step";
   if (s.z3_per_gather_call_s) what += ", zero3 calls";
   if (!s.cast_copy_d2h.empty()) what += ", cast copy";
+  if (!s.cast_copy_d2h_heap.empty()) what += " (also with malloc held to its heap)";
   std::string vers = "PyTorch " + s.versions.torch;
   if (!s.versions.cuda.empty()) vers += ", CUDA " + s.versions.cuda;
   if (!s.versions.transformers.empty()) vers += ", transformers " + s.versions.transformers;

@@ -999,5 +999,50 @@ TEST(StackProbeTest, CastCopyPointsConvertAndBadOnesAreErrors) {
   }
 }
 
+// The same section with the curve of a child process whose malloc was held to its heap
+// (`points_heap`, since 2026-12-06; the H100 call of docs/validation/deepspeed/malloc2-1206):
+// it becomes cast_copy_d2h_heap. Without it a note says --malloc-heap extends the default curve;
+// a document whose probe itself ran with MALLOC_* set is refused (its "points" are not the
+// default regime).
+TEST(StackProbeTest, CastCopyHeapPointsConvertAndATunedProcessIsRefused) {
+  const json measured = json::parse(
+      Read(kData + "/docs/validation/deepspeed/malloc2-1206/castcopy-h100.json"))["cast_copy"];
+  ASSERT_TRUE(measured.contains("points_heap"));
+  json doc = MergedH200Document();
+  doc["cast_copy"] = measured;
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(doc.dump(), "cast.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_EQ(s->cast_copy_d2h_heap.size(), measured["points_heap"].size());
+  EXPECT_EQ(s->cast_copy_d2h_heap.back().second, measured["points_heap"].back()[1].get<double>());
+  EXPECT_NE(s->source.detail.find("malloc held to its heap"), std::string::npos) << s->source.detail;
+  for (const std::string& n : notes) EXPECT_EQ(n.find("heap not measured"), std::string::npos) << n;
+
+  json old = doc;
+  old["cast_copy"].erase("points_heap");
+  notes.clear();
+  s = StackProfileFromJson(old.dump(), "cast.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_TRUE(s->cast_copy_d2h_heap.empty());
+  bool noted = false;
+  for (const std::string& n : notes) noted |= n.find("heap not measured") != std::string::npos;
+  EXPECT_TRUE(noted);
+
+  json tuned = doc;
+  tuned["cast_copy"]["malloc_env"] = {{"MALLOC_MMAP_MAX_", "0"}};
+  auto r = StackProfileFromJson(tuned.dump(), "cast.json", kH200Stream, "t", &notes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cast.json: cast_copy.malloc_env"), std::string::npos)
+      << r.status().message();
+
+  json bad = doc;
+  bad["cast_copy"]["points_heap"] = json::array({{32768, 4e-5}});
+  r = StackProfileFromJson(bad.dump(), "cast.json", kH200Stream, "t", &notes);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cast.json: cast_copy.points_heap: expected 2 to 64"),
+            std::string::npos)
+      << r.status().message();
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -384,6 +384,55 @@ TEST(HostCopyCost, ACastCopyCurveWithoutFreshPointsPricesTheFaultsOnTop) {
   EXPECT_DOUBLE_EQ(b.CastCopyFaultSeconds(128e6), 0.0);
 }
 
+TEST(HostCopyCost, AMeasuredHeapCurvePricesMallocHeapCopiesAndRoundTrips) {
+  // stack.cast_copy_d2h_heap (stack_costs.py's points_heap, a child process started with malloc
+  // held to its heap): with Plan::malloc_heap a copy of any size is priced on it; without, the
+  // default curve's fresh points still price copies from 32 MiB. Points of the H100 malloc2-1206
+  // call (castcopy-h100.json): 16 MiB 2.58 ms, 32 MiB 5.40 ms, 256 MiB 36.8 ms on the heap;
+  // 32 MiB 30.5 ms, 256 MiB 224 ms through fresh mappings.
+  std::ifstream in(std::string(DSPLAN_TEST_DATA_DIR) + "/profiles/h200-sxm.yaml");
+  std::ifstream section(std::string(DSPLAN_TEST_DATA_DIR) +
+                        "/tests/fixtures/profiles/stack-section-gpt2.yaml");
+  std::stringstream base;
+  base << in.rdbuf() << section.rdbuf();
+  const std::string curves =
+      "  cast_copy_d2h:\n    - [1048576, 2.16e-4]\n    - [16777216, 2.155e-3]\n"
+      "    - [33554432, 30.49e-3]\n    - [268435456, 224.5e-3]\n"
+      "  cast_copy_d2h_heap:\n    - [1048576, 2.88e-4]\n    - [16777216, 2.581e-3]\n"
+      "    - [33554432, 5.396e-3]\n    - [268435456, 36.82e-3]\n";
+  auto p = ParseHardwareProfile(base.str() + curves, "heap.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->stack.cast_copy_d2h_heap.size(), 4u);
+  const StackCosts s = StackCostsFromProfile(p->stack);
+  const double big = 134217728;  // between the 32 and 256 MiB points
+  const double heap = 5.396e-3 + (36.82e-3 - 5.396e-3) * (big - 33554432) / (268435456 - 33554432);
+  const double fresh = 30.49e-3 + (224.5e-3 - 30.49e-3) * (big - 33554432) / (268435456 - 33554432);
+  EXPECT_NEAR(s.CastCopyD2HSeconds(big, /*heap=*/true), heap, 1e-12);
+  EXPECT_NEAR(s.CastCopyD2HSeconds(big), fresh, 1e-12);
+  // Below 32 MiB each regime keeps its own curve: the heap curve's 16 MiB point, not the default's.
+  EXPECT_NEAR(s.CastCopyD2HSeconds(16777216, true), 2.581e-3, 1e-12);
+  EXPECT_NEAR(s.CastCopyD2HSeconds(16777216), 2.155e-3, 1e-12);
+  // The curve survives a write and a read.
+  const std::string path = ::testing::TempDir() + "/heap-curve-profile.yaml";
+  ASSERT_TRUE(WriteHardwareProfile(*p, path).ok());
+  auto back = LoadHardwareProfile(path);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->stack.cast_copy_d2h_heap, p->stack.cast_copy_d2h_heap);
+  // A profile that measured only the default curve takes no heap curve from anywhere else.
+  auto old = ParseHardwareProfile(base.str() + curves.substr(0, curves.find("  cast_copy_d2h_heap")),
+                                  "old.yaml");
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_TRUE(StackCostsFromProfile(old->stack).cast_copy_d2h_heap.empty());
+  // Points out of order are one line naming the key.
+  const std::string bad = base.str() +
+                          "  cast_copy_d2h_heap:\n    - [33554432, 5e-3]\n    - [16777216, 2e-3]\n";
+  auto r = ParseHardwareProfile(bad, "bad.yaml");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("stack.cast_copy_d2h_heap[1]"), std::string::npos)
+      << r.status().message();
+  EXPECT_EQ(r.status().message().find('\n'), std::string::npos);
+}
+
 TEST(HostCopyCost, ABoundaryLoopPaysEachTensorsLongerSide) {
   // DeepSpeed's per-parameter loop at an offloaded boundary waits for the GPU once per tensor:
   // a small tensor costs its host ops, a large one the kernels and copies it queues, and one

@@ -715,14 +715,7 @@ def cpu_model():
     return None
 
 
-def cast_copy(reps=5, warm=2):
-    """PyTorch's blocking copy of a bf16 CUDA tensor into a pinned fp32 CPU tensor (ZeRO-3's
-    offloaded gradient copy, `fp32_grad_tensor.copy_(grad_buffer)`): PyTorch copies into a
-    pageable temporary of the source's dtype and converts on the host. Median seconds by source
-    bytes, 32 kB to 256 MiB. The same tensor pair is copied repeatedly, as in a training loop:
-    below glibc's largest mmap threshold (32 MiB) the temporary comes from the heap, whose pages
-    stay mapped; from 32 MiB up it is a fresh mapping on every copy, so those points include
-    faulting every page in (dsplan prices the two regimes from their own points)."""
+def _cast_copy_points(reps, warm):
     points = []
     for numel in [1 << k for k in range(14, 28)]:
         src = torch.randn(numel, device="cuda", dtype=torch.bfloat16)
@@ -737,7 +730,52 @@ def cast_copy(reps=5, warm=2):
                 ts.append(dt)
         points.append([2 * numel, med(ts)])
         del src, dst
-    return {"points": points, "threads": torch.get_num_threads()}
+    return points
+
+
+# What `dsplan --malloc-heap` tells users to export (core/plan.h kMallocHeapEnv).
+MALLOC_HEAP_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_MAX_": "0",
+                   "MALLOC_TRIM_THRESHOLD_": "68719476736"}
+
+
+def cast_copy(reps=5, warm=2, heap_child=True):
+    """PyTorch's blocking copy of a bf16 CUDA tensor into a pinned fp32 CPU tensor (ZeRO-3's
+    offloaded gradient copy, `fp32_grad_tensor.copy_(grad_buffer)`): PyTorch copies into a
+    pageable temporary of the source's dtype and converts on the host. Median seconds by source
+    bytes, 32 kB to 256 MiB. The same tensor pair is copied repeatedly, as in a training loop:
+    below glibc's largest mmap threshold (32 MiB) the temporary comes from the heap, whose pages
+    stay mapped; from 32 MiB up it is a fresh mapping on every copy, so those points include
+    faulting every page in (dsplan prices the two regimes from their own points).
+
+    Then the same curve in a child process started with malloc held to its heap
+    (`points_heap`: MALLOC_ARENA_MAX=1 MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=64GiB, which
+    glibc reads at start, as `dsplan --malloc-heap` tells users to set them). If the child
+    fails, `points_heap` is missing and `heap_error` says why."""
+    out = {"threads": torch.get_num_threads()}
+    env = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_") or k.startswith("GLIBC_TUNABLES")}
+    if env:
+        out["malloc_env"] = env  # started with malloc tunables: "points" are not the default regime
+    out["points"] = _cast_copy_points(reps, warm)
+    if not heap_child:
+        return out
+    import subprocess
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "heap.json")
+        cmd = [sys.executable, os.path.abspath(__file__), "--no-deepspeed", "--only", "cast_copy",
+               "--no-heap-child", "--out", path]
+        try:
+            r = subprocess.run(cmd, env={**os.environ, **MALLOC_HEAP_ENV}, capture_output=True,
+                               text=True, timeout=300)
+            child = json.load(open(path)) if os.path.exists(path) else {}
+            pts = child.get("cast_copy", {}).get("points")
+            if r.returncode != 0 or not pts:
+                raise RuntimeError(f"child rc={r.returncode}: {r.stderr[-600:]}")
+            out["points_heap"] = pts
+            out["heap_env"] = MALLOC_HEAP_ENV
+        except Exception as e:  # noqa: BLE001
+            out["heap_error"] = repr(e)
+    return out
 
 
 def versions(have_ds):
@@ -766,6 +804,8 @@ def main():
                     help="the models whose ZeRO-3 block hooks are measured (default: --models)")
     ap.add_argument("--no-deepspeed", action="store_true")
     ap.add_argument("--out", default="-")
+    ap.add_argument("--no-heap-child", action="store_true",
+                    help="cast_copy: skip the curve of a child process with malloc held to its heap")
     ap.add_argument("--only", default="op_kinds,kernels,cast_copy,families,zero3,bf16_step,zero3_calls",
                     help="comma-separated sections to measure (also: zero3_release, "
                          "zero3_families)")
@@ -812,7 +852,7 @@ def main():
     if "kernels" in only:
         section("kernels", kernel_rates)
     if "cast_copy" in only:
-        section("cast_copy", cast_copy)
+        section("cast_copy", lambda: cast_copy(heap_child=not args.no_heap_child))
     cfgs = {}
     for name in [m for m in args.models.split(",") if m]:
         try:

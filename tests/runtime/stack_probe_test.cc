@@ -668,6 +668,10 @@ class StackProbeRunTest : public ::testing::Test {
     doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
     doc["bf16_step"] = Bf16StepH200Section();
     doc["cast_copy"] = CastCopyH200Section();
+    // The H200's probe predates points_heap (2026-12-06); the H100 call of malloc2-1206 measured
+    // it, so its curve stands in for the child process's here.
+    doc["cast_copy"]["points_heap"] = json::parse(Read(
+        kData + "/docs/validation/deepspeed/malloc2-1206/castcopy-h100.json"))["cast_copy"]["points_heap"];
     std::ofstream(merged) << doc.dump();
     const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
     const std::string duty = kStack + "gemm-duty-h200.json";
@@ -775,6 +779,8 @@ TEST_F(StackProbeRunTest, AFullRunWritesTheSectionFromTheScriptsOutputs) {
     EXPECT_EQ(r.stack.cast_copy_d2h[i].second, cast[i][1].get<double>());
   }
   EXPECT_EQ(StackCostsFromProfile(r.stack).cast_copy_d2h, r.stack.cast_copy_d2h);
+  EXPECT_EQ(StackCostsFromProfile(r.stack).cast_copy_d2h_heap, r.stack.cast_copy_d2h_heap);
+  EXPECT_EQ(r.stack.cast_copy_d2h_heap.size(), 14u);
   EXPECT_NE(r.stack.source.detail.find("cast copy"), std::string::npos) << r.stack.source.detail;
   // The duty sweep ran last: the curve is the file's rows, labelled measured.
   ASSERT_EQ(r.sustained_gemm.points.size(), 6u);

@@ -352,20 +352,27 @@ TEST(HostCopyCost, WithMallocOnItsHeapLargeCastCopiesStayInTheHeapRegime) {
   EXPECT_NEAR(pt.TaskSeconds(t, {}, 16), 2 * s.CastCopyD2HSeconds(big), 1e-12);
 }
 
-TEST(HostCopyCost, ACastCopyCurveWithoutFreshPointsPricesTheFaultsOnTop) {
-  // A profile's stack section measured before 2026-12-06 holds heap-regime points only (up to
-  // 16 MiB): a copy from 32 MiB is priced on that curve's line plus its page faults at the
-  // host's one-thread rate; with one fresh point, that point's rate and no faults on top.
+// The datasheet H200 profile with the gpt2 stack-section fixture appended: a stack section that
+// a test completes with its own cast-copy keys.
+std::string H200WithStackSection() {
   std::ifstream in(std::string(DSPLAN_TEST_DATA_DIR) + "/profiles/h200-sxm.yaml");
   std::ifstream section(std::string(DSPLAN_TEST_DATA_DIR) +
                         "/tests/fixtures/profiles/stack-section-gpt2.yaml");
   std::stringstream base;
   base << in.rdbuf() << section.rdbuf();
+  return base.str();
+}
+
+TEST(HostCopyCost, ACastCopyCurveWithoutFreshPointsPricesTheFaultsOnTop) {
+  // A profile's stack section measured before 2026-12-06 holds heap-regime points only (up to
+  // 16 MiB): a copy from 32 MiB is priced on that curve's line plus its page faults at the
+  // host's one-thread rate; with one fresh point, that point's rate and no faults on top.
+  const std::string base = H200WithStackSection();
   const std::string heap =
       "  cast_copy_d2h:\n    - [1048576, 2e-4]\n    - [16777216, 2e-3]\n";
-  auto old = ParseHardwareProfile(base.str() + heap, "old-stack.yaml");
+  auto old = ParseHardwareProfile(base + heap, "old-stack.yaml");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
-  auto fresh = ParseHardwareProfile(base.str() + heap + "    - [67108864, 0.05]\n", "new.yaml");
+  auto fresh = ParseHardwareProfile(base + heap + "    - [67108864, 0.05]\n", "new.yaml");
   ASSERT_TRUE(fresh.ok()) << fresh.status().ToString();
   Task t;
   t.kind = TaskKind::kCopyD2H;
@@ -390,17 +397,13 @@ TEST(HostCopyCost, AMeasuredHeapCurvePricesMallocHeapCopiesAndRoundTrips) {
   // default curve's fresh points still price copies from 32 MiB. Points of the H100 malloc2-1206
   // call (castcopy-h100.json): 16 MiB 2.58 ms, 32 MiB 5.40 ms, 256 MiB 36.8 ms on the heap;
   // 32 MiB 30.5 ms, 256 MiB 224 ms through fresh mappings.
-  std::ifstream in(std::string(DSPLAN_TEST_DATA_DIR) + "/profiles/h200-sxm.yaml");
-  std::ifstream section(std::string(DSPLAN_TEST_DATA_DIR) +
-                        "/tests/fixtures/profiles/stack-section-gpt2.yaml");
-  std::stringstream base;
-  base << in.rdbuf() << section.rdbuf();
+  const std::string base = H200WithStackSection();
   const std::string curves =
       "  cast_copy_d2h:\n    - [1048576, 2.16e-4]\n    - [16777216, 2.155e-3]\n"
       "    - [33554432, 30.49e-3]\n    - [268435456, 224.5e-3]\n"
       "  cast_copy_d2h_heap:\n    - [1048576, 2.88e-4]\n    - [16777216, 2.581e-3]\n"
       "    - [33554432, 5.396e-3]\n    - [268435456, 36.82e-3]\n";
-  auto p = ParseHardwareProfile(base.str() + curves, "heap.yaml");
+  auto p = ParseHardwareProfile(base + curves, "heap.yaml");
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   ASSERT_EQ(p->stack.cast_copy_d2h_heap.size(), 4u);
   const StackCosts s = StackCostsFromProfile(p->stack);
@@ -419,12 +422,12 @@ TEST(HostCopyCost, AMeasuredHeapCurvePricesMallocHeapCopiesAndRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->stack.cast_copy_d2h_heap, p->stack.cast_copy_d2h_heap);
   // A profile that measured only the default curve takes no heap curve from anywhere else.
-  auto old = ParseHardwareProfile(base.str() + curves.substr(0, curves.find("  cast_copy_d2h_heap")),
+  auto old = ParseHardwareProfile(base + curves.substr(0, curves.find("  cast_copy_d2h_heap")),
                                   "old.yaml");
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_TRUE(StackCostsFromProfile(old->stack).cast_copy_d2h_heap.empty());
   // Points out of order are one line naming the key.
-  const std::string bad = base.str() +
+  const std::string bad = base +
                           "  cast_copy_d2h_heap:\n    - [33554432, 5e-3]\n    - [16777216, 2e-3]\n";
   auto r = ParseHardwareProfile(bad, "bad.yaml");
   ASSERT_FALSE(r.ok());

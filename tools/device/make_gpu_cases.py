@@ -128,13 +128,17 @@ def probe_predictions(a, out, entries, scratch):
             f.write(json.dumps(r) + "\n")
 
 
+def hw_args(a):
+    return ["--hardware", os.path.abspath(a.hardware) if os.path.exists(a.hardware) else a.hardware] if a.hardware else []
+
+
 def simulate(a, model, ds_config, scratch, seq, gck):
     path = os.path.join(scratch, "sim_cfg.json")
     json.dump(ds_config, open(path, "w"))
     # The bench driver builds the model outside deepspeed.zero.Init: predict that
     # (docs/deepspeed-facts.md, "What keeps a released weight").
     cmd = [a.dsplan, "simulate", "--model", model, "--gpus", "1", "--ds-config", path, "--json",
-           "--no-zero-init"]
+           "--no-zero-init"] + hw_args(a)
     cmd += seq
     if gck:
         cmd.append("--gradient-checkpointing")
@@ -173,7 +177,7 @@ def plan_cases(a, out, scratch):
     for m in a.plan_models:
         cfg = catalog(a.models, m)
         seq, sh = seq_args(cfg, a.seq_len)
-        j = run_json([a.dsplan, "--model", m, "--gpus", "1"] + seq + ["--json"], scratch)
+        j = run_json([a.dsplan, "--model", m, "--gpus", "1"] + seq + ["--json"] + hw_args(a), scratch)
         recs = j.get("recommendations") or []
         if not recs:
             plans.append({"model": m, "error": "no recommendation", "fits": j.get("fits")})
@@ -279,6 +283,8 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--bench", default=None)
+    ap.add_argument("--hardware", default=None,
+                    help="profile for the plans and predictions (name or YAML path; default: dsplan's own)")
     ap.add_argument("--plan-models", default=",".join(PLAN_MODELS))
     ap.add_argument("--no-sim", action="store_true", help="stage-3 pairs without dsplan predictions (added later)")
     ap.add_argument("--skip", default="", help="comma list of: probes,predictions,plans,stage3")

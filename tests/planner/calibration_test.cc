@@ -18,8 +18,9 @@ namespace {
 const std::string kData = DSPLAN_TEST_DATA_DIR;
 
 std::unique_ptr<AccuracySummary> LoadAndEvaluate(const std::string& file, size_t runs_expected,
-                                                 bool unseen_families = false) {
-  auto profile = FindHardwareProfile("h200-measured", kData);
+                                                 bool unseen_families = false,
+                                                 const std::string& hardware = "h200-measured") {
+  auto profile = FindHardwareProfile(hardware, kData);
   EXPECT_TRUE(profile.ok()) << profile.status().ToString();
   auto runs = LoadCalibration(kData + file);
   EXPECT_TRUE(runs.ok()) << runs.status().ToString();
@@ -206,6 +207,30 @@ TEST(MemoryBand, HoldsTheValidationAndHoldoutRuns) {
     }
     EXPECT_EQ(rows, s->reserved_band_rows) << file;
   }
+}
+
+// h100plans-1206 (session 23, registered before it ran): the rank-1 plans of 16 models made for
+// an H100 80GB with its profile all ran 8 steps on an H100; each leaves 1.2-8.6 GiB beyond its
+// band and headroom, so the band decided that they fit. Their reserved peaks lie inside the band
+// drawn from H200 runs, and their allocated peaks within the target.
+TEST(MemoryBand, HoldsThePlansMadeForAnH100) {
+  const std::string hw = kData + "/docs/validation/deepspeed/h100plans-1206/h100-plans.yaml";
+  int ran = 0;
+  for (const char* file : {"/docs/validation/deepspeed/h100plans-1206/records-h100plans.jsonl",
+                           "/docs/validation/deepspeed/h100plans-1206/set2/records-h100plans2.jsonl"}) {
+    std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(file, 8, false, hw);
+    EXPECT_EQ(s->reserved_band_rows, 8) << file;
+    EXPECT_EQ(s->reserved_in_band, s->reserved_band_rows) << file;
+    for (const AccuracyRow& r : s->rows) {
+      ran += !r.run.oom && r.has_memory && r.has_time;
+      EXPECT_FALSE(r.did_not_train) << r.run.id;
+      EXPECT_EQ(r.verdict, "fits") << r.run.id;
+      EXPECT_LE(r.run.peak_reserved_mib, r.peak_reserved_mib * 1.06 + r.band_block_mib) << r.run.id;
+      EXPECT_LT(std::abs(r.alloc_error), 0.03) << r.run.id;
+      EXPECT_GT(r.alloc_error, -0.02) << r.run.id;
+    }
+  }
+  EXPECT_EQ(ran, 16);
 }
 
 // ZeRO-3's step (session 22): the gradient norm's fp64 copy of each owned partition and Adam's

@@ -147,6 +147,40 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
   return std::max(2.0 * m * n * k / rate, RooflineSeconds(elem * (m * k + k * n + m * n)));
 }
 
+GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
+  GemmCoverage c;
+  double all = 0, far = 0;
+  for (const dsplan::Layer& layer : w.layers) {
+    for (const Op& op : layer.ops) {
+      if (op.kind != OpKind::kGemm || op.n <= 0 || op.k <= 0 || op.m <= 0) continue;
+      const std::vector<std::pair<double, double>>* series = nullptr;
+      const double a = static_cast<double>(op.n), b = static_cast<double>(op.k);
+      const LinearShape best =
+          gemm_table().NearestLinearShape(precision_, GemmLayout::kNT, a, b, &series);
+      if (best.a == 0) return GemmCoverage{};
+      c.measured = true;
+      const double ra = std::max(a, static_cast<double>(best.a)) /
+                        std::min(a, static_cast<double>(best.a));
+      const double rb = std::max(b, static_cast<double>(best.b)) /
+                        std::min(b, static_cast<double>(best.b));
+      const double ratio = std::max(ra, rb);
+      const double flops = 2.0 * static_cast<double>(op.m) * a * b *
+                           static_cast<double>(std::max<int64_t>(1, op.batch));
+      all += flops;
+      if (ratio > kGemmFarRatio) far += flops;
+      if (ratio > c.worst_ratio) {
+        c.worst_ratio = ratio;
+        c.want_a = op.n;
+        c.want_b = op.k;
+        c.have_a = best.a;
+        c.have_b = best.b;
+      }
+    }
+  }
+  c.far_flops_share = all > 0 ? far / all : 0;
+  return c;
+}
+
 double CostModel::BatchedGemmSeconds(GemmLayout layout, double m, double n, double k,
                                      double batch) const {
   return BatchedGemmSeconds(layout, m, n, k, batch, precision_);

@@ -76,6 +76,18 @@ double FusedAttentionRate(const std::vector<AttentionPoint>& table, Precision dt
 /// run different kernels, so measured rates transfer only within a class.
 int GemmAlignmentClass(int64_t dim, int64_t elem_bytes);
 
+/// CostModel::LinearGemmCoverage. A `dsplan profile --quick` table (layers of hidden 2048 and
+/// 4096 only) priced GPT-2's and BERT's Linears from shapes 1.3-2.7x larger; on the H200 the
+/// same runs then came out 12-31 % fast against 0-7 % with the full table, as they did on the
+/// H100 (docs/validation/deepspeed/h100plans-1206).
+inline constexpr double kGemmFarRatio = 1.25;
+struct GemmCoverage {
+  bool measured = false;       // the profile has Linear-layout rows of this precision
+  double far_flops_share = 0;  // of the Linears' forward FLOPs
+  double worst_ratio = 1;      // the largest measured/wanted ratio in a layer dimension
+  int64_t want_a = 0, want_b = 0, have_a = 0, have_b = 0;  // that pair: (out, in) of both
+};
+
 class CostModel {
  public:
   /// |profile| must outlive the CostModel.
@@ -133,6 +145,11 @@ class CostModel {
   /// the profile's measured curve (HardwareProfile::gpu.sustained_gemm; 1 without one): linear
   /// between points, from 1 at duty 0 to the first point, the last point's above it.
   double SustainedGemmRatio(double duty) const;
+  /// How near the profile's measured Linear layer shapes are to |w|'s (each Linear is priced
+  /// from the nearest measured layer shape, GemmTable::NearestLinearShape): the share of the
+  /// Linears' forward FLOPs priced from a shape more than kGemmFarRatio away in a layer
+  /// dimension, and the worst such pair. Profiles without Linear layouts: nothing measured.
+  GemmCoverage LinearGemmCoverage(const Workload& w) const;
   /// The ratio Layers() applies to |w|'s GEMM and attention kernels: SustainedGemmRatio at their
   /// duty in the layers' costs at the table's rates.
   double WorkloadSustainedRatio(const Workload& w, bool family_measured = true) const;

@@ -115,6 +115,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                  {"host_bound_share", p.host_bound_share},
                  {"unvalidated_comm_share", p.time_band.unvalidated_comm_share},
                  {"unvalidated_nvme_share", p.time_band.unvalidated_nvme_share},
+                 {"far_gemm_share", p.time_band.far_gemm_share},
                  {"basis", p.time_band.basis}}},
                {"samples_per_s", p.samples_per_s},
                {"tokens_per_s", p.tokens_per_s},

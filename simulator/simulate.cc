@@ -163,6 +163,20 @@ TimeBand StepTimeBandWithNvme(TimeBand band, double nvme_share) {
   return band;
 }
 
+TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverage) {
+  const double s = std::clamp(coverage.far_flops_share, 0.0, 1.0);
+  if (!coverage.measured || !(s > 0)) return band;
+  band.far_gemm_share = s;
+  band.high *= 1 + kFarGemmSlowdown * s;
+  band.basis += fmt::format(
+      "; {:.0f}% of the Linear FLOPs are priced from measured GEMM shapes more than {:.2f}x away "
+      "in a layer dimension (up to {:.1f}x: {}x{} priced as {}x{}), so the slow side is up to "
+      "{:.0f}% wider (such tables put GPT-2 and BERT steps 12-31% fast)",
+      100 * s, kGemmFarRatio, coverage.worst_ratio, coverage.want_a, coverage.want_b,
+      coverage.have_a, coverage.have_b, 100 * kFarGemmSlowdown * s);
+  return band;
+}
+
 MemoryBand PeakMemoryBand(const ModelSpec& spec, const Plan& plan) {
   (void)plan;  // one band per family for now; per task class once the record covers them
   // From the real DeepSpeed 0.14.5 runs on one H200 with a peak of 2 GiB or more (234 on
@@ -280,10 +294,11 @@ SimulationContext ContextWithCosts(const Workload& w, const HardwareProfile& pro
 SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
                               Precision precision, int64_t persistence_threshold,
                               SoftwareStack stack, bool family_measured) {
+  const CostModel cm(profile, precision, stack);
   SimulationContext ctx =
-      ContextWithCosts(w, profile, CostModel(profile, precision, stack).Layers(w, family_measured),
-                       persistence_threshold, stack);
+      ContextWithCosts(w, profile, cm.Layers(w, family_measured), persistence_threshold, stack);
   ctx.family_blocks = family_measured;
+  ctx.gemm_coverage = cm.LinearGemmCoverage(w);
   return ctx;
 }
 
@@ -615,6 +630,18 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   const bool zero3 = plan.zero.stage == 3;
   p.time_band = StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share, zero3,
                              ctx.family_blocks, plan.OffloadsOptimizer());
+  p.time_band = StepTimeBandWithGemmCoverage(std::move(p.time_band), ctx.gemm_coverage);
+  if (ctx.gemm_coverage.measured && ctx.gemm_coverage.far_flops_share >= 0.25) {
+    p.warnings.push_back(fmt::format(
+        "step time: {:.0f}% of this model's Linear FLOPs are priced from the profile's GEMM "
+        "shapes more than {:.2f}x away in a layer dimension (its {}x{} from {}x{}); with such a "
+        "table GPT-2's and BERT's steps ran 12-31% slower than predicted "
+        "(docs/validation/deepspeed/h100plans-1206). `dsplan profile --models {}` measures this "
+        "model's own Linears",
+        100 * ctx.gemm_coverage.far_flops_share, kGemmFarRatio, ctx.gemm_coverage.want_a,
+        ctx.gemm_coverage.want_b, ctx.gemm_coverage.have_a, ctx.gemm_coverage.have_b,
+        w.spec.name.empty() ? std::string("MODEL") : w.spec.name));
+  }
   for (int k = 0; k < kNumTaskKinds; ++k) {
     const double d = sched.critical_s[k];
     switch (static_cast<TaskKind>(k)) {
@@ -732,12 +759,14 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
   // is most of a context's cost), the layer parameters the threshold's.
   std::call_once(c->built, [&] {
     std::call_once(e->costs_built, [&] {
-      e->layer_costs =
-          CostModel(*profile_, shape.precision, stack_).Layers(*e->workload, family_measured_);
+      const CostModel cm(*profile_, shape.precision, stack_);
+      e->layer_costs = cm.Layers(*e->workload, family_measured_);
+      e->gemm_coverage = cm.LinearGemmCoverage(*e->workload);
     });
     c->context = std::make_unique<SimulationContext>(ContextWithCosts(
         *e->workload, *profile_, e->layer_costs, persistence_threshold, stack_));
     c->context->family_blocks = family_measured_;
+    c->context->gemm_coverage = e->gemm_coverage;
   });
   return static_cast<const SimulationContext*>(c->context.get());
 }

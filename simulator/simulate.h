@@ -40,6 +40,8 @@ struct SimulationContext {
   /// profile->SourceSummary(), made once for every prediction of the context (empty: each
   /// prediction makes it).
   std::string profile_sources;
+  /// CostModel::LinearGemmCoverage of the workload on the profile's table.
+  GemmCoverage gemm_coverage;
 };
 
 /// MakeSimulationContext, as for a model family the stack measurement never saw (its blocks'
@@ -97,9 +99,23 @@ struct TimeBand {
   /// with NVMe offload is in the record, so that part of the band comes from the disk's own
   /// measured spread instead (StepTimeBandWithNvme); 0 without NVMe on the critical path.
   double unvalidated_nvme_share = 0;
+  /// The share of the Linears' FLOPs priced from a measured GEMM shape more than
+  /// kGemmFarRatio away (GemmCoverage::far_flops_share); StepTimeBandWithGemmCoverage widens
+  /// the slow side for it.
+  double far_gemm_share = 0;
 };
 
 struct StackCosts;
+
+/// How much slower than priced a step ran whose every Linear was priced from a measured shape
+/// more than kGemmFarRatio away: the H200 runs replayed with the profile's table cut to a
+/// `--quick` profile's 49 shapes came out up to 31 % fast (gpt2 at 1024 tokens; GPT-2 and BERT
+/// 12-31 %), the H100 plans of h100plans-1206 11-22 % (docs/validation/deepspeed/h100plans-1206).
+/// An allowance from those runs, not a mechanism.
+inline constexpr double kFarGemmSlowdown = 0.31;
+/// |band| with its slow side widened by kFarGemmSlowdown x |coverage|'s far share, and the
+/// basis saying so; unchanged when every Linear is priced from a near shape.
+TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverage);
 
 /// The band for a step-time prediction of |spec| priced with |stack| (the profile's stack costs,
 /// StackCostsOf) whose step is |host_bound_share| host-bound (Prediction::host_bound_share):
@@ -311,6 +327,7 @@ class Simulator {
     // threshold: priced once and copied into each threshold's context.
     std::once_flag costs_built;
     std::vector<LayerCost> layer_costs;
+    GemmCoverage gemm_coverage;
     std::map<int64_t, std::unique_ptr<Context>> contexts;  // by threshold
   };
   struct ShapeLess {

@@ -588,3 +588,61 @@ TEST(Simulator, AllocationsBeyondTheGpuAreNotCalledFragmentation) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// A sparse GEMM table (h100plans-1206's H100 profile: a `--quick` table, layers of hidden 2048
+// and 4096 only) prices GPT-2's Linears from shapes 1.25x and more away: the prediction says so
+// in a warning, its band's slow side widens by kFarGemmSlowdown x the far share, and the JSON
+// carries the share. The full H200 table has every catalog Linear near: nothing changes there.
+TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
+  auto spec = LoadModel("gpt2-large", kData);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto full = FindHardwareProfile("h200-measured", kData);
+  auto quick = FindHardwareProfile(
+      kData + "/docs/validation/deepspeed/h100plans-1206/h100-plans.yaml", kData);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  ASSERT_TRUE(quick.ok()) << quick.status().ToString();
+  Plan plan = MakePlan(1, 4, false);
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.target_len = 0;
+  auto w = BuildWorkload(*spec, plan.shape());
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+
+  const GemmCoverage near = CostModel(*full, Precision::kBf16).LinearGemmCoverage(*w);
+  EXPECT_TRUE(near.measured);
+  EXPECT_EQ(near.far_flops_share, 0.0);
+  const GemmCoverage far = CostModel(*quick, Precision::kBf16).LinearGemmCoverage(*w);
+  EXPECT_TRUE(far.measured);
+  EXPECT_GT(far.far_flops_share, 0.9);  // hidden 1280: no measured layer within 1.25x
+  EXPECT_GT(far.worst_ratio, kGemmFarRatio);
+
+  Simulator a(*spec, *full), b(*spec, *quick);
+  auto pa = a.Simulate(plan);
+  auto pb = b.Simulate(plan);
+  ASSERT_TRUE(pa.ok() && pb.ok());
+  EXPECT_EQ(pa->time_band.far_gemm_share, 0.0);
+  for (const std::string& s : pa->warnings) EXPECT_EQ(s.find("GEMM shapes"), std::string::npos);
+  EXPECT_DOUBLE_EQ(pb->time_band.far_gemm_share, far.far_flops_share);
+  // The same band without the coverage, widened on the slow side only.
+  TimeBand plain = pb->time_band;
+  plain.high /= 1 + kFarGemmSlowdown * far.far_flops_share;
+  const TimeBand again = StepTimeBandWithGemmCoverage(
+      StepTimeBand(spec.value(), *StackCostsOf(*quick), pb->host_bound_share, false, true, false),
+      far);
+  EXPECT_NEAR(again.high, pb->time_band.high, 1e-12);
+  EXPECT_NEAR(plain.high * (1 + kFarGemmSlowdown * far.far_flops_share), pb->time_band.high, 1e-12);
+  EXPECT_NE(pb->time_band.basis.find("priced from measured GEMM shapes"), std::string::npos);
+  bool warned = false;
+  for (const std::string& s : pb->warnings) warned |= s.find("dsplan profile --models gpt2-large") != std::string::npos;
+  EXPECT_TRUE(warned);
+  auto wb = b.WorkloadFor(plan.shape());
+  ASSERT_TRUE(wb.ok());
+  EXPECT_EQ(PredictionToJson(*pb, **wb)["step"]["time_band"]["far_gemm_share"].get<double>(),
+            far.far_flops_share);
+}
+
+}  // namespace
+}  // namespace dsplan

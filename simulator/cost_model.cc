@@ -148,33 +148,47 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
 }
 
 GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
-  GemmCoverage c;
-  double all = 0, far = 0;
+  // The layer shapes repeat block after block: one table lookup per distinct (n, k), with the
+  // forward FLOPs of all its ops (a planner's search builds a context per run shape).
+  struct Pair {
+    int64_t n, k;
+    double flops;
+  };
+  std::vector<Pair> pairs;
   for (const dsplan::Layer& layer : w.layers) {
     for (const Op& op : layer.ops) {
       if (op.kind != OpKind::kGemm || op.n <= 0 || op.k <= 0 || op.m <= 0) continue;
-      const std::vector<std::pair<double, double>>* series = nullptr;
-      const double a = static_cast<double>(op.n), b = static_cast<double>(op.k);
-      const LinearShape best =
-          gemm_table().NearestLinearShape(precision_, GemmLayout::kNT, a, b, &series);
-      if (best.a == 0) return GemmCoverage{};
-      c.measured = true;
-      const double ra = std::max(a, static_cast<double>(best.a)) /
-                        std::min(a, static_cast<double>(best.a));
-      const double rb = std::max(b, static_cast<double>(best.b)) /
-                        std::min(b, static_cast<double>(best.b));
-      const double ratio = std::max(ra, rb);
-      const double flops = 2.0 * static_cast<double>(op.m) * a * b *
+      const double flops = 2.0 * static_cast<double>(op.m) * static_cast<double>(op.n) *
+                           static_cast<double>(op.k) *
                            static_cast<double>(std::max<int64_t>(1, op.batch));
-      all += flops;
-      if (ratio > kGemmFarRatio) far += flops;
-      if (ratio > c.worst_ratio) {
-        c.worst_ratio = ratio;
-        c.want_a = op.n;
-        c.want_b = op.k;
-        c.have_a = best.a;
-        c.have_b = best.b;
+      auto it = std::find_if(pairs.begin(), pairs.end(),
+                             [&](const Pair& p) { return p.n == op.n && p.k == op.k; });
+      if (it == pairs.end()) {
+        pairs.push_back({op.n, op.k, flops});
+      } else {
+        it->flops += flops;
       }
+    }
+  }
+  GemmCoverage c;
+  double all = 0, far = 0;
+  for (const Pair& p : pairs) {
+    const std::vector<std::pair<double, double>>* series = nullptr;
+    const double a = static_cast<double>(p.n), b = static_cast<double>(p.k);
+    const LinearShape best =
+        gemm_table().NearestLinearShape(precision_, GemmLayout::kNT, a, b, &series);
+    if (best.a == 0) return GemmCoverage{};
+    c.measured = true;
+    const double ma = static_cast<double>(best.a), mb = static_cast<double>(best.b);
+    const double ratio = std::max(std::max(a, ma) / std::min(a, ma), std::max(b, mb) / std::min(b, mb));
+    all += p.flops;
+    if (ratio > kGemmFarRatio) far += p.flops;
+    if (ratio > c.worst_ratio) {
+      c.worst_ratio = ratio;
+      c.want_a = p.n;
+      c.want_b = p.k;
+      c.have_a = best.a;
+      c.have_b = best.b;
     }
   }
   c.far_flops_share = all > 0 ? far / all : 0;

@@ -408,6 +408,7 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"predicted_peak_reserved_mib", r.peak_reserved_mib},
                       {"predicted_state_mib", r.state_mib},
                       {"band_block_mib", r.band_block_mib},
+                      {"band_cached_block_mib", r.band_cached_block_mib},
                       {"band_upper", r.band_upper},
                       {"reserved_in_band", r.reserved_band_row ? nlohmann::json(r.reserved_in_band) : nlohmann::json()},
                       {"reserved_error", mem(r.reserved_error)},

@@ -152,6 +152,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
       row.state_mib += static_cast<double>(p.gpu_breakdown_at_peak[static_cast<int>(c)]) / kMiB;
     }
     row.band_block_mib = static_cast<double>(p.memory_band.upper_bytes) / kMiB;
+    row.band_cached_block_mib = static_cast<double>(p.memory_band.cached_block_bytes) / kMiB;
     row.band_upper = p.memory_band.upper;
     row.step_s = p.step_time_s;
     row.host_peak_mib = p.host_peak_bytes_per_node / kMiB;
@@ -320,7 +321,7 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   if (s.reserved_band_rows > 0) {
     o << fmt::format(
         "Memory band (`PeakMemoryBand`: a relative part of the predicted reserved plus the step's "
-        "largest transient block): measured peak reserved inside it for {} of the {} runs of 2 "
+        "largest transient block the allocator replay served from cached memory): measured peak reserved inside it for {} of the {} runs of 2 "
         "GiB and more; the largest excess beyond the block, {:+.1f}% of the predicted reserved "
         "({}).\n\n",
         s.reserved_in_band, s.reserved_band_rows, 100 * s.reserved_excess_max,

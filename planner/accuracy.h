@@ -76,6 +76,7 @@ struct AccuracyRow {
   /// step's largest transient block).
   double state_mib = 0;
   double band_block_mib = 0;
+  double band_cached_block_mib = 0;  // MemoryBand::cached_block_bytes
   /// The band's relative part (MemoryBand::upper), and whether the measured peak reserved of a
   /// run of 2 GiB and more lies inside it: at most predicted x (1 + upper) + the block.
   double band_upper = 0;

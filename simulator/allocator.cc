@@ -117,19 +117,35 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     }
   }
   Status never;  // a counting source fails only for memory, which is not an error
+  // In the last iteration: the largest step transient served without a new segment.
+  bool track = false;
+  auto transient = [](const MemEffect& e) {
+    return e.space == MemSpace::kGpu && e.bytes > 0 &&
+           (e.category == MemCategory::kActivations || e.category == MemCategory::kTemporaries);
+  };
+  auto note = [&](const MemEffect& e, bool cached) {
+    if (cached && transient(e)) r.largest_cached_transient = std::max(r.largest_cached_transient, e.bytes);
+  };
   auto run = [&](size_t from, size_t to) {
     for (size_t k = from; k < to; ++k) {
+      const int64_t before = track ? a.reserved() : 0;
       switch (role[k]) {
         case kPairFirst:
           replay.TryApplyTransient(gpu[k], gpu[k + 1], &never);
+          if (track) note(gpu[k], a.reserved() <= before);
           k += 1;
           break;
         case kNestedFirst:
           replay.TryApplyTransientNested(gpu[k], gpu[k + 1], gpu[k + 2], gpu[k + 3], &never);
+          if (track) {
+            note(gpu[k], true);
+            note(gpu[k + 1], true);
+          }
           k += 3;
           break;
         default:
           (void)replay.TryApply(gpu[k], &never);
+          if (track) note(gpu[k], a.reserved() <= before);
           break;
       }
     }
@@ -162,6 +178,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     if (it == iterations - 1) {
       peak_reserved = a.peak_reserved();
       a.ResetPeaks();
+      track = true;
     }
     if (!compact) {
       apply(0, graph.size());

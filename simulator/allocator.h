@@ -32,6 +32,10 @@ struct AllocatorResult {
   /// Copies of a compact graph's repeated block replayed, over all iterations (the rest were
   /// skipped as repeats of a cycle).
   int64_t copies_replayed = 0;
+  /// The largest activation or temporary allocation of the last iteration that the replay did
+  /// not serve with a new segment (it came from cached memory, or, inside a nested transient
+  /// group that reserved, could have): the block whose place reality might not find.
+  int64_t largest_cached_transient = 0;
 };
 
 /// Replays the GPU effects of |graph| |iterations| times (the first warms the cache, as

@@ -171,7 +171,7 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
     o += fmt::format("  + NCCL          {:>10}   (estimate: buffers outside PyTorch's allocator)\n",
                      FormatBytes(static_cast<double>(p.gpu_nccl_bytes)));
   }
-  o += fmt::format("  error band      +{:.0f}% of reserved + {} (largest transient) / -{:.0f}% "
+  o += fmt::format("  error band      +{:.0f}% of reserved + {} (largest cached transient) / -{:.0f}% "
                    "({}): up to {}\n",
                    100 * p.memory_band.upper,
                    FormatBytes(static_cast<double>(p.memory_band.upper_bytes)),

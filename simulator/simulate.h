@@ -77,6 +77,10 @@ struct MemoryBand {
   /// The step's largest single transient GPU allocation (activations, temporaries, buffers):
   /// fragmentation can strand up to one block of that size beyond what the replay reserves.
   int64_t upper_bytes = 0;
+  /// The largest such allocation the allocator replay served without a new segment
+  /// (AllocatorResult::largest_cached_transient; 0 without the replay). A block the replay
+  /// reserved a segment for cannot be the one reality fails to place; not used by the band yet.
+  int64_t cached_block_bytes = 0;
   double lower = 0;          // ... or down to (1 - lower) x predicted
   bool provisional = true;   // not yet drawn from the validation record for this task class
   std::string basis;         // one line: where the numbers come from

@@ -247,6 +247,10 @@ TEST(Zero3StepMemory, NormCopyAndLazyStatesInTheStep) {
     EXPECT_LT(std::abs(r.alloc_error), 0.005) << r.run.id;
     EXPECT_GT(r.reserved_error, -0.05) << r.run.id;
     EXPECT_TRUE(r.reserved_in_band) << r.run.id;
+    // The norm copy (7,840 MiB) has a segment of its own in the replay, so the band's block
+    // is the largest transient the replay served from cached memory.
+    EXPECT_LT(r.band_block_mib, 2500) << r.run.id;
+    EXPECT_EQ(r.band_block_mib, r.band_cached_block_mib) << r.run.id;
   }
   EXPECT_EQ(seen, 1);
   std::unique_ptr<AccuracySummary> qwen =

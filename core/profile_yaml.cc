@@ -599,13 +599,12 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
   StackProfile s;
   YAML::Node n = root["stack"];
   if (!n.IsDefined() || n.IsNull()) return s;
-  DSPLAN_RETURN_IF_ERROR(r.CheckMap(
-      n, "stack",
-      {"measured", "datasheet", "assumption", "gpu", "date", "versions",
-       "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3", "optimizer_step",
-       "bf16_optimizer_step", "cast_copy_d2h", "cast_copy_d2h_heap",
-       "blocks", "rests",
-       "gemm_source", "gemm"}));
+  DSPLAN_RETURN_IF_ERROR(
+      r.CheckMap(n, "stack",
+                 {"measured", "datasheet", "assumption", "gpu", "date", "versions",
+                  "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3",
+                  "optimizer_step", "bf16_optimizer_step", "cast_copy_d2h", "cast_copy_d2h_heap",
+                  "blocks", "rests", "gemm_source", "gemm"}));
   s.present = true;
   DSPLAN_ASSIGN_OR_RETURN(s.source, r.SourceOf(n, "stack"));
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node gpu, r.Required(n, "stack", "gpu"));
@@ -721,7 +720,8 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
       DSPLAN_RETURN_IF_ERROR(r.Tuple(cast[i], p, 2, "[bytes, seconds]"));
       DSPLAN_ASSIGN_OR_RETURN(double bytes, r.Value(cast[i][0], p + "[0]", Unit::kBytes));
       DSPLAN_ASSIGN_OR_RETURN(double sec, r.Value(cast[i][1], p + "[1]", Unit::kSeconds));
-      if (!(bytes > 0) || !(sec > 0)) return r.Error(cast[i], p, "bytes and seconds must be positive");
+      if (!(bytes > 0) || !(sec > 0))
+        return r.Error(cast[i], p, "bytes and seconds must be positive");
       if (!out->empty() && bytes <= out->back().first) {
         return r.Error(cast[i], p, "bytes must be larger than the previous point's");
       }
@@ -1196,7 +1196,7 @@ std::string EmitProfile(const HardwareProfile& p) {
       e << YAML::EndMap;
     }
     for (const auto& [key, curve] : {std::pair{"cast_copy_d2h", &s.cast_copy_d2h},
-                                      std::pair{"cast_copy_d2h_heap", &s.cast_copy_d2h_heap}}) {
+                                     std::pair{"cast_copy_d2h_heap", &s.cast_copy_d2h_heap}}) {
       if (curve->empty()) continue;
       e << YAML::Key << key << YAML::Value << YAML::BeginSeq;
       for (const auto& [bytes, sec] : *curve) {

@@ -321,7 +321,8 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   if (s.reserved_band_rows > 0) {
     o << fmt::format(
         "Memory band (`PeakMemoryBand`: a relative part of the predicted reserved plus the step's "
-        "largest transient block the allocator replay served from cached memory): measured peak reserved inside it for {} of the {} runs of 2 "
+        "largest transient block the allocator replay served from cached memory): measured peak "
+        "reserved inside it for {} of the {} runs of 2 "
         "GiB and more; the largest excess beyond the block, {:+.1f}% of the predicted reserved "
         "({}).\n\n",
         s.reserved_in_band, s.reserved_band_rows, 100 * s.reserved_excess_max,

@@ -124,7 +124,8 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
            (e.category == MemCategory::kActivations || e.category == MemCategory::kTemporaries);
   };
   auto note = [&](const MemEffect& e, bool cached) {
-    if (cached && transient(e)) r.largest_cached_transient = std::max(r.largest_cached_transient, e.bytes);
+    if (cached && transient(e))
+      r.largest_cached_transient = std::max(r.largest_cached_transient, e.bytes);
   };
   auto run = [&](size_t from, size_t to) {
     for (size_t k = from; k < to; ++k) {

@@ -180,7 +180,8 @@ GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
     if (best.a == 0) return GemmCoverage{};
     c.measured = true;
     const double ma = static_cast<double>(best.a), mb = static_cast<double>(best.b);
-    const double ratio = std::max(std::max(a, ma) / std::min(a, ma), std::max(b, mb) / std::min(b, mb));
+    const double ratio =
+        std::max(std::max(a, ma) / std::min(a, ma), std::max(b, mb) / std::min(b, mb));
     all += p.flops;
     if (ratio > kGemmFarRatio) far += p.flops;
     if (ratio > c.worst_ratio) {

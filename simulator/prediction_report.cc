@@ -171,12 +171,12 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
     o += fmt::format("  + NCCL          {:>10}   (estimate: buffers outside PyTorch's allocator)\n",
                      FormatBytes(static_cast<double>(p.gpu_nccl_bytes)));
   }
-  o += fmt::format("  error band      +{:.0f}% of reserved + {} (largest cached transient) / -{:.0f}% "
-                   "({}): up to {}\n",
-                   100 * p.memory_band.upper,
-                   FormatBytes(static_cast<double>(p.memory_band.upper_bytes)),
-                   100 * p.memory_band.lower, p.memory_band.basis,
-                   FormatBytes(static_cast<double>(p.gpu_upper_total_bytes)));
+  o += fmt::format(
+      "  error band      +{:.0f}% of reserved + {} (largest cached transient) / -{:.0f}% "
+      "({}): up to {}\n",
+      100 * p.memory_band.upper, FormatBytes(static_cast<double>(p.memory_band.upper_bytes)),
+      100 * p.memory_band.lower, p.memory_band.basis,
+      FormatBytes(static_cast<double>(p.gpu_upper_total_bytes)));
   o += fmt::format("  headroom        {:>10}   kept free (--headroom); spare before band and "
                    "headroom {}\n",
                    FormatBytes(static_cast<double>(p.gpu_headroom_bytes)),

@@ -527,10 +527,10 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
       "largest part {} {}", MemCategoryName(static_cast<MemCategory>(largest)),
       FormatBytes(static_cast<double>(at_peak[largest])));
   // The band's absolute part (narrowed below to what the replay served from cache): the step's
-  // largest single allocation of activations or
-  // temporaries (the fp32 logits of a large vocabulary, an attention workspace). Model-state
-  // buffers (flat gradients, gathered parameters) are sized by the configuration, not by the
-  // step's transients, and are left out. The GPU effects are the memory walk's gathered ones.
+  // largest single allocation of activations or temporaries (the fp32 logits of a large
+  // vocabulary, an attention workspace). Model-state buffers (flat gradients, gathered
+  // parameters) are sized by the configuration, not by the step's transients, and are left
+  // out. The GPU effects are the memory walk's gathered ones.
   for (const MemEffect& e : gpu_order.effects) {
     if (e.bytes > p.memory_band.upper_bytes &&
         (e.category == MemCategory::kActivations || e.category == MemCategory::kTemporaries)) {

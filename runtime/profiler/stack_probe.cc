@@ -478,19 +478,21 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
     }
     if (cc.contains("malloc_env")) {
       return Status::InvalidArgument(
-          file + ": cast_copy.malloc_env: the probe ran with MALLOC_* tunables set, so its "
-                 "points are not the default regime; run stack_costs.py without them");
+          file +
+          ": cast_copy.malloc_env: the probe ran with MALLOC_* tunables set, so its "
+          "points are not the default regime; run stack_costs.py without them");
     }
     DSPLAN_RETURN_IF_ERROR(curve(cc, "points", &s.cast_copy_d2h));
     if (cc.contains("points_heap")) {
       DSPLAN_RETURN_IF_ERROR(curve(cc, "points_heap", &s.cast_copy_d2h_heap));
     } else {
-      note(fmt::format("stack cast copy with malloc held to its heap not measured ({}): "
-                       "--malloc-heap prices copies from 32 MiB along the default curve's heap "
-                       "points",
-                       cc.contains("heap_error") && cc["heap_error"].is_string()
-                           ? Escape(cc["heap_error"].get<std::string>(), 200)
-                           : std::string("no points_heap")));
+      note(
+          fmt::format("stack cast copy with malloc held to its heap not measured ({}): "
+                      "--malloc-heap prices copies from 32 MiB along the default curve's heap "
+                      "points",
+                      cc.contains("heap_error") && cc["heap_error"].is_string()
+                          ? Escape(cc["heap_error"].get<std::string>(), 200)
+                          : std::string("no points_heap")));
     }
   } else {
     note(fmt::format("stack cast copy not measured (no cast_copy result): plans use the "

@@ -216,8 +216,9 @@ TEST(MemoryBand, HoldsTheValidationAndHoldoutRuns) {
 TEST(MemoryBand, HoldsThePlansMadeForAnH100) {
   const std::string hw = kData + "/docs/validation/deepspeed/h100plans-1206/h100-plans.yaml";
   int ran = 0;
-  for (const char* file : {"/docs/validation/deepspeed/h100plans-1206/records-h100plans.jsonl",
-                           "/docs/validation/deepspeed/h100plans-1206/set2/records-h100plans2.jsonl"}) {
+  for (const char* file :
+       {"/docs/validation/deepspeed/h100plans-1206/records-h100plans.jsonl",
+        "/docs/validation/deepspeed/h100plans-1206/set2/records-h100plans2.jsonl"}) {
     std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(file, 8, false, hw);
     EXPECT_EQ(s->reserved_band_rows, 8) << file;
     EXPECT_EQ(s->reserved_in_band, s->reserved_band_rows) << file;

@@ -671,7 +671,8 @@ class StackProbeRunTest : public ::testing::Test {
     // The H200's probe predates points_heap (2026-12-06); the H100 call of malloc2-1206 measured
     // it, so its curve stands in for the child process's here.
     doc["cast_copy"]["points_heap"] = json::parse(Read(
-        kData + "/docs/validation/deepspeed/malloc2-1206/castcopy-h100.json"))["cast_copy"]["points_heap"];
+        kData +
+        "/docs/validation/deepspeed/malloc2-1206/castcopy-h100.json"))["cast_copy"]["points_heap"];
     std::ofstream(merged) << doc.dump();
     const std::string gemm = kStack + "torch-gemm-h200-bf16.json";
     const std::string duty = kStack + "gemm-duty-h200.json";
@@ -1021,7 +1022,8 @@ TEST(StackProbeTest, CastCopyHeapPointsConvertAndATunedProcessIsRefused) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   ASSERT_EQ(s->cast_copy_d2h_heap.size(), measured["points_heap"].size());
   EXPECT_EQ(s->cast_copy_d2h_heap.back().second, measured["points_heap"].back()[1].get<double>());
-  EXPECT_NE(s->source.detail.find("malloc held to its heap"), std::string::npos) << s->source.detail;
+  EXPECT_NE(s->source.detail.find("malloc held to its heap"), std::string::npos)
+      << s->source.detail;
   for (const std::string& n : notes) EXPECT_EQ(n.find("heap not measured"), std::string::npos) << n;
 
   json old = doc;

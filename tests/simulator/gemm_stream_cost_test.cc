@@ -427,8 +427,8 @@ TEST(HostCopyCost, AMeasuredHeapCurvePricesMallocHeapCopiesAndRoundTrips) {
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_TRUE(StackCostsFromProfile(old->stack).cast_copy_d2h_heap.empty());
   // Points out of order are one line naming the key.
-  const std::string bad = base +
-                          "  cast_copy_d2h_heap:\n    - [33554432, 5e-3]\n    - [16777216, 2e-3]\n";
+  const std::string bad =
+      base + "  cast_copy_d2h_heap:\n    - [33554432, 5e-3]\n    - [16777216, 2e-3]\n";
   auto r = ParseHardwareProfile(bad, "bad.yaml");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("stack.cast_copy_d2h_heap[1]"), std::string::npos)

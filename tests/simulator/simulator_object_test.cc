@@ -636,7 +636,8 @@ TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
   EXPECT_NEAR(plain.high * (1 + kFarGemmSlowdown * far.far_flops_share), pb->time_band.high, 1e-12);
   EXPECT_NE(pb->time_band.basis.find("priced from measured GEMM shapes"), std::string::npos);
   bool warned = false;
-  for (const std::string& s : pb->warnings) warned |= s.find("dsplan profile --models gpt2-large") != std::string::npos;
+  for (const std::string& s : pb->warnings)
+    warned |= s.find("dsplan profile --models gpt2-large") != std::string::npos;
   EXPECT_TRUE(warned);
   auto wb = b.WorkloadFor(plan.shape());
   ASSERT_TRUE(wb.ok());

@@ -81,6 +81,8 @@ int GemmAlignmentClass(int64_t dim, int64_t elem_bytes);
 /// same runs then came out 12-31 % fast against 0-7 % with the full table, as they did on the
 /// H100 (docs/validation/deepspeed/h100plans-1206).
 inline constexpr double kGemmFarRatio = 1.25;
+/// From this share of the Linear FLOPs priced far, a prediction also warns (Prediction::warnings).
+inline constexpr double kGemmFarWarnShare = 0.25;
 struct GemmCoverage {
   bool measured = false;       // the profile has Linear-layout rows of this precision
   double far_flops_share = 0;  // of the Linears' forward FLOPs

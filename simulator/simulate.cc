@@ -292,14 +292,27 @@ SimulationContext ContextWithCosts(const Workload& w, const HardwareProfile& pro
   return ctx;
 }
 
+// What a context takes from pricing its workload once: the layers' costs and how near the
+// profile's measured GEMM shapes are to its Linears.
+struct ShapeCosts {
+  std::vector<LayerCost> layers;
+  GemmCoverage coverage;
+};
+
+ShapeCosts PriceShape(const Workload& w, const HardwareProfile& profile, Precision precision,
+                      SoftwareStack stack, bool family_measured) {
+  const CostModel cm(profile, precision, stack);
+  return {cm.Layers(w, family_measured), cm.LinearGemmCoverage(w)};
+}
+
 SimulationContext MakeContext(const Workload& w, const HardwareProfile& profile,
                               Precision precision, int64_t persistence_threshold,
                               SoftwareStack stack, bool family_measured) {
-  const CostModel cm(profile, precision, stack);
+  ShapeCosts costs = PriceShape(w, profile, precision, stack, family_measured);
   SimulationContext ctx =
-      ContextWithCosts(w, profile, cm.Layers(w, family_measured), persistence_threshold, stack);
+      ContextWithCosts(w, profile, std::move(costs.layers), persistence_threshold, stack);
   ctx.family_blocks = family_measured;
-  ctx.gemm_coverage = cm.LinearGemmCoverage(w);
+  ctx.gemm_coverage = costs.coverage;
   return ctx;
 }
 
@@ -642,7 +655,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   p.time_band = StepTimeBand(w.spec, cost.stack_costs(), p.host_bound_share, zero3,
                              ctx.family_blocks, plan.OffloadsOptimizer());
   p.time_band = StepTimeBandWithGemmCoverage(std::move(p.time_band), ctx.gemm_coverage);
-  if (ctx.gemm_coverage.measured && ctx.gemm_coverage.far_flops_share >= 0.25) {
+  if (ctx.gemm_coverage.measured && ctx.gemm_coverage.far_flops_share >= kGemmFarWarnShare) {
     p.warnings.push_back(fmt::format(
         "step time: {:.0f}% of this model's Linear FLOPs are priced from the profile's GEMM "
         "shapes more than {:.2f}x away in a layer dimension (its {}x{} from {}x{}); with such a "
@@ -770,9 +783,10 @@ Result<const SimulationContext*> Simulator::ContextFor(const RunShape& shape,
   // is most of a context's cost), the layer parameters the threshold's.
   std::call_once(c->built, [&] {
     std::call_once(e->costs_built, [&] {
-      const CostModel cm(*profile_, shape.precision, stack_);
-      e->layer_costs = cm.Layers(*e->workload, family_measured_);
-      e->gemm_coverage = cm.LinearGemmCoverage(*e->workload);
+      ShapeCosts costs =
+          PriceShape(*e->workload, *profile_, shape.precision, stack_, family_measured_);
+      e->layer_costs = std::move(costs.layers);
+      e->gemm_coverage = costs.coverage;
     });
     c->context = std::make_unique<SimulationContext>(ContextWithCosts(
         *e->workload, *profile_, e->layer_costs, persistence_threshold, stack_));

@@ -46,6 +46,9 @@ fi
 cat "$@" > /tmp/dsbench_state/cases_all.jsonl
 LEFT=$((TOTAL - ($(date +%s) - T0) - 25))
 echo "runner deadline ${LEFT}s"
-python3 "$HERE/runner.py" --cases /tmp/dsbench_state/cases_all.jsonl --out "$OUT" --deadline "$LEFT"
+DONE_ARGS=()
+# done.txt beside this script (ids measured by an earlier call on a machine since given back)
+[ -f "$HERE/done.txt" ] && DONE_ARGS=(--done "$HERE/done.txt") && echo "skipping $(wc -l < "$HERE/done.txt") ids in done.txt"
+python3 "$HERE/runner.py" --cases /tmp/dsbench_state/cases_all.jsonl --out "$OUT" --deadline "$LEFT" "${DONE_ARGS[@]}"
 tar -czf "$OUT/torch_ext.tgz" -C /tmp torch_ext 2>/dev/null
 echo "torch_ext.tgz $(du -h "$OUT/torch_ext.tgz" | cut -f1); total $(( $(date +%s) - T0 ))s"

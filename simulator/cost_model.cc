@@ -171,7 +171,11 @@ GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
     }
   }
   GemmCoverage c;
-  double all = 0, far = 0;
+  double all = 0, far = 0, other_alignment = 0;
+  const int64_t elem_bytes = PrecisionBytes(precision_);
+  auto same_class = [elem_bytes](int64_t x, int64_t y) {
+    return GemmAlignmentClass(x, elem_bytes) == GemmAlignmentClass(y, elem_bytes);
+  };
   for (const Pair& p : pairs) {
     const std::vector<std::pair<double, double>>* series = nullptr;
     const double a = static_cast<double>(p.n), b = static_cast<double>(p.k);
@@ -183,7 +187,9 @@ GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
     const double ratio =
         std::max(std::max(a, ma) / std::min(a, ma), std::max(b, mb) / std::min(b, mb));
     all += p.flops;
-    if (ratio > kGemmFarRatio) far += p.flops;
+    const bool aligned_alike = same_class(p.n, best.a) && same_class(p.k, best.b);
+    if (ratio > kGemmFarRatio || !aligned_alike) far += p.flops;
+    if (!aligned_alike) other_alignment += p.flops;
     if (ratio > c.worst_ratio) {
       c.worst_ratio = ratio;
       c.want_a = p.n;
@@ -193,6 +199,7 @@ GemmCoverage CostModel::LinearGemmCoverage(const Workload& w) const {
     }
   }
   c.far_flops_share = all > 0 ? far / all : 0;
+  c.other_alignment_share = all > 0 ? other_alignment / all : 0;
   return c;
 }
 

@@ -86,6 +86,11 @@ inline constexpr double kGemmFarWarnShare = 0.25;
 struct GemmCoverage {
   bool measured = false;       // the profile has Linear-layout rows of this precision
   double far_flops_share = 0;  // of the Linears' forward FLOPs
+  /// Of those, priced from a measured shape whose dimensions have another alignment class
+  /// (GemmAlignmentClass): a dimension that is not a multiple of 8 elements makes cuBLAS run
+  /// other kernels, however near the sizes (GPT-2's 50,257-wide LM head ran a Turing-era
+  /// alignment-1 kernel at 8-12 % of an H100's peak; docs/validation/deepspeed/h100diag-1206).
+  double other_alignment_share = 0;
   double worst_ratio = 1;      // the largest measured/wanted ratio in a layer dimension
   int64_t want_a = 0, want_b = 0, have_a = 0, have_b = 0;  // that pair: (out, in) of both
 };

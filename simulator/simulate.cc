@@ -170,10 +170,18 @@ TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverag
   band.high *= 1 + kFarGemmSlowdown * s;
   band.basis += fmt::format(
       "; {:.0f}% of the Linear FLOPs are priced from measured GEMM shapes more than {:.2f}x away "
-      "in a layer dimension (up to {:.1f}x: {}x{} priced as {}x{}), so the slow side is up to "
+      "in a layer dimension or of another alignment class (the farthest in size {:.1f}x: {}x{} "
+      "priced as {}x{}), so the slow side is up to "
       "{:.0f}% wider (such tables put GPT-2 and BERT steps 12-31% fast)",
       100 * s, kGemmFarRatio, coverage.worst_ratio, coverage.want_a, coverage.want_b,
       coverage.have_a, coverage.have_b, 100 * kFarGemmSlowdown * s);
+  if (coverage.other_alignment_share > 0) {
+    band.basis += fmt::format(
+        "; {:.0f}% of them from shapes of another alignment class (a dimension not a multiple of "
+        "8 elements runs other cuBLAS kernels: GPT-2's 50,257-wide head ran at 8-12% of an "
+        "H100's peak)",
+        100 * coverage.other_alignment_share);
+  }
   return band;
 }
 
@@ -658,12 +666,18 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   if (ctx.gemm_coverage.measured && ctx.gemm_coverage.far_flops_share >= kGemmFarWarnShare) {
     p.warnings.push_back(fmt::format(
         "step time: {:.0f}% of this model's Linear FLOPs are priced from the profile's GEMM "
-        "shapes more than {:.2f}x away in a layer dimension (its {}x{} from {}x{}); with such a "
+        "shapes more than {:.2f}x away in a layer dimension or of another alignment class (the "
+        "farthest in size: its {}x{} from {}x{}); with such a "
         "table GPT-2's and BERT's steps ran 12-31% slower than predicted "
-        "(docs/validation/deepspeed/h100plans-1206). `dsplan profile --models {}` measures this "
-        "model's own Linears",
+        "(docs/validation/deepspeed/h100plans-1206){}. `dsplan profile --models {}` measures "
+        "this model's own Linears",
         100 * ctx.gemm_coverage.far_flops_share, kGemmFarRatio, ctx.gemm_coverage.want_a,
         ctx.gemm_coverage.want_b, ctx.gemm_coverage.have_a, ctx.gemm_coverage.have_b,
+        ctx.gemm_coverage.other_alignment_share > 0
+            ? fmt::format("; {:.0f}% from shapes of another alignment class (a dimension not a "
+                          "multiple of 8 runs other cuBLAS kernels)",
+                          100 * ctx.gemm_coverage.other_alignment_share)
+            : std::string(),
         w.spec.name.empty() ? std::string("MODEL") : w.spec.name));
   }
   for (int k = 0; k < kNumTaskKinds; ++k) {

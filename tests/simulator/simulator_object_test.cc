@@ -645,5 +645,58 @@ TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
             far.far_flops_share);
 }
 
+// A shape priced from a measured one of another alignment class counts as far however near the
+// sizes: GPT-2's LM head (50,257 wide, not a multiple of 8) ran cuBLAS's alignment-1 kernel at
+// 8-12 % of the H100's peak (h100diag-1206). With the head's rows, gpt2-large's Linears are all
+// priced from their own shapes. With those rows measured at 50,264 instead (a multiple of 8,
+// 1.0001x away) the head borrows an aligned shape's rate: that share of the FLOPs is far, and the
+// band says why.
+TEST(GemmCoverage, AnotherAlignmentClassIsFar) {
+  auto spec = LoadModel("gpt2-large", kData);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto full = FindHardwareProfile(
+      kData + "/docs/validation/deepspeed/h100diag-1206/h100-gemm-1206.yaml", kData);
+  ASSERT_TRUE(full.ok()) << full.status().ToString();
+  Plan plan = MakePlan(1, 4, false);
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.target_len = 0;
+  auto w = BuildWorkload(*spec, plan.shape());
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  const GemmCoverage own = CostModel(*full, Precision::kBf16).LinearGemmCoverage(*w);
+  ASSERT_TRUE(own.measured);
+  EXPECT_EQ(own.far_flops_share, 0.0);
+  EXPECT_EQ(own.other_alignment_share, 0.0);
+
+  HardwareProfile cut = *full;
+  int moved = 0;
+  auto align = [&moved](std::vector<GemmPoint>& rows) {
+    for (GemmPoint& g : rows) {
+      for (int64_t* d : {&g.m, &g.n, &g.k}) {
+        if (*d == 50257) {
+          *d = 50264;
+          ++moved;
+        }
+      }
+    }
+  };
+  align(cut.gpu.gemm);
+  align(cut.stack.gemm);
+  ASSERT_GT(moved, 0);
+  const GemmCoverage borrowed = CostModel(cut, Precision::kBf16).LinearGemmCoverage(*w);
+  // The head: 1280 x 50257 against 36 blocks of 12 x 1280^2 per token, about 8 %, and nothing
+  // else: every other shape is its own, and the head's borrowed one is near in size.
+  EXPECT_GT(borrowed.other_alignment_share, 0.05);
+  EXPECT_LT(borrowed.other_alignment_share, 0.12);
+  EXPECT_DOUBLE_EQ(borrowed.far_flops_share, borrowed.other_alignment_share);
+  EXPECT_LE(borrowed.worst_ratio, kGemmFarRatio);
+
+  Simulator sim(*spec, cut);
+  auto p = sim.Simulate(plan);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_DOUBLE_EQ(p->time_band.far_gemm_share, borrowed.far_flops_share);
+  EXPECT_NE(p->time_band.basis.find("another alignment class"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -592,34 +592,44 @@ TEST(Simulator, AllocationsBeyondTheGpuAreNotCalledFragmentation) {
 namespace dsplan {
 namespace {
 
+// The GEMM-coverage tests' case: gpt2-large on one GPU, micro-batch 4, 1024 tokens.
+void Gpt2LargeAtOneGpu(ModelSpec* spec, Plan* plan, Workload* w) {
+  auto loaded = LoadModel("gpt2-large", kData);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  *spec = *loaded;
+  *plan = MakePlan(1, 4, false);
+  plan->gpus_per_node = 1;
+  plan->seq_len = 1024;
+  plan->target_len = 0;
+  auto built = BuildWorkload(*spec, plan->shape());
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  *w = std::move(*built);
+}
+
 // A sparse GEMM table (h100plans-1206's H100 profile: a `--quick` table, layers of hidden 2048
 // and 4096 only) prices GPT-2's Linears from shapes 1.25x and more away: the prediction says so
 // in a warning, its band's slow side widens by kFarGemmSlowdown x the far share, and the JSON
 // carries the share. The full H200 table has every catalog Linear near: nothing changes there.
 TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
-  auto spec = LoadModel("gpt2-large", kData);
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ModelSpec spec;
+  Plan plan;
+  Workload w;
+  ASSERT_NO_FATAL_FAILURE(Gpt2LargeAtOneGpu(&spec, &plan, &w));
   auto full = FindHardwareProfile("h200-measured", kData);
   auto quick = FindHardwareProfile(
       kData + "/docs/validation/deepspeed/h100plans-1206/h100-plans.yaml", kData);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
   ASSERT_TRUE(quick.ok()) << quick.status().ToString();
-  Plan plan = MakePlan(1, 4, false);
-  plan.gpus_per_node = 1;
-  plan.seq_len = 1024;
-  plan.target_len = 0;
-  auto w = BuildWorkload(*spec, plan.shape());
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
 
-  const GemmCoverage near = CostModel(*full, Precision::kBf16).LinearGemmCoverage(*w);
+  const GemmCoverage near = CostModel(*full, Precision::kBf16).LinearGemmCoverage(w);
   EXPECT_TRUE(near.measured);
   EXPECT_EQ(near.far_flops_share, 0.0);
-  const GemmCoverage far = CostModel(*quick, Precision::kBf16).LinearGemmCoverage(*w);
+  const GemmCoverage far = CostModel(*quick, Precision::kBf16).LinearGemmCoverage(w);
   EXPECT_TRUE(far.measured);
   EXPECT_GT(far.far_flops_share, 0.9);  // hidden 1280: no measured layer within 1.25x
   EXPECT_GT(far.worst_ratio, kGemmFarRatio);
 
-  Simulator a(*spec, *full), b(*spec, *quick);
+  Simulator a(spec, *full), b(spec, *quick);
   auto pa = a.Simulate(plan);
   auto pb = b.Simulate(plan);
   ASSERT_TRUE(pa.ok() && pb.ok());
@@ -630,7 +640,7 @@ TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
   TimeBand plain = pb->time_band;
   plain.high /= 1 + kFarGemmSlowdown * far.far_flops_share;
   const TimeBand again = StepTimeBandWithGemmCoverage(
-      StepTimeBand(spec.value(), *StackCostsOf(*quick), pb->host_bound_share, false, true, false),
+      StepTimeBand(spec, *StackCostsOf(*quick), pb->host_bound_share, false, true, false),
       far);
   EXPECT_NEAR(again.high, pb->time_band.high, 1e-12);
   EXPECT_NEAR(plain.high * (1 + kFarGemmSlowdown * far.far_flops_share), pb->time_band.high, 1e-12);
@@ -652,18 +662,14 @@ TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
 // 1.0001x away) the head borrows an aligned shape's rate: that share of the FLOPs is far, and the
 // band says why.
 TEST(GemmCoverage, AnotherAlignmentClassIsFar) {
-  auto spec = LoadModel("gpt2-large", kData);
-  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ModelSpec spec;
+  Plan plan;
+  Workload w;
+  ASSERT_NO_FATAL_FAILURE(Gpt2LargeAtOneGpu(&spec, &plan, &w));
   auto full = FindHardwareProfile(
       kData + "/docs/validation/deepspeed/h100diag-1206/h100-gemm-1206.yaml", kData);
   ASSERT_TRUE(full.ok()) << full.status().ToString();
-  Plan plan = MakePlan(1, 4, false);
-  plan.gpus_per_node = 1;
-  plan.seq_len = 1024;
-  plan.target_len = 0;
-  auto w = BuildWorkload(*spec, plan.shape());
-  ASSERT_TRUE(w.ok()) << w.status().ToString();
-  const GemmCoverage own = CostModel(*full, Precision::kBf16).LinearGemmCoverage(*w);
+  const GemmCoverage own = CostModel(*full, Precision::kBf16).LinearGemmCoverage(w);
   ASSERT_TRUE(own.measured);
   EXPECT_EQ(own.far_flops_share, 0.0);
   EXPECT_EQ(own.other_alignment_share, 0.0);
@@ -683,7 +689,7 @@ TEST(GemmCoverage, AnotherAlignmentClassIsFar) {
   align(cut.gpu.gemm);
   align(cut.stack.gemm);
   ASSERT_GT(moved, 0);
-  const GemmCoverage borrowed = CostModel(cut, Precision::kBf16).LinearGemmCoverage(*w);
+  const GemmCoverage borrowed = CostModel(cut, Precision::kBf16).LinearGemmCoverage(w);
   // The head: 1280 x 50257 against 36 blocks of 12 x 1280^2 per token, about 8 %, and nothing
   // else: every other shape is its own, and the head's borrowed one is near in size.
   EXPECT_GT(borrowed.other_alignment_share, 0.05);
@@ -691,7 +697,7 @@ TEST(GemmCoverage, AnotherAlignmentClassIsFar) {
   EXPECT_DOUBLE_EQ(borrowed.far_flops_share, borrowed.other_alignment_share);
   EXPECT_LE(borrowed.worst_ratio, kGemmFarRatio);
 
-  Simulator sim(*spec, cut);
+  Simulator sim(spec, cut);
   auto p = sim.Simulate(plan);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   EXPECT_DOUBLE_EQ(p->time_band.far_gemm_share, borrowed.far_flops_share);

@@ -269,9 +269,8 @@ TEST(StepTime, AFullH100ProfilePricesThePlansMadeForAnH100) {
 // its fp32 logits block).
 TEST(MemoryBand, HoldsTheFullProfilePlansForAnH100) {
   const std::string hw = kData + "/docs/validation/deepspeed/h100plans3-1206/h100-plans3.yaml";
-  std::unique_ptr<AccuracySummary> s =
-      LoadAndEvaluate("/docs/validation/deepspeed/h100plans3-1206/records-h100plans3.jsonl", 5,
-                      false, hw);
+  std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(
+      "/docs/validation/deepspeed/h100plans3-1206/records-h100plans3.jsonl", 5, false, hw);
   EXPECT_EQ(s->reserved_band_rows, 5);
   EXPECT_EQ(s->reserved_in_band, 5);
   for (const AccuracyRow& r : s->rows) {

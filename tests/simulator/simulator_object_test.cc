@@ -640,8 +640,7 @@ TEST(GemmCoverage, ASparseTableWidensTheBandAndSaysSo) {
   TimeBand plain = pb->time_band;
   plain.high /= 1 + kFarGemmSlowdown * far.far_flops_share;
   const TimeBand again = StepTimeBandWithGemmCoverage(
-      StepTimeBand(spec, *StackCostsOf(*quick), pb->host_bound_share, false, true, false),
-      far);
+      StepTimeBand(spec, *StackCostsOf(*quick), pb->host_bound_share, false, true, false), far);
   EXPECT_NEAR(again.high, pb->time_band.high, 1e-12);
   EXPECT_NEAR(plain.high * (1 + kFarGemmSlowdown * far.far_flops_share), pb->time_band.high, 1e-12);
   EXPECT_NE(pb->time_band.basis.find("priced from measured GEMM shapes"), std::string::npos);

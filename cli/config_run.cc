@@ -114,6 +114,7 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
         "runtime issues its kernels from C++ (--stack dsplan-runtime): drop one of the two");
   }
   so.host_pipeline = f.host_pipeline;
+  so.record_segments = f.segments;
   if (!f.headroom.empty()) {
     DSPLAN_ASSIGN_OR_RETURN(so.headroom, ParseHeadroom(f.headroom));
   }

@@ -65,6 +65,7 @@ struct SimulateFlags {
   bool no_zero_init = false;
   bool malloc_heap = false;
   bool host_pipeline = false;  // simulate --host-pipeline (experimental)
+  bool segments = false;       // simulate --segments: the allocator replay's new segments
 };
 
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.

@@ -61,6 +61,10 @@ DeclaredCommand AddSimulateCommand(CLI::App& app) {
   AddDsConfigFlags(cmd, sim);
   cmd->add_option("--trace", sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
   cmd->add_flag("--force", sim.force, "Replace an existing --trace file");
+  cmd->add_flag("--segments", sim.segments,
+                "List every segment the caching-allocator replay reserves, with the task that "
+                "asked for it, over the two replayed steps (to set beside a real run's "
+                "torch.cuda.memory._record_memory_history: docs/simulator.md)");
   cmd->add_option("--stack", flags->stack,
                   "Whose software runs the step: pytorch-deepspeed (what users run) or "
                   "dsplan-runtime (what dsplan validate executes and compares with)")

@@ -8,9 +8,9 @@
 
 namespace dsplan {
 
-AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
-                                         int64_t capacity, bool lazy_states,
-                                         const GpuEffectOrder* gpu_order) {
+AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations, int64_t capacity,
+                                         bool lazy_states, const GpuEffectOrder* gpu_order,
+                                         std::vector<ReplaySegment>* segments) {
   CountingSegmentSource source(capacity);
   // One allocator, replayer and effect list per thread, reset for each call: a search replays
   // thousands of graphs, and building them afresh each time was a good part of the replay's
@@ -127,9 +127,21 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     if (cached && transient(e))
       r.largest_cached_transient = std::max(r.largest_cached_transient, e.bytes);
   };
+  // Where the replay is, for |segments|.
+  int iteration = 0;
+  int64_t copy = 0;
+  auto log_growth = [&](int64_t before, TaskId task, bool lazy_state) {
+    if (segments == nullptr || a.reserved() <= before) return;
+    segments->push_back({iteration, task, copy, a.reserved() - before, a.reserved(), lazy_state});
+  };
+  auto task_of = [&](size_t effect) {
+    return static_cast<TaskId>(
+        std::upper_bound(first.begin(), first.end(), static_cast<int>(effect)) - first.begin() - 1);
+  };
   auto run = [&](size_t from, size_t to) {
     for (size_t k = from; k < to; ++k) {
-      const int64_t before = track ? a.reserved() : 0;
+      const int64_t before = track || segments != nullptr ? a.reserved() : 0;
+      const size_t effect = k;
       switch (role[k]) {
         case kPairFirst:
           replay.TryApplyTransient(gpu[k], gpu[k + 1], &never);
@@ -149,6 +161,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
           if (track) note(gpu[k], a.reserved() <= before);
           break;
       }
+      if (segments != nullptr) log_growth(before, task_of(effect), false);
     }
   };
   // Tasks [t0, t1): their effects in order, the lazy states created where they come the first
@@ -162,7 +175,9 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       const size_t at = lazy_at[next_lazy].at;
       run(from, at);
       from = at;
+      const int64_t before = a.reserved();
       (void)a.Malloc(lazy_at[next_lazy].bytes);
+      log_growth(before, lazy_at[next_lazy].task, true);
       lazy_pending = ++next_lazy < lazy_at.size();
     }
     run(from, to);
@@ -176,6 +191,8 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   const bool compact = rep.active() && graph.CheckRepeat().ok();
   int64_t peak_reserved = 0;
   for (int it = 0; it < iterations; ++it) {
+    iteration = it;
+    copy = 0;
     if (it == iterations - 1) {
       peak_reserved = a.peak_reserved();
       a.ResetPeaks();
@@ -191,6 +208,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
     // only the copies that bring the cycle to where the last copy leaves it are replayed.
     std::vector<std::vector<int64_t>> seen = {key()};  // seen[k]: after k copies
     for (int64_t done = 0; done < rep.count;) {
+      copy = done;
       apply(rep.begin, rep.end);
       ++done;
       ++r.copies_replayed;
@@ -201,6 +219,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
         const int64_t period = done - (hit - seen.begin());
         const int64_t left = (rep.count - done) % period;
         for (int64_t k = 0; k < left; ++k) {
+          copy = rep.count - left + k;
           apply(rep.begin, rep.end);
         }
         r.copies_replayed += left;
@@ -208,6 +227,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
       }
       seen.push_back(std::move(now));
     }
+    copy = 0;
     apply(rep.end, graph.size());
   }
   r.peak_allocated = a.peak_allocated();

@@ -38,6 +38,20 @@ struct AllocatorResult {
   int64_t largest_cached_transient = 0;
 };
 
+/// A segment the replay reserved: in which iteration (0 is the first step, which warms the
+/// cache), during which task (and which copy of a compact graph's repeated block), its bytes,
+/// the reserved total after it, and whether one of Adam's lazily created states asked for it.
+/// To set beside a real run's allocator trace (DSBENCH_MEMHIST, tools/dev/alloc_trace_replay):
+/// where the two sequences part is where a reserved-memory miss comes from.
+struct ReplaySegment {
+  int iteration = 0;
+  TaskId task = -1;
+  int64_t copy = 0;
+  int64_t bytes = 0;
+  int64_t reserved_after = 0;
+  bool lazy_state = false;
+};
+
 /// Replays the GPU effects of |graph| |iterations| times (the first warms the cache, as
 /// training's first steps do), starting from the graph's initial GPU state as one block per
 /// category. |capacity| > 0: the bytes the allocator may reserve (device memory less the CUDA
@@ -53,9 +67,11 @@ struct AllocatorResult {
 /// initial state (as dsplan's executor allocates them).
 /// |gpu_order|: the graph's GPU effects in replay order, as ComputeMemory gives them (the
 /// simulation has walked the graph once already); null: gathered here the same way.
+/// |segments|: if not null, receives every growth of the reserved memory, in order.
 AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations = 2,
                                          int64_t capacity = 0, bool lazy_states = false,
-                                         const GpuEffectOrder* gpu_order = nullptr);
+                                         const GpuEffectOrder* gpu_order = nullptr,
+                                         std::vector<ReplaySegment>* segments = nullptr);
 
 }  // namespace dsplan
 

@@ -58,6 +58,17 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
   j["verdict"] = MemoryVerdictName(p.verdict);
   j["reason"] = p.reason;
   j["warnings"] = p.warnings;
+  if (!p.allocator_segments.empty()) {
+    nlohmann::json segs = nlohmann::json::array();
+    for (const AllocatorSegment& s : p.allocator_segments) {
+      segs.push_back({{"step", s.step},
+                      {"task", s.task},
+                      {"bytes", s.bytes},
+                      {"reserved_after_bytes", s.reserved_after},
+                      {"lazy_state", s.lazy_state}});
+    }
+    j["allocator_segments"] = std::move(segs);
+  }
   j["model"] = {{"name", w.spec.name},
                 {"params", w.params},
                 {"tokens_per_micro_batch", w.tokens},
@@ -214,6 +225,16 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       b.forward_s, b.backward_s, b.recompute_s, b.optimizer_s, b.exposed_comm_s, b.offload_s,
       b.nvme_s, b.other_s);
   o += fmt::format("bottleneck {}\n", p.bottleneck);
+  if (!p.allocator_segments.empty()) {
+    o += "segments   the caching-allocator replay's new segments (step 1 warms the cache; step 2 "
+         "is the steady step):\n";
+    for (const AllocatorSegment& s : p.allocator_segments) {
+      o += fmt::format("  step {}  {:>9}  -> reserved {:>9}  {}{}\n", s.step,
+                       "+" + FormatBytes(static_cast<double>(s.bytes)),
+                       FormatBytes(static_cast<double>(s.reserved_after)), s.task,
+                       s.lazy_state ? " (Adam's state, created in the first step())" : "");
+    }
+  }
   return o;
 }
 

@@ -492,9 +492,15 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
         1, p.gpu_capacity_bytes - p.gpu_context_bytes - p.gpu_nccl_bytes);
     // PyTorch's optimizers create their states in the first step(); dsplan's runtime allocates
     // them with the model states.
+    std::vector<ReplaySegment> segments;
     const AllocatorResult a =
         SimulateCachingAllocator(g, 2, p.gpu_capacity_bytes > 0 ? capacity : 0,
-                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed, &gpu_order);
+                                 ctx.stack == SoftwareStack::kPyTorchDeepSpeed, &gpu_order,
+                                 options.record_segments ? &segments : nullptr);
+    for (const ReplaySegment& s : segments) {
+      p.allocator_segments.push_back({s.iteration + 1, TaskName(g, w, s.task, s.copy), s.bytes,
+                                      s.reserved_after, s.lazy_state});
+    }
     p.gpu_peak_reserved_bytes = std::max(a.peak_reserved, gpu.bytes);
     allocator_oom = a.out_of_memory;
     p.memory_band.cached_block_bytes = a.largest_cached_transient;

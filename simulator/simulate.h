@@ -192,6 +192,19 @@ struct SimulateOptions {
   bool host_pipeline = false;
   /// With host_pipeline: the loop synchronizes after each phase (records timed phase by phase).
   bool sync_each_phase = false;
+  /// Keep the segments the caching-allocator replay reserves (Prediction::allocator_segments).
+  bool record_segments = false;
+};
+
+/// A segment the caching-allocator replay reserved (SimulateOptions::record_segments): in which
+/// of the two replayed steps (1 warms the cache, as training's first step does; 2 is the steady
+/// step whose peak is predicted), during which task, its bytes and the reserved total after it.
+struct AllocatorSegment {
+  int step = 1;
+  std::string task;
+  int64_t bytes = 0;
+  int64_t reserved_after = 0;
+  bool lazy_state = false;  // for one of Adam's states, created in the first step()
 };
 
 struct StepBreakdown {
@@ -217,6 +230,8 @@ struct Prediction {
   std::string reason;            // why it does not fit ("" when it fits)
   std::vector<std::string> warnings;
   StepFacts facts;
+  /// SimulateOptions::record_segments: every growth of the replay's reserved memory, in order.
+  std::vector<AllocatorSegment> allocator_segments;
   Plan plan;
   std::string profile_name;
   std::string profile_sources;   // HardwareProfile::SourceSummary()

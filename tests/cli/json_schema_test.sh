@@ -33,6 +33,9 @@ conforms "plan --objective cost" plan.schema.json --model gpt2 --gpus 2 --object
 conforms "simulate" simulate.schema.json simulate --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
 check "simulate JSON is versioned" json "j['schema'] == 'dsplan/simulate' and j['schema_version'] == 1"
 conforms "simulate, HF auto config" simulate.schema.json simulate --model gpt2-xl --gpus 4 --ds-config "$fx/hf_zero2_auto.json" --json
+conforms "simulate --segments" simulate.schema.json simulate --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s3_mb4.json" --segments --json
+check "simulate --segments lists the replay's segments, growing to the predicted reserved peak" json "len(j['allocator_segments']) > 0 and all(a['reserved_after_bytes'] < b['reserved_after_bytes'] for a, b in zip(j['allocator_segments'], j['allocator_segments'][1:])) and j['allocator_segments'][-1]['reserved_after_bytes'] == j['gpu']['peak_reserved_bytes'] and {s['step'] for s in j['allocator_segments']} <= {1, 2}"
+check "simulate without --segments has none" sh -c "'$bin' simulate --model gpt2 --gpus 2 --ds-config '$fx/calib_gpt2-xl_s3_mb4.json' --json | python3 -c 'import json,sys; sys.exit(\"allocator_segments\" in json.load(sys.stdin))'"
 conforms "check" check.schema.json check --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s3_mb4.json" --json
 check "check JSON is versioned" json "j['schema'] == 'dsplan/check' and j['schema_version'] == 1"
 conforms "models" models.schema.json models --json

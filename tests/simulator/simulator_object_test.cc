@@ -703,5 +703,47 @@ TEST(GemmCoverage, AnotherAlignmentClassIsFar) {
   EXPECT_NE(p->time_band.basis.find("another alignment class"), std::string::npos);
 }
 
+// simulate --segments: the caching-allocator replay's growth, step by step, to set beside a real
+// run's allocator trace (h100diag-1206 traced phi-2's reserved miss this way). The list ends at
+// the predicted reserved peak, grows strictly, names the task of each segment, puts Adam's
+// lazily created states in the first step's optimizer, and asking for it changes no number.
+TEST(AllocatorSegments, ListTheReplaysGrowthToThePeak) {
+  auto spec = LoadModel("phi-2", kData);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  Plan plan = MakePlan(3, 20, true);
+  plan.gpus_per_node = 1;
+  plan.seq_len = 1024;
+  plan.target_len = 0;
+  plan.zero.offload_optimizer.device = OffloadDevice::kNone;
+  Simulator sim(*spec, *hw);
+  SimulateOptions with;
+  with.record_segments = true;
+  auto logged = sim.Simulate(plan, with);
+  auto plain = sim.Simulate(plan, SimulateOptions{});
+  ASSERT_TRUE(logged.ok() && plain.ok());
+  EXPECT_TRUE(plain->allocator_segments.empty());
+  const std::vector<AllocatorSegment>& segs = logged->allocator_segments;
+  ASSERT_FALSE(segs.empty());
+  EXPECT_EQ(logged->gpu_peak_reserved_bytes, plain->gpu_peak_reserved_bytes);
+  EXPECT_EQ(logged->step_time_s, plain->step_time_s);
+  EXPECT_EQ(segs.back().reserved_after, logged->gpu_peak_reserved_bytes);
+  int lazy = 0, steady = 0;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    EXPECT_GT(segs[i].bytes, 0);
+    if (i > 0) EXPECT_EQ(segs[i].reserved_after, segs[i - 1].reserved_after + segs[i].bytes);
+    EXPECT_FALSE(segs[i].task.empty());
+    if (segs[i].lazy_state) {
+      ++lazy;
+      EXPECT_EQ(segs[i].step, 1) << segs[i].task;
+      EXPECT_NE(segs[i].task.find("optimizer"), std::string::npos) << segs[i].task;
+    }
+    steady += segs[i].step == 2;
+  }
+  EXPECT_GT(lazy, 0);   // phi-2's fp32 states do not all fit what the first step left cached
+  EXPECT_GT(steady, 0);  // and the next step's fp32 logits then need segments of their own
+}
+
 }  // namespace
 }  // namespace dsplan

@@ -741,7 +741,7 @@ TEST(AllocatorSegments, ListTheReplaysGrowthToThePeak) {
     }
     steady += segs[i].step == 2;
   }
-  EXPECT_GT(lazy, 0);   // phi-2's fp32 states do not all fit what the first step left cached
+  EXPECT_GT(lazy, 0);    // phi-2's fp32 states do not all fit what the first step left cached
   EXPECT_GT(steady, 0);  // and the next step's fp32 logits then need segments of their own
 }
 

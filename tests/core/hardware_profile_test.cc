@@ -116,7 +116,7 @@ HardwareProfile SyntheticMeasured() {
 TEST_F(HardwareProfileTest, EveryShippedProfileLoadsWithSourcedNumbers) {
   auto names = ListHardwareProfiles(DSPLAN_TEST_DATA_DIR);
   ASSERT_TRUE(names.ok()) << names.status().ToString();
-  for (const char* required : {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h200-sxm",
+  for (const char* required : {"v100-32gb", "a100-40gb", "a100-80gb", "h100-sxm", "h100-measured", "h200-sxm",
                                "l40s", "t4"}) {
     EXPECT_NE(std::find(names->begin(), names->end(), required), names->end()) << required;
   }

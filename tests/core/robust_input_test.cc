@@ -199,7 +199,7 @@ TEST(RobustInputTest, ProfileNonScalarKeyAndHugeNodes) {
 }
 
 TEST(RobustInputTest, ShippedProfilesStillRead) {
-  for (const char* p : {"h200-sxm", "a100-80gb", "h200-measured"}) {
+  for (const char* p : {"h200-sxm", "a100-80gb", "h200-measured", "h100-measured"}) {
     auto r = FindHardwareProfile(p, kData);
     EXPECT_TRUE(r.ok()) << p << ": " << r.status().message();
   }

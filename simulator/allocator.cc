@@ -141,7 +141,7 @@ AllocatorResult SimulateCachingAllocator(const StepGraph& graph, int iterations,
   auto run = [&](size_t from, size_t to) {
     for (size_t k = from; k < to; ++k) {
       const int64_t before = track || segments != nullptr ? a.reserved() : 0;
-      const size_t effect = k;
+      const size_t effect = k;  // the group's first: the cases below move k past the group
       switch (role[k]) {
         case kPairFirst:
           replay.TryApplyTransient(gpu[k], gpu[k + 1], &never);

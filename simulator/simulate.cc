@@ -163,6 +163,20 @@ TimeBand StepTimeBandWithNvme(TimeBand band, double nvme_share) {
   return band;
 }
 
+namespace {
+
+// The band's basis and the coverage warning both name the share priced across alignment classes.
+std::string OtherAlignmentNote(const GemmCoverage& coverage) {
+  if (!(coverage.other_alignment_share > 0)) return {};
+  return fmt::format(
+      "; {:.0f}% of them from shapes of another alignment class (a dimension not a multiple of 8 "
+      "elements runs other cuBLAS kernels: GPT-2's 50,257-wide head ran at 8-12% of an H100's "
+      "peak)",
+      100 * coverage.other_alignment_share);
+}
+
+}  // namespace
+
 TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverage) {
   const double s = std::clamp(coverage.far_flops_share, 0.0, 1.0);
   if (!coverage.measured || !(s > 0)) return band;
@@ -175,13 +189,7 @@ TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverag
       "{:.0f}% wider (such tables put GPT-2 and BERT steps 12-31% fast)",
       100 * s, kGemmFarRatio, coverage.worst_ratio, coverage.want_a, coverage.want_b,
       coverage.have_a, coverage.have_b, 100 * kFarGemmSlowdown * s);
-  if (coverage.other_alignment_share > 0) {
-    band.basis += fmt::format(
-        "; {:.0f}% of them from shapes of another alignment class (a dimension not a multiple of "
-        "8 elements runs other cuBLAS kernels: GPT-2's 50,257-wide head ran at 8-12% of an "
-        "H100's peak)",
-        100 * coverage.other_alignment_share);
-  }
+  band.basis += OtherAlignmentNote(coverage);
   return band;
 }
 
@@ -679,11 +687,7 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
         "this model's own Linears",
         100 * ctx.gemm_coverage.far_flops_share, kGemmFarRatio, ctx.gemm_coverage.want_a,
         ctx.gemm_coverage.want_b, ctx.gemm_coverage.have_a, ctx.gemm_coverage.have_b,
-        ctx.gemm_coverage.other_alignment_share > 0
-            ? fmt::format("; {:.0f}% from shapes of another alignment class (a dimension not a "
-                          "multiple of 8 runs other cuBLAS kernels)",
-                          100 * ctx.gemm_coverage.other_alignment_share)
-            : std::string(),
+        OtherAlignmentNote(ctx.gemm_coverage),
         w.spec.name.empty() ? std::string("MODEL") : w.spec.name));
   }
   for (int k = 0; k < kNumTaskKinds; ++k) {

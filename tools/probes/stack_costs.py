@@ -211,8 +211,15 @@ def kernel_rates():
     # fp32 work of eager modules (RMSNorm's upcast math, the loss) and dtype conversions
     x32 = torch.randn(n, device=DEV, dtype=torch.float32)
     y32 = torch.randn(n, device=DEV, dtype=torch.float32)
+    # The loss at a training shape: 16 Ki rows of 50,304 (a micro-batch of 16 x 1024 tokens).
+    # At 1,334 rows (64 Mi elements) log_softmax ran 15-30 % below its rate at 4 Ki rows and
+    # more, where training runs it (tools/probes/loss_kernels.py; docs/stack-costs.md 1b).
     V = 50304
-    logits = torch.randn(n // V, V, device=DEV, dtype=torch.float32)
+    rows = 16384
+    # about ten fp32 tensors of that size are alive while the kernel-timed pass runs
+    while rows > 1024 and 10 * 4 * rows * V > 0.6 * torch.cuda.mem_get_info()[0]:
+        rows //= 2
+    logits = torch.randn(rows, V, device=DEV, dtype=torch.float32)
     nl = logits.numel()
     kinds.update({
         "elementwise_fp32": (lambda a: a * y32, 12 * n, 12 * n, x32),

@@ -46,7 +46,6 @@ def measured(kprof_phase):
     out = {c: 0.0 for c in CLASSES}
     for name, count, secs in kprof_phase.get("top", []):
         out[kernel_class(name)] += secs
-    out["listed"] = sum(out[c] for c in CLASSES)
     out["kernel_s"] = kprof_phase.get("kernel_s", 0.0)
     return out
 
@@ -56,10 +55,10 @@ def predicted(dsplan, hardware, sub, scratch):
     with open(cfg, "w") as f:
         json.dump(sub["model_config"], f)
     cmd = [dsplan, "model", cfg, "--times", "--json", "--micro-batch", str(sub["mb"])]
-    if sub.get("seq_len"):
-        cmd += ["--seq-len", str(sub["seq_len"])]
-    if sub.get("src_len"):
+    if sub.get("src_len"):  # T5: encoder and decoder lengths
         cmd += ["--seq-len", str(sub["src_len"]), "--target-len", str(sub["tgt_len"])]
+    elif sub.get("seq_len"):
+        cmd += ["--seq-len", str(sub["seq_len"])]
     if hardware:
         cmd += ["--hardware", hardware]
     attn = sub["model_config"].get("attn_implementation")

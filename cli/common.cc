@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/hardware_profile.h"
+#include "core/local_gpu.h"
 #include "core/model_catalog.h"
 #include "core/text.h"
 #include "simulator/workload.h"
@@ -273,6 +274,15 @@ std::string DefaultHardwareName() {
     }
   }
   return "h200-sxm";
+}
+
+std::optional<std::string> DefaultHardwareAdvice(const std::string& hardware,
+                                                 const std::string& node,
+                                                 const HardwareProfile& profile) {
+  if (!hardware.empty() || !node.empty()) return std::nullopt;
+  const std::optional<LocalGpu> local = DetectLocalGpu();
+  if (!local) return std::nullopt;
+  return LocalGpuAdvice(profile, *local, ShippedProfileGpus(DataDir()));
 }
 
 Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,

@@ -75,6 +75,13 @@ Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> t
 /// The default hardware profile: h200-measured when profiles/ has it, else h200-sxm.
 std::string DefaultHardwareName();
 
+/// When neither --hardware nor --node was given and this machine's GPU is not the one the default
+/// profile describes: one line saying so and naming a shipped profile of this GPU
+/// (core/local_gpu.h). nullopt otherwise, and on machines without an NVIDIA driver.
+std::optional<std::string> DefaultHardwareAdvice(const std::string& hardware,
+                                                 const std::string& node,
+                                                 const HardwareProfile& profile);
+
 /// The machine a command plans for: --hardware (or the default), built into --node when given
 /// (core/hardware_profile.h NodeProfile), with --host-cores (-1: not given) replacing the node's cores.
 Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,

@@ -136,6 +136,9 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   }
   run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
                                  run.parsed.warnings.end());
+  if (auto advice = DefaultHardwareAdvice(f.hardware, f.node, *run.profile)) {
+    run.prediction.warnings.insert(run.prediction.warnings.begin(), *advice);
+  }
   return run;
 }
 

@@ -175,6 +175,11 @@ std::string Header(const ConfigRun& run, const Prediction& ds_pred, const Execut
                      SoftwareStackName(SoftwareStack::kDsplanRuntime));
   out += fmt::format("# the same plan under PyTorch + DeepSpeed is predicted at {:.4f} s per step\n",
                      ds_pred.step_time_s);
+  // What simulate and check would warn about (the config's keys, the default profile against
+  // this machine's GPU): the comparison below is only as good as the prediction it checks.
+  for (const std::string& warning : run.prediction.warnings) {
+    out += fmt::format("# warning   {}\n", warning);
+  }
   if (!e.step_s.empty()) {
     const auto [mn, mx] = std::minmax_element(e.step_s.begin(), e.step_s.end());
     out += fmt::format("# steps     {} measured (min {:.4f} s, max {:.4f} s)\n", e.step_s.size(),
@@ -367,6 +372,7 @@ int ReportGpuValidation(const ValidateFlags& f, const ConfigRun& run, const Conf
     j["profile"] = pred.profile_name;
     j["software_stack"] = SoftwareStackName(SoftwareStack::kDsplanRuntime);
     j["predicted_fits"] = pred.fits;
+    j["warnings"] = pred.warnings;
     j["deepspeed_predicted_step_s"] = ds_run.prediction.step_time_s;
     if (f.dry_run) j["dry_run"] = true;
   }

@@ -46,6 +46,14 @@ check "dry run --json exits 0" test "$rc" -eq 0
 check "dry run --json: flagged, passes, measured equals predicted" \
   json "j['dry_run'] and j['pass'] and all(abs(r['error']) < 1e-9 for r in j['rows']) and j['rows'][0]['measured'] == j['rows'][0]['predicted']"
 check "dry run --json: a GPU run would not be flagged" json "'dry_run' in j"
+# simulate's warnings about the config reach validate's header and JSON: bf16 without ZeRO
+# (stage 0) is warned about, stage 1 is not.
+run validate --dry-run --model gpt2-xl --ds-config "$cfg" --gpus 2
+check "dry run: simulate's warning is a header line" grep -q "^# warning   bf16 without ZeRO" "$tmp/out"
+run validate --dry-run --model gpt2-xl --ds-config "$cfg" --gpus 2 --json
+check "dry run --json: warnings carries it" json "any(w.startswith('bf16 without ZeRO') for w in j['warnings'])"
+run validate --dry-run --model gpt2-xl --ds-config "$fx/calib_gpt2-xl_s1_mb8.json" --gpus 2 --json
+check "dry run --json: no warnings for a stage-1 config" json "j['warnings'] == []"
 run validate --dry-run --model gpt2-xl --ds-config "$cfg" --trace "$tmp/dry.trace.json"
 check "dry run writes the trace" test -s "$tmp/dry.trace.json"
 run validate --dry-run --model llama-2-13b --ds-config "$cfg" --gpus 1

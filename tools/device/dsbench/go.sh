@@ -27,6 +27,15 @@ fi
 python3 - > "$OUT/machine.json" <<'PYEOF'
 import json, os, platform, subprocess, torch, psutil, transformers
 p = torch.cuda.get_device_properties(0)
+def cpu_model():
+    # The host CPU's model: host-bound steps differ between machines of one GPU kind.
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError as e:
+        return repr(e)
+    return None
 try:
     drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
@@ -35,7 +44,8 @@ except Exception as e:
 print(json.dumps({"python": platform.python_version(), "torch": torch.__version__, "cuda": torch.version.cuda,
   "cudnn": torch.backends.cudnn.version(), "transformers": transformers.__version__, "gpu": p.name,
   "gpu_total_mb": round(p.total_memory / 2**20, 1), "nvidia_smi": drv, "cpus": os.cpu_count(),
-  "host_mem_total_mb": round(psutil.virtual_memory().total / 2**20, 1), "kernel": platform.release()}))
+  "host_mem_total_mb": round(psutil.virtual_memory().total / 2**20, 1), "kernel": platform.release(),
+  "cpu_model": cpu_model(), "loadavg": os.getloadavg(), "cpu_freq_mhz": getattr(psutil.cpu_freq(), "current", None)}))
 PYEOF
 cat "$OUT/machine.json"
 if [ "$PROBE_S" -gt 0 ]; then

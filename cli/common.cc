@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "core/hardware_profile.h"
-#include "core/local_gpu.h"
+#include "core/local_machine.h"
 #include "core/model_catalog.h"
 #include "core/text.h"
 #include "simulator/workload.h"
@@ -276,13 +276,31 @@ std::string DefaultHardwareName() {
   return "h200-sxm";
 }
 
-std::optional<std::string> DefaultHardwareAdvice(const std::string& hardware,
-                                                 const std::string& node,
-                                                 const HardwareProfile& profile) {
-  if (!hardware.empty() || !node.empty()) return std::nullopt;
+std::vector<std::string> MachineAdvice::Lines() const {
+  std::vector<std::string> out;
+  if (gpu) out.push_back(*gpu);
+  if (host) out.push_back(*host);
+  return out;
+}
+
+MachineAdvice LocalMachineAdvice(const std::string& hardware, const std::string& node,
+                                 bool host_memory_given, bool host_cores_given,
+                                 const HardwareProfile& profile) {
+  MachineAdvice a;
+  if (!node.empty()) return a;  // a node profile describes the host the user chose
   const std::optional<LocalGpu> local = DetectLocalGpu();
-  if (!local) return std::nullopt;
-  return LocalGpuAdvice(profile, *local, ShippedProfileGpus(DataDir()));
+  if (!local) return a;
+  const std::vector<ProfileGpu> none;
+  // Whether this machine's GPU is the profile's: LocalGpuAdvice has nothing to say.
+  const bool same_gpu = !LocalGpuAdvice(profile, *local, none).has_value();
+  if (!same_gpu) {
+    if (hardware.empty()) a.gpu = LocalGpuAdvice(profile, *local, ShippedProfileGpus(DataDir()));
+    return a;
+  }
+  if (const std::optional<LocalHost> host = DetectLocalHost()) {
+    a.host = LocalHostAdvice(profile, *host, host_memory_given, host_cores_given);
+  }
+  return a;
 }
 
 Result<HardwareProfile> LoadMachine(const std::string& hardware, const std::string& node,

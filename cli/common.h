@@ -75,12 +75,22 @@ Status CheckLengthFlags(std::optional<int64_t> seq_len, std::optional<int64_t> t
 /// The default hardware profile: h200-measured when profiles/ has it, else h200-sxm.
 std::string DefaultHardwareName();
 
-/// When neither --hardware nor --node was given and this machine's GPU is not the one the default
-/// profile describes: one line saying so and naming a shipped profile of this GPU
-/// (core/local_gpu.h). nullopt otherwise, and on machines without an NVIDIA driver.
-std::optional<std::string> DefaultHardwareAdvice(const std::string& hardware,
-                                                 const std::string& node,
-                                                 const HardwareProfile& profile);
+/// What dsplan says about the machine it runs on against the profile it plans with
+/// (core/local_machine.h); empty on machines without an NVIDIA driver.
+struct MachineAdvice {
+  /// When neither --hardware nor --node was given and this machine's GPU is not the one the
+  /// default profile describes: one line naming a shipped profile of this GPU.
+  std::optional<std::string> gpu;
+  /// When this machine's GPU is the profile's (the user plans for a machine like this one), no
+  /// --node was given, and its host RAM or cores differ from the profile's (those not set by
+  /// --host-memory / --host-cores): one line naming the flags.
+  std::optional<std::string> host;
+  /// Both lines there are, GPU first.
+  std::vector<std::string> Lines() const;
+};
+MachineAdvice LocalMachineAdvice(const std::string& hardware, const std::string& node,
+                                 bool host_memory_given, bool host_cores_given,
+                                 const HardwareProfile& profile);
 
 /// The machine a command plans for: --hardware (or the default), built into --node when given
 /// (core/hardware_profile.h NodeProfile), with --host-cores (-1: not given) replacing the node's cores.

@@ -136,9 +136,11 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   }
   run.prediction.warnings.insert(run.prediction.warnings.begin(), run.parsed.warnings.begin(),
                                  run.parsed.warnings.end());
-  if (auto advice = DefaultHardwareAdvice(f.hardware, f.node, *run.profile)) {
-    run.prediction.warnings.insert(run.prediction.warnings.begin(), *advice);
-  }
+  const std::vector<std::string> advice =
+      LocalMachineAdvice(f.hardware, f.node, !f.host_memory.empty(), f.host_cores != -1,
+                         *run.profile)
+          .Lines();
+  run.prediction.warnings.insert(run.prediction.warnings.begin(), advice.begin(), advice.end());
   return run;
 }
 

@@ -438,8 +438,8 @@ int RunPlan(PlanFlags g) {
   if (!spec.ok()) return Fail(spec.status());
   auto profile = LoadMachine(g.hardware, g.node, g.host_cores);
   if (!profile.ok()) return Fail(profile.status());
-  const std::optional<std::string> hardware_advice =
-      DefaultHardwareAdvice(g.hardware, g.node, *profile);
+  const MachineAdvice machine_advice =
+      LocalMachineAdvice(g.hardware, g.node, !g.host_memory.empty(), g.host_cores != -1, *profile);
   // --gpus is per node: more than the profile's node holds become nodes when --nodes is not
   // given and they fill whole nodes; otherwise they are refused (never one impossible node).
   if (Status s = SplitGpusIntoNodes(profile->gpus_per_node, profile->name,
@@ -679,7 +679,8 @@ int RunPlan(PlanFlags g) {
                           {"search", {{"plans_considered", res.plans_considered},
                                       {"plans_simulated", res.plans_simulated},
                                       {"seconds", res.seconds}}}};
-    if (hardware_advice) out["hardware"]["advice"] = *hardware_advice;
+    if (machine_advice.gpu) out["hardware"]["advice"] = *machine_advice.gpu;
+    if (machine_advice.host) out["hardware"]["host_advice"] = *machine_advice.host;
     if (any) {
       out["memory"] = HeadroomJson(best->prediction, headroom);
       const Launches l = MakeLaunches(g, best->plan, config_name, hostfile_name);
@@ -722,7 +723,7 @@ int RunPlan(PlanFlags g) {
   fmt::print("dsplan {}: {} ({} parameters) on {} node(s) x {} GPU(s)\n", DSPLAN_VERSION,
              spec->name, FormatCount(static_cast<double>(params)), g.nodes, g.gpus);
   fmt::print("hardware {} ({})\n", profile->name, profile->SourceSummary());
-  if (hardware_advice) fmt::print("warning: {}\n", *hardware_advice);
+  for (const std::string& line : machine_advice.Lines()) fmt::print("warning: {}\n", line);
   if (any) {
     fmt::print("memory   {}", HeadroomText(best->prediction, headroom));
   } else {

@@ -55,31 +55,6 @@ void FillRandom(float* x, int64_t n, uint32_t seed, float lo, float hi) {
 
 }  // namespace
 
-int PhysicalCores() {
-  std::ifstream in("/proc/cpuinfo");
-  std::set<std::pair<int, int>> cores;
-  std::string line;
-  int phys = 0;
-  while (std::getline(in, line)) {
-    auto value = [&] { return std::atoi(line.substr(line.find(':') + 1).c_str()); };
-    if (line.rfind("physical id", 0) == 0) phys = value();
-    if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
-  }
-  if (!cores.empty()) return static_cast<int>(cores.size());
-  return std::max(1u, std::thread::hardware_concurrency());
-}
-
-Result<int64_t> HostRamBytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit) {
-    if (key == "MemTotal:") return kib * 1024;
-  }
-  return Status::IoError("cannot read MemTotal from /proc/meminfo");
-}
-
 Result<Timing> TimeCpuAdam(int64_t elements, int threads, const Repeats& r) {
   if (elements <= 0 || threads <= 0) {
     return Status::InvalidArgument("CPU Adam needs positive elements and threads");

@@ -9,16 +9,13 @@
 #include <vector>
 
 #include "core/hardware_profile.h"
+#include "core/local_machine.h"
 #include "core/status.h"
 #include "runtime/profiler/device_probe.h"
 
 namespace dsplan {
 
-/// Physical cores (distinct (physical id, core id) pairs in /proc/cpuinfo; the logical CPU count
-/// when those fields are missing).
-int PhysicalCores();
-/// MemTotal from /proc/meminfo, bytes.
-Result<int64_t> HostRamBytes();
+// PhysicalCores() and HostRamBytes() are in core/local_machine.h.
 
 /// Seconds per AdamStep over |elements| fp32 elements with |threads| threads (buffers filled with
 /// random values, first step untimed).

@@ -1,4 +1,4 @@
-#include "core/local_gpu.h"
+#include "core/local_machine.h"
 
 #include <dlfcn.h>
 
@@ -7,6 +7,10 @@
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <set>
+#include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -135,6 +139,73 @@ std::vector<ProfileGpu> ShippedProfileGpus(const std::string& data_dir) {
     out.push_back({n, p->gpu.name, static_cast<int64_t>(p->gpu.memory_bytes.value)});
   }
   return out;
+}
+
+int PhysicalCores() {
+  std::ifstream in("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;
+  std::string line;
+  int phys = 0;
+  while (std::getline(in, line)) {
+    auto value = [&] { return std::atoi(line.substr(line.find(':') + 1).c_str()); };
+    if (line.rfind("physical id", 0) == 0) phys = value();
+    if (line.rfind("core id", 0) == 0) cores.insert({phys, value()});
+  }
+  if (!cores.empty()) return static_cast<int>(cores.size());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+Result<int64_t> HostRamBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") {
+      if (kib <= 0 || kib > INT64_MAX / 1024) break;
+      return kib * 1024;
+    }
+  }
+  return Status::IoError("cannot read MemTotal from /proc/meminfo");
+}
+
+std::optional<LocalHost> DetectLocalHost() {
+  auto ram = HostRamBytes();
+  if (!ram.ok()) return std::nullopt;
+  return LocalHost{*ram, PhysicalCores()};
+}
+
+std::optional<std::string> LocalHostAdvice(const HardwareProfile& profile, const LocalHost& local,
+                                           bool ram_given, bool cores_given) {
+  const double ram = profile.host.ram_bytes.value;
+  const bool ram_differs =
+      !ram_given && local.ram_bytes > 0 && !Within(static_cast<double>(local.ram_bytes), ram, 0.10);
+  const bool cores_differ = !cores_given && local.cores > 0 && profile.host.cores > 0 &&
+                            !Within(local.cores, profile.host.cores, 0.10);
+  if (!ram_differs && !cores_differ) return std::nullopt;
+  std::vector<std::string> have, assumed, why, flags;
+  if (ram_differs) {
+    have.push_back(fmt::format("{} of RAM", FormatBytes(static_cast<double>(local.ram_bytes))));
+    assumed.push_back(FormatBytes(ram));
+    why.push_back("host RAM bounds what offload and model loading may use");
+    // Whole GiB, rounded down: a value --host-memory accepts and never above this machine's.
+    flags.push_back(fmt::format("--host-memory {}GiB", local.ram_bytes >> 30));
+  }
+  if (cores_differ) {
+    have.push_back(fmt::format("{} CPU cores", local.cores));
+    assumed.push_back(fmt::format("{} cores", profile.host.cores));
+    why.push_back("cores set the CPU optimizer's speed under offload");
+    flags.push_back(fmt::format("--host-cores {}", local.cores));
+  }
+  auto join = [](const std::vector<std::string>& v, const char* sep) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? sep : "") + v[i];
+    return out;
+  };
+  return fmt::format(
+      "this machine has {}, but the profile {} assumes {} (the host it was measured on; {}); if "
+      "you will train on this machine, pass {}",
+      join(have, " and "), profile.name, join(assumed, " and "), join(why, ", "), join(flags, " "));
 }
 
 }  // namespace dsplan

@@ -44,11 +44,16 @@ def parse_cpulist(text):
 
 
 def host_facts():
-    model = None
+    # The first CPU's block; a VM may hide the model name, family / model / stepping and the
+    # boot-time bogomips still tell CPU generations apart.
+    model = {}
     for line in (read("/proc/cpuinfo") or "").splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
+        if not line.strip():
             break
+        k, _, v = line.partition(":")
+        if k.strip() in ("model name", "cpu family", "model", "stepping", "cache size", "bogomips",
+                         "cpu MHz", "microcode"):
+            model[k.strip()] = v.strip()
     nodes = {}
     base = "/sys/devices/system/node"
     if os.path.isdir(base):

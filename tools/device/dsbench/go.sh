@@ -28,14 +28,21 @@ python3 - > "$OUT/machine.json" <<'PYEOF'
 import json, os, platform, subprocess, torch, psutil, transformers
 p = torch.cuda.get_device_properties(0)
 def cpu_model():
-    # The host CPU's model: host-bound steps differ between machines of one GPU kind.
+    # The host CPU: host-bound steps differ between machines of one GPU kind. A VM may hide the
+    # model name ("Intel(R) Xeon(R) Processor"); family / model / stepping, the cache and the
+    # clock the kernel measured at boot (bogomips) still tell CPU generations apart.
+    keys = ("model name", "cpu family", "model", "stepping", "cache size", "bogomips", "cpu MHz")
+    out = {}
     try:
         for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break  # the first CPU's block
+            k, _, v = line.partition(":")
+            if k.strip() in keys:
+                out[k.strip()] = v.strip()
     except OSError as e:
         return repr(e)
-    return None
+    return out
 try:
     drv = subprocess.run(["nvidia-smi", "--query-gpu=driver_version,clocks.max.sm,power.limit", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()

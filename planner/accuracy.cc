@@ -79,6 +79,14 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       // model with from_config outside deepspeed.zero.Init; a record made otherwise says so.
       r.zero_init = j.value("zero_init", false);
       r.malloc_heap = j.value("malloc_heap", false);
+      const int64_t world = j.value("world_size", int64_t{1});
+      constexpr int64_t kMaxWorld = 65536;  // the CLI's largest --gpus x --nodes
+      if (world < 1 || world > kMaxWorld) {
+        return Status::InvalidArgument(fmt::format("{}:{}: world_size {} is outside 1-{}",
+                                                   Escape(path), lineno, world, kMaxWorld));
+      }
+      r.world_size = static_cast<int>(world);
+      if (j.contains("emulated") && r.world_size > 1) r.timing_valid = false;
     } catch (const nlohmann::json::exception& e) {
       return Status::InvalidArgument(
           fmt::format("{}:{}: missing or malformed field: {}", Escape(path), lineno,
@@ -110,6 +118,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     ctx.shape.seq_len = run.seq_len;
     ctx.shape.target_len = run.target_len;
     ctx.PinGradientCheckpointing(run.gradient_checkpointing);
+    ctx.gpus_per_node = run.world_size;
     DSPLAN_ASSIGN_OR_RETURN(ctx.shape.attention, ParseAttentionImpl(run.attention));
     DSPLAN_ASSIGN_OR_RETURN(ParsedDsConfig parsed, ParseDsConfig(run.ds_config, ctx));
     parsed.plan.zero_init = run.zero_init;
@@ -133,13 +142,14 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.did_not_train = p.facts.FusedAdamSkipsUpdate();
     const ZeroConfig& z = plan.zero;
     row.config_key = fmt::format(
-        "{}, {}+{} tokens, {}, {}, micro-batch {} x {}{}{}", run.model, run.seq_len,
+        "{}, {}+{} tokens, {}, {}, micro-batch {} x {}{}{}{}", run.model, run.seq_len,
         run.target_len, run.attention, PlanSummary(plan), plan.micro_batch, plan.grad_accum,
-        z.stage == 3 ? fmt::format(", persistence {}, prefetch {}",
-                                   z.stage3_param_persistence_threshold,
-                                   z.stage3_prefetch_bucket_size)
-                     : "",
-        plan.malloc_heap ? ", malloc on its heap" : "");
+        z.stage == 3
+            ? fmt::format(", persistence {}, prefetch {}", z.stage3_param_persistence_threshold,
+                          z.stage3_prefetch_bucket_size)
+            : "",
+        plan.malloc_heap ? ", malloc on its heap" : "",
+        run.world_size > 1 ? fmt::format(", world size {}", run.world_size) : "");
     row.fits = p.fits;
     row.verdict = MemoryVerdictName(p.verdict);
     row.verdict_right = run.oom ? !p.fits : p.verdict != MemoryVerdict::kDoesNotFit;

@@ -47,6 +47,11 @@ struct CalibrationRun {
   /// false, as every harness so far built it outside: Plan::zero_init).
   bool zero_init = false;
   bool malloc_heap = false;  // the run had kMallocHeapEnv in its environment (Plan::malloc_heap)
+  /// The data-parallel world size the run was configured for (record key "world_size"; absent:
+  /// 1). A run on one GPU under a fake process group (record key "emulated": the harness's
+  /// DSBENCH emulate_world_size) allocates what one rank of that many allocates, but its
+  /// collectives move nothing, so its step time is not timing data (timing_valid false).
+  int world_size = 1;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;

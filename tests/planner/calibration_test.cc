@@ -3,6 +3,7 @@
 // what DeepSpeed measured. The same rows produce docs/accuracy.md (`dsplan accuracy`).
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -460,6 +461,72 @@ TEST(FreshSet7, PeakAllocatedNeverUnder) {
     }
   }
   EXPECT_LT(s->alloc_mean_abs, 0.01);
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// A run on one GPU under a fake process group stands for one rank of a larger world: the record
+// says its world size, dsplan predicts that many ranks' partitions, and its step time (no data
+// moved) is not timing data.
+TEST(EmulatedWorldSize, PredictedForItsWorldSizeAndNotTimed) {
+  auto profile = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  auto runs =
+      LoadCalibration(kData + "/docs/validation/deepspeed/band-1206/records-band-1206.jsonl");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  // gpt2-medium's stage-1 plan (mb 40), as it ran and as rank 0 of four.
+  CalibrationRun one;
+  for (const CalibrationRun& r : *runs) {
+    if (r.id == "gpt2-medium_r1_mb40") one = r;
+  }
+  ASSERT_EQ(one.id, "gpt2-medium_r1_mb40");
+  nlohmann::json rec = {{"id", "w4"},
+                        {"model", one.model},
+                        {"model_config", one.model_config},
+                        {"ds_config", one.ds_config},
+                        {"mb", one.micro_batch},
+                        {"seq_len", one.seq_len},
+                        {"world_size", 4},
+                        {"emulated", "fake process group"},
+                        {"steps_max_alloc_mb_corrected", one.peak_alloc_mib},
+                        {"steps_max_reserved_mb_corrected", one.peak_reserved_mib},
+                        {"median_step_s_3to8", one.step_s}};
+  rec["ds_config"]["train_batch_size"] = 4 * one.micro_batch;
+  const std::string path = ::testing::TempDir() + "/emulated_world.jsonl";
+  { std::ofstream(path) << rec.dump() << "\n"; }
+  auto four = LoadCalibration(path);
+  ASSERT_TRUE(four.ok()) << four.status().ToString();
+  ASSERT_EQ(four->size(), 1u);
+  EXPECT_EQ((*four)[0].world_size, 4);
+  EXPECT_FALSE((*four)[0].timing_valid);
+  auto s1 = EvaluateCalibration({one}, *profile, false);
+  auto s4 = EvaluateCalibration(*four, *profile, false);
+  ASSERT_TRUE(s1.ok() && s4.ok());
+  const AccuracyRow& r1 = s1->rows.at(0);
+  const AccuracyRow& r4 = s4->rows.at(0);
+  EXPECT_TRUE(r1.has_time);
+  EXPECT_FALSE(r4.has_time);
+  EXPECT_TRUE(r4.has_memory);
+  EXPECT_NE(r4.config_key.find("world size 4"), std::string::npos) << r4.config_key;
+  // Stage 1 over four ranks keeps a quarter of the fp32 master weights and Adam's two moments
+  // (12 bytes per parameter): 3/4 of that leaves each rank.
+  const double params = 354.8e6;  // gpt2-medium
+  const double saved_mib = 0.75 * 12 * params / (1 << 20);
+  EXPECT_NEAR(r1.state_mib - r4.state_mib, saved_mib, 0.05 * saved_mib)
+      << r1.state_mib << " " << r4.state_mib;
+
+  // A world size out of range is one error naming the key.
+  for (int bad : {0, 70000}) {
+    rec["world_size"] = bad;
+    { std::ofstream(path) << rec.dump() << "\n"; }
+    auto r = LoadCalibration(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("world_size"), std::string::npos) << r.status().ToString();
+  }
 }
 
 }  // namespace

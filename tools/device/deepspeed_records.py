@@ -15,6 +15,9 @@ Which runs are kept, and how:
   * runs of a group that recorded the allocator's history (env DSBENCH_MEMHIST): their steps
     are slowed by the recording, so they keep memory but are marked timing_valid false.
   * oom runs: kept as a verdict (dsplan must say "does not fit") when their memory is valid.
+  * groups run as rank 0 of N under PyTorch's fake process group (the case's
+    emulate_world_size, recorded by the driver as emulated_world_size): world_size N and
+    "emulated"; their memory is one rank's, their step time moved no data (timing_valid false).
 Nothing is fitted or adjusted.
 """
 import glob
@@ -56,6 +59,11 @@ def main():
                     "status": status,
                     "memory_valid": valid,
                 }
+                world = int(g.get("emulated_world_size") or 1)
+                if world > 1:
+                    r["world_size"] = world
+                    r["emulated"] = "fake process group (torch.testing._internal.distributed.fake_pg)"
+                    r["timing_valid"] = False
                 env = g.get("env") or {}
                 if env.get("DSBENCH_MEMHIST"):
                     r["timing_valid"] = False

@@ -137,7 +137,7 @@ def simulate(a, model, ds_config, scratch, seq, gck):
     json.dump(ds_config, open(path, "w"))
     # The bench driver builds the model outside deepspeed.zero.Init: predict that
     # (docs/deepspeed-facts.md, "What keeps a released weight").
-    cmd = [a.dsplan, "simulate", "--model", model, "--gpus", "1", "--ds-config", path, "--json",
+    cmd = [a.dsplan, "simulate", "--model", model, "--gpus", str(a.gpus), "--ds-config", path, "--json",
            "--no-zero-init"] + hw_args(a)
     cmd += seq
     if gck:
@@ -163,12 +163,12 @@ def seq_args(cfg, decoder_seq=1024):
     return ["--seq-len", str(decoder_seq)], {"seq_len": decoder_seq}
 
 
-def with_mb(dsc, mb):
+def with_mb(dsc, mb, world=1):
     d = copy.deepcopy(dsc)
     ga = int(d.get("gradient_accumulation_steps", 1))
     d["train_micro_batch_size_per_gpu"] = mb
     if "train_batch_size" in d:
-        d["train_batch_size"] = mb * ga
+        d["train_batch_size"] = mb * ga * world
     return d
 
 
@@ -177,7 +177,7 @@ def plan_cases(a, out, scratch):
     for m in a.plan_models:
         cfg = catalog(a.models, m)
         seq, sh = seq_args(cfg, a.seq_len)
-        j = run_json([a.dsplan, "--model", m, "--gpus", "1"] + seq + ["--json"] + hw_args(a), scratch)
+        j = run_json([a.dsplan, "--model", m, "--gpus", str(a.gpus)] + seq + ["--json"] + hw_args(a), scratch)
         recs = j.get("recommendations") or []
         if not recs:
             plans.append({"model": m, "error": "no recommendation", "fits": j.get("fits")})
@@ -195,14 +195,16 @@ def plan_cases(a, out, scratch):
         off_p = p.get("offload_param") or "none"
         subs = []
         for x in mbs:
-            d = with_mb(dsc, x)
+            d = with_mb(dsc, x, a.gpus)
             pred = simulate(a, m, d, scratch, seq, gck)
             pct = round(100.0 * x / mb)
-            subs.append(dict(sub_id=f"{m}_r1_mb{x}", mb=x, stage=p["stage"], grad_checkpointing=gck,
+            subs.append(dict(sub_id=f"{m}_r1_mb{x}" + (f"_w{a.gpus}" if a.gpus > 1 else ""), mb=x, stage=p["stage"], grad_checkpointing=gck,
                              offload_optimizer=off_o, offload_param=off_p, ds_config=d, model_config=cfg,
                              pred=pred, variant=f"{pct}% of planned micro-batch {mb}", **sh))
         est = 60 + 40 * (1 if "7b" in m else 0) + (120 if off_o != "none" else 0)
-        cases.append(dict(id=f"plan_{m}", model=m, model_config=cfg, plan_rank=1,
+        emulate = {"emulate_world_size": a.gpus} if a.gpus > 1 else {}
+        cases.append(dict(id=f"plan_{m}" + (f"_w{a.gpus}" if a.gpus > 1 else ""), model=m,
+                          model_config=cfg, plan_rank=1, **emulate,
                           variant="mb sweep " + "/".join(map(str, a.fractions)) + " %",
                           stage=p["stage"], mb=mb, grad_checkpointing=gck, offload_optimizer=off_o,
                           offload_param=off_p, ds_config=dsc, pred=[s["pred"] for s in subs],
@@ -288,12 +290,17 @@ def main():
     ap.add_argument("--plan-models", default=",".join(PLAN_MODELS))
     ap.add_argument("--no-sim", action="store_true", help="stage-3 pairs without dsplan predictions (added later)")
     ap.add_argument("--skip", default="", help="comma list of: probes,predictions,plans,stage3")
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="plan for this many GPUs (one node); above 1 each case runs rank 0 of that "
+                         "many on one GPU under PyTorch's fake process group (memory only)")
     ap.add_argument("--seq-len", type=int, default=1024, help="decoder-only models' sequence length (T5: 512 + 128, BERT: 512)")
     ap.add_argument("--fractions", default="50,75,100", help="micro-batches run per plan, in percent of the planned one")
     a = ap.parse_args()
     a.plan_models = [m for m in a.plan_models.split(",") if m]
     a.fractions = [int(f) for f in a.fractions.split(",") if f]
     skip = set(a.skip.split(","))
+    if a.gpus < 1 or (a.gpus > 1 and not {"probes", "stage3"} <= skip):
+        ap.error("--gpus must be 1, or above 1 with --skip probes,stage3 (those cases are one-GPU runs)")
     os.makedirs(a.out, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix="dsplan_scratch_")
     try:

@@ -216,11 +216,24 @@ def mem(D, prefix):
         pass
 
 
-for k, v in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1",
+# A case with "emulate_world_size": N > 1 runs rank 0 of N data-parallel ranks on this one GPU:
+# torch.distributed gets PyTorch's fake process group (torch.testing._internal.distributed.fake_pg)
+# before DeepSpeed looks, so DeepSpeed partitions, pads, buckets and allocates exactly as rank 0
+# of N would, while every collective returns at once without moving data. Its memory is one
+# rank's; its step time is not (no communication), and gathered stage-3 weights hold whatever
+# the allocator's blocks held, so the loss means nothing.
+EMULATE = int(case.get("emulate_world_size") or 1)
+for k, v in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE=str(EMULATE), MASTER_ADDR="127.0.0.1",
                  MASTER_PORT=os.environ.get("MASTER_PORT", "29500")).items():
     os.environ.setdefault(k, v)
 
 R["phase"] = "init_distributed"
+if EMULATE > 1:
+    import torch.distributed as tdist  # noqa: E402
+    from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
+
+    tdist.init_process_group(backend="fake", rank=0, world_size=EMULATE, store=FakeStore())
+    R["emulated_world_size"] = EMULATE
 deepspeed.init_distributed()
 torch.cuda.set_device(0)
 subs = case.get("subs") or [dict(case, sub_id=case["id"])]

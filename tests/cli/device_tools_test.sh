@@ -212,5 +212,53 @@ for l in rows:
     assert len(pred) == 4 and abs(sum(pred[:3]) - pred[3]) <= 2, l
 PY
 
+
+# Multi-GPU plans emulated on one GPU: make_gpu_cases.py --gpus 4 registers the rank-1 plan of
+# `dsplan --model gpt2 --gpus 4` with emulate_world_size 4 and a train_batch_size of 4 ranks;
+# deepspeed_records.py turns a run of it into a record of world size 4 that counts for memory
+# only; dsplan accuracy predicts it as one rank of four.
+python3 tools/device/make_gpu_cases.py --dsplan "$bin" --models models --out "$tmp/emu" \
+  --skip probes,stage3 --fractions 100 --gpus 4 --plan-models gpt2 >"$tmp/out" 2>"$tmp/err"
+check "make_gpu_cases --gpus 4 registers a case" test $? -eq 0
+check "the case runs rank 0 of 4, its batch counts 4 ranks" python3 - "$tmp/emu/cases-plans.jsonl" <<'PY'
+import json, sys
+c = json.loads(open(sys.argv[1]).readline())
+s = c["subs"][0]
+assert c["emulate_world_size"] == 4 and c["id"] == "plan_gpt2_w4", c["id"]
+d = s["ds_config"]
+assert d["train_batch_size"] == 4 * d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"], d
+assert s["sub_id"].endswith("_w4") and s["pred"]["peak_allocated_mb"] > 0
+PY
+python3 tools/device/make_gpu_cases.py --dsplan "$bin" --models models --out "$tmp/emu2" \
+  --fractions 100 --gpus 4 --plan-models gpt2 >"$tmp/out" 2>"$tmp/err"
+check "make_gpu_cases --gpus 4 without --skip probes,stage3 is refused" test $? -ne 0
+check "and says which --skip it needs" grep -q "skip probes,stage3" "$tmp/err"
+mkdir -p "$tmp/emurun"
+python3 - "$tmp/emu/cases-plans.jsonl" "$tmp/emurun/results-callE.jsonl" <<'PY'
+import json, sys
+c = json.loads(open(sys.argv[1]).readline())
+s = dict(c["subs"][0])
+p = s["pred"]
+s.update(status="ok", steps_max_alloc_mb=p["peak_allocated_mb"], steps_max_reserved_mb=p["peak_reserved_mb"],
+         median_step_s=0.01, step_times_s=[0.01] * 8)
+json.dump({"id": c["id"], "model": c["model"], "emulated_world_size": 4, "env": {}, "subs": [s]},
+          open(sys.argv[2], "w"))
+PY
+python3 tools/device/deepspeed_records.py "$tmp/emurun" >"$tmp/emurun/records.jsonl" 2>"$tmp/err"
+check "deepspeed_records marks the run: world size 4, emulated, no timing" python3 - "$tmp/emurun/records.jsonl" <<'PY'
+import json, sys
+r = json.loads(open(sys.argv[1]).readline())
+assert r["world_size"] == 4 and r["emulated"] and r["timing_valid"] is False, r
+PY
+"$bin" accuracy --calibration "$tmp/emurun/records.jsonl" --json >"$tmp/out" 2>"$tmp/err"
+check "dsplan accuracy predicts it as one rank of four: memory as registered, no step time" python3 - "$tmp/out" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+r = j["rows"][0]
+assert "world size 4" in r["config"], r["config"]
+assert r["step_error"] is None and r["measured_step_s"] is None, r
+assert abs(r["alloc_error"]) < 1e-3, r["alloc_error"]
+PY
+
 echo "device_tools_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -57,8 +57,7 @@ CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes);
 
 /// GPUs per node x nodes: both positive, and the product at most kMaxWorldSize.
 Status CheckCluster(int64_t gpus_per_node, int64_t nodes);
-/// The most GPUs in one job dsplan plans for (the largest published training runs use ~25,000).
-inline constexpr int64_t kMaxWorldSize = 65536;
+// kMaxWorldSize: core/plan.h.
 /// --gpus is GPUs per node. When it exceeds the profile's |profile_gpus_per_node|: without an
 /// explicit --nodes and as a whole number of nodes, it becomes that many nodes (rewriting
 /// |gpus| and |nodes|); otherwise InvalidArgument saying what to give.

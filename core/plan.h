@@ -222,6 +222,11 @@ Result<BatchTriple> ResolveBatch(int64_t ranks, std::optional<int64_t> micro_bat
                                  std::optional<int64_t> grad_accum,
                                  std::optional<int64_t> global_batch);
 
+/// The most GPUs in one job dsplan plans for (the largest published training runs use ~25,000):
+/// --gpus x --nodes, the planner's cluster, a calibration record's world_size. Bounded so that
+/// products with it cannot overflow and per-rank loops stay short.
+inline constexpr int64_t kMaxWorldSize = 65536;
+
 struct Plan : RunShape {
   // The run shape (micro_batch, seq_len, target_len, gradient_checkpointing, attention,
   // precision) is the base: RunShape above.

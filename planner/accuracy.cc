@@ -80,10 +80,9 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       r.zero_init = j.value("zero_init", false);
       r.malloc_heap = j.value("malloc_heap", false);
       const int64_t world = j.value("world_size", int64_t{1});
-      constexpr int64_t kMaxWorld = 65536;  // the CLI's largest --gpus x --nodes
-      if (world < 1 || world > kMaxWorld) {
+      if (world < 1 || world > kMaxWorldSize) {
         return Status::InvalidArgument(fmt::format("{}:{}: world_size {} is outside 1-{}",
-                                                   Escape(path), lineno, world, kMaxWorld));
+                                                   Escape(path), lineno, world, kMaxWorldSize));
       }
       r.world_size = static_cast<int>(world);
       if (j.contains("emulated") && r.world_size > 1) r.timing_valid = false;

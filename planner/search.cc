@@ -229,12 +229,11 @@ Status Search::Validate() {
         "--gpus and --nodes must be positive integers (got {} GPU(s) x {} node(s))",
         r_.gpus_per_node, r_.nodes));
   }
-  // Bounded so that products with it cannot overflow and per-rank loops stay short.
-  if (r_.nodes > 65536 || r_.gpus_per_node > 65536 ||
-      int64_t{r_.nodes} * r_.gpus_per_node > 65536) {
+  if (r_.nodes > kMaxWorldSize || r_.gpus_per_node > kMaxWorldSize ||
+      int64_t{r_.nodes} * r_.gpus_per_node > kMaxWorldSize) {
     return Status::InvalidArgument(fmt::format(
-        "{} node(s) x {} GPU(s) is more than the 65536 GPUs dsplan plans for", r_.nodes,
-        r_.gpus_per_node));
+        "{} node(s) x {} GPU(s) is more than the {} GPUs dsplan plans for", r_.nodes,
+        r_.gpus_per_node, kMaxWorldSize));
   }
   world_ = r_.nodes * r_.gpus_per_node;
   // The pinned batch values must make a triple (micro-batch x accumulation x GPUs = global).

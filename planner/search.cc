@@ -231,9 +231,9 @@ Status Search::Validate() {
   }
   if (r_.nodes > kMaxWorldSize || r_.gpus_per_node > kMaxWorldSize ||
       int64_t{r_.nodes} * r_.gpus_per_node > kMaxWorldSize) {
-    return Status::InvalidArgument(fmt::format(
-        "{} node(s) x {} GPU(s) is more than the {} GPUs dsplan plans for", r_.nodes,
-        r_.gpus_per_node, kMaxWorldSize));
+    return Status::InvalidArgument(
+        fmt::format("{} node(s) x {} GPU(s) is more than the {} GPUs dsplan plans for", r_.nodes,
+                    r_.gpus_per_node, kMaxWorldSize));
   }
   world_ = r_.nodes * r_.gpus_per_node;
   // The pinned batch values must make a triple (micro-batch x accumulation x GPUs = global).

@@ -290,10 +290,7 @@ MachineAdvice LocalMachineAdvice(const std::string& hardware, const std::string&
   if (!node.empty()) return a;  // a node profile describes the host the user chose
   const std::optional<LocalGpu> local = DetectLocalGpu();
   if (!local) return a;
-  const std::vector<ProfileGpu> none;
-  // Whether this machine's GPU is the profile's: LocalGpuAdvice has nothing to say.
-  const bool same_gpu = !LocalGpuAdvice(profile, *local, none).has_value();
-  if (!same_gpu) {
+  if (!ProfileDescribesGpu(profile, *local)) {
     if (hardware.empty()) a.gpu = LocalGpuAdvice(profile, *local, ShippedProfileGpus(DataDir()));
     return a;
   }

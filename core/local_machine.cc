@@ -59,7 +59,9 @@ std::string ModelWord(const std::string& name) {
 
 }  // namespace
 
-std::optional<LocalGpu> DetectLocalGpu() {
+namespace {
+
+std::optional<LocalGpu> ReadLocalGpu() {
   void* lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (!lib) return std::nullopt;
   auto sym = [lib](const char* n) { return dlsym(lib, n); };
@@ -89,12 +91,21 @@ std::optional<LocalGpu> DetectLocalGpu() {
   return out;
 }
 
+}  // namespace
+
+std::optional<LocalGpu> DetectLocalGpu() {
+  static const std::optional<LocalGpu> gpu = ReadLocalGpu();
+  return gpu;
+}
+
+bool ProfileDescribesGpu(const HardwareProfile& profile, const LocalGpu& local) {
+  return Within(static_cast<double>(local.memory_bytes), profile.gpu.memory_bytes.value, 0.05);
+}
+
 std::optional<std::string> LocalGpuAdvice(const HardwareProfile& profile, const LocalGpu& local,
                                           const std::vector<ProfileGpu>& shipped) {
   const double want = profile.gpu.memory_bytes.value;
-  if (local.memory_bytes <= 0 || Within(static_cast<double>(local.memory_bytes), want, 0.05)) {
-    return std::nullopt;
-  }
+  if (local.memory_bytes <= 0 || ProfileDescribesGpu(profile, local)) return std::nullopt;
   // A shipped profile of this GPU: the same driver name, else the same model word with memory
   // within 10 % (another form factor of the card); measured profiles first.
   const std::string model = ModelWord(local.name);

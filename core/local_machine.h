@@ -28,7 +28,8 @@ struct LocalGpu {
 
 /// GPU 0 of this machine as NVIDIA's management library reports it (libnvidia-ml.so.1, loaded
 /// with dlopen: no CUDA context is made, nothing is linked). nullopt when there is no driver, no
-/// GPU, or the library fails: the check is advice and never stops a command.
+/// GPU, or the library fails: the check is advice and never stops a command. Read once per
+/// process (validate predicts twice; the answer does not change).
 std::optional<LocalGpu> DetectLocalGpu();
 
 /// A shipped profile's name and the GPU it describes, for LocalGpuAdvice's suggestion.
@@ -37,6 +38,9 @@ struct ProfileGpu {
   std::string gpu_name;  // its gpu.name: "NVIDIA H100 80GB HBM3"
   int64_t memory_bytes = 0;
 };
+
+/// Whether |profile|'s GPU has |local|'s memory within 5 %: the profile can describe this GPU.
+bool ProfileDescribesGpu(const HardwareProfile& profile, const LocalGpu& local);
 
 /// One line of advice when |profile|, the default one the user did not choose, describes a GPU
 /// whose memory differs from this machine's |local| by more than 5 %, else nullopt. It names a

@@ -58,6 +58,8 @@ TEST_F(LocalMachineTest, AnH200SaysNothing) {
   // NVML's total for an H200 (143,771 MiB), 0.4 % above the profile's.
   const LocalGpu h200{"NVIDIA H200", 150755409920, 1};
   EXPECT_FALSE(LocalGpuAdvice(*default_, h200, *shipped_).has_value());
+  EXPECT_TRUE(ProfileDescribesGpu(*default_, h200));
+  EXPECT_FALSE(ProfileDescribesGpu(*default_, LocalGpu{"NVIDIA H100 80GB HBM3", 85520809984, 8}));
 }
 
 TEST_F(LocalMachineTest, AGpuWithoutAShippedProfileIsToldToMeasureIt) {

@@ -426,6 +426,17 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"step_in_band", r.in_band},
                       {"did_not_train", r.did_not_train},
                       {"peak_at", r.peak_at}});
+      if (r.run.emulated) {
+        nlohmann::json& row = rows.back();
+        row["world_size"] = r.run.world_size;
+        row["emulated"] = true;
+        row["step_without_communication"] =
+            r.has_step_without_communication
+                ? nlohmann::json{{"measured_s", r.run.step_s},
+                                 {"predicted_s", r.step_without_communication_s},
+                                 {"error", r.step_without_communication_error}}
+                : nlohmann::json();
+      }
     }
     nlohmann::json by_host = nlohmann::json::array();
     for (const AccuracySummary::HostClass& c : summary->by_host) {
@@ -477,6 +488,10 @@ int RunAccuracy(const AccuracyFlags& f) {
                           {"step_mean_abs_error_family_held_out", summary->unseen_step_mean_abs},
                           {"step_max_abs_error_family_held_out", summary->unseen_step_max_abs},
                           {"step_in_band", summary->time_in_band},
+                          {"emulated_step_without_communication",
+                           {{"runs", summary->no_comm_rows},
+                            {"mean_abs_error", summary->no_comm_step_mean_abs},
+                            {"max_abs_error", summary->no_comm_step_max_abs}}},
                           {"step_error_by_host_share", by_host},
                           {"by_file", by_file},
                           {"repeat_groups", repeats},

@@ -52,6 +52,13 @@ struct CalibrationRun {
   /// DSBENCH emulate_world_size) allocates what one rank of that many allocates, but its
   /// collectives move nothing, so its step time is not timing data (timing_valid false).
   int world_size = 1;
+  /// The run stood for rank 0 of |world_size| under a fake process group (record key
+  /// "emulated"). Its step is still a step of that rank with every collective taking no time:
+  /// the GPU computed the rank's share and the host ran DeepSpeed's code for that many ranks.
+  /// |step_without_communication| (record key of that name; absent: true) says whether that
+  /// step is timing data of that kind (false when the harness instrumented the steps).
+  bool emulated = false;
+  bool step_without_communication = false;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
   double peak_alloc_mib = 0;
@@ -97,6 +104,14 @@ struct AccuracyRow {
   /// The same run predicted as for a family whose blocks were never measured (leave one family
   /// out: Simulator with family_measured false); set with AccuracySummary::has_unseen.
   double step_error_unseen = 0;
+  /// An emulated run (CalibrationRun::emulated) with a step of its own: predicted again with
+  /// every collective free (the profile's collective curves at zero latency and unbounded bus
+  /// bandwidth), since no data moved, and compared with that step. Kept out of the step-time
+  /// means: it checks the computation and host work of one rank of a larger world, not its
+  /// communication.
+  bool has_step_without_communication = false;
+  double step_without_communication_s = 0;
+  double step_without_communication_error = 0;
   /// The prediction's share of host-bound time (Prediction::host_bound_share) and its band
   /// (StepTimeBand: measured expected within low-high x predicted); |in_band|: it was.
   double host_bound_share = 0;
@@ -137,6 +152,9 @@ struct AccuracySummary {
   int ran_at_risk = 0;                 // runs that ran but were judged at risk (conservative)
   int memory_rows = 0, time_rows = 0;  // rows each mean is over
   int time_in_band = 0;                // rows with a time whose measured step was in the band
+  /// Emulated runs compared without communication (AccuracyRow::has_step_without_communication).
+  int no_comm_rows = 0;
+  double no_comm_step_mean_abs = 0, no_comm_step_max_abs = 0;
   /// Runs of 2 GiB and more with a measured peak reserved (the memory band's record), how many
   /// lie inside their band, and the largest excess beyond the band's block as a fraction of the
   /// predicted reserved (negative: the block alone covers every run) with its run.

@@ -519,6 +519,32 @@ TEST(EmulatedWorldSize, PredictedForItsWorldSizeAndNotTimed) {
   EXPECT_NEAR(r1.state_mib - r4.state_mib, saved_mib, 0.05 * saved_mib)
       << r1.state_mib << " " << r4.state_mib;
 
+  // Its step (no data moved) is compared with the prediction with every collective free, apart
+  // from the step-time statistics: less than the full prediction, which pays for the reduce.
+  EXPECT_TRUE((*four)[0].emulated);
+  ASSERT_TRUE(r4.has_step_without_communication);
+  EXPECT_GT(r4.step_without_communication_s, 0);
+  EXPECT_LT(r4.step_without_communication_s, r4.step_s);
+  EXPECT_NEAR(r4.step_without_communication_error, r4.step_without_communication_s / one.step_s - 1,
+              1e-12);
+  EXPECT_EQ(s4->no_comm_rows, 1);
+  EXPECT_EQ(s4->time_rows, 0);
+  EXPECT_DOUBLE_EQ(s4->no_comm_step_mean_abs, std::abs(r4.step_without_communication_error));
+  EXPECT_EQ(s1->no_comm_rows, 0);
+  EXPECT_FALSE(r1.has_step_without_communication);
+  const std::string md = AccuracyMarkdown(*s4, *profile, path);
+  EXPECT_NE(md.find("collectives free"), std::string::npos);
+  // A harness that instrumented the steps says its step is no timing data of any kind.
+  rec["step_without_communication"] = false;
+  { std::ofstream(path) << rec.dump() << "\n"; }
+  auto instrumented = LoadCalibration(path);
+  ASSERT_TRUE(instrumented.ok()) << instrumented.status().ToString();
+  auto si = EvaluateCalibration(*instrumented, *profile, false);
+  ASSERT_TRUE(si.ok());
+  EXPECT_FALSE(si->rows.at(0).has_step_without_communication);
+  EXPECT_EQ(si->no_comm_rows, 0);
+  rec.erase("step_without_communication");
+
   // A world size out of range is one error naming the key.
   for (int bad : {0, 70000}) {
     rec["world_size"] = bad;

@@ -17,7 +17,8 @@ Which runs are kept, and how:
   * oom runs: kept as a verdict (dsplan must say "does not fit") when their memory is valid.
   * groups run as rank 0 of N under PyTorch's fake process group (the case's
     emulate_world_size, recorded by the driver as emulated_world_size): world_size N and
-    "emulated"; their memory is one rank's, their step time moved no data (timing_valid false).
+    "emulated"; their memory is one rank's, their step time moved no data (timing_valid false;
+    dsplan accuracy compares it with a prediction whose collectives are free).
 Nothing is fitted or adjusted.
 """
 import glob
@@ -67,6 +68,8 @@ def main():
                 env = g.get("env") or {}
                 if env.get("DSBENCH_MEMHIST"):
                     r["timing_valid"] = False
+                    if world > 1:  # not even a step without communication
+                        r["step_without_communication"] = False
                 # glibc's malloc held to its heap (dsplan's Plan::malloc_heap, kMallocHeapEnv).
                 if (env.get("MALLOC_ARENA_MAX") == "1" and env.get("MALLOC_MMAP_MAX_") == "0"
                         and "MALLOC_TRIM_THRESHOLD_" in env):

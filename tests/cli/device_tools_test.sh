@@ -258,6 +258,12 @@ r = j["rows"][0]
 assert "world size 4" in r["config"], r["config"]
 assert r["step_error"] is None and r["measured_step_s"] is None, r
 assert abs(r["alloc_error"]) < 1e-3, r["alloc_error"]
+# its step (0.01 s, no data moved) against the prediction with every collective free
+w = r["step_without_communication"]
+assert r["emulated"] is True and r["world_size"] == 4, r
+assert w["measured_s"] == 0.01 and abs(w["error"] - (w["predicted_s"] / 0.01 - 1)) < 1e-9, w
+assert 0 < w["predicted_s"] < r["predicted_step_s"], (w, r["predicted_step_s"])
+assert j["emulated_step_without_communication"]["runs"] == 1, j["emulated_step_without_communication"]
 PY
 
 echo "device_tools_test: $pass passed, $fail failed"

@@ -214,7 +214,7 @@ PY
 
 
 # Multi-GPU plans emulated on one GPU: make_gpu_cases.py --gpus 4 registers the rank-1 plan of
-# `dsplan --model gpt2 --gpus 4` with emulate_world_size 4 and a train_batch_size of 4 ranks;
+# `dsplan --model gpt2 --gpus 4` with emulate_world_size 4 (the last rank) and a train_batch_size of 4 ranks;
 # deepspeed_records.py turns a run of it into a record of world size 4 that counts for memory
 # only; dsplan accuracy predicts it as one rank of four.
 python3 tools/device/make_gpu_cases.py --dsplan "$bin" --models models --out "$tmp/emu" \
@@ -225,6 +225,7 @@ import json, sys
 c = json.loads(open(sys.argv[1]).readline())
 s = c["subs"][0]
 assert c["emulate_world_size"] == 4 and c["id"] == "plan_gpt2_w4", c["id"]
+assert c["emulate_rank"] == 3, c.get("emulate_rank")  # the last rank, whose peak dsplan predicts
 d = s["ds_config"]
 assert d["train_batch_size"] == 4 * d["train_micro_batch_size_per_gpu"] * d["gradient_accumulation_steps"], d
 assert s["sub_id"].endswith("_w4") and s["pred"]["peak_allocated_mb"] > 0
@@ -241,7 +242,7 @@ s = dict(c["subs"][0])
 p = s["pred"]
 s.update(status="ok", steps_max_alloc_mb=p["peak_allocated_mb"], steps_max_reserved_mb=p["peak_reserved_mb"],
          median_step_s=0.01, step_times_s=[0.01] * 8)
-json.dump({"id": c["id"], "model": c["model"], "emulated_world_size": 4, "env": {}, "subs": [s]},
+json.dump({"id": c["id"], "model": c["model"], "emulated_world_size": 4, "emulated_rank": 3, "env": {}, "subs": [s]},
           open(sys.argv[2], "w"))
 PY
 python3 tools/device/deepspeed_records.py "$tmp/emurun" >"$tmp/emurun/records.jsonl" 2>"$tmp/err"
@@ -249,6 +250,7 @@ check "deepspeed_records marks the run: world size 4, emulated, no timing" pytho
 import json, sys
 r = json.loads(open(sys.argv[1]).readline())
 assert r["world_size"] == 4 and r["emulated"] and r["timing_valid"] is False, r
+assert r["emulated_rank"] == 3, r
 PY
 "$bin" accuracy --calibration "$tmp/emurun/records.jsonl" --json >"$tmp/out" 2>"$tmp/err"
 check "dsplan accuracy predicts it as one rank of four: memory as registered, no step time" python3 - "$tmp/out" <<'PY'

@@ -64,6 +64,7 @@ def main():
                 if world > 1:
                     r["world_size"] = world
                     r["emulated"] = "fake process group (torch.testing._internal.distributed.fake_pg)"
+                    r["emulated_rank"] = int(g.get("emulated_rank") or 0)
                     r["timing_valid"] = False
                 env = g.get("env") or {}
                 if env.get("DSBENCH_MEMHIST"):

@@ -202,7 +202,10 @@ def plan_cases(a, out, scratch):
                              offload_optimizer=off_o, offload_param=off_p, ds_config=d, model_config=cfg,
                              pred=pred, variant=f"{pct}% of planned micro-batch {mb}", **sh))
         est = 60 + 40 * (1 if "7b" in m else 0) + (120 if off_o != "none" else 0)
-        emulate = {"emulate_world_size": a.gpus} if a.gpus > 1 else {}
+        # The last rank: at ZeRO-1/2 its partition's gradients come first in the backward, so
+        # its grads_in_partition buffer lives longest; it also holds the padding. dsplan predicts
+        # the rank whose peak is highest, so that is the rank to measure.
+        emulate = {"emulate_world_size": a.gpus, "emulate_rank": a.gpus - 1} if a.gpus > 1 else {}
         cases.append(dict(id=f"plan_{m}" + (f"_w{a.gpus}" if a.gpus > 1 else ""), model=m,
                           model_config=cfg, plan_rank=1, **emulate,
                           variant="mb sweep " + "/".join(map(str, a.fractions)) + " %",

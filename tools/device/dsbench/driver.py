@@ -216,14 +216,21 @@ def mem(D, prefix):
         pass
 
 
-# A case with "emulate_world_size": N > 1 runs rank 0 of N data-parallel ranks on this one GPU:
+# A case with "emulate_world_size": N > 1 runs one rank of N data-parallel ranks on this one GPU:
 # torch.distributed gets PyTorch's fake process group (torch.testing._internal.distributed.fake_pg)
-# before DeepSpeed looks, so DeepSpeed partitions, pads, buckets and allocates exactly as rank 0
+# before DeepSpeed looks, so DeepSpeed partitions, pads, buckets and allocates exactly as that rank
 # of N would, while every collective returns at once without moving data. Its memory is one
 # rank's; its step time is not (no communication), and gathered stage-3 weights hold whatever
 # the allocator's blocks held, so the loss means nothing.
+# "emulate_rank" (default 0) picks which rank: ranks of ZeRO-1/2 differ in when their partition's
+# gradients arrive in the backward (the last rank owns the last parameters, reduced first, so its
+# grads_in_partition buffer is allocated earliest) and in the padding the last partition holds;
+# dsplan predicts the rank with the highest peak, which make_gpu_cases registers (N - 1).
 EMULATE = int(case.get("emulate_world_size") or 1)
-for k, v in dict(RANK="0", LOCAL_RANK="0", WORLD_SIZE=str(EMULATE), MASTER_ADDR="127.0.0.1",
+EMU_RANK = int(case.get("emulate_rank") or 0)
+if not 0 <= EMU_RANK < EMULATE:
+    raise SystemExit(f"case {case.get('id')}: emulate_rank {EMU_RANK} is outside 0-{EMULATE - 1}")
+for k, v in dict(RANK=str(EMU_RANK), LOCAL_RANK="0", WORLD_SIZE=str(EMULATE), MASTER_ADDR="127.0.0.1",
                  MASTER_PORT=os.environ.get("MASTER_PORT", "29500")).items():
     os.environ.setdefault(k, v)
 
@@ -232,8 +239,9 @@ if EMULATE > 1:
     import torch.distributed as tdist  # noqa: E402
     from torch.testing._internal.distributed.fake_pg import FakeStore  # noqa: E402
 
-    tdist.init_process_group(backend="fake", rank=0, world_size=EMULATE, store=FakeStore())
+    tdist.init_process_group(backend="fake", rank=EMU_RANK, world_size=EMULATE, store=FakeStore())
     R["emulated_world_size"] = EMULATE
+    R["emulated_rank"] = EMU_RANK
 deepspeed.init_distributed()
 torch.cuda.set_device(0)
 subs = case.get("subs") or [dict(case, sub_id=case["id"])]

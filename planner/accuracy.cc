@@ -349,17 +349,21 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   o << fmt::format("Hardware profile: `{}` ({}).\n\n", profile.name, profile.SourceSummary());
   o << fmt::format(
       "{} runs. Peak allocated memory ({} runs): mean |error| {:.1f}%, max {:.1f}% (targets: mean "
-      "< 3%, every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. Step time ({} runs): mean "
-      "{:.1f}%, max {:.1f}% (target: mean < 10%); measured within the prediction's band for {} "
-      "of them; leave-one-family-out (each run predicted as for a family whose blocks were never "
-      "measured): mean {:.1f}%, max {:.1f}%. Fit verdicts right: {}/{} (with the memory "
-      "band and the default headroom: runs that ran out of memory said not to fit {}/{}; runs "
-      "that ran said to fit, or at risk for {} of them).\n\n",
+      "< 3%, every case < 5%). Peak reserved: mean {:.1f}%, max {:.1f}%. {} Fit verdicts right: "
+      "{}/{} (with the memory band and the default headroom: runs that ran out of memory said not "
+      "to fit {}/{}; runs that ran said to fit, or at risk for {} of them).\n\n",
       s.rows.size(), s.memory_rows, 100 * s.alloc_mean_abs, 100 * s.alloc_max_abs,
-      100 * s.reserved_mean_abs, 100 * s.reserved_max_abs, s.time_rows, 100 * s.step_mean_abs,
-      100 * s.step_max_abs, s.time_in_band, 100 * s.unseen_step_mean_abs,
-      100 * s.unseen_step_max_abs, s.verdicts_right, s.rows.size(), s.oom_rejected,
-      s.oom_runs, s.ran_at_risk);
+      100 * s.reserved_mean_abs, 100 * s.reserved_max_abs,
+      s.time_rows == 0
+          ? std::string("Step time: no timed runs.")
+          : fmt::format(
+                "Step time ({} runs): mean {:.1f}%, max {:.1f}% (target: mean < 10%); measured "
+                "within the prediction's band for {} of them; leave-one-family-out (each run "
+                "predicted as for a family whose blocks were never measured): mean {:.1f}%, max "
+                "{:.1f}%.",
+                s.time_rows, 100 * s.step_mean_abs, 100 * s.step_max_abs, s.time_in_band,
+                100 * s.unseen_step_mean_abs, 100 * s.unseen_step_max_abs),
+      s.verdicts_right, s.rows.size(), s.oom_rejected, s.oom_runs, s.ran_at_risk);
   if (s.reserved_band_rows > 0) {
     o << fmt::format(
         "Memory band (`PeakMemoryBand`: a relative part of the predicted reserved plus the step's "
@@ -386,7 +390,7 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   }
   if (s.no_comm_rows > 0) {
     o << fmt::format(
-        "**Multi-GPU plans emulated on one GPU** ({} runs: rank 0 of the plan's world size under "
+        "**Multi-GPU plans emulated on one GPU** ({} runs: one rank of the plan's world size under "
         "a fake process group, so every collective returned at once without moving data). Their "
         "memory is counted above; their step time is not, since no communication happened. "
         "Predicted again with every collective free, their steps (the rank's computation and "

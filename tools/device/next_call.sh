@@ -1,7 +1,7 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came): what to measure, by card.
 # H200: loss kernels + stack kernel rates (~30 s), then fresh sets 12 (emuworld-1206), 11 (band3-1206) and smallkp's H200 cases.
-# H100: fresh set 13 (emuworld-h100-1206), then the loss kernels. PLACEMENT=1 adds host_placement.py (~60 s).
+# H100: fresh set 14 (emuworld-h100b-1206; set 13 ran in session 27). PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)
@@ -12,7 +12,7 @@ DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 > $OUT/nvml-plan.txt 2>&1
 head -12 $OUT/nvml-plan.txt
 DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 --json > $OUT/nvml-plan.json 2>$OUT/nvml-plan-json.err; echo "json rc=$?"
 python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware:',{k:v for k,v in d['hardware'].items() if k in ('name','advice','memory_gib')})" 2>&1 | head -3
-[ -n "$PLACEMENT" ] && timeout 75 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
+[ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
 if echo "$G" | grep -q H200; then
   timeout 60 python3 tools/probes/loss_kernels.py --out $OUT/loss-kernels-h200.json > /dev/null 2> $OUT/loss-kernels-h200.log; echo "loss rc=$?"
   timeout 60 python3 tools/probes/stack_costs.py --no-deepspeed --only kernels --out $OUT/stack-kernels-h200.json > $OUT/stack-kernels-h200.log 2>&1; echo "kernels rc=$?"
@@ -20,8 +20,7 @@ if echo "$G" | grep -q H200; then
   bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-1206/cases-plans.jsonl docs/validation/deepspeed/band3-1206/cases-plans.jsonl docs/validation/deepspeed/smallkp-1206/cases-kprof.jsonl 2>&1 | tail -30
 else
   LEFT=$((${1:-585} - ($(date +%s) - T0) - 40))
-  bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-h100-1206/cases-plans.jsonl 2>&1 | tail -30
-  timeout 30 python3 tools/probes/loss_kernels.py --out $OUT/loss-kernels-h100b.json > /dev/null 2> $OUT/loss-kernels-h100b.log; echo "loss rc=$?"
+  bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-h100b-1206/cases-plans.jsonl 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

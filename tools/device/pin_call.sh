@@ -1,0 +1,27 @@
+#!/bin/bash
+# Does pinning the training process to CPUs change a host-bound DeepSpeed step? (session 27)
+# The host-placement probe (tools/probes/host_placement.py, first run 2026-12-06 on an H100 VM)
+# timed a tiny eager step at 30-33 ms with all 16 CPUs allowed and 16-25 ms pinned to one CPU.
+# This runs the same real DeepSpeed cases (tiny-llama, 12 layers of width 256: stage 3, stage 2
+# with checkpointing, stage 3 with checkpointing; all host-bound) with all CPUs allowed, pinned to
+# one CPU, and pinned to four, alternating, each placement in its own $OUT/<tag>/.
+# Usage (device side, repository root): bash tools/device/pin_call.sh SECONDS  (carry .dsbench)
+T0=$(date +%s)
+TOTAL=${1:-300}
+LAST=$(( $(nproc) - 1 ))
+D=docs/validation/deepspeed/pin-1206
+grep -m1 "model name" /proc/cpuinfo; nproc; nvidia-smi --query-gpu=name --format=csv,noheader
+for tag in all1 one1 four1 all2 one2 four2; do
+  LEFT=$(( TOTAL - ($(date +%s) - T0) ))
+  [ "$LEFT" -lt 60 ] && { echo "skip $tag: ${LEFT}s left"; continue; }
+  case $tag in
+    all*) PIN="" ;;
+    one*) PIN="taskset -c $LAST" ;;
+    four*) PIN="taskset -c $((LAST - 3))-$LAST" ;;
+  esac
+  mkdir -p "$OUT/$tag"
+  echo "== $tag (${PIN:-all CPUs}) ${LEFT}s left"
+  OUT=$OUT/$tag $PIN bash .dsbench/go.sh 0 $(( LEFT < 110 ? LEFT : 110 )) $D/cases-$tag.jsonl 2>&1 | grep -E "sub |end |deferred" | cut -c1-160
+  rm -f "$OUT/$tag/torch_ext.tgz"
+done
+echo "total $(( $(date +%s) - T0 ))s"

@@ -268,5 +268,28 @@ assert 0 < w["predicted_s"] < r["predicted_step_s"], (w, r["predicted_step_s"])
 assert j["emulated_step_without_communication"]["runs"] == 1, j["emulated_step_without_communication"]
 PY
 
+# split_results.py files one call's results into the sets that registered their ids, and refuses
+# to overwrite a results file (nothing written then).
+mkdir -p "$tmp/split/a" "$tmp/split/b"
+printf '{"id": "x1"}\n{"id": "x2"}\n' >"$tmp/split/a/cases-plans.jsonl"
+printf '{"id": "y1"}\n' >"$tmp/split/b/cases-one.jsonl"
+printf '{"id": "x2", "v": 1}\n{"id": "y1", "v": 2}\n{"id": "z9", "v": 3}\n{"id": "x1", "v": 4}\n' >"$tmp/split/call.jsonl"
+python3 tools/device/split_results.py --call c1 "$tmp/split/call.jsonl" "$tmp/split/a" "$tmp/split/b" \
+  >"$tmp/out" 2>"$tmp/err"
+check "split_results files each result into its set" python3 - "$tmp/split" <<'PY'
+import json, sys
+d = sys.argv[1]
+a = [json.loads(l)["v"] for l in open(d + "/a/results-c1.jsonl")]
+b = [json.loads(l)["v"] for l in open(d + "/b/results-c1.jsonl")]
+assert a == [1, 4] and b == [2], (a, b)
+PY
+check "and names the id no set registered" grep -q "z9" "$tmp/err"
+printf '{"id": "x1", "v": 5}\n{"id": "y1", "v": 6}\n' >"$tmp/split/call2.jsonl"
+rm "$tmp/split/b/results-c1.jsonl"
+python3 tools/device/split_results.py --call c1 "$tmp/split/call2.jsonl" "$tmp/split/a" "$tmp/split/b" \
+  >"$tmp/out" 2>"$tmp/err"
+check "split_results refuses an existing results file" test $? -ne 0
+check "and writes nothing then" test ! -e "$tmp/split/b/results-c1.jsonl"
+
 echo "device_tools_test: $pass passed, $fail failed"
 test "$fail" -eq 0

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came): what to measure, by card.
 # H200: loss kernels + stack kernel rates (~30 s), then fresh sets 12 (emuworld-1206), 11 (band3-1206) and smallkp's H200 cases.
-# H100: fresh set 14 (emuworld-h100b-1206; set 13 ran in session 27). PLACEMENT=1 adds host_placement.py (~60 s).
+# H100: the rest of fresh set 14 (emuworld-h100b-1206), then pin_call.sh (all CPUs vs four). PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)
@@ -19,8 +19,14 @@ if echo "$G" | grep -q H200; then
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
   bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-1206/cases-plans.jsonl docs/validation/deepspeed/band3-1206/cases-plans.jsonl docs/validation/deepspeed/smallkp-1206/cases-kprof.jsonl 2>&1 | tail -30
 else
-  LEFT=$((${1:-585} - ($(date +%s) - T0) - 40))
-  bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-h100b-1206/cases-plans.jsonl 2>&1 | tail -30
+  # Fresh set 14's four cases that did not run in session 27 (done.txt skips the eight that did),
+  # then the pinning question (tools/device/pin_call.sh: all CPUs against four, alternating).
+  cat docs/validation/deepspeed/emuworld-h100b-1206/results-*.jsonl | python3 -c "import json,sys; [print(json.loads(l)['id']) for l in sys.stdin if l.strip()]" > .dsbench/done.txt
+  mkdir -p $OUT/set14
+  OUT=$OUT/set14 bash .dsbench/go.sh 0 200 docs/validation/deepspeed/emuworld-h100b-1206/cases-plans.jsonl 2>&1 | grep -E "sub |end |defer" | cut -c1-170
+  mv $OUT/set14/cases.jsonl $OUT/set14-cases.jsonl; rm -rf $OUT/set14; rm -f .dsbench/done.txt
+  LEFT=$((${1:-585} - ($(date +%s) - T0) - 20))
+  bash tools/device/pin_call.sh $LEFT 2>&1 | tail -24
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -11,7 +11,10 @@ TOTAL=${1:-300}
 LAST=$(( $(nproc) - 1 ))
 D=docs/validation/deepspeed/pin-1206
 grep -m1 "model name" /proc/cpuinfo; nproc; nvidia-smi --query-gpu=name --format=csv,noheader
-for tag in all1 one1 four1 all2 one2 four2; do
+# One CPU alone cannot import torch + transformers + DeepSpeed within the runner's limit (session
+# 27), so the placements are all CPUs against four, alternating. The device tool returns only a
+# few files: each placement leaves one, $OUT/pin-<tag>.jsonl (its cases.jsonl).
+for tag in ${PIN_TAGS:-all1 four1 all2 four2 all3 four3}; do
   LEFT=$(( TOTAL - ($(date +%s) - T0) ))
   [ "$LEFT" -lt 60 ] && { echo "skip $tag: ${LEFT}s left"; continue; }
   case $tag in
@@ -21,7 +24,9 @@ for tag in all1 one1 four1 all2 one2 four2; do
   esac
   mkdir -p "$OUT/$tag"
   echo "== $tag (${PIN:-all CPUs}) ${LEFT}s left"
-  OUT=$OUT/$tag $PIN bash .dsbench/go.sh 0 $(( LEFT < 110 ? LEFT : 110 )) $D/cases-$tag.jsonl 2>&1 | grep -E "sub |end |deferred" | cut -c1-160
-  rm -f "$OUT/$tag/torch_ext.tgz"
+  OUT=$OUT/$tag $PIN bash .dsbench/go.sh 0 $(( LEFT < 110 ? LEFT : 110 )) $D/cases-$tag.jsonl 2>&1 | grep -E "sub |end |defer" | cut -c1-160
+  mv "$OUT/$tag/cases.jsonl" "$OUT/pin-$tag.jsonl" 2>/dev/null
+  [ -f "$OUT/pin-machine.json" ] || mv "$OUT/$tag/machine.json" "$OUT/pin-machine.json" 2>/dev/null
+  rm -rf "$OUT/$tag"
 done
 echo "total $(( $(date +%s) - T0 ))s"

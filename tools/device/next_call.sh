@@ -30,3 +30,9 @@ else
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"
+# The device tool returns only a few files (8 came back in session 27, the rest were dropped):
+# everything goes back as one archive, cases.jsonl files included. torch_ext.tgz (19 MB) is over
+# its size limit anyway.
+find "$OUT" -name torch_ext.tgz -delete
+tar -czf /tmp/call-bundle.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call-bundle.tgz "$OUT/bundle.tgz"
+ls -la "$OUT"

@@ -52,7 +52,8 @@ struct CalibrationRun {
   /// DSBENCH emulate_world_size) allocates what one rank of that many allocates, but its
   /// collectives move nothing, so its step time is not timing data (timing_valid false).
   int world_size = 1;
-  /// The run stood for rank 0 of |world_size| under a fake process group (record key
+  /// The run stood for one rank of |world_size| (record key "emulated_rank"; dsplan predicts
+  /// the rank with the highest peak) under a fake process group (record key
   /// "emulated"). Its step is still a step of that rank with every collective taking no time:
   /// the GPU computed the rank's share and the host ran DeepSpeed's code for that many ranks.
   /// |step_without_communication| (record key of that name; absent: true) says whether that

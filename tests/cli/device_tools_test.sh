@@ -268,6 +268,17 @@ assert 0 < w["predicted_s"] < r["predicted_step_s"], (w, r["predicted_step_s"])
 assert j["emulated_step_without_communication"]["runs"] == 1, j["emulated_step_without_communication"]
 PY
 
+# registered_report.py shows an emulated run as memory only: its step moved no data.
+cp "$tmp/emurun/results-callE.jsonl" "$tmp/emu/"
+python3 tools/device/registered_report.py "$tmp/emu" >"$tmp/out" 2>"$tmp/err"
+check "registered_report marks the emulated run" grep -q "one rank of 4, no data moved" "$tmp/out"
+check "and counts its memory apart, without a step error" python3 - "$tmp/out" <<'PY'
+import sys
+t = open(sys.argv[1]).read()
+assert "Emulated ranks (one rank of N on one GPU): 1 of 1 ran" in t, t
+assert "Step time over" not in t, t
+PY
+
 # split_results.py files one call's results into the sets that registered their ids, and refuses
 # to overwrite a results file (nothing written then).
 mkdir -p "$tmp/split/a" "$tmp/split/b"

@@ -3,8 +3,8 @@
 # The host-placement probe (tools/probes/host_placement.py, first run 2026-12-06 on an H100 VM)
 # timed a tiny eager step at 30-33 ms with all 16 CPUs allowed and 16-25 ms pinned to one CPU.
 # This runs the same real DeepSpeed cases (tiny-llama, 12 layers of width 256: stage 3, stage 2
-# with checkpointing, stage 3 with checkpointing; all host-bound) with all CPUs allowed, pinned to
-# one CPU, and pinned to four, alternating, each placement in its own $OUT/<tag>/.
+# with checkpointing, stage 3 with checkpointing; all host-bound) under different CPU placements,
+# alternating (PIN_TAGS: all<N> all CPUs, four<N> the last four, one<N> the last one).
 # Usage (device side, repository root): bash tools/device/pin_call.sh SECONDS  (carry .dsbench)
 T0=$(date +%s)
 TOTAL=${1:-300}

@@ -103,26 +103,23 @@ def row(p, s):
                      median([x.get("disk_write_mb", 0) for x in timed]))
     m = s.get("median_step_s")
     losses = s.get("losses") or []
+    r.update({"meas_s": m, "meas_alloc": s.get("steps_max_alloc_mb")})
+    if r["meas_alloc"]:
+        r["alloc_err"] = (p["pred_alloc"] - r["meas_alloc"]) / r["meas_alloc"]
     if s.get("emulated_world_size"):
         # One rank of N under a fake process group: no data moved, so neither its step (set
         # beside the prediction with collectives free by dsplan accuracy) nor its loss (the
         # gradients were never summed, other ranks' partitions never updated) means what a
         # real run's does. Its memory does.
-        r.update({"meas_s": m, "meas_alloc": s.get("steps_max_alloc_mb"),
-                  "emulated": s["emulated_world_size"]})
-        if r["meas_alloc"]:
-            r["alloc_err"] = (p["pred_alloc"] - r["meas_alloc"]) / r["meas_alloc"]
+        r["emulated"] = s["emulated_world_size"]
         return r
-    r.update({"meas_s": m, "meas_alloc": s.get("steps_max_alloc_mb"),
-              "loss_first": losses[0] if losses else None,
+    r.update({"loss_first": losses[0] if losses else None,
               "loss_last": losses[-1] if losses else None})
     if m:
         r["err"] = (pred_s - m) / m
         r["in_band"] = lo <= m <= hi
         # throughput is tokens / step time, the same tokens on both sides
         r["tput_ok"] = abs(m / pred_s - 1) <= 0.10
-    if r["meas_alloc"]:
-        r["alloc_err"] = (p["pred_alloc"] - r["meas_alloc"]) / r["meas_alloc"]
     if losses:
         r["trained"] = losses[-1] < losses[0]
         r["loss_move"] = ("fell" if losses[-1] < losses[0]

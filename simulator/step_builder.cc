@@ -146,6 +146,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
       }
     }
     for (size_t i = 0; i < out.size(); ++i) {
+      if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table && table > 0) {
+        out[i].tied_grad_numel = table;
+        out[owner].tied_grad_numel = table;
+        out[owner].owns_tied_table = true;
+      }
       if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table &&
           table > persistence_threshold) {
         out[i].tied_numel = table;
@@ -1170,7 +1175,27 @@ void Builder::Backward(int micro) {
     // Parameter gradients appear as param.grad in the model dtype.
     const int64_t grad_bytes = e_ * layer.params;
     const bool new_grads = !GradsAccumulateInPlace() || micro == 0;
+    // Tied word embeddings: the table is one leaf used twice, so autograd's AccumulateGrad
+    // node for it (and ZeRO's hook on that node) runs once, at the embedding's backward. Until
+    // then the head's gradient of the whole table waits in that node's input buffer. At the
+    // embedding the buffer adds the lookup's gradient out of place: three table-sized
+    // gradients at once, then the sum alone goes on as param.grad (allocator histories of
+    // qwen2-0.5b, bloom-1b7 and gemma-2b at stages 1-3: docs/simulator.md). The two autograd
+    // buffers are temporaries (not yet param.grad); the sum is the table's gradient below.
+    const int64_t tied_bytes = e_ * lp_[l].tied_grad_numel;
+    const bool tied_sum = lp_[l].owns_tied_table && tied_bytes > 0;
+    if (tied_bytes > 0 && !lp_[l].owns_tied_table) {
+      fx.push_back(Alloc(tied_bytes, MemCategory::kTemporaries, true));
+    }
+    if (tied_sum) fx.push_back(Alloc(tied_bytes, MemCategory::kTemporaries, true));
     if (new_grads && grad_bytes > 0) fx.push_back(Alloc(grad_bytes, MemCategory::kGradients, true));
+    if (tied_sum) {
+      // Added into an existing param.grad (accumulation in place), the sum is a temporary too.
+      if (!new_grads) fx.push_back(Alloc(tied_bytes, MemCategory::kTemporaries, true));
+      fx.push_back(Free(tied_bytes, MemCategory::kTemporaries));
+      fx.push_back(Free(tied_bytes, MemCategory::kTemporaries));
+      if (!new_grads) fx.push_back(Free(tied_bytes, MemCategory::kTemporaries));
+    }
     const bool release = Stage3() && gathered_[l];
     if (release) fx.push_back(Free(GatherBytes(l), MemCategory::kGatheredParams));
     if (held_by_views_[l] > 0) {

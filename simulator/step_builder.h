@@ -46,6 +46,12 @@ struct LayerParams {
   // (0 otherwise). ZeRO-3's fetch hook gathers it for this module too (the module's own
   // parameters include the shared Parameter).
   int64_t tied_numel = 0;
+  /// Tied word embeddings, whatever the persistence threshold: on the head, the table's numel
+  /// (its backward makes a gradient of the whole table, which autograd holds until the
+  /// embedding's backward adds its own); on the embedding that owns the table, the same numel
+  /// (where the two gradients are summed). 0 elsewhere.
+  int64_t tied_grad_numel = 0;
+  bool owns_tied_table = false;
   /// ZeRO-3: gathered elements (above the persistence threshold, a tied head's table included)
   /// that this layer's modules keep for backward as a view of the gathered buffer
   /// (WeightSave): through torch.nn.functional.linear (none inside deepspeed.zero.Init), and

@@ -7,6 +7,7 @@
 //  * the scheduler, memory timeline and allocator replay on the compact graph give the
 //    unrolled graph's step time, busy time, peaks and reserved memory;
 //  * the peak does not grow with GAS (no tensor allocated each micro-step without its free).
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -337,19 +338,24 @@ TEST_F(AccumulationTest, AllocatorReplaysAFewCopies) {
 // The predicted peak does not grow with accumulation: from GAS 2 on every micro-step starts
 // from the same memory (each frees what it allocates, and the caller's output object of the
 // previous micro-step is the only one held). GAS 1 differs: its one forward holds no earlier
-// output. The caching allocator's reserved memory may take one more micro-step to settle (a
-// block freed early in a backward, BackwardWorkingSets, is placed differently in the second
-// micro-step than in later ones): from GAS 3 on it is the same, and GAS 2's is not above it.
+// output. The caching allocator's reserved memory may take a few micro-steps to settle (a
+// block freed early in a backward, BackwardWorkingSets, or a tied head's gradient held through
+// the backward, is placed differently in the first micro-steps than in later ones): from GAS 4
+// on it is the same, and no smaller GAS reserves more than the most of GAS 3 and 4 (stage 0
+// with gpt2's tied head: GAS 3 reserves 14 MiB more than GAS 4 and on).
 TEST_F(AccumulationTest, PeakDoesNotGrowWithAccumulation) {
   for (const NamedPlan& np : Plans()) {
     SCOPED_TRACE(np.name);
     const Prediction two = Sim(np, 2, false);
     const Prediction three = Sim(np, 3, false);
-    EXPECT_LE(two.gpu_peak_reserved_bytes, three.gpu_peak_reserved_bytes);
+    const Prediction four = Sim(np, 4, false);
+    const int64_t settling =
+        std::max(three.gpu_peak_reserved_bytes, four.gpu_peak_reserved_bytes);
+    EXPECT_LE(two.gpu_peak_reserved_bytes, settling);
     for (int64_t gas : {3, 4, 64, 1024, 1'000'000}) {
       const Prediction p = Sim(np, gas, false);
       EXPECT_EQ(p.gpu_peak_allocated_bytes, two.gpu_peak_allocated_bytes) << gas;
-      EXPECT_EQ(p.gpu_peak_reserved_bytes, three.gpu_peak_reserved_bytes) << gas;
+      if (gas >= 4) EXPECT_EQ(p.gpu_peak_reserved_bytes, four.gpu_peak_reserved_bytes) << gas;
       EXPECT_EQ(p.host_peak_bytes_per_node, two.host_peak_bytes_per_node) << gas;
     }
     const Prediction one = Sim(np, 1, false);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -1166,6 +1167,71 @@ TEST_F(StepBuilderTest, TiedHeadGathersTheWordEmbeddingsUnderStageThree) {
   Workload untied = *w_;
   untied.spec.tie_word_embeddings = false;
   EXPECT_EQ(ComputeLayerParams(untied, 100'000)[head].tied_numel, 0);
+}
+
+// gpt2 ties lm_head to wte, one leaf used twice: autograd runs its AccumulateGrad (and ZeRO's
+// hook) once, at the embedding's backward, and holds the head's gradient of the whole table
+// until then; the embedding's own gradient and the out-of-place sum come on top of it there
+// (allocator histories of qwen2-0.5b, bloom-1b7, gemma-2b). Walks the gradient bytes alive
+// through micro-step 0's backward, tied against untied, at stages 1-3.
+TEST_F(StepBuilderTest, TiedHeadGradientIsHeldUntilTheEmbeddingBackward) {
+  const int64_t table_bytes = 2 * w_->spec.vocab_size * w_->spec.hidden_size;
+  int head = -1, embedding = -1;
+  for (size_t l = 0; l < w_->layers.size(); ++l) {
+    if (w_->layers[l].kind == LayerKind::kHead) head = static_cast<int>(l);
+    if (w_->layers[l].kind == LayerKind::kEmbedding && embedding < 0 && w_->layers[l].params > 0) {
+      embedding = static_cast<int>(l);
+    }
+  }
+  ASSERT_GE(head, 0);
+  ASSERT_GE(embedding, 0);
+  Workload untied = *w_;
+  untied.spec.tie_word_embeddings = false;
+  for (int stage : {1, 2, 3}) {
+    SCOPED_TRACE(stage);
+    // Gradient and temporary bytes alive after each backward task of micro-step 0 (by layer),
+    // and the most alive inside the embedding's backward.
+    auto walk = [&](const Workload& w, std::map<int, int64_t>* after, int64_t* inside_embedding) {
+      const Plan plan = MakePlan(stage, 2);
+      const int64_t threshold = stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
+      Result<BuiltStep> built = BuildStepGraph(w, ComputeLayerParams(w, threshold), plan);
+      ASSERT_TRUE(built.ok()) << built.status().ToString();
+      const StepGraph& g = built->graph;
+      int64_t live = 0;
+      *inside_embedding = 0;
+      for (TaskId id = 0; id < g.size(); ++id) {
+        const Task& t = g.task(id);
+        for (const MemEffect* e = g.effects_begin(id); e != g.effects_end(id); ++e) {
+          // The held buffers are autograd's (temporaries), the sum param.grad (gradients).
+          if (e->space != MemSpace::kGpu || (e->category != MemCategory::kGradients &&
+                                             e->category != MemCategory::kTemporaries)) {
+            continue;
+          }
+          live += e->bytes;
+          if (t.kind == TaskKind::kBackward && t.micro_step == 0 && t.layer == embedding) {
+            *inside_embedding = std::max(*inside_embedding, live);
+          }
+        }
+        if (t.kind == TaskKind::kBackward && t.micro_step == 0) (*after)[t.layer] = live;
+      }
+    };
+    std::map<int, int64_t> tied_after, untied_after;
+    int64_t tied_inside = 0, untied_inside = 0;
+    walk(*w_, &tied_after, &tied_inside);
+    walk(untied, &untied_after, &untied_inside);
+    // From the head's backward to the embedding's, one table more (the untied head's own
+    // weight gradient is a parameter of its own there: subtract it).
+    const int64_t untied_head_grad = 2 * untied.layers[head].params;
+    EXPECT_EQ(tied_after[head] - (untied_after[head] - untied_head_grad), table_bytes);
+    for (int l = embedding + 1; l < head; ++l) {
+      if (!tied_after.count(l)) continue;
+      EXPECT_EQ(tied_after[l] - (untied_after[l] - untied_head_grad), table_bytes) << l;
+    }
+    // Inside the embedding's backward: its own gradient and the sum on top of the held one.
+    EXPECT_EQ(tied_inside - (untied_inside - untied_head_grad), 2 * table_bytes);
+    // After it, only the sum, as param.grad (what the untied model has for wte).
+    EXPECT_EQ(tied_after[embedding], untied_after[embedding] - untied_head_grad);
+  }
 }
 
 // What is gathered when the backward starts (DeepSpeed 0.14.5's coordinator, replayed by

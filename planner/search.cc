@@ -465,8 +465,9 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
     // Peak reserved is not quite monotonic, though: a larger micro-batch's freed buffers can
     // serve a block for which a smaller one reserves a segment of its own (bloom-7b1 at stage 3
     // on one H200: the tied head's held gradient, 1.9 GiB, fits into the freed loss buffers of
-    // micro-batch 2 and not of micro-batch 1, which reserves 2 GiB more). So the first
-    // micro-batch that does not fit is confirmed by the next doubling before the doubling stops.
+    // micro-batch 2 and not of micro-batch 1, which reserves 2 GiB more). So a first
+    // micro-batch that is only at risk (it fits the device, not the band and headroom: where one
+    // block's placement can decide) is confirmed by the next doubling before the doubling stops.
     int64_t good = 0, bad = 0;
     std::string bad_reason;
     for (int64_t mb = 1; mb <= cap; mb *= 2) {
@@ -476,7 +477,7 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
         if (bad == 0) {
           bad = mb;
           bad_reason = s->prediction.reason;
-          continue;
+          if (s->prediction.verdict == MemoryVerdict::kAtRisk) continue;
         }
         break;
       }

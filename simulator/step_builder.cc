@@ -1202,11 +1202,15 @@ void Builder::Backward(int micro) {
       fx.push_back(Free(held_by_views_[l], MemCategory::kGatheredParams));
       held_by_views_[l] = 0;
     }
-    // A flush the host waits for runs in the hook of the layer's first gradient, before most
-    // of the layer's backward kernels are issued (they are issued one autograd node at a
-    // time): the layer's backward waits for it, instead of running beside its copies.
-    const bool early_flush = ReducesInBackward(micro) && layer.params > 0 &&
-                             FlushBlocksHost(micro) && FlushesAtFirstGradient(l);
+    // A flush that the layer's first gradient triggers runs in that gradient's hook, before
+    // most of the layer's backward kernels are issued (they are issued one autograd node at a
+    // time), so what it allocates (the first flush's grads_in_partition) is there before the
+    // layer's working memory: a decoder block's first gradient is its MLP's, its largest
+    // working set the attention's (falcon-7b's last rank of 8: tiedmh-1206d's allocator
+    // history). A flush the host waits for also holds the layer's backward back, instead of
+    // running beside its copies (FlushBucket's join).
+    const bool early_flush =
+        ReducesInBackward(micro) && layer.params > 0 && FlushesAtFirstGradient(l);
     if (early_flush) FlushBucket(micro, -1);
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
     if (early_flush && Stage3()) g_.AddBucketFlush(last_compute_);

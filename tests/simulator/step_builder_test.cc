@@ -1169,6 +1169,44 @@ TEST_F(StepBuilderTest, TiedHeadGathersTheWordEmbeddingsUnderStageThree) {
   EXPECT_EQ(ComputeLayerParams(untied, 100'000)[head].tied_numel, 0);
 }
 
+// A flush that a layer's first gradient triggers runs in that gradient's hook, early in the
+// layer's backward: its effects (the first flush allocates grads_in_partition) come before the
+// layer's working memory, not after the whole layer (falcon-7b's last rank of 8 peaks in its
+// last block's attention backward with the partition buffer already there: tiedmh-1206d).
+// Stage 2, two ranks, a bucket that holds the final norm (1,536 elements) and no block: the
+// first reduce comes before the backward of the second layer with parameters (in backward
+// order, the last block), whose first gradient overfills the bucket the norm left.
+TEST_F(StepBuilderTest, AFlushAtALayersFirstGradientComesBeforeItsBackward) {
+  Plan p = MakePlan(2, 2);
+  p.zero.reduce_bucket_size = 2'000;
+  const BuiltStep b = Build(p);
+  TaskId first_reduce = -1;
+  std::vector<TaskId> param_backwards;  // backward tasks of layers with parameters, in id order
+  for (TaskId id = 0; id < b.graph.size(); ++id) {
+    const Task& t = b.graph.task(id);
+    if (t.micro_step != 0) continue;
+    if (first_reduce < 0 &&
+        (t.kind == TaskKind::kReduceScatter || t.kind == TaskKind::kAllReduce)) {
+      first_reduce = id;
+    }
+    if (t.kind == TaskKind::kBackward && w_->layers[t.layer].params > 0) {
+      param_backwards.push_back(id);
+    }
+  }
+  ASSERT_GE(first_reduce, 0);
+  ASSERT_GE(param_backwards.size(), 2u);
+  EXPECT_GT(first_reduce, param_backwards[0]);
+  EXPECT_LT(first_reduce, param_backwards[1]);
+  // The partition buffer is the first flush's allocation.
+  const int64_t part = 2 * b.facts.grads_in_partition_numel;
+  bool allocates_partition = false;
+  for (const MemEffect* e = b.graph.effects_begin(first_reduce);
+       e != b.graph.effects_end(first_reduce); ++e) {
+    allocates_partition |= e->category == MemCategory::kGradients && e->bytes == part;
+  }
+  EXPECT_TRUE(allocates_partition);
+}
+
 // gpt2 ties lm_head to wte, one leaf used twice: autograd runs its AccumulateGrad (and ZeRO's
 // hook) once, at the embedding's backward, and holds the head's gradient of the whole table
 // until then; the embedding's own gradient and the out-of-place sum come on top of it there

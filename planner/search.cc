@@ -463,9 +463,10 @@ void Search::RunFamily(const Family& f, const std::vector<int64_t>& preferred,
   } else {
     // The largest micro-batch that fits: doubling, then bisection (peak memory grows with it).
     // Peak reserved is not quite monotonic, though: a larger micro-batch's freed buffers can
-    // serve a block for which a smaller one reserves a segment of its own (bloom-7b1 at stage 3
-    // on one H200: the tied head's held gradient, 1.9 GiB, fits into the freed loss buffers of
-    // micro-batch 2 and not of micro-batch 1, which reserves 2 GiB more). So a first
+    // serve a block for which a smaller one reserves a segment of its own (measured: bloom-3b
+    // at stage 3 with checkpointing on an H100 reserved 4.9 GiB more at micro-batch 1 than at 2,
+    // docs/validation/deepspeed/nonmono-1206c; bloom-7b1's stage-3 plan on one H200 lost its
+    // micro-batch 2, which ran four times, to its at-risk micro-batch 1). So a first
     // micro-batch that is only at risk (it fits the device, not the band and headroom: where one
     // block's placement can decide) is confirmed by the next doubling before the doubling stops.
     int64_t good = 0, bad = 0;

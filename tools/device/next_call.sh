@@ -1,7 +1,9 @@
 #!/bin/bash
-# The next device call (written in session 26, when no machine came): what to measure, by card.
-# H200: loss kernels + stack kernel rates (~30 s), then fresh sets 12 (emuworld-1206), 11 (band3-1206) and smallkp's H200 cases.
-# H100: the rest of fresh set 14 (emuworld-h100b-1206), then pin_call.sh (all CPUs vs four). PLACEMENT=1 adds host_placement.py (~60 s).
+# The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
+# H200: loss kernels + stack kernel rates (~30 s), then fresh set 12 (emuworld-1206, the main job's plan first), tied-1206b
+# (bloom-7b1 stage 3 at mb 1 and 2), fresh set 11 (band3-1206) and smallkp's H200 cases.
+# H100: nothing registered is left (fresh set 14 and pin-1206 finished in session 28); the call says so and stops.
+# PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)
@@ -17,16 +19,10 @@ if echo "$G" | grep -q H200; then
   timeout 60 python3 tools/probes/loss_kernels.py --out $OUT/loss-kernels-h200.json > /dev/null 2> $OUT/loss-kernels-h200.log; echo "loss rc=$?"
   timeout 60 python3 tools/probes/stack_costs.py --no-deepspeed --only kernels --out $OUT/stack-kernels-h200.json > $OUT/stack-kernels-h200.log 2>&1; echo "kernels rc=$?"
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-1206/cases-plans.jsonl docs/validation/deepspeed/band3-1206/cases-plans.jsonl docs/validation/deepspeed/smallkp-1206/cases-kprof.jsonl 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-1206/cases-plans.jsonl docs/validation/deepspeed/tied-1206b/cases-tied.jsonl docs/validation/deepspeed/band3-1206/cases-plans.jsonl docs/validation/deepspeed/smallkp-1206/cases-kprof.jsonl 2>&1 | tail -30
 else
-  # Fresh set 14's four cases that did not run in session 27 (done.txt skips the eight that did),
-  # then the pinning question (tools/device/pin_call.sh: all CPUs against four, alternating).
-  cat docs/validation/deepspeed/emuworld-h100b-1206/results-*.jsonl | python3 -c "import json,sys; [print(json.loads(l)['id']) for l in sys.stdin if l.strip()]" > .dsbench/done.txt
-  mkdir -p $OUT/set14
-  OUT=$OUT/set14 bash .dsbench/go.sh 0 200 docs/validation/deepspeed/emuworld-h100b-1206/cases-plans.jsonl 2>&1 | grep -E "sub |end |defer" | cut -c1-170
-  mv $OUT/set14/cases.jsonl $OUT/set14-cases.jsonl; rm -rf $OUT/set14; rm -f .dsbench/done.txt
-  LEFT=$((${1:-585} - ($(date +%s) - T0) - 20))
-  bash tools/device/pin_call.sh $LEFT 2>&1 | tail -24
+  # Fresh set 14 and pin-1206 finished in session 28: register a set for this card first.
+  echo "next_call: nothing registered for $G; the H200 sets need 140 GiB (see the header)"
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

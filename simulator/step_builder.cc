@@ -146,13 +146,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
       }
     }
     for (size_t i = 0; i < out.size(); ++i) {
-      if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table && table > 0) {
-        out[i].tied_grad_numel = table;
-        out[owner].tied_grad_numel = table;
-        out[owner].owns_tied_table = true;
-      }
-      if (w.layers[i].kind == LayerKind::kHead && out[i].largest < table &&
-          table > persistence_threshold) {
+      if (w.layers[i].kind != LayerKind::kHead || out[i].largest >= table || table == 0) continue;
+      out[i].tied_grad_numel = table;
+      out[owner].tied_grad_numel = table;
+      out[owner].owns_tied_table = true;
+      if (table > persistence_threshold) {
         out[i].tied_numel = table;
         ++out[i].gathered_tensors;
         // The head's nn.Linear keeps the view of the table, not the embedding's lookup.

@@ -34,12 +34,13 @@ if [ "$LEFT" -ge 90 ]; then
   speed "after-case"
 fi
 python3 - "$OUT" <<'PYEOF'
-import glob, json, statistics, sys
-reps = []
+import glob, json, sys
+# per typical module (one submodule, two gathered tensors), forward and backward, in us
 for f in sorted(glob.glob(sys.argv[1] + "/stack-rep*.json")):
-    z = json.load(open(f)).get("zero3", {}).get("fit", {})
-    reps.append(z)
-    print(f.split("/")[-1], json.dumps(z)[:300])
+    doc = json.load(open(f))
+    fit = doc.get("zero3", {}).get("fit_stage3_minus_stage2", {})
+    sums = {ph: round(1e6 * (fit[ph]["per_module_s"] + 2 * fit[ph]["per_param_s"])) for ph in ("fwd_s", "bwd_s") if ph in fit}
+    print(f.split("/")[-1], "per module + 2 tensors (us):", sums, "calls:", {k: v for k, v in doc.get("zero3_calls", {}).items() if k.startswith("per_")}, "errors:", list(doc.get("errors", {})))
 PYEOF
 echo "total $(( $(date +%s) - T0 ))s"
 find "$OUT" -name torch_ext.tgz -delete

@@ -473,7 +473,10 @@ int RunAccuracy(const AccuracyFlags& f) {
                          {"measured_step_max_s", g.max_s},
                          {"floor_abs_error", g.floor_abs},
                          {"worst_abs_error", g.worst_abs},
-                         {"worst_abs_error_family_held_out", g.worst_unseen_abs}});
+                         {"worst_abs_error_family_held_out", g.worst_unseen_abs},
+                         {"mean_floor_abs_error", g.mean_floor_abs},
+                         {"mean_abs_error", g.mean_abs},
+                         {"mean_abs_error_family_held_out", g.mean_unseen_abs}});
     }
     nlohmann::json out = {{"schema", "dsplan/accuracy"},  // docs/schema/accuracy.schema.json
                           {"schema_version", 1},

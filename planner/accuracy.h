@@ -137,6 +137,12 @@ struct RepeatGroup {
   /// p = 2 min max / (min + max), |p - x| / x is (max - min) / (max + min) at both ends.
   double floor_abs = 0;
   double worst_abs = 0, worst_unseen_abs = 0;  // dsplan's, in-sample and family held out
+  /// The least mean |error| any one prediction p can have over the group: min over p of
+  /// mean_i |p - x_i| / x_i, reached at one of the measured times (the mean is piecewise linear
+  /// in p with its corners there). The noise part of a mean error: what a prediction that knew
+  /// every run afterwards, but could give only one number per configuration, would score.
+  double mean_floor_abs = 0;
+  double mean_abs = 0, mean_unseen_abs = 0;  // dsplan's mean |error| over the group's runs
 };
 
 struct AccuracySummary {

@@ -432,11 +432,46 @@ TEST(RepeatGroups, SameConfigurationRunsAndTheirFloor) {
     EXPECT_NEAR((hi - p) / hi, g.floor_abs, 1e-12);
     EXPECT_GE(g.worst_abs + 1e-12, g.floor_abs) << g.config;
     EXPECT_NEAR(g.worst_abs, std::max(std::abs(a.step_error), std::abs(b.step_error)), 1e-12);
+    // Two runs: the mean |error| is least at the slower run's time, (hi - lo) / hi over two.
+    EXPECT_NEAR(g.mean_floor_abs, (hi - lo) / (2 * hi), 1e-12);
+    EXPECT_NEAR(g.mean_abs, (std::abs(a.step_error) + std::abs(b.step_error)) / 2, 1e-12);
+    EXPECT_GE(g.mean_abs + 1e-12, g.mean_floor_abs) << g.config;
   }
   // Widest spread first: phi-2 at stage 3 (0.611 vs 0.667 s) before qwen2-1.5b (0.428 vs 0.429).
   EXPECT_NE(groups[0].config.find("phi-2"), std::string::npos) << groups[0].config;
   EXPECT_GT(groups[0].floor_abs, 0.03);
   EXPECT_LT(groups[1].floor_abs, 0.01);
+}
+
+// The mean floor of three runs at 1, 2 and 4 s: one prediction p scores mean |p - x| / x; at
+// p = 1 that is (0 + 1/2 + 3/4) / 3 = 5/12, at 2 it is (1 + 0 + 1/2) / 3 = 1/2, at 4 it is
+// (3 + 1 + 0) / 3 = 4/3, and between the runs it is linear: 5/12 is the least. A fourth run of
+// another configuration makes no group; a run without a time joins none.
+TEST(RepeatGroups, MeanFloorIsTheBestSinglePredictionsMeanError) {
+  AccuracySummary s;
+  auto add = [&](const std::string& key, double step_s, double err, bool timed = true) {
+    AccuracyRow r;
+    r.config_key = key;
+    r.run.step_s = step_s;
+    r.has_time = timed;
+    r.step_error = err;
+    r.step_error_unseen = 2 * err;
+    s.rows.push_back(r);
+  };
+  add("a", 2.0, 0.10);
+  add("a", 1.0, -0.20);
+  add("b", 3.0, 0.0);
+  add("a", 4.0, 0.30);
+  add("a", 9.0, 0.90, /*timed=*/false);
+  const std::vector<RepeatGroup> groups = RepeatGroups(s);
+  ASSERT_EQ(groups.size(), 1u);
+  const RepeatGroup& g = groups[0];
+  EXPECT_EQ(g.rows.size(), 3u);
+  EXPECT_NEAR(g.mean_floor_abs, 5.0 / 12, 1e-12);
+  EXPECT_NEAR(g.floor_abs, 3.0 / 5, 1e-12);  // (4 - 1) / (4 + 1)
+  EXPECT_NEAR(g.mean_abs, 0.2, 1e-12);       // (0.1 + 0.2 + 0.3) / 3
+  EXPECT_NEAR(g.mean_unseen_abs, 0.4, 1e-12);
+  EXPECT_NEAR(g.worst_abs, 0.3, 1e-12);
 }
 
 }  // namespace

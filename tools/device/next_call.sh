@@ -2,7 +2,7 @@
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
 # H200: loss kernels + stack kernel rates (~30 s), then fresh set 12 (emuworld-1206, the main job's plan first), tied-1206b
 # (bloom-7b1 stage 3 at mb 1 and 2), fresh set 11 (band3-1206) and smallkp's H200 cases.
-# H100: nothing registered is left (fresh set 14 and pin-1206 finished in session 28); the call says so and stops.
+# H100: stackrep-1206e (tools/device/stackrep_call.sh: the H100 profile's ZeRO-3 stack costs in three processes).
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
@@ -21,8 +21,9 @@ if echo "$G" | grep -q H200; then
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
   bash .dsbench/go.sh 0 $LEFT docs/validation/deepspeed/emuworld-1206/cases-plans.jsonl docs/validation/deepspeed/tied-1206b/cases-tied.jsonl docs/validation/deepspeed/band3-1206/cases-plans.jsonl docs/validation/deepspeed/smallkp-1206/cases-kprof.jsonl 2>&1 | tail -30
 else
-  # Fresh set 14 and pin-1206 finished in session 28: register a set for this card first.
-  echo "next_call: nothing registered for $G; the H200 sets need 140 GiB (see the header)"
+  # H100: stackrep-1206e (registered session 29): the ZeRO-3 stack costs again, three processes.
+  bash tools/device/stackrep_call.sh $((${1:-585} - ($(date +%s) - T0) - 20))
+  exit $?  # stackrep_call.sh bundles $OUT itself
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

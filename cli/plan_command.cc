@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -31,9 +32,12 @@
 namespace dsplan {
 namespace {
 
+// --gpus not given (0 given is a bad value, not a missing flag).
+constexpr int kGpusNotGiven = std::numeric_limits<int>::min();
+
 struct PlanFlags {
   std::string model;
-  int gpus = 0;
+  int gpus = kGpusNotGiven;
   int nodes = 1;
   std::string hardware;
   std::optional<int64_t> seq_len, target_len;
@@ -388,11 +392,13 @@ int RunPlan(PlanFlags g) {
         "--model is required (a catalog name from 'dsplan models' or a path to a HuggingFace "
         "config.json), e.g. dsplan --model t5-3b --gpus 4"));
   }
-  if (g.gpus <= 0) {
+  if (g.gpus == kGpusNotGiven) {
     return Fail(Status::InvalidArgument(
-        g.gpus == 0 ? std::string("--gpus is required: the number of GPUs per node, e.g. --gpus 8")
-                    : fmt::format("--gpus must be a positive integer (GPUs per node), got {}",
-                                  g.gpus)));
+        "--gpus is required: the number of GPUs per node, e.g. --gpus 8"));
+  }
+  if (g.gpus <= 0) {
+    return Fail(Status::InvalidArgument(fmt::format(
+        "--gpus must be a positive integer (GPUs per node), got {}", g.gpus)));
   }
   if (g.nodes <= 0) {
     return Fail(Status::InvalidArgument(

@@ -133,6 +133,8 @@ check "no fit: suggests a cluster" grep -qE "it would with [0-9]+ node\(s\) x [0
 
 # --- bad input ---
 bad "--gpus 0" "--gpus" --model gpt2 --gpus 0 --no-emit
+bad "--gpus 0 is a bad value, not a missing flag" "--gpus must be a positive integer \\(GPUs per node\\), got 0" --model gpt2 --gpus 0 --no-emit
+bad "no --gpus" "--gpus is required" --model gpt2 --no-emit
 bad "--objective fast" "--objective" --model gpt2 --gpus 2 --objective fast --no-emit
 bad "--offload-param cpu --stage 2" "--offload-param" --model gpt2 --gpus 2 --offload-param cpu --stage 2 --no-emit
 bad "unknown model" "no-such-model" --model no-such-model --gpus 2 --no-emit

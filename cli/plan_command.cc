@@ -5,8 +5,8 @@
 
 #include <cstdio>
 #include <fstream>
-#include <memory>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -393,12 +393,12 @@ int RunPlan(PlanFlags g) {
         "config.json), e.g. dsplan --model t5-3b --gpus 4"));
   }
   if (g.gpus == kGpusNotGiven) {
-    return Fail(Status::InvalidArgument(
-        "--gpus is required: the number of GPUs per node, e.g. --gpus 8"));
+    return Fail(
+        Status::InvalidArgument("--gpus is required: the number of GPUs per node, e.g. --gpus 8"));
   }
   if (g.gpus <= 0) {
-    return Fail(Status::InvalidArgument(fmt::format(
-        "--gpus must be a positive integer (GPUs per node), got {}", g.gpus)));
+    return Fail(Status::InvalidArgument(
+        fmt::format("--gpus must be a positive integer (GPUs per node), got {}", g.gpus)));
   }
   if (g.nodes <= 0) {
     return Fail(Status::InvalidArgument(

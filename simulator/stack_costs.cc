@@ -111,9 +111,9 @@ StackCosts Build() {
   // around the op and around its backward, median of 6. Stream: bf16 a + b; the casts are
   // bf16 -> fp32 and fp32 -> bf16 forward; reduce: fp32 mean over rows of 2048; norm: fused
   // LayerNorm over rows of 4096 (backward with the weight gradient); softmax: bf16 rows of
-  // 4096; log_softmax: fp32 rows of 50304, 1,334 of them. On an H100 that row count ran
-  // log_softmax 14-24 % slower than the 4 Ki rows and more that training runs
-  // (docs/stack-costs.md 1b); this H200 rate waits to be measured again at 16 Ki rows.
+  // 4096; log_softmax: fp32 rows of 50304, 16,384 of them, as training runs it (measured
+  // 2026-12-06, docs/validation/stack/stack-kernels-h200-1206.json; the 1,334 rows measured
+  // first ran it 14-16 % slower: docs/stack-costs.md 1b).
   set(KernelClass::kStream, 3.519e12, 3.519e12);
   set(KernelClass::kCastUp, 1.964e12, 1.964e12);
   set(KernelClass::kCastDown, 3.495e12, 3.495e12);
@@ -122,7 +122,7 @@ StackCosts Build() {
   set(KernelClass::kActivation, 2.354e12, 2.483e12);
   set(KernelClass::kDropout, 2.371e12, 2.724e12);
   set(KernelClass::kSoftmax, 1.160e12, 1.756e12);
-  set(KernelClass::kLogSoftmax, 1.822e12, 2.479e12);
+  set(KernelClass::kLogSoftmax, 2.119e12, 2.927e12);
   // Layout-dependent copies (docs/validation/deepspeed/plans-1203b/copy-kernels-h200.json,
   // tools/probes/copy_kernels.py: bf16, 32-160 MiB, CUDA events, median over the shapes of
   // partial-rotary and attention blocks): transpose(1, 2).contiguous() 1.45 TB/s (a contiguous

@@ -16,7 +16,6 @@ import statistics
 import sys
 
 
-
 def grid_from_log(path):
     rows = []
     for line in open(path):

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# H200: fresh set 13 (emu13-1207), then t5res-1207's two allocator histories (CASES="FILES" runs other case lists instead).
+# H200: fresh set 15 (emu13-1207), then t5res-1207's two allocator histories (CASES="FILES" runs other case lists instead).
 # H100: stackrep-1206e (tools/device/stackrep_call.sh: the H100 profile's ZeRO-3 stack costs in three processes).
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
@@ -15,7 +15,7 @@ DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 --json > $OUT/nvml-plan.j
 python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware:',{k:v for k,v in d['hardware'].items() if k in ('name','advice','memory_gib')})" 2>&1 | head -3
 [ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
 if echo "$G" | grep -q H200; then
-  # Fresh set 13 (registered session 30): seven unseen models' multi-GPU top plans, one rank
+  # Fresh set 15 (registered session 30): seven unseen models' multi-GPU top plans, one rank
   # emulated. A second call passes the cases the first deferred.
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
   bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/emu13-1207/cases-plans.jsonl docs/validation/deepspeed/t5res-1207/cases-memhist.jsonl} 2>&1 | tail -30

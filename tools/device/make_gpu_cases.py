@@ -204,8 +204,13 @@ def plan_cases(a, out, scratch):
         est = 60 + 40 * (1 if "7b" in m else 0) + (120 if off_o != "none" else 0)
         # The last rank: at ZeRO-1/2 its partition's gradients come first in the backward, so
         # its grads_in_partition buffer lives longest; it also holds the padding. dsplan predicts
-        # the rank whose peak is highest, so that is the rank to measure.
-        emulate = {"emulate_world_size": a.gpus, "emulate_rank": a.gpus - 1} if a.gpus > 1 else {}
+        # the rank whose peak is highest, so that is the rank to measure. At ZeRO-3 the ranks'
+        # partitions are alike, and only rank 0 can run under the fake process group: at the end
+        # of the first step DeepSpeed checks each rank's module trace against rank 0's with a
+        # broadcast that the fake group does not carry (assert_ints_same_as_other_ranks; fresh
+        # set 15's llama-3.1-8b stopped there as rank 1).
+        last = a.gpus - 1 if p["stage"] < 3 else 0
+        emulate = {"emulate_world_size": a.gpus, "emulate_rank": last} if a.gpus > 1 else {}
         cases.append(dict(id=f"plan_{m}" + (f"_w{a.gpus}" if a.gpus > 1 else ""), model=m,
                           model_config=cfg, plan_rank=1, **emulate,
                           variant="mb sweep " + "/".join(map(str, a.fractions)) + " %",

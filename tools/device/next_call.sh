@@ -1,7 +1,7 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# H200: fresh set 15 (emu13-1207), then t5res-1207's two allocator histories (CASES="FILES" runs other case lists instead).
-# H100: stackrep-1206e (tools/device/stackrep_call.sh: the H100 profile's ZeRO-3 stack costs in three processes).
+# H200: wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as rank 0); CASES="FILES" runs other case lists instead.
+# H100: stackrep-1206e's follow-up (tools/device/stackrep_call.sh with ONLY=op_kinds,families: the H100 profile's per-op host costs and family blocks in three processes).
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
@@ -15,13 +15,12 @@ DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 --json > $OUT/nvml-plan.j
 python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware:',{k:v for k,v in d['hardware'].items() if k in ('name','advice','memory_gib')})" 2>&1 | head -3
 [ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
 if echo "$G" | grep -q H200; then
-  # Fresh set 15 (registered session 30): seven unseen models' multi-GPU top plans, one rank
-  # emulated. A second call passes the cases the first deferred.
+  # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/emu13-1207/cases-plans.jsonl docs/validation/deepspeed/t5res-1207/cases-memhist.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl} 2>&1 | tail -30
 else
-  # H100: stackrep-1206e (registered session 29): the ZeRO-3 stack costs again, three processes.
-  bash tools/device/stackrep_call.sh $((${1:-585} - ($(date +%s) - T0) - 20))
+  # H100: stackrep-1206e's follow-up (registered session 30): per-op host costs and family blocks, three processes.
+  ONLY=op_kinds,families bash tools/device/stackrep_call.sh $((${1:-585} - ($(date +%s) - T0) - 20))
   exit $?  # stackrep_call.sh bundles $OUT itself
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader

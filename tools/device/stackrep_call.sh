@@ -4,7 +4,8 @@
 # Measures tools/probes/stack_costs.py's op_kinds, zero3 and zero3_calls sections in REPS separate
 # processes, one after another, with the host's loop speed (probe_util.host_speed) before and after
 # each, then (if time is left) nonmono-1206c's bloom-3b micro-batch 2 case once more.
-# Usage (device side, repository root): bash tools/device/stackrep_call.sh SECONDS [REPS]
+# Usage (device side, repository root): [ONLY=sections] bash tools/device/stackrep_call.sh SECONDS [REPS]
+# (ONLY: stack_costs.py --only sections; default op_kinds,zero3,zero3_calls; session 30's follow-up: op_kinds,families)
 # (carry .dsbench: its site/ holds DeepSpeed 0.14.5). Every file goes back in $OUT/bundle.tgz.
 T0=$(date +%s)
 TOTAL=${1:-540}
@@ -23,7 +24,7 @@ for i in $(seq 1 "$REPS"); do
   [ "$LEFT" -lt 110 ] && { echo "skip rep $i: ${LEFT}s left"; break; }
   speed "before$i"
   MASTER_PORT=$((29600 + i)) timeout $(( LEFT - 15 )) python3 tools/probes/stack_costs.py \
-    --only op_kinds,zero3,zero3_calls --out "$OUT/stack-rep$i.json" 2> "$OUT/stack-rep$i.log"
+    --only "${ONLY:-op_kinds,zero3,zero3_calls}" --out "$OUT/stack-rep$i.json" 2> "$OUT/stack-rep$i.log"
   echo "rep $i rc=$? at $(( $(date +%s) - T0 ))s"; grep "done at" "$OUT/stack-rep$i.log"
   speed "after$i"
 done

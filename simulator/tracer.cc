@@ -786,6 +786,13 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.kind = OpKind::kElementwise;
     op.fwd_bytes = B(scores) + B(m) + B(masked);
     op.eager.Fwd(broadcast ? KernelClass::kBroadcast : KernelClass::kStream, op.fwd_bytes);
+    if (a.mask_takes_grad) {
+      // grad.sum_to_size(mask's shape) in the mask's gradient dtype (fp32 on the math path),
+      // then the cast to the mask's dtype (small: the mask is the reduced shape).
+      const double reduced = static_cast<double>(m.numel) * DTypeBytes(scores.dtype);
+      op.bwd_bytes = B(scores) + reduced;
+      op.eager.Bwd(broadcast ? KernelClass::kReduce : KernelClass::kStream, op.bwd_bytes);
+    }
     tr.AddOp(std::move(op));
   } else {
     Elementwise(tr, Cat(a.name, ".scale_mask"), OpKind::kElementwise, masked, {&scores}, 2.0);

@@ -240,6 +240,10 @@ struct AttentionArgs {
   /// instead of the generic scale-and-mask op.
   const T* score_bias = nullptr;
   const T* eager_mask = nullptr;
+  /// The eager mask is a tensor that takes a gradient (T5's relative position bias): autograd
+  /// sums the scores' gradient over the dimensions the mask broadcasts along (a reduction that
+  /// reads the whole gradient), where a constant mask takes none.
+  bool mask_takes_grad = false;
   SdpaBackend backend = SdpaBackend::kCudnn;
   bool eager_softmax_fp32 = true;  // eager: softmax(dtype=float32): fp32 probs saved, then cast
   bool eager_upcast_qk = false;    // eager: q and k cast to fp32 before the score matmul (GPT-J)

@@ -336,6 +336,28 @@ TEST(MathAttention, TheMaskIsAddedInPlaceAndTheWeightsAreCastBack) {
   EXPECT_EQ(FindOp(l, "layers.0.self_attn.mask_add"), nullptr);
 }
 
+TEST(MathAttention, T5AddsItsPositionBiasAsABroadcastAndReducesItsGradient) {
+  // T5's self-attention passes its relative position bias ([1, h, s, s], bf16, from the first
+  // block's embedding) as SDPA's float mask; the bias's strided last dim sends it to the math
+  // path, which adds it to the fp32 scores in place (attn.add_): the broadcast kernel over the
+  // batch. The bias takes a gradient, so autograd sums the scores' gradient over the batch in
+  // every block's backward (sum_to_size: the whole fp32 gradient read, [1, h, s, s] written).
+  // Cross-attention's zero bias is contiguous and goes to cuDNN: no separate add there.
+  const int64_t b = 2, s = 128;
+  const Workload w = Trace("t5-small", b, s);
+  const int64_t h = 8;
+  const double scores = static_cast<double>(b) * h * s * s;
+  const double bias = static_cast<double>(h) * s * s;
+  const Op* add = FindOp(w, "encoder.block.1.layer.0.SelfAttention.mask_add");
+  ASSERT_NE(add, nullptr);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kBroadcast, add->eager.fwd), 4 * scores + 2 * bias + 4 * scores);
+  EXPECT_DOUBLE_EQ(At(KernelClass::kReduce, add->eager.bwd), 4 * scores + 4 * bias);
+  EXPECT_EQ(add->eager.bwd_kernels, 1);
+  EXPECT_EQ(FindOp(w, "encoder.block.1.layer.0.SelfAttention.scale_mask"), nullptr);
+  EXPECT_NE(FindOp(w, "decoder.block.1.layer.0.SelfAttention.mask_add"), nullptr);
+  EXPECT_EQ(FindOp(w, "decoder.block.1.layer.1.EncDecAttention.mask_add"), nullptr);
+}
+
 TEST(MathAttention, SoftmaxBackwardHoldsThreeBuffersOfTheProbabilities) {
   // CUDA's softmax backward computes tmp = grad * output before its kernel, so the block's
   // backward holds the probabilities' gradient, that temporary and the scores' gradient at once:

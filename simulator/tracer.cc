@@ -786,12 +786,15 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.kind = OpKind::kElementwise;
     op.fwd_bytes = B(scores) + B(m) + B(masked);
     op.eager.Fwd(broadcast ? KernelClass::kBroadcast : KernelClass::kStream, op.fwd_bytes);
-    if (a.mask_takes_grad) {
-      // grad.sum_to_size(mask's shape) in the mask's gradient dtype (fp32 on the math path),
-      // then the cast to the mask's dtype (small: the mask is the reduced shape).
-      const double reduced = static_cast<double>(m.numel) * DTypeBytes(scores.dtype);
-      op.bwd_bytes = B(scores) + reduced;
-      op.eager.Bwd(broadcast ? KernelClass::kReduce : KernelClass::kStream, op.bwd_bytes);
+    if (a.mask_takes_grad && broadcast) {
+      // grad.sum_to_size(mask's shape) in the scores' dtype (fp32 on the math path), then the
+      // cast to the mask's dtype (small: the mask is the reduced shape).
+      op.bwd_bytes = B(scores) + static_cast<double>(m.numel) * DTypeBytes(scores.dtype);
+      op.eager.Bwd(KernelClass::kReduce, op.bwd_bytes);
+    } else if (a.mask_takes_grad && m.dtype != scores.dtype) {
+      // A full-size mask takes the scores' gradient as it is, cast to its own dtype.
+      op.bwd_bytes = B(scores) + B(m);
+      op.eager.Bwd(KernelClass::kCastDown, op.bwd_bytes);
     }
     tr.AddOp(std::move(op));
   } else {

@@ -39,9 +39,9 @@ T T5Attention(T5Ctx& c, const std::string& p, const T& x, const T& kv_source, in
       tr.Save(tr.New(Cat(p, ".causal_condition"), {1, 1, sq, sk}, DType::kBool));
     // The math path adds the bias to its fp32 scores in place (attn.add_(mask)): one [1, h]
     // bias over the batch, the unvectorized broadcast kernel, as falcon-7b's mask
-    // (docs/stack-costs.md 8b). Eager T5 adds it out of place (scores += position_bias) the
-    // same way. The bias comes from the first block's relative-attention embedding, so its
-    // gradient is the scores' gradient summed over the batch, in every block's backward.
+    // (docs/stack-costs.md 8b). Eager T5 adds it the same way (scores += position_bias_masked). The
+    // bias comes from the first block's relative-attention embedding, so its gradient is the
+    // scores' gradient summed over the batch, in every block's backward.
     a.eager_mask = &bias;
     a.mask_takes_grad = true;
   } else {

@@ -222,6 +222,24 @@ int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params
   return TensorAt(lp, last).second - TensorAt(lp, first).first;
 }
 
+std::vector<int64_t> RetainedGradNumels(const std::vector<LayerParams>& lp, const ZeroConfig& z,
+                                        int ranks, int64_t partition) {
+  std::vector<int64_t> out;
+  if (z.stage != 1 || ranks <= 1 || !z.contiguous_gradients) return out;
+  out.assign(lp.size(), 0);
+  for (size_t l = 0; l < lp.size(); ++l) {
+    int64_t offset = lp[l].offset;
+    for (int64_t n : lp[l].tensor_numels) {
+      // Rank 0's partition is [0, partition): its parameters' gradients come last in the
+      // backward (autograd runs the model backwards), so at every point of the backward it is
+      // the rank that has kept the most.
+      if (n > z.reduce_bucket_size && offset >= partition) out[l] += n;
+      offset += n;
+    }
+  }
+  return out;
+}
+
 int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks) {
   int64_t best = 0;
   for (int r = 0; r < ranks; ++r) best = std::max(best, GradsInPartitionNumel(lp, params, ranks, r));
@@ -521,6 +539,13 @@ class Builder {
   bool partition_buffer_live_ = false;  // stage 1/2 grads_in_partition allocated this step
   int partition_buffer_micro_ = 0;        // the micro-step that allocated it
   bool second_partition_buffer_ = false;  // stage 2: this micro-step's new grads_in_partition
+  // Stage 1 (contiguous_gradients): per layer, the elements of its parameters that are larger
+  // than the bucket and lie outside the rank's partition. Their gradients are not copied into
+  // the bucket (extra_large_param_to_reduce: reduced from their own tensor) and stage 1 never
+  // clears a gradient outside the partition (reduce_ipg_grads), so they stay until the
+  // epilogue's zero_grad. |retained_live_|: those of this micro-step's reduced layers so far.
+  std::vector<int64_t> retained_numel_;
+  int64_t retained_live_ = 0;
   std::vector<char> gathered_;
   int64_t gathered_numel_ = 0;   // ZeRO-3: non-persistent elements gathered now
   // ZeRO-3: gather calls that start in each layer (CountGatherCalls), and those issued since
@@ -583,6 +608,7 @@ Status Builder::Build() {
   if (Zero12()) {
     grads_part_ = N_ > 1 ? MaxGradsInPartitionNumel(lp_, P_, N_) : P_;
     f_.grads_in_partition_numel = grads_part_;
+    retained_numel_ = RetainedGradNumels(lp_, p_.zero, N_, part_);
   }
   f_.overlap_comm = z.OverlapComm();
   f_.largest_subgroup = part_;
@@ -1398,9 +1424,12 @@ void Builder::BackwardWorkingMemory(int l, EffectList* fx) const {
 
 void Builder::AddToBucket(int micro, int l, TaskId produced) {
   const LayerParams& lp = lp_[l];
+  // The gradients the hooks free: all but those stage 1 keeps until the epilogue.
+  const int64_t retained = retained_numel_.empty() ? 0 : retained_numel_[l];
+  retained_live_ += retained;
   if (bucket_elems_ + lp.numel <= rbs_ || lp.tensor_numels.size() <= 1) {
     if (bucket_elems_ > 0 && bucket_elems_ + lp.numel > rbs_) FlushBucket(micro, produced);
-    AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel,
+    AddChunk(micro, l, lp.offset, lp.numel, lp.tensors, produced, lp.numel - retained,
              CastCopiesOf(lp.tensor_numels));
     return;
   }
@@ -1415,7 +1444,7 @@ void Builder::AddToBucket(int micro, int l, TaskId produced) {
   int64_t chunk = 0;
   CastCopies chunk_casts;
   int chunk_tensors = 0;
-  int64_t freed = lp.numel;
+  int64_t freed = lp.numel - retained;
   for (auto it = lp.tensor_numels.rbegin(); it != lp.tensor_numels.rend(); ++it) {
     if (bucket_elems_ + chunk > 0 && bucket_elems_ + chunk + *it > rbs_) {
       if (chunk > 0) {
@@ -1734,6 +1763,10 @@ void Builder::EndOfBackward(int micro) {
     t.kernels = 1;
     EffectList fx = {
         Free((f_.overlap_comm ? 2 : 1) * e_ * rbs_, MemCategory::kCommBuffers, false)};
+    if (retained_live_ > 0) {
+      fx.push_back(Free(e_ * retained_live_, MemCategory::kGradients));
+      retained_live_ = 0;
+    }
     if (second_partition_buffer_) {
       fx.push_back(Free(e_ * grads_part_, MemCategory::kGradients, false));
       second_partition_buffer_ = false;

@@ -72,6 +72,13 @@ int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params
                               int rank);
 /// The largest GradsInPartitionNumel over the ranks (the graph's rank class uses it).
 int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks);
+/// ZeRO stage 1 with contiguous_gradients on |ranks| > 1: per layer, the elements of the
+/// parameters whose gradients the backward keeps until its end on rank 0 (|partition|
+/// elements per rank): those larger than reduce_bucket_size (extra_large_param_to_reduce, not
+/// copied into the bucket) outside the rank's partition (stage 1 clears no gradient there).
+/// Empty for other stages.
+std::vector<int64_t> RetainedGradNumels(const std::vector<LayerParams>& lp, const ZeroConfig& z,
+                                        int ranks, int64_t partition);
 
 /// What the graph builder derived beyond the tasks, for reports.
 struct StepFacts {

@@ -760,6 +760,9 @@ class Rank {
   Buf persist_;
 
   std::vector<Buf> pgrad_;       // param.grad (model dtype), per tensor
+  // Stage 1: reduced gradients of extra-large parameters outside the partition, which
+  // DeepSpeed leaves as param.grad until the epilogue's zero_grad (memory only).
+  std::vector<Buf> kept_grads_;
   std::vector<Buf> pending_;     // fp32 gradient contributions not complete yet (tied wte)
   Buf hp_accum_;                 // BF16_Optimizer: full fp32 gradient accumulation buffer
   Buf master_, states_;          // fp32 master partition; exp_avg and exp_avg_sq (2 x part)
@@ -1115,6 +1118,9 @@ void Rank::Z12Add(int t, int micro) {
     sh_.comm.AllReduce(g.data(), n, 1.0f / N_);
     for (int64_t i = 0; i < n; ++i) g[i] = commdt_.Round(g[i]);
     Z12Reduced(t, g.data(), micro);
+    // Stage 1 clears no gradient outside the rank's partition (reduce_ipg_grads), and this one
+    // was never copied into the bucket: it stays until the epilogue's zero_grad.
+    if (p_.zero.stage == 1 && gip_off_[t] < 0) kept_grads_.push_back(std::move(pgrad_[t]));
     pgrad_[t].Reset();
     return;
   }
@@ -1189,6 +1195,7 @@ void Rank::Z12Epilogue(int micro) {
     }
   }
   ipg_.Reset();
+  kept_grads_.clear();  // zero_grad(set_to_none=True)
 }
 
 // --- ZeRO 3: __add_grad_to_ipg_bucket / __reduce_and_partition_ipg_grads ----------------------

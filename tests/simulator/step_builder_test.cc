@@ -987,6 +987,67 @@ TEST_F(StepBuilderTest, StageOneWithOverlapStillReducesOnlyAtTheBoundary) {
   EXPECT_EQ(grads_allocated, 2 * psi_);
 }
 
+// Stage 1 keeps the gradient of a parameter larger than the bucket when the parameter lies
+// outside the rank's partition: the hook does not copy it into the bucket
+// (extra_large_param_to_reduce) and reduce_ipg_grads clears no gradient at stage 1, so it stays
+// until the epilogue's zero_grad (DeepSpeed 0.14.5 stage_1_and_2.py; t5-11b's 8-rank plan,
+// docs/validation/deepspeed/emu13-1207). Stage 2 clears it after the reduction. The graph keeps
+// rank 0's (its partition's gradients come last). A 1.5M-element bucket makes gpt2's c_attn
+// (1.77M) and MLP weights (2.36M) and its word embeddings larger than it.
+TEST_F(StepBuilderTest, StageOneKeepsExtraLargeGradientsOutsideItsPartitionUntilTheEpilogue) {
+  const int64_t rbs = 1'500'000;
+  for (int ranks : {1, 4}) {
+    SCOPED_TRACE(testing::Message() << ranks << " ranks");
+    // Expected, from the tensor table: rank 0's partition is the flat buffer's first
+    // ceil(psi / 2N) * 2 elements; tensors above the bucket that start at or after its end.
+    const int64_t part = CeilDiv(psi_, 2 * ranks) * 2;
+    int64_t at = 0, expect = 0;
+    for (const TensorSpec& t : w_->tensors) {
+      if (t.category != TensorCategory::kParameter) continue;
+      if (ranks > 1 && t.numel > rbs && at >= part) expect += t.numel;
+      at += t.numel;
+    }
+    if (ranks > 1) EXPECT_GT(expect, 10 * rbs);
+    Plan p1 = MakePlan(1, ranks);
+    p1.zero.overlap_comm = true;  // the hooks reduce during the backward
+    p1.zero.reduce_bucket_size = rbs;
+    const std::vector<LayerParams> lp = ComputeLayerParams(*w_, 0);
+    int64_t listed = 0;
+    for (int64_t n : RetainedGradNumels(lp, p1.zero, ranks, part)) listed += n;
+    EXPECT_EQ(listed, expect);
+    // Gradient bytes alive when the epilogue starts (the task that frees the two ipg buffers),
+    // and after it.
+    auto at_epilogue = [&](const Plan& p, int64_t* after) {
+      const BuiltStep b = Build(p);
+      int64_t live = Init(b, kGpu, MemCategory::kGradients);
+      int64_t before = -1;
+      for (TaskId id = 0; id < b.graph.size(); ++id) {
+        bool epilogue = false;
+        int64_t delta = 0;
+        for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+          if (e->space != MemSpace::kGpu) continue;
+          if (e->category == MemCategory::kCommBuffers && e->bytes == -2 * 2 * rbs) epilogue = true;
+          if (e->category == MemCategory::kGradients) delta += e->bytes;
+        }
+        if (epilogue && before < 0) {
+          before = live;
+          *after = live + delta;
+        }
+        live += delta;
+      }
+      EXPECT_GE(before, 0) << "no epilogue";
+      return before;
+    };
+    Plan p2 = p1;
+    p2.zero.stage = 2;
+    int64_t after1 = 0, after2 = 0;
+    const int64_t kept1 = at_epilogue(p1, &after1);
+    const int64_t kept2 = at_epilogue(p2, &after2);
+    EXPECT_EQ(kept1 - kept2, 2 * expect);  // bf16 gradients
+    EXPECT_EQ(after1, after2);
+  }
+}
+
 // offload_optimizer.ratio < 1 (stage 3): sub-groups i < int(ratio * count) step on the CPU, the
 // others keep fp32 master, Adam states and fp32 gradients on the GPU.
 TEST_F(StepBuilderTest, PartialOptimizerOffloadSplitsSubGroups) {

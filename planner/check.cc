@@ -214,6 +214,21 @@ std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
           FormatBytes(bucket_bytes), 100 * bucket_bytes / pred.gpu_peak_allocated_bytes));
     }
   }
+  if (pred.facts.kept_grad_numel > 0 && pred.gpu_peak_allocated_bytes > 0) {
+    // Stage 1 keeps the gradients of parameters larger than the bucket outside the rank's
+    // partition until the backward ends (docs/deepspeed-facts.md, "Stage 1 keeps those
+    // gradients"). Worth a line when it is more than 2 % of the peak.
+    const double kept = static_cast<double>(e) * pred.facts.kept_grad_numel;
+    if (kept > 0.02 * pred.gpu_peak_allocated_bytes) {
+      out.push_back(fmt::format(
+          "stage 1 with reduce_bucket_size {:.3g}: gradients of parameters larger than the bucket "
+          "stay until the backward ends on the ranks that do not own them (up to {} on rank 0, "
+          "counted in the prediction); a reduce_bucket_size of at least {:.3g} (the largest "
+          "parameter) keeps none, or stage 2 frees them after their reduction",
+          static_cast<double>(z.reduce_bucket_size), FormatBytes(kept),
+          static_cast<double>(pred.facts.largest_param_numel)));
+    }
+  }
   if (z.stage >= 1 && z.stage <= 2 && !z.OverlapComm() && plan.dp_size() > 1 &&
       pred.breakdown.exposed_comm_s > 0.05 * pred.step_time_s) {
     out.push_back(fmt::format(

@@ -592,6 +592,7 @@ Status Builder::Build() {
     param_tensors_ += l.tensors;
   }
   f_.wrapper = p_.Wrapper();
+  f_.largest_param_numel = largest_param_;
   // Padding as DeepSpeed allocates it: the BF16_Optimizer and stage 1/2 flat buffer is aligned to
   // 2 x N elements (nccl_start_alignment_factor x dp size) and each rank owns 1/N of it; a stage 3
   // partition is ceil(numel / N) per tensor. The host executor allocates the same.
@@ -609,6 +610,7 @@ Status Builder::Build() {
     grads_part_ = N_ > 1 ? MaxGradsInPartitionNumel(lp_, P_, N_) : P_;
     f_.grads_in_partition_numel = grads_part_;
     retained_numel_ = RetainedGradNumels(lp_, p_.zero, N_, part_);
+    for (int64_t n : retained_numel_) f_.kept_grad_numel += n;
   }
   f_.overlap_comm = z.OverlapComm();
   f_.largest_subgroup = part_;

@@ -90,6 +90,10 @@ struct StepFacts {
   int64_t largest_subgroup = 0;
   int64_t persistent_numel = 0;   // ZeRO-3 persistent parameters (fully held on every rank)
   int64_t buckets_per_micro_step = 0;
+  /// Stage 1: the gradient elements rank 0 keeps until the backward's end (RetainedGradNumels);
+  /// a reduce_bucket_size of at least |largest_param_numel| keeps none.
+  int64_t kept_grad_numel = 0;
+  int64_t largest_param_numel = 0;
   bool overlap_comm = false;
   /// Memory-centric tiling: tiles per block (1 = none) and the GPU bytes of the largest tile
   /// one ZeRO-3 gather brings in (0 without tiling).

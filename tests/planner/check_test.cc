@@ -120,6 +120,35 @@ TEST_F(CheckTest, SmallBucketDoesNotWarn) {
   EXPECT_FALSE(Mentions(lines, "reduce_bucket_size")) << Join(lines);
 }
 
+// Stage 1 keeps the gradients of parameters larger than the bucket outside the rank's partition
+// until the backward ends (docs/deepspeed-facts.md): with a 1e6 bucket, every gpt2 block's
+// c_attn (1.77 M), c_fc and MLP c_proj (2.36 M each) are. The line names the bucket that keeps
+// none (gpt2's largest parameter, wte). Controls: a bucket above every parameter, and stage 2.
+TEST_F(CheckTest, StageOneKeptGradientsAreNamedWithTheBucketThatAvoidsThem) {
+  Plan p = Base(8, 1);
+  p.micro_batch = 1;
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = 1'000'000;
+  Prediction pred;
+  const auto lines = Check(p, &pred);
+  // 12 blocks x (1.77 + 2.36 + 2.36) M elements outside rank 0's partition (its first 1/8 is
+  // within wte), in bf16.
+  EXPECT_EQ(pred.facts.kept_grad_numel, 12 * (768 * 2304 + 2 * 768 * 3072));
+  EXPECT_EQ(pred.facts.largest_param_numel, 50257 * 768);
+  ASSERT_GT(2.0 * pred.facts.kept_grad_numel, 0.02 * pred.gpu_peak_allocated_bytes);
+  EXPECT_TRUE(Mentions(lines, "stay until the backward ends")) << Join(lines);
+  EXPECT_TRUE(Mentions(lines, "3.86e+07")) << Join(lines);
+  Plan big = p;
+  big.zero.reduce_bucket_size = 40'000'000;
+  Prediction big_pred;
+  const auto big_lines = Check(big, &big_pred);
+  EXPECT_EQ(big_pred.facts.kept_grad_numel, 0);
+  EXPECT_FALSE(Mentions(big_lines, "stay until the backward ends")) << Join(big_lines);
+  Plan two = p;
+  two.zero.stage = 2;
+  EXPECT_FALSE(Mentions(Check(two), "stay until the backward ends"));
+}
+
 TEST_F(CheckTest, StageZeroHasNoBucketToJudge) {
   // Stage 0 has no ZeRO reduce bucket: the (default) 5e8 value is not a waste there.
   Plan p = Base(2, 0);

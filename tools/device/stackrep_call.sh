@@ -19,12 +19,15 @@ speed() {  # one line of JSON: the host's loop speed now, in a process of its ow
   python3 -c "import json,probe_util;print(json.dumps(dict(tag='$1',t=round(__import__('time').time()),**probe_util.host_speed())))" >> "$OUT/host-speed.jsonl" 2>> "$OUT/host-speed.err"
   tail -1 "$OUT/host-speed.jsonl"
 }
+# The families section measures the models named by --models (stack_costs.py's default is none):
+# dsplan profile's list (runtime/profiler/stack_probe.cc DefaultStackModels).
+MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b}
 for i in $(seq 1 "$REPS"); do
   LEFT=$(( TOTAL - ($(date +%s) - T0) ))
   [ "$LEFT" -lt 110 ] && { echo "skip rep $i: ${LEFT}s left"; break; }
   speed "before$i"
   MASTER_PORT=$((29600 + i)) timeout $(( LEFT - 15 )) python3 tools/probes/stack_costs.py \
-    --only "${ONLY:-op_kinds,zero3,zero3_calls}" --out "$OUT/stack-rep$i.json" 2> "$OUT/stack-rep$i.log"
+    --only "${ONLY:-op_kinds,zero3,zero3_calls}" --models "$MODELS" --out "$OUT/stack-rep$i.json" 2> "$OUT/stack-rep$i.log"
   echo "rep $i rc=$? at $(( $(date +%s) - T0 ))s"; grep "done at" "$OUT/stack-rep$i.log"
   speed "after$i"
 done

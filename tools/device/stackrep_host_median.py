@@ -73,31 +73,27 @@ def convert(dsplan, process, fill, base):
     return {k: s.get(k) for k in KEYS}
 
 
-def median_of(values):
-    return statistics.median(values)
-
-
 def combine(sources):
     """Entry-by-entry medians over the sources (the first is the base profile)."""
     out = {"ops": {}, "kernel_s": None, "blocks": [], "rests": []}
     kinds = list(sources[0]["ops"])
     for k in kinds:
         vals = [s["ops"][k] for s in sources if s["ops"]]
-        out["ops"][k] = [median_of([v[0] for v in vals]), median_of([v[1] for v in vals])]
+        out["ops"][k] = [statistics.median([v[0] for v in vals]), statistics.median([v[1] for v in vals])]
         out.setdefault("n", {})["ops." + k] = len(vals)
     ks = [s["kernel_s"] for s in sources if s["kernel_s"]]
-    out["kernel_s"] = [median_of([v[0] for v in ks]), median_of([v[1] for v in ks])]
+    out["kernel_s"] = [statistics.median([v[0] for v in ks]), statistics.median([v[1] for v in ks])]
     for b in sources[0]["blocks"]:
         fam, kind = b[0], b[1]
         rows = [r for s in sources for r in s["blocks"] if r[0] == fam and r[1] == kind]
         for r in rows:
             if r[6:8] != b[6:8]:
                 sys.exit(f"stackrep_host_median: {fam} {kind}: modules/params {r[6:8]} differ from {b[6:8]}")
-        out["blocks"].append([fam, kind] + [median_of([r[i] for r in rows]) for i in range(2, 6)] + list(b[6:8]))
+        out["blocks"].append([fam, kind] + [statistics.median([r[i] for r in rows]) for i in range(2, 6)] + list(b[6:8]))
         out["n"][f"blocks.{fam}.{kind}"] = len(rows)
     for b in sources[0]["rests"]:
         rows = [r for s in sources for r in s["rests"] if r[0] == b[0]]
-        out["rests"].append([b[0]] + [median_of([r[i] for r in rows]) for i in (1, 2)])
+        out["rests"].append([b[0]] + [statistics.median([r[i] for r in rows]) for i in (1, 2)])
         out["n"][f"rests.{b[0]}"] = len(rows)
     return out
 
@@ -136,8 +132,7 @@ def apply(path, med):
     text = "\n".join(out)
     got = stack_section(text)  # the rewritten file must read back to the medians
     for k in KEYS:
-        want = med[k] if k != "ops" else med["ops"]
-        if got[k] != want:
+        if got[k] != med[k]:
             sys.exit(f"stackrep_host_median: {path}: {k} did not read back as written")
     with open(path, "w") as f:
         f.write(text)

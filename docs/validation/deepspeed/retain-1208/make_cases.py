@@ -9,11 +9,12 @@ import subprocess
 import sys
 import tempfile
 
+import yaml
+
 MiB = 2.0 ** 20
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", ".."))
 dsplan, hw = sys.argv[1], sys.argv[2]
 template = json.loads(open(os.path.join(ROOT, "docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl")).readline())
-import yaml  # noqa: E402
 model_config = yaml.safe_load(open(os.path.join(ROOT, "models", "t5-3b.yaml")))["config"]
 MB, WORLD = 24, 8
 case = {"id": "retain_t5-3b_w8_rank0", "model": "t5-3b", "plan_rank": 0, "emulate_world_size": WORLD,

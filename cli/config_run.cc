@@ -57,6 +57,12 @@ void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
   cmd->add_flag("--malloc-heap", f.malloc_heap, kMallocHeapHelp);
 }
 
+void AddRankFlag(CLI::App* cmd, SimulateFlags& f) {
+  cmd->add_option("--rank", f.rank,
+                  "Predict this data-parallel rank, 0 to N-1 (default: the rank that needs the "
+                  "most memory; ranks differ only at ZeRO stages 1-2)");
+}
+
 Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, SoftwareStack stack) {
   DSPLAN_RETURN_IF_ERROR(CheckCluster(f.gpus, f.nodes));
   DSPLAN_RETURN_IF_ERROR(CheckLengthFlags(f.seq_len, f.target_len));
@@ -115,6 +121,12 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
   }
   so.host_pipeline = f.host_pipeline;
   so.record_segments = f.segments;
+  if (f.rank && (*f.rank < 0 || *f.rank >= plan.dp_size())) {
+    return Status::InvalidArgument(fmt::format(
+        "--rank {}: the plan has {} data-parallel ranks (--gpus x --nodes); valid: 0 to {}",
+        *f.rank, plan.dp_size(), plan.dp_size() - 1));
+  }
+  so.rank = f.rank;
   if (!f.headroom.empty()) {
     DSPLAN_ASSIGN_OR_RETURN(so.headroom, ParseHeadroom(f.headroom));
   }

@@ -64,6 +64,8 @@ struct SimulateFlags {
   /// --no-zero-init: the script builds the model outside deepspeed.zero.Init (Plan::zero_init).
   bool no_zero_init = false;
   bool malloc_heap = false;
+  /// --rank: the data-parallel rank to predict (none: the rank that decides the fit).
+  std::optional<int> rank;
   bool host_pipeline = false;  // simulate --host-pipeline (experimental)
   bool segments = false;       // simulate --segments: the allocator replay's new segments
 };
@@ -71,6 +73,8 @@ struct SimulateFlags {
 /// --model, --gpus, --nodes, lengths, checkpointing, attention, --hardware, --json, --quiet.
 /// |required|: --model must be given (validate checks it itself, since --copy-task needs none).
 void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required = true);
+/// --rank (simulate, check): SimulateFlags::rank.
+void AddRankFlag(CLI::App* cmd, SimulateFlags& f);
 /// --ds-config (required) and the values that resolve its "auto" keys.
 void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required = true);
 

@@ -59,6 +59,7 @@ DeclaredCommand AddSimulateCommand(CLI::App& app) {
       "simulate", "Predict memory and step time of a ds_config.json for a model and cluster");
   AddClusterAndWorkloadFlags(cmd, sim);
   AddDsConfigFlags(cmd, sim);
+  AddRankFlag(cmd, sim);
   cmd->add_option("--trace", sim.trace, "Write the timeline as a Chrome trace (Perfetto)");
   cmd->add_flag("--force", sim.force, "Replace an existing --trace file");
   cmd->add_flag("--segments", sim.segments,
@@ -158,6 +159,7 @@ DeclaredCommand AddCheckCommand(CLI::App& app) {
                "the plan dsplan would pick instead");
   AddClusterAndWorkloadFlags(cmd, f);
   AddDsConfigFlags(cmd, f);
+  AddRankFlag(cmd, f);
   return {cmd, [flags] { return RunCheck(*flags); }};
 }
 
@@ -425,7 +427,8 @@ int RunAccuracy(const AccuracyFlags& f) {
                       {"step_band", {{"low", r.band_low}, {"high", r.band_high}}},
                       {"step_in_band", r.in_band},
                       {"did_not_train", r.did_not_train},
-                      {"peak_at", r.peak_at}});
+                      {"peak_at", r.peak_at},
+                      {"rank", r.rank}});
       if (r.run.emulated) {
         nlohmann::json& row = rows.back();
         row["world_size"] = r.run.world_size;

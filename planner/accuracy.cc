@@ -101,6 +101,13 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
       r.world_size = static_cast<int>(world);
       r.emulated = j.contains("emulated") && r.world_size > 1;
       if (r.emulated) {
+        const int64_t rank = j.value("emulated_rank", int64_t{0});
+        if (rank < 0 || rank >= world) {
+          return Status::InvalidArgument(
+              fmt::format("{}:{}: emulated_rank {} is not a rank of world_size {} (0 to {})",
+                          Escape(path), lineno, rank, world, world - 1));
+        }
+        r.emulated_rank = static_cast<int>(rank);
         r.step_without_communication = j.value("step_without_communication", true);
         r.timing_valid = false;
       }
@@ -146,6 +153,8 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     SimulateOptions so;
     so.host_pipeline = host_pipeline;
     so.sync_each_phase = run.phase_sync;
+    // An emulated run measured one rank: predict that one (a real run's is the deciding rank).
+    if (run.emulated) so.rank = run.emulated_rank;
     DSPLAN_ASSIGN_OR_RETURN(Prediction p, sim.Simulate(plan, so));
     // The leave-one-family-out prediction beside it (only its step time differs).
     double unseen_step_s = p.step_time_s;
@@ -186,6 +195,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.host_peak_mib = p.host_peak_bytes_per_node / kMiB;
     row.pinned_mib = p.host_pinned_bytes_per_node / kMiB;
     row.peak_at = p.gpu_peak_task;
+    row.rank = p.facts.rank;
     auto err = [](double pred, double meas) { return meas > 0 ? (pred - meas) / meas : 0.0; };
     if (row.has_memory) {
       row.alloc_error = err(row.peak_alloc_mib, run.peak_alloc_mib);

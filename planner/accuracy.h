@@ -52,13 +52,14 @@ struct CalibrationRun {
   /// DSBENCH emulate_world_size) allocates what one rank of that many allocates, but its
   /// collectives move nothing, so its step time is not timing data (timing_valid false).
   int world_size = 1;
-  /// The run stood for one rank of |world_size| (record key "emulated_rank"; dsplan predicts
-  /// the rank with the highest peak) under a fake process group (record key
-  /// "emulated"). Its step is still a step of that rank with every collective taking no time:
-  /// the GPU computed the rank's share and the host ran DeepSpeed's code for that many ranks.
-  /// |step_without_communication| (record key of that name; absent: true) says whether that
-  /// step is timing data of that kind (false when the harness instrumented the steps).
+  /// The run stood for one rank of |world_size| under a fake process group (record key
+  /// "emulated"); |emulated_rank| is which (record key "emulated_rank"; absent: 0, the harness's
+  /// default), and dsplan predicts that rank. Its step is still a step of that rank with every
+  /// collective taking no time: the GPU computed the rank's share and the host ran DeepSpeed's code
+  /// for that many ranks. |step_without_communication| (record key of that name; absent: true) says
+  /// whether that step is timing data of that kind (false when the harness instrumented the steps).
   bool emulated = false;
+  int emulated_rank = 0;
   bool step_without_communication = false;
   // Measured (MiB = 2^20 B; seconds).
   double after_init_alloc_mib = 0;
@@ -99,6 +100,7 @@ struct AccuracyRow {
   double host_peak_mib = 0;
   double pinned_mib = 0;
   std::string peak_at;
+  int rank = 0;  // the rank predicted (Prediction::facts.rank; an emulated run's own)
   double alloc_error = 0;          // (predicted - measured) / measured
   double reserved_error = 0;
   double step_error = 0;

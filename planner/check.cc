@@ -222,10 +222,10 @@ std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
     if (kept > 0.02 * pred.gpu_peak_allocated_bytes) {
       out.push_back(fmt::format(
           "stage 1 with reduce_bucket_size {:.3g}: gradients of parameters larger than the bucket "
-          "stay until the backward ends on the ranks that do not own them (up to {} on rank 0, "
-          "counted in the prediction); a reduce_bucket_size of at least {:.3g} (the largest "
-          "parameter) keeps none, or stage 2 frees them after their reduction",
-          static_cast<double>(z.reduce_bucket_size), FormatBytes(kept),
+          "stay until the backward ends on the ranks that do not own them ({} on rank {}, the "
+          "rank predicted, counted in the prediction); a reduce_bucket_size of at least {:.3g} "
+          "(the largest parameter) keeps none, or stage 2 frees them after their reduction",
+          static_cast<double>(z.reduce_bucket_size), FormatBytes(kept), pred.facts.rank,
           static_cast<double>(pred.facts.largest_param_numel)));
     }
   }

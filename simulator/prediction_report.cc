@@ -110,7 +110,18 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                 {"provisional", p.memory_band.provisional},
                 {"basis", p.memory_band.basis}}},
               {"peak_at", p.gpu_peak_task},
+              {"rank", p.facts.rank},
               {"breakdown_at_peak", Breakdown(p.gpu_breakdown_at_peak)}};
+  if (!p.rank_peaks.empty()) {
+    nlohmann::json ranks = nlohmann::json::array();
+    for (const RankPeak& r : p.rank_peaks) {
+      ranks.push_back({{"rank", r.rank},
+                       {"peak_allocated_bytes", r.peak_allocated_bytes},
+                       {"peak_reserved_bytes", r.peak_reserved_bytes},
+                       {"peak_at", r.peak_at}});
+    }
+    j["gpu"]["ranks_compared"] = std::move(ranks);
+  }
   j["host"] = {{"peak_bytes_per_node", p.host_peak_bytes_per_node},
                {"pinned_bytes_per_node", p.host_pinned_bytes_per_node},
                {"capacity_bytes_per_node", p.host_capacity_bytes_per_node}};
@@ -169,7 +180,24 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
   o += fmt::format("hardware   {} ({})\n\n", p.profile_name, p.profile_sources);
   o += fmt::format("verdict    {}\n", VerdictText(p));
   for (const std::string& wmsg : p.warnings) o += fmt::format("warning    {}\n", wmsg);
-  o += "\nGPU memory per rank\n";
+  // Only ZeRO-1/2 ranks differ (kRankClass); elsewhere one rank stands for all.
+  if (p.plan.dp_size() > 1 && p.facts.rank >= 0 && p.facts.wrapper == OptimizerWrapper::kZero12) {
+    o += fmt::format("\nGPU memory of rank {} of {}", p.facts.rank, p.plan.dp_size());
+    if (!p.rank_peaks.empty()) {
+      // Which ranks were compared, so the reader sees the others' peaks too.
+      std::string others;
+      for (const RankPeak& r : p.rank_peaks) {
+        if (r.rank == p.facts.rank) continue;
+        others += fmt::format("{}rank {} {} allocated / {} reserved", others.empty() ? "" : "; ",
+                              r.rank, FormatBytes(static_cast<double>(r.peak_allocated_bytes)),
+                              FormatBytes(static_cast<double>(r.peak_reserved_bytes)));
+      }
+      o += fmt::format(", the rank that allocates the most (ZeRO-1/2 ranks differ; {})", others);
+    }
+    o += "\n";
+  } else {
+    o += "\nGPU memory per rank\n";
+  }
   o += fmt::format("  peak allocated  {:>10}   (torch.cuda.max_memory_allocated), at {}\n",
                    FormatBytes(static_cast<double>(p.gpu_peak_allocated_bytes)), p.gpu_peak_task);
   o += fmt::format("  peak reserved   {:>10}   (torch.cuda.max_memory_reserved)\n",

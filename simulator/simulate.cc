@@ -375,8 +375,10 @@ double NvmeAioRate(const NvmeProfile& nvme, const AioConfig& aio, bool read) {
   return rate > 0 ? rate : best;
 }
 
-Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
-                            const SimulateOptions& options) {
+namespace {
+
+Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
+                                const SimulateOptions& options, int rank) {
   const Workload& w = *ctx.workload;
   const HardwareProfile& hw = *ctx.profile;
   if (plan.zero.stage == 3 &&
@@ -402,8 +404,8 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   BuiltStep& built = options.keep_graph ? kept : scratch;
   DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(
       w, ctx.layer_params, plan, LibraryWorkspaceBytes(hw),
-      options.keep_graph || pipelined ? StepGraphForm::kUnrolled : StepGraphForm::kCompact,
-      &built));
+      options.keep_graph || pipelined ? StepGraphForm::kUnrolled : StepGraphForm::kCompact, &built,
+      rank));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
@@ -737,6 +739,61 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
     p.durations = std::move(durations);
   }
   return p;
+}
+
+// Whether |a| needs more of the GPU than |b|: a worse verdict, then the higher peak allocated
+// (where ranks differ by mechanism: which buffers they hold when), then reserved. A rank whose
+// reserved alone is higher by a few cached blocks is listed beside it (rank_peaks), not
+// reported, so that the peak allocated shown is the largest of any rank.
+bool NeedsMoreMemory(const Prediction& a, const Prediction& b) {
+  const auto key = [](const Prediction& p) {
+    return std::make_tuple(static_cast<int>(p.verdict), p.gpu_peak_allocated_bytes,
+                           p.gpu_peak_reserved_bytes);
+  };
+  return key(a) > key(b);
+}
+
+}  // namespace
+
+Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
+                            const SimulateOptions& options) {
+  const int ranks = plan.dp_size();
+  if (options.rank.has_value()) {
+    if (*options.rank != kRankClass && (*options.rank < 0 || *options.rank >= ranks)) {
+      return Status::InvalidArgument(
+          fmt::format("rank {} is not one of the plan's {} data-parallel ranks (valid: 0 to {})",
+                      *options.rank, ranks, ranks - 1));
+    }
+    return SimulateRank(ctx, plan, options, *options.rank);
+  }
+  // Ranks alike (one rank, or not stages 1-2): rank 0 stands for all.
+  if (ranks <= 1 || plan.Wrapper() != OptimizerWrapper::kZero12) {
+    return SimulateRank(ctx, plan, options, 0);
+  }
+  // ZeRO 1-2: the ranks whose memory differs most (kRankClass): the first (keeps the most
+  // extra-large gradients at stage 1, allocates grads_in_partition last), the last (allocates it
+  // first) and the one whose grads_in_partition is largest (the partition's edges cut the
+  // largest tensors there).
+  int widest = 0;
+  int64_t widest_numel = -1;
+  for (int r = 0; r < ranks; ++r) {
+    const int64_t n = GradsInPartitionNumel(ctx.layer_params, ctx.workload->params, ranks, r);
+    if (n > widest_numel) {
+      widest_numel = n;
+      widest = r;
+    }
+  }
+  std::vector<int> candidates = {0, ranks - 1};
+  if (widest != 0 && widest != ranks - 1) candidates.push_back(widest);
+  std::optional<Prediction> best;
+  std::vector<RankPeak> peaks;
+  for (int r : candidates) {
+    DSPLAN_ASSIGN_OR_RETURN(Prediction p, SimulateRank(ctx, plan, options, r));
+    peaks.push_back({r, p.gpu_peak_allocated_bytes, p.gpu_peak_reserved_bytes, p.gpu_peak_task});
+    if (!best.has_value() || NeedsMoreMemory(p, *best)) best = std::move(p);
+  }
+  best->rank_peaks = std::move(peaks);
+  return std::move(*best);
 }
 
 Simulator::Simulator(ModelSpec spec, std::shared_ptr<const HardwareProfile> profile,

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -194,6 +195,14 @@ struct SimulateOptions {
   bool sync_each_phase = false;
   /// Keep the segments the caching-allocator replay reserves (Prediction::allocator_segments).
   bool record_segments = false;
+  /// The data-parallel rank to predict (a rank in [0, N), or kRankClass for one graph that
+  /// takes each rank-dependent part at its worst rank). None: the rank that decides the fit.
+  /// Ranks differ only at ZeRO stages 1-2 with several ranks (kRankClass in step_builder.h);
+  /// there the first, the last and the rank with the largest grads_in_partition are simulated
+  /// and the one that needs the most is reported (Prediction::facts.rank: the worst verdict,
+  /// then the highest peak allocated; the others in Prediction::rank_peaks). The ranks between
+  /// differ from those three only in the edge tensors the third covers.
+  std::optional<int> rank;
 };
 
 /// A segment the caching-allocator replay reserved (SimulateOptions::record_segments): in which
@@ -205,6 +214,14 @@ struct AllocatorSegment {
   int64_t bytes = 0;
   int64_t reserved_after = 0;
   bool lazy_state = false;  // for one of Adam's states, created in the first step()
+};
+
+/// One rank's memory where Simulate compared ranks (SimulateOptions::rank unset, stages 1-2).
+struct RankPeak {
+  int rank = 0;
+  int64_t peak_allocated_bytes = 0;
+  int64_t peak_reserved_bytes = 0;
+  std::string peak_at;
 };
 
 struct StepBreakdown {
@@ -229,7 +246,10 @@ struct Prediction {
   MemoryVerdict verdict = MemoryVerdict::kFits;
   std::string reason;            // why it does not fit ("" when it fits)
   std::vector<std::string> warnings;
-  StepFacts facts;
+  StepFacts facts;  // facts.rank: the rank this prediction is for
+  /// The ranks simulated to find the one that decides the fit (empty when ranks do not differ
+  /// or one was asked for), in the order simulated.
+  std::vector<RankPeak> rank_peaks;
   /// SimulateOptions::record_segments: every growth of the replay's reserved memory, in order.
   std::vector<AllocatorSegment> allocator_segments;
   Plan plan;

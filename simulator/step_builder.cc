@@ -223,17 +223,18 @@ int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params
 }
 
 std::vector<int64_t> RetainedGradNumels(const std::vector<LayerParams>& lp, const ZeroConfig& z,
-                                        int ranks, int64_t partition) {
+                                        int ranks, int64_t partition, int rank) {
   std::vector<int64_t> out;
   if (z.stage != 1 || ranks <= 1 || !z.contiguous_gradients) return out;
   out.assign(lp.size(), 0);
+  // get_partition_info: a parameter that overlaps [first, end) is in the rank's partition.
+  const int64_t first = partition * rank;
+  const int64_t end = first + partition;
   for (size_t l = 0; l < lp.size(); ++l) {
     int64_t offset = lp[l].offset;
     for (int64_t n : lp[l].tensor_numels) {
-      // Rank 0's partition is [0, partition): its parameters' gradients come last in the
-      // backward (autograd runs the model backwards), so at every point of the backward it is
-      // the rank that has kept the most.
-      if (n > z.reduce_bucket_size && offset >= partition) out[l] += n;
+      const bool in_partition = offset < end && offset + n > first;
+      if (n > z.reduce_bucket_size && !in_partition) out[l] += n;
       offset += n;
     }
   }
@@ -280,9 +281,15 @@ MemEffect FreeNow(int64_t bytes, MemCategory c) { return Free(bytes, c, false); 
 class Builder {
  public:
   Builder(const Workload& w, const std::vector<LayerParams>& lp, const Plan& p, BuiltStep& out,
-          int64_t workspace_bytes, StepGraphForm form)
-      : w_(w), lp_(lp), p_(p), g_(out.graph), f_(out.facts), workspace_(workspace_bytes),
-        form_(form) {}
+          int64_t workspace_bytes, StepGraphForm form, int rank)
+      : w_(w),
+        lp_(lp),
+        p_(p),
+        g_(out.graph),
+        f_(out.facts),
+        workspace_(workspace_bytes),
+        form_(form),
+        rank_(rank) {}
 
   Status Build();
 
@@ -481,16 +488,21 @@ class Builder {
   StepFacts& f_;
   int64_t workspace_;
   StepGraphForm form_;
+  int rank_ =
+      kRankClass;  // the rank the graph stands for (kRankClass: all, each part at its worst)
 
   int N_ = 1;
   int64_t P_ = 0;            // trainable elements
   int64_t part_ = 0;         // partition elements per rank (with DeepSpeed's padding)
   int64_t flat_ = 0;         // the 16-bit flat buffer's elements (P_ plus padding)
   // ZeRO 1/2 grads_in_partition (and the CPU-offload accumulated_grads_in_cpu) elements: the
-  // whole tensors overlapping the partition, for the rank where that is largest. Ranks differ
-  // only in these edge tensors; the graph stands for all ranks, so it takes the worst one,
-  // which is the one that decides whether the plan fits.
+  // whole tensors overlapping the rank's partition; the rank class takes the rank where that is
+  // largest (ranks differ in the edge tensors).
   int64_t grads_part_ = 0;
+  // Flat-buffer range [first, end) of those tensors (a rank's graph): copy_grads_in_partition
+  // allocates the buffer at the first bucket that holds one of their gradients.
+  int64_t grads_part_first_ = 0;
+  int64_t grads_part_end_ = 0;
   int64_t e_ = 2;            // model dtype bytes
   int64_t acc_ = 2;          // gradient accumulation dtype bytes
   int64_t comm_e_ = 2;       // communication dtype bytes
@@ -606,10 +618,29 @@ Status Builder::Build() {
   }
   f_.params = P_;
   f_.partition_numel = part_;
+  if (rank_ != kRankClass && (rank_ < 0 || rank_ >= N_)) {
+    return Status::Internal(
+        fmt::format("BuildStepGraph: rank {} outside the {} data-parallel ranks", rank_, N_));
+  }
+  f_.rank = N_ > 1 ? rank_ : 0;
   if (Zero12()) {
-    grads_part_ = N_ > 1 ? MaxGradsInPartitionNumel(lp_, P_, N_) : P_;
+    if (N_ <= 1) {
+      grads_part_ = P_;
+    } else if (rank_ == kRankClass) {
+      grads_part_ = MaxGradsInPartitionNumel(lp_, P_, N_);
+    } else {
+      grads_part_ = GradsInPartitionNumel(lp_, P_, N_, rank_);
+      const int64_t first = part_ * rank_;
+      const int64_t last = std::min(first + part_, P_) - 1;
+      if (first <= last) {
+        grads_part_first_ = TensorAt(lp_, first).first;
+        grads_part_end_ = TensorAt(lp_, last).second;
+      }
+    }
     f_.grads_in_partition_numel = grads_part_;
-    retained_numel_ = RetainedGradNumels(lp_, p_.zero, N_, part_);
+    // The rank class keeps rank 0's: the backward runs from the model's end, so the rank that
+    // owns the flat buffer's start has kept the most at every point of it.
+    retained_numel_ = RetainedGradNumels(lp_, p_.zero, N_, part_, rank_ == kRankClass ? 0 : rank_);
     for (int64_t n : retained_numel_) f_.kept_grad_numel += n;
   }
   f_.overlap_comm = z.OverlapComm();
@@ -1549,15 +1580,19 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       fx.push_back(OnSideStream(Alloc(flat, MemCategory::kCommBuffers)));
       fx.push_back(FreeNow(flat, MemCategory::kCommBuffers));
     }
-    // The first flush of a step allocates grads_in_partition (16-bit, the whole tensors that
-    // overlap this rank's partition); with optimizer offload the owned slices go to the host
-    // instead.
-    if (!partition_buffer_live_ && !p_.OffloadsOptimizer()) {
+    // copy_grads_in_partition allocates grads_in_partition (16-bit, the whole tensors that
+    // overlap this rank's partition) at the first bucket that holds one of them: the step's
+    // first flush for the rank class (as on the last rank, whose gradients come first); with
+    // optimizer offload the owned slices go to the host instead.
+    const bool holds_own = rank_ == kRankClass || N_ <= 1 ||
+                           (bucket_first_ < grads_part_end_ && bucket_end_ > grads_part_first_);
+    if (!partition_buffer_live_ && !p_.OffloadsOptimizer() && holds_own) {
       fx.push_back(OnSideStream(Alloc(e_ * grads_part_, MemCategory::kGradients)));
       partition_buffer_live_ = true;
       partition_buffer_micro_ = micro;
-    } else if (micro > partition_buffer_micro_ && !second_partition_buffer_ &&
-               !p_.OffloadsOptimizer() && z.contiguous_gradients) {
+    } else if (partition_buffer_live_ && micro > partition_buffer_micro_ &&
+               !second_partition_buffer_ && !p_.OffloadsOptimizer() && z.contiguous_gradients &&
+               holds_own) {
       // Stage 2 with GAS > 1: independent_gradient_partition_epilogue kept the first
       // micro-step's buffer as averaged_gradients (views) and _release_ipg_buffers dropped
       // only the reference, so copy_grads_in_partition allocates a new one in each later
@@ -2123,15 +2158,16 @@ void Builder::OptimizerStep() {
 }  // namespace
 
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
-                                 const Plan& plan, int64_t workspace_bytes, StepGraphForm form) {
+                                 const Plan& plan, int64_t workspace_bytes, StepGraphForm form,
+                                 int rank) {
   BuiltStep out;
-  DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(w, params, plan, workspace_bytes, form, &out));
+  DSPLAN_RETURN_IF_ERROR(BuildStepGraphInto(w, params, plan, workspace_bytes, form, &out, rank));
   return out;
 }
 
 Status BuildStepGraphInto(const Workload& w, const std::vector<LayerParams>& params,
                           const Plan& plan, int64_t workspace_bytes, StepGraphForm form,
-                          BuiltStep* out) {
+                          BuiltStep* out, int rank) {
   out->graph.Clear();
   out->facts = StepFacts{};
   DSPLAN_RETURN_IF_ERROR(ValidatePlan(plan));
@@ -2143,7 +2179,7 @@ Status BuildStepGraphInto(const Workload& w, const std::vector<LayerParams>& par
         "BuildStepGraph: workload micro-batch {} differs from the plan's {}",
         w.shape.micro_batch, plan.micro_batch));
   }
-  Builder b(w, params, plan, *out, workspace_bytes, form);
+  Builder b(w, params, plan, *out, workspace_bytes, form, rank);
   return b.Build();
 }
 

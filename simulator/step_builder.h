@@ -73,24 +73,36 @@ int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params
 /// The largest GradsInPartitionNumel over the ranks (the graph's rank class uses it).
 int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks);
 /// ZeRO stage 1 with contiguous_gradients on |ranks| > 1: per layer, the elements of the
-/// parameters whose gradients the backward keeps until its end on rank 0 (|partition|
-/// elements per rank): those larger than reduce_bucket_size (extra_large_param_to_reduce, not
-/// copied into the bucket) outside the rank's partition (stage 1 clears no gradient there).
+/// parameters whose gradients the backward keeps until its end on |rank| (|partition| elements
+/// per rank): those larger than reduce_bucket_size (extra_large_param_to_reduce, not copied into
+/// the bucket) that do not overlap the rank's partition (stage 1 clears no gradient there).
 /// Empty for other stages.
 std::vector<int64_t> RetainedGradNumels(const std::vector<LayerParams>& lp, const ZeroConfig& z,
-                                        int ranks, int64_t partition);
+                                        int ranks, int64_t partition, int rank = 0);
+
+/// Which data-parallel rank a graph stands for (BuildStepGraph's |rank|). At ZeRO stages 1-2
+/// ranks differ: in the whole tensors their grads_in_partition holds (the partition's edges cut
+/// tensors), in when it is allocated (at the first bucket holding one of the partition's
+/// gradients: the last rank's come first in the backward, rank 0's last) and, at stage 1, in
+/// which extra-large gradients they keep. kRankClass builds one graph for all ranks that takes
+/// each of those at its worst rank (an upper bound); a rank in [0, N) builds that rank's.
+inline constexpr int kRankClass = -1;
 
 /// What the graph builder derived beyond the tasks, for reports.
 struct StepFacts {
   OptimizerWrapper wrapper = OptimizerWrapper::kZero12;
   int64_t params = 0;             // trainable elements (Psi)
   int64_t partition_numel = 0;    // Psi / N rounded up (ZeRO partition per rank)
-  int64_t grads_in_partition_numel = 0;  // ZeRO 1/2: the largest rank's grads_in_partition
+  /// ZeRO 1/2: the rank's grads_in_partition elements (the rank class: the largest rank's).
+  int64_t grads_in_partition_numel = 0;
+  /// The rank the graph stands for (kRankClass: every rank, each part at its worst).
+  int rank = kRankClass;
   int64_t subgroups = 1;          // ZeRO-3 optimizer sub-groups
   int64_t largest_subgroup = 0;
   int64_t persistent_numel = 0;   // ZeRO-3 persistent parameters (fully held on every rank)
   int64_t buckets_per_micro_step = 0;
-  /// Stage 1: the gradient elements rank 0 keeps until the backward's end (RetainedGradNumels);
+  /// Stage 1: the gradient elements the rank keeps until the backward's end
+  /// (RetainedGradNumels; the rank class: rank 0's, the most at every point of the backward);
   /// a reduce_bucket_size of at least |largest_param_numel| keeps none.
   int64_t kept_grad_numel = 0;
   int64_t largest_param_numel = 0;
@@ -141,14 +153,16 @@ struct BuiltStep {
 /// |workspace_bytes|: library workspaces PyTorch allocates through its caching allocator and
 /// never frees (cuBLAS: one per thread and stream), present at every instant.
 /// |form|: compact (the default) or unrolled (errors past kMaxUnrolledMicroSteps).
+/// |rank|: kRankClass or a rank in [0, data-parallel size) (see kRankClass).
 Result<BuiltStep> BuildStepGraph(const Workload& w, const std::vector<LayerParams>& params,
                                  const Plan& plan, int64_t workspace_bytes = 0,
-                                 StepGraphForm form = StepGraphForm::kCompact);
+                                 StepGraphForm form = StepGraphForm::kCompact,
+                                 int rank = kRankClass);
 /// BuildStepGraph into |out|, whose graph's storage is reused (its contents are replaced): a
 /// caller that builds many graphs in turn keeps one BuiltStep. On error |out| is unspecified.
 Status BuildStepGraphInto(const Workload& w, const std::vector<LayerParams>& params,
                           const Plan& plan, int64_t workspace_bytes, StepGraphForm form,
-                          BuiltStep* out);
+                          BuiltStep* out, int rank = kRankClass);
 
 }  // namespace dsplan
 

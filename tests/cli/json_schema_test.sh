@@ -32,6 +32,10 @@ conforms "plan, nothing fits" plan.schema.json --model llama-2-70b --gpus 1 --no
 conforms "plan --objective cost" plan.schema.json --model gpt2 --gpus 2 --objective cost --price-per-gpu-hour 2 --json
 conforms "simulate" simulate.schema.json simulate --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
 check "simulate JSON is versioned" json "j['schema'] == 'dsplan/simulate' and j['schema_version'] == 1"
+conforms "simulate, stage 1 on 4 GPUs" simulate.schema.json simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --json
+check "stage 1 on 4 GPUs compares the first, the last (and the widest) rank and reports the one that allocates the most" json "[r['rank'] for r in j['gpu']['ranks_compared']][:2] == [0, 3] and j['gpu']['peak_allocated_bytes'] == max(r['peak_allocated_bytes'] for r in j['gpu']['ranks_compared']) and j['gpu']['rank'] in [r['rank'] for r in j['gpu']['ranks_compared']]"
+conforms "simulate --rank" simulate.schema.json simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --rank 2 --json
+check "simulate --rank predicts that rank and compares none" json "j['gpu']['rank'] == 2 and 'ranks_compared' not in j['gpu']"
 conforms "simulate, HF auto config" simulate.schema.json simulate --model gpt2-xl --gpus 4 --ds-config "$fx/hf_zero2_auto.json" --json
 conforms "simulate --segments" simulate.schema.json simulate --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s3_mb4.json" --segments --json
 check "simulate --segments lists the replay's segments, growing to the predicted reserved peak" json "len(j['allocator_segments']) > 0 and all(a['reserved_after_bytes'] < b['reserved_after_bytes'] for a, b in zip(j['allocator_segments'], j['allocator_segments'][1:])) and j['allocator_segments'][-1]['reserved_after_bytes'] == j['gpu']['peak_reserved_bytes'] and {s['step'] for s in j['allocator_segments']} <= {1, 2}"

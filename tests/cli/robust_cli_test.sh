@@ -187,6 +187,8 @@ badnf "unknown node" "unknown node profile 'dgx-9'.*dgx-2" --model gpt2 --gpus 1
 badnf "host cores 0" "--host-cores must be an integer from 1" --model gpt2 --gpus 1 --host-cores 0
 bad "tiles 0" "--tiles must be an integer from 1 to 4096" simulate --model "$ex/gpt2-tiny.json" \
   --gpus 1 --ds-config "$ex/zero3_offload.json" --tiles 0
+bad "rank outside the group" "--rank 4: the plan has 4 data-parallel ranks .*valid: 0 to 3" simulate \
+  --model "$ex/gpt2-tiny.json" --gpus 4 --ds-config "$ex/zero2_gas2.json" --rank 4
 bad "tiles below stage 3" "tiling .* needs ZeRO stage 3" check --model "$ex/gpt2-tiny.json" \
   --gpus 1 --ds-config "$ex/zero2_gas2.json" --tiles 4
 printf 'name: n\ndescription: d\ngpu_profile: v100-32gb\ngpus_per_node: {value: 2.5, datasheet: "x"}\n' \

@@ -580,6 +580,28 @@ TEST(EmulatedWorldSize, PredictedForItsWorldSizeAndNotTimed) {
   EXPECT_EQ(si->no_comm_rows, 0);
   rec.erase("step_without_communication");
 
+  // The run's rank is the one predicted (absent: 0, the harness's default); one outside the
+  // world is one error naming the key.
+  EXPECT_EQ((*four)[0].emulated_rank, 0);
+  EXPECT_EQ(r4.rank, 0);
+  rec["emulated_rank"] = 3;
+  { std::ofstream(path) << rec.dump() << "\n"; }
+  auto last = LoadCalibration(path);
+  ASSERT_TRUE(last.ok()) << last.status().ToString();
+  EXPECT_EQ((*last)[0].emulated_rank, 3);
+  auto s_last = EvaluateCalibration(*last, *profile, false);
+  ASSERT_TRUE(s_last.ok());
+  EXPECT_EQ(s_last->rows.at(0).rank, 3);
+  for (int bad : {-1, 4}) {
+    rec["emulated_rank"] = bad;
+    { std::ofstream(path) << rec.dump() << "\n"; }
+    auto r = LoadCalibration(path);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("emulated_rank"), std::string::npos)
+        << r.status().ToString();
+  }
+  rec.erase("emulated_rank");
+
   // A world size out of range is one error naming the key.
   for (int bad : {0, 70000}) {
     rec["world_size"] = bad;

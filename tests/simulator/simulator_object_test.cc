@@ -747,3 +747,73 @@ TEST(AllocatorSegments, ListTheReplaysGrowthToThePeak) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Simulate without a rank (stages 1-2 on several GPUs) reports the rank that needs the most:
+// of the first, the last and the one with the widest grads_in_partition, the one with the
+// highest peak allocated, each of them the same as asked for by rank; the others are listed.
+// Stage 3's ranks do not differ: one graph, no list. A rank outside the group is refused.
+TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
+  auto spec = LoadModel("gpt2", kData);
+  auto hw = FindHardwareProfile("h200-sxm", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, std::make_shared<const HardwareProfile>(*hw));
+  Plan p;
+  p.gpus_per_node = 8;
+  p.micro_batch = 1;
+  p.seq_len = 128;  // small activations: the kept gradients decide where the peak is
+  p.zero.stage = 1;
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = 1'000'000;  // every block's large weights are extra-large
+  auto deciding = sim.Simulate(p);
+  ASSERT_TRUE(deciding.ok()) << deciding.status().ToString();
+  ASSERT_GE(deciding->rank_peaks.size(), 2u);
+  EXPECT_EQ(deciding->rank_peaks[0].rank, 0);
+  EXPECT_EQ(deciding->rank_peaks[1].rank, 7);
+  int64_t most = 0, least = INT64_MAX;
+  for (const RankPeak& r : deciding->rank_peaks) {
+    SCOPED_TRACE(testing::Message() << "rank " << r.rank);
+    SimulateOptions o;
+    o.rank = r.rank;
+    auto one = sim.Simulate(p, o);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(one->facts.rank, r.rank);
+    EXPECT_TRUE(one->rank_peaks.empty());
+    EXPECT_EQ(one->gpu_peak_allocated_bytes, r.peak_allocated_bytes);
+    EXPECT_EQ(one->gpu_peak_reserved_bytes, r.peak_reserved_bytes);
+    most = std::max(most, r.peak_allocated_bytes);
+    least = std::min(least, r.peak_allocated_bytes);
+  }
+  EXPECT_EQ(deciding->gpu_peak_allocated_bytes, most);
+  EXPECT_LT(least, most);  // the premise: these ranks differ
+  // The rank class bounds every rank.
+  SimulateOptions cls;
+  cls.rank = kRankClass;
+  auto bound = sim.Simulate(p, cls);
+  ASSERT_TRUE(bound.ok());
+  EXPECT_GE(bound->gpu_peak_allocated_bytes, most);
+  // Reported in JSON.
+  auto w = sim.WorkloadFor(p.shape());
+  ASSERT_TRUE(w.ok());
+  const nlohmann::json j = PredictionToJson(*deciding, **w);
+  EXPECT_EQ(j["gpu"]["rank"], deciding->facts.rank);
+  EXPECT_EQ(j["gpu"]["ranks_compared"].size(), deciding->rank_peaks.size());
+
+  Plan s3 = p;
+  s3.zero.stage = 3;
+  auto three = sim.Simulate(s3);
+  ASSERT_TRUE(three.ok());
+  EXPECT_TRUE(three->rank_peaks.empty());
+
+  SimulateOptions bad;
+  bad.rank = 8;
+  auto refused = sim.Simulate(p, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("0 to 7"), std::string::npos)
+      << refused.status().message();
+}
+
+}  // namespace
+}  // namespace dsplan

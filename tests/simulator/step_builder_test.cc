@@ -60,11 +60,12 @@ class StepBuilderTest : public ::testing::Test {
     return p;
   }
 
-  static BuiltStep Build(const Plan& plan, bool gc = false) {
+  static BuiltStep Build(const Plan& plan, bool gc = false, int rank = kRankClass) {
     const Workload& w = gc ? *w_gc_ : *w_;
     const int64_t threshold =
         plan.zero.stage == 3 ? plan.zero.stage3_param_persistence_threshold : 0;
-    auto built = BuildStepGraph(w, ComputeLayerParams(w, threshold), plan);
+    auto built =
+        BuildStepGraph(w, ComputeLayerParams(w, threshold), plan, 0, StepGraphForm::kCompact, rank);
     EXPECT_TRUE(built.ok()) << built.status().ToString();
     return built.ok() ? std::move(*built) : BuiltStep{};
   }
@@ -1046,6 +1047,98 @@ TEST_F(StepBuilderTest, StageOneKeepsExtraLargeGradientsOutsideItsPartitionUntil
     EXPECT_EQ(kept1 - kept2, 2 * expect);  // bf16 gradients
     EXPECT_EQ(after1, after2);
   }
+}
+
+// Ranks of stages 1-2 differ in when grads_in_partition comes: copy_grads_in_partition
+// allocates it at the first bucket that holds one of the rank's gradients. gpt2 on 4 ranks:
+// the last rank's partition is the model's last blocks and ln_f, whose gradients fill the
+// backward's first bucket; rank 0's lies inside wte (38.6 M of 124 M elements), whose gradient
+// the tied head and the embedding complete last, so its buffer comes at the last bucket. The
+// rank class allocates the largest rank's buffer at the first bucket, so its peak bounds every
+// rank's. Each rank's buffer is its own size (the tensors overlapping its partition).
+TEST_F(StepBuilderTest, EachRankAllocatesItsGradientPartitionAtItsFirstBucket) {
+  const int ranks = 4;
+  Plan p = MakePlan(2, ranks);
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = 3'000'000;  // several buckets per micro-step
+  // Which reduction of micro-step 0 allocates the buffer (a 16-bit gradients block of
+  // |numel| elements), and how many reductions there are.
+  auto allocating_flush = [&](const BuiltStep& b, int64_t numel, int* flushes) {
+    int at = -1, n = 0;
+    for (TaskId id = 0; id < b.graph.size(); ++id) {
+      const Task& t = b.graph.task(id);
+      if (t.kind != TaskKind::kAllReduce || t.micro_step != 0) continue;
+      for (const MemEffect* e = b.graph.effects_begin(id); e != b.graph.effects_end(id); ++e) {
+        if (e->space == MemSpace::kGpu && e->category == MemCategory::kGradients &&
+            e->bytes == 2 * numel) {
+          EXPECT_EQ(at, -1) << "allocated twice";
+          at = n;
+        }
+      }
+      ++n;
+    }
+    *flushes = n;
+    return at;
+  };
+  int64_t widest = 0;
+  for (int r = 0; r < ranks; ++r) widest = std::max(widest, OverlapNumel(ranks, r));
+  int flushes = 0;
+  const BuiltStep cls = Build(p);
+  EXPECT_EQ(cls.facts.rank, kRankClass);
+  EXPECT_EQ(cls.facts.grads_in_partition_numel, widest);
+  EXPECT_EQ(allocating_flush(cls, widest, &flushes), 0);
+  ASSERT_GE(flushes, 4);
+  const int64_t class_peak = CategoryPeak(cls, kGpu, MemCategory::kGradients);
+  for (int r : {0, 1, ranks - 1}) {
+    SCOPED_TRACE(testing::Message() << "rank " << r);
+    const BuiltStep b = Build(p, false, r);
+    EXPECT_EQ(b.facts.rank, r);
+    const int64_t own = OverlapNumel(ranks, r);
+    EXPECT_EQ(b.facts.grads_in_partition_numel, own);
+    int n = 0;
+    const int at = allocating_flush(b, own, &n);
+    EXPECT_EQ(n, flushes);
+    if (r == 0) EXPECT_EQ(at, flushes - 1);
+    if (r == ranks - 1) EXPECT_EQ(at, 0);
+    if (r == 1) {
+      EXPECT_GT(at, 0);
+      EXPECT_LT(at, flushes - 1);
+    }
+    EXPECT_LE(CategoryPeak(b, kGpu, MemCategory::kGradients), class_peak);
+  }
+  // A rank outside the data-parallel group is an internal error, not a graph.
+  const Workload& w = *w_;
+  EXPECT_FALSE(
+      BuildStepGraph(w, ComputeLayerParams(w, 0), p, 0, StepGraphForm::kCompact, ranks).ok());
+}
+
+// Stage 1's kept extra-large gradients are each rank's own: those that do not overlap its
+// partition (the same count from the tensor table for the first, a middle and the last rank).
+TEST_F(StepBuilderTest, StageOneKeptGradientsArePerRank) {
+  const int ranks = 4;
+  const int64_t rbs = 1'500'000;
+  Plan p = MakePlan(1, ranks);
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = rbs;
+  const int64_t part = CeilDiv(psi_, 2 * ranks) * 2;
+  std::vector<int64_t> kept;
+  for (int r : {0, 2, ranks - 1}) {
+    SCOPED_TRACE(testing::Message() << "rank " << r);
+    int64_t at = 0, expect = 0;
+    for (const TensorSpec& t : w_->tensors) {
+      if (t.category != TensorCategory::kParameter) continue;
+      const bool mine = at < part * (r + 1) && at + t.numel > part * r;
+      if (t.numel > rbs && !mine) expect += t.numel;
+      at += t.numel;
+    }
+    EXPECT_EQ(Build(p, false, r).facts.kept_grad_numel, expect);
+    kept.push_back(expect);
+  }
+  // Rank 0 owns wte (the only tensor its partition touches) and keeps every block's; the others
+  // own some blocks' and keep wte's among the rest.
+  EXPECT_NE(kept[0], kept[1]);
+  EXPECT_NE(kept[1], kept[2]);
+  EXPECT_EQ(Build(p).facts.kept_grad_numel, kept[0]);  // the rank class keeps rank 0's
 }
 
 // offload_optimizer.ratio < 1 (stage 3): sub-groups i < int(ratio * count) step on the CPU, the

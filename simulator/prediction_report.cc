@@ -1,5 +1,8 @@
 #include "simulator/prediction_report.h"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <fmt/format.h>
 
 #include "core/units.h"
@@ -110,7 +113,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                 {"provisional", p.memory_band.provisional},
                 {"basis", p.memory_band.basis}}},
               {"peak_at", p.gpu_peak_task},
-              {"rank", p.facts.rank},
+              {"rank", p.facts.rank >= 0 ? nlohmann::json(p.facts.rank) : nlohmann::json()},
               {"breakdown_at_peak", Breakdown(p.gpu_breakdown_at_peak)}};
   if (!p.rank_peaks.empty()) {
     nlohmann::json ranks = nlohmann::json::array();
@@ -184,17 +187,27 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
   if (p.plan.dp_size() > 1 && p.facts.rank >= 0 && p.facts.wrapper == OptimizerWrapper::kZero12) {
     o += fmt::format("\nGPU memory of rank {} of {}", p.facts.rank, p.plan.dp_size());
     if (!p.rank_peaks.empty()) {
-      // Which ranks were compared, so the reader sees the others' peaks too.
-      std::string others;
+      // The spread over the ranks compared, so the reader sees what the others need.
+      int64_t a_lo = INT64_MAX, a_hi = 0, r_lo = INT64_MAX, r_hi = 0;
       for (const RankPeak& r : p.rank_peaks) {
-        if (r.rank == p.facts.rank) continue;
-        others += fmt::format("{}rank {} {} allocated / {} reserved", others.empty() ? "" : "; ",
-                              r.rank, FormatBytes(static_cast<double>(r.peak_allocated_bytes)),
-                              FormatBytes(static_cast<double>(r.peak_reserved_bytes)));
+        a_lo = std::min(a_lo, r.peak_allocated_bytes);
+        a_hi = std::max(a_hi, r.peak_allocated_bytes);
+        r_lo = std::min(r_lo, r.peak_reserved_bytes);
+        r_hi = std::max(r_hi, r.peak_reserved_bytes);
       }
-      o += fmt::format(", the rank that allocates the most (ZeRO-1/2 ranks differ; {})", others);
+      o += fmt::format(
+          ", the rank that allocates the most (ZeRO-1/2 ranks differ; over all {}: peak "
+          "allocated {} to {}, reserved {} to {})",
+          p.rank_peaks.size(), FormatBytes(static_cast<double>(a_lo)),
+          FormatBytes(static_cast<double>(a_hi)), FormatBytes(static_cast<double>(r_lo)),
+          FormatBytes(static_cast<double>(r_hi)));
     }
     o += "\n";
+  } else if (p.facts.rank == kRankClass) {
+    o += fmt::format(
+        "\nGPU memory per rank (one graph for all {} ranks, each rank-dependent buffer at its "
+        "largest: a bound on every rank)\n",
+        p.plan.dp_size());
   } else {
     o += "\nGPU memory per rank\n";
   }

@@ -770,21 +770,11 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   if (ranks <= 1 || plan.Wrapper() != OptimizerWrapper::kZero12) {
     return SimulateRank(ctx, plan, options, 0);
   }
-  // ZeRO 1-2: the ranks whose memory differs most (kRankClass): the first (keeps the most
-  // extra-large gradients at stage 1, allocates grads_in_partition last), the last (allocates it
-  // first) and the one whose grads_in_partition is largest (the partition's edges cut the
-  // largest tensors there).
-  int widest = 0;
-  int64_t widest_numel = -1;
-  for (int r = 0; r < ranks; ++r) {
-    const int64_t n = GradsInPartitionNumel(ctx.layer_params, ctx.workload->params, ranks, r);
-    if (n > widest_numel) {
-      widest_numel = n;
-      widest = r;
-    }
-  }
-  std::vector<int> candidates = {0, ranks - 1};
-  if (widest != 0 && widest != ranks - 1) candidates.push_back(widest);
+  // ZeRO 1-2: every rank up to kMaxRanksCompared; beyond, the rank class (an upper bound on
+  // every rank, whose rank-dependent part, about one partition, shrinks as 1/N).
+  if (ranks > kMaxRanksCompared) return SimulateRank(ctx, plan, options, kRankClass);
+  std::vector<int> candidates(ranks);
+  for (int r = 0; r < ranks; ++r) candidates[r] = r;
   std::optional<Prediction> best;
   std::vector<RankPeak> peaks;
   for (int r : candidates) {

@@ -752,9 +752,9 @@ namespace dsplan {
 namespace {
 
 // Simulate without a rank (stages 1-2 on several GPUs) reports the rank that needs the most:
-// of the first, the last and the one with the widest grads_in_partition, the one with the
-// highest peak allocated, each of them the same as asked for by rank; the others are listed.
-// Stage 3's ranks do not differ: one graph, no list. A rank outside the group is refused.
+// of every rank, the one with the highest peak allocated, each the same as asked for by rank;
+// all are listed. Beyond kMaxRanksCompared ranks, the rank class. Stage 3's ranks do not
+// differ: one graph, no list. A rank outside the group is refused.
 TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
   auto spec = LoadModel("gpt2", kData);
   auto hw = FindHardwareProfile("h200-sxm", kData);
@@ -769,9 +769,8 @@ TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
   p.zero.reduce_bucket_size = 1'000'000;  // every block's large weights are extra-large
   auto deciding = sim.Simulate(p);
   ASSERT_TRUE(deciding.ok()) << deciding.status().ToString();
-  ASSERT_GE(deciding->rank_peaks.size(), 2u);
-  EXPECT_EQ(deciding->rank_peaks[0].rank, 0);
-  EXPECT_EQ(deciding->rank_peaks[1].rank, 7);
+  ASSERT_EQ(deciding->rank_peaks.size(), 8u);
+  for (int r = 0; r < 8; ++r) EXPECT_EQ(deciding->rank_peaks[r].rank, r);
   int64_t most = 0, least = INT64_MAX;
   for (const RankPeak& r : deciding->rank_peaks) {
     SCOPED_TRACE(testing::Message() << "rank " << r.rank);
@@ -800,6 +799,16 @@ TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
   const nlohmann::json j = PredictionToJson(*deciding, **w);
   EXPECT_EQ(j["gpu"]["rank"], deciding->facts.rank);
   EXPECT_EQ(j["gpu"]["ranks_compared"].size(), deciding->rank_peaks.size());
+
+  // Beyond kMaxRanksCompared ranks: the rank class, no list; JSON says no rank.
+  Plan wide = p;
+  wide.gpus_per_node = 8;
+  wide.nodes = (kMaxRanksCompared + 8) / 8 + 1;
+  auto many = sim.Simulate(wide);
+  ASSERT_TRUE(many.ok());
+  EXPECT_EQ(many->facts.rank, kRankClass);
+  EXPECT_TRUE(many->rank_peaks.empty());
+  EXPECT_TRUE(PredictionToJson(*many, **w)["gpu"]["rank"].is_null());
 
   Plan s3 = p;
   s3.zero.stage = 3;

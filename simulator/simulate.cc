@@ -773,11 +773,9 @@ Result<Prediction> Simulate(const SimulationContext& ctx, const Plan& plan,
   // ZeRO 1-2: every rank up to kMaxRanksCompared; beyond, the rank class (an upper bound on
   // every rank, whose rank-dependent part, about one partition, shrinks as 1/N).
   if (ranks > kMaxRanksCompared) return SimulateRank(ctx, plan, options, kRankClass);
-  std::vector<int> candidates(ranks);
-  for (int r = 0; r < ranks; ++r) candidates[r] = r;
   std::optional<Prediction> best;
   std::vector<RankPeak> peaks;
-  for (int r : candidates) {
+  for (int r = 0; r < ranks; ++r) {
     DSPLAN_ASSIGN_OR_RETURN(Prediction p, SimulateRank(ctx, plan, options, r));
     peaks.push_back({r, p.gpu_peak_allocated_bytes, p.gpu_peak_reserved_bytes, p.gpu_peak_task});
     if (!best.has_value() || NeedsMoreMemory(p, *best)) best = std::move(p);

@@ -294,8 +294,15 @@ void MemoryPage::setDetail(const StepDetail& d) {
   m_a = p;
   m_model->setPrediction(p);
   m_bar->setLimits(static_cast<double>(p.gpu_capacity_bytes), d.usable_gpu_bytes);
-  m_title->setText(tr("<b>A</b>: <b>%1</b>, micro-batch %2 × %3. Peak per GPU %4 (reserved %5 + CUDA "
-                      "context %6; allocated %7; NCCL outside it %11) at <i>%8</i>; %9. %10")
+  // ZeRO-1/2 ranks differ: the memory shown is the rank that allocates the most.
+  const QString rank =
+      p.rank_peaks.empty()
+          ? QString()
+          : tr(" (rank %1 of %2, the one that allocates the most)")
+                .arg(p.facts.rank)
+                .arg(p.plan.dp_size());
+  m_title->setText(tr("<b>A</b>: <b>%1</b>, micro-batch %2 × %3. Peak per GPU%12 %4 (reserved %5 + "
+                      "CUDA context %6; allocated %7; NCCL outside it %11) at <i>%8</i>; %9. %10")
                        .arg(QString::fromStdString(PlanSummary(p.plan)))
                        .arg(p.plan.micro_batch)
                        .arg(p.plan.grad_accum)
@@ -315,7 +322,8 @@ void MemoryPage::setDetail(const StepDetail& d) {
                                      formatBytes(static_cast<double>(p.gpu_upper_total_bytes)))
                                 .arg(100 * p.memory_band.lower, 0, 'f', 0)
                                 .arg(100 * p.memory_band.upper, 0, 'f', 0))
-                       .arg(formatBytes(static_cast<double>(p.gpu_nccl_bytes))));
+                       .arg(formatBytes(static_cast<double>(p.gpu_nccl_bytes)))
+                       .arg(rank));
   m_table->resizeColumnsToContents();
   m_table->setColumnWidth(MemoryBreakdownModel::kCategory, 215);
   updateCompare();

@@ -196,8 +196,8 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
         r_hi = std::max(r_hi, r.peak_reserved_bytes);
       }
       o += fmt::format(
-          ", the rank that allocates the most (ZeRO-1/2 ranks differ; over all {}: peak "
-          "allocated {} to {}, reserved {} to {})",
+          ", the rank that allocates the most; reserved and the fit are the largest of any "
+          "rank (ZeRO-1/2 ranks differ; over all {}: peak allocated {} to {}, reserved {} to {})",
           p.rank_peaks.size(), FormatBytes(static_cast<double>(a_lo)),
           FormatBytes(static_cast<double>(a_hi)), FormatBytes(static_cast<double>(r_lo)),
           FormatBytes(static_cast<double>(r_hi)));

@@ -204,7 +204,8 @@ struct SimulateOptions {
   /// Ranks differ only at ZeRO stages 1-2 with several ranks (kRankClass in step_builder.h);
   /// there every rank is simulated (up to kMaxRanksCompared; beyond, the rank class) and the
   /// one that needs the most is reported (Prediction::facts.rank: the worst verdict, then the
-  /// highest peak allocated; all in Prediction::rank_peaks). No fixed few ranks bound the rest:
+  /// highest peak allocated; all in Prediction::rank_peaks), with the largest peak reserved and
+  /// cached transient of any rank, the fit judged on those. No fixed few ranks bound the rest:
   /// a middle rank can keep extra-large gradients at both ends of the model and allocate its
   /// partition buffer early (seen in 17 of 528 catalog plans, by up to 0.7 % allocated and 6 %
   /// reserved, when only the first, the last and the widest rank were compared).
@@ -270,6 +271,9 @@ struct Prediction {
   int64_t gpu_context_bytes = 0;         // outside the allocator
   int64_t gpu_total_bytes = 0;           // reserved + context: what nvidia-smi shows
   int64_t gpu_nccl_bytes = 0;            // NcclWorkspaceBytes (world > 1)
+  /// The caching-allocator replay found no block for an allocation (against the GPU less the
+  /// context and NCCL).
+  bool gpu_allocator_out_of_memory = false;
   MemoryBand memory_band;                // PeakMemoryBand
   TimeBand time_band;                    // StepTimeBand
   int64_t gpu_upper_total_bytes = 0;     // reserved x (1 + band.upper) + context + NCCL

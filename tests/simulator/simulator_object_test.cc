@@ -786,6 +786,13 @@ TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
     least = std::min(least, r.peak_allocated_bytes);
   }
   EXPECT_EQ(deciding->gpu_peak_allocated_bytes, most);
+  // Reserved is the most any rank reserves (per GPU), whichever rank allocates the most.
+  int64_t most_reserved = 0;
+  for (const RankPeak& r : deciding->rank_peaks) {
+    most_reserved = std::max(most_reserved, r.peak_reserved_bytes);
+  }
+  EXPECT_EQ(deciding->gpu_peak_reserved_bytes, most_reserved);
+  EXPECT_EQ(deciding->gpu_total_bytes, most_reserved + deciding->gpu_context_bytes);
   EXPECT_LT(least, most);  // the premise: these ranks differ
   // The rank class bounds every rank.
   SimulateOptions cls;
@@ -822,6 +829,48 @@ TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("0 to 7"), std::string::npos)
       << refused.status().message();
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Where the rank that allocates the most is not the one that reserves the most (phi-2 on two
+// ranks at stage 1: the replay meets the ranks' partition buffers at different times), the
+// prediction keeps the rank's allocated peak and takes the other's reserved, per GPU the most any
+// rank needs, and judges the fit on it.
+TEST(Simulator, ReservedIsTheMostAnyRankReserves) {
+  auto spec = LoadModel("phi-2", kData);
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(spec.ok() && hw.ok());
+  Simulator sim(*spec, std::make_shared<const HardwareProfile>(*hw));
+  Plan p;
+  p.gpus_per_node = 2;
+  p.micro_batch = 2;
+  p.seq_len = 1024;
+  p.zero.stage = 1;
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = 500'000'000;
+  auto deciding = sim.Simulate(p);
+  ASSERT_TRUE(deciding.ok()) << deciding.status().ToString();
+  ASSERT_EQ(deciding->rank_peaks.size(), 2u);
+  const RankPeak& own = deciding->rank_peaks[deciding->facts.rank];
+  const RankPeak& other = deciding->rank_peaks[1 - deciding->facts.rank];
+  // The premise: one rank allocates more, the other reserves more.
+  ASSERT_GE(own.peak_allocated_bytes, other.peak_allocated_bytes);
+  ASSERT_GT(other.peak_reserved_bytes, own.peak_reserved_bytes);
+  EXPECT_EQ(deciding->gpu_peak_allocated_bytes, own.peak_allocated_bytes);
+  EXPECT_EQ(deciding->gpu_peak_reserved_bytes, other.peak_reserved_bytes);
+  EXPECT_EQ(deciding->gpu_total_bytes, other.peak_reserved_bytes + deciding->gpu_context_bytes);
+  EXPECT_EQ(deciding->gpu_spare_bytes,
+            deciding->gpu_capacity_bytes - deciding->gpu_total_bytes - deciding->gpu_nccl_bytes);
+  SimulateOptions o;
+  o.rank = deciding->facts.rank;
+  auto alone = sim.Simulate(p, o);
+  ASSERT_TRUE(alone.ok());
+  EXPECT_LT(alone->gpu_upper_total_bytes, deciding->gpu_upper_total_bytes);
 }
 
 }  // namespace

@@ -488,8 +488,8 @@ class Builder {
   StepFacts& f_;
   int64_t workspace_;
   StepGraphForm form_;
-  int rank_ =
-      kRankClass;  // the rank the graph stands for (kRankClass: all, each part at its worst)
+  // The rank the graph stands for (kRankClass: all of them, each part at its worst).
+  int rank_ = kRankClass;
 
   int N_ = 1;
   int64_t P_ = 0;            // trainable elements

@@ -280,6 +280,17 @@ int RunCheck(const SimulateFlags& f) {
              100 * pred.memory_band.upper,
              FormatBytes(static_cast<double>(pred.memory_band.upper_bytes)),
              pred.memory_band.basis, FormatBytes(static_cast<double>(pred.gpu_headroom_bytes)));
+  if (!pred.rank_peaks.empty()) {
+    // ZeRO-1/2 ranks differ: say which rank the allocated peak is and that the rest is the
+    // most any rank needs.
+    fmt::print(
+        "ranks: allocated is rank {}'s, the most of the {} ranks; reserved and the verdict "
+        "are the most any rank needs (--rank R for one rank)\n",
+        pred.facts.rank, plan.dp_size());
+  } else if (pred.facts.rank == kRankClass) {
+    fmt::print("ranks: one graph bounds all {} ranks (each rank-dependent buffer at its largest)\n",
+               plan.dp_size());
+  }
   fmt::print("predicted: host {} per node, step {:.3f} s, {:.0f} tokens/s, MFU {:.1f}% of the "
              "dense {} peak {:.0f} TFLOP/s ({})\n",
              FormatBytes(static_cast<double>(pred.host_peak_bytes_per_node)), pred.step_time_s,

@@ -143,6 +143,16 @@ bad "--host-memory 12XB" "--host-memory" --model gpt2 --gpus 2 --host-memory 12X
 bad "--offload-optimizer nvme without --nvme" "--nvme" --model gpt2 --gpus 2 --offload-optimizer nvme --no-emit
 check "bad input wrote no ds_config.json" test ! -e "$tmp/ds_config.json"
 
+# --- check: which rank the memory is (ZeRO-1/2 ranks differ) ---
+run check --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json"
+check "check at stage 1 on 4 GPUs names the rank it reports" \
+  grep -qE "^ranks: allocated is rank [0-3]'s, the most of the 4 ranks" "$tmp/out"
+run check --model gpt2 --gpus 8 --nodes 3 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json"
+check "check beyond 16 ranks says one graph bounds them" \
+  grep -q "^ranks: one graph bounds all 24 ranks" "$tmp/out"
+run check --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s3_mb4.json"
+check "check at stage 3 has no ranks line (its ranks are alike)" bash -c "! grep -q '^ranks:' '$tmp/out'"
+
 # --- check: an existing config judged, with the alternative ---
 run check --model gpt2 --gpus 2 --ds-config "$fx/calib_gpt2-xl_s2_mb4.json" --json
 check "check --json exits 0" test "$rc" -eq 0

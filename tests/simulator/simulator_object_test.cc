@@ -751,22 +751,38 @@ TEST(AllocatorSegments, ListTheReplaysGrowthToThePeak) {
 namespace dsplan {
 namespace {
 
+// A stage-1 plan with overlap_comm on |gpus| GPUs of one node.
+Plan StageOnePlan(int gpus, int64_t micro_batch, int64_t seq_len, int64_t bucket) {
+  Plan p;
+  p.gpus_per_node = gpus;
+  p.micro_batch = micro_batch;
+  p.seq_len = seq_len;
+  p.zero.stage = 1;
+  p.zero.overlap_comm = true;
+  p.zero.reduce_bucket_size = bucket;
+  return p;
+}
+
+// The Simulator of catalog model |model| on profile |profile|.
+std::unique_ptr<Simulator> MakeSimulator(const std::string& model, const std::string& profile) {
+  auto spec = LoadModel(model, kData);
+  auto hw = FindHardwareProfile(profile, kData);
+  EXPECT_TRUE(spec.ok() && hw.ok());
+  if (!spec.ok() || !hw.ok()) return nullptr;
+  return std::make_unique<Simulator>(*spec, std::make_shared<const HardwareProfile>(*hw));
+}
+
 // Simulate without a rank (stages 1-2 on several GPUs) reports the rank that needs the most:
 // of every rank, the one with the highest peak allocated, each the same as asked for by rank;
 // all are listed. Beyond kMaxRanksCompared ranks, the rank class. Stage 3's ranks do not
 // differ: one graph, no list. A rank outside the group is refused.
 TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
-  auto spec = LoadModel("gpt2", kData);
-  auto hw = FindHardwareProfile("h200-sxm", kData);
-  ASSERT_TRUE(spec.ok() && hw.ok());
-  Simulator sim(*spec, std::make_shared<const HardwareProfile>(*hw));
-  Plan p;
-  p.gpus_per_node = 8;
-  p.micro_batch = 1;
-  p.seq_len = 128;  // small activations: the kept gradients decide where the peak is
-  p.zero.stage = 1;
-  p.zero.overlap_comm = true;
-  p.zero.reduce_bucket_size = 1'000'000;  // every block's large weights are extra-large
+  const std::unique_ptr<Simulator> made = MakeSimulator("gpt2", "h200-sxm");
+  ASSERT_NE(made, nullptr);
+  Simulator& sim = *made;
+  // Small activations (the kept gradients decide where the peak is) and a 1e6 bucket (every
+  // block's large weights are extra-large).
+  Plan p = StageOnePlan(8, 1, 128, 1'000'000);
   auto deciding = sim.Simulate(p);
   ASSERT_TRUE(deciding.ok()) << deciding.status().ToString();
   ASSERT_EQ(deciding->rank_peaks.size(), 8u);
@@ -831,28 +847,15 @@ TEST(Simulator, ReportsTheRankThatAllocatesTheMost) {
       << refused.status().message();
 }
 
-}  // namespace
-}  // namespace dsplan
-
-namespace dsplan {
-namespace {
-
 // Where the rank that allocates the most is not the one that reserves the most (phi-2 on two
 // ranks at stage 1: the replay meets the ranks' partition buffers at different times), the
 // prediction keeps the rank's allocated peak and takes the other's reserved, per GPU the most any
 // rank needs, and judges the fit on it.
 TEST(Simulator, ReservedIsTheMostAnyRankReserves) {
-  auto spec = LoadModel("phi-2", kData);
-  auto hw = FindHardwareProfile("h200-measured", kData);
-  ASSERT_TRUE(spec.ok() && hw.ok());
-  Simulator sim(*spec, std::make_shared<const HardwareProfile>(*hw));
-  Plan p;
-  p.gpus_per_node = 2;
-  p.micro_batch = 2;
-  p.seq_len = 1024;
-  p.zero.stage = 1;
-  p.zero.overlap_comm = true;
-  p.zero.reduce_bucket_size = 500'000'000;
+  const std::unique_ptr<Simulator> made = MakeSimulator("phi-2", "h200-measured");
+  ASSERT_NE(made, nullptr);
+  Simulator& sim = *made;
+  const Plan p = StageOnePlan(2, 2, 1024, 500'000'000);
   auto deciding = sim.Simulate(p);
   ASSERT_TRUE(deciding.ok()) << deciding.status().ToString();
   ASSERT_EQ(deciding->rank_peaks.size(), 2u);

@@ -225,7 +225,8 @@ std::vector<std::string> CheckPlan(const Plan& plan, const Prediction& pred,
           "stay until the backward ends on the ranks that do not own them ({} on rank {}, the "
           "rank predicted, counted in the prediction); a reduce_bucket_size of at least {:.3g} "
           "(the largest parameter) keeps none, or stage 2 frees them after their reduction",
-          static_cast<double>(z.reduce_bucket_size), FormatBytes(kept), pred.facts.rank,
+          static_cast<double>(z.reduce_bucket_size), FormatBytes(kept),
+          pred.facts.rank >= 0 ? pred.facts.rank : 0,  // the rank class keeps rank 0's
           static_cast<double>(pred.facts.largest_param_numel)));
     }
   }

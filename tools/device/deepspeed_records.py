@@ -19,12 +19,27 @@ Which runs are kept, and how:
     emulate_world_size, recorded by the driver as emulated_world_size): world_size N and
     "emulated"; their memory is one rank's, their step time moved no data (timing_valid false;
     dsplan accuracy compares it with a prediction whose collectives are free).
+  * cases the runner reran with torch.optim.AdamW after FusedAdam failed to build (the group's
+    optimizer_override "torch_adam"): the record's ds_config gets optimizer.params.torch_adam,
+    as DeepSpeed was given it.
 Nothing is fitted or adjusted.
 """
 import glob
 import json
 import os
 import sys
+
+
+def ran_ds_config(group, sub):
+    """The ds_config DeepSpeed was given for |sub| of |group|. The runner reruns a case with
+    torch.optim.AdamW when FusedAdam failed to build (runner.py's optimizer_override); the driver
+    adds torch_adam to the config it passes DeepSpeed, not to the sub's recorded one."""
+    ds_config = sub["ds_config"]
+    if ((group.get("optimizer_override") or sub.get("optimizer_override")) == "torch_adam"
+            and sub.get("offload_optimizer", "none") == "none"):
+        ds_config = json.loads(json.dumps(ds_config))
+        ds_config.setdefault("optimizer", {}).setdefault("params", {})["torch_adam"] = True
+    return ds_config
 
 
 def main():
@@ -44,13 +59,14 @@ def main():
                 if status not in ("ok", "oom") or (status == "oom" and not valid):
                     continue
                 cfg = dict(s["model_config"])
+                ds_config = ran_ds_config(g, s)
                 r = {
                     "id": s["sub_id"],
                     "model": g.get("model") or s["sub_id"],
                     "source": f"docs/validation/deepspeed/results-{call}.jsonl",
                     "model_config": cfg,
                     "attn_implementation": s.get("attn_implementation") or "sdpa",
-                    "ds_config": s["ds_config"],
+                    "ds_config": ds_config,
                     "mb": s["mb"],
                     "seq_len": s.get("seq_len"),
                     "src_len": s.get("src_len"),

@@ -212,6 +212,16 @@ std::pair<int64_t, int64_t> TensorAt(const std::vector<LayerParams>& lp, int64_t
 
 }  // namespace
 
+double TorchAdamBytesPerElement(const Plan& plan) {
+  // DeepSpeed 0.14.5 (_configure_basic_optimizer): type AdamW, or Adam with adam_w_mode (its
+  // default), builds torch.optim.AdamW, else torch.optim.Adam, with the config's params.
+  const bool decoupled = plan.optimizer == OptimizerType::kAdamW || plan.adam_w_mode;
+  const std::optional<double>& wd = plan.optimizer_params.weight_decay;
+  const bool decays = wd ? *wd != 0.0 : decoupled;
+  if (!decays) return 72.0;
+  return decoupled ? 80.0 : 84.0;
+}
+
 int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks,
                               int rank) {
   if (ranks <= 1) return params;
@@ -1873,9 +1883,15 @@ Task Builder::EngineAllReduce(int micro, int64_t bytes) const {
 void Builder::OptimizerStep() {
   const ZeroConfig& z = p_.zero;
   // Bytes a GPU optimizer step moves per element: FusedAdam reads p, g, m, v and writes p, m, v
-  // (28 B); torch's foreach AdamW makes about ten passes (about 80 B) and keeps one fp32
-  // temporary (sqrt of exp_avg_sq) of the parameter size.
-  const double adam_bytes = p_.torch_adam ? 80.0 : 28.0;
+  // (28 B, its weight decay inside the kernel). torch's foreach Adam/AdamW (torch_adam;
+  // _multi_tensor_adam in PyTorch 2.11): lerp_ of m toward g (12), mul_ and addcmul_ of v (8 +
+  // 12), sqrt of v into an fp32 temporary of the parameter size (8), div_ and add_ on it (8 + 8),
+  // addcdiv_ into p (16): 72 B; a weight decay adds AdamW's mul_ over p (8) or Adam's coupled
+  // foreach_add into a new gradient (12), freed before the temporary. DeepSpeed passes the
+  // config's params to torch.optim, whose AdamW decays by 0.01 when none is given; a
+  // weight_decay the config leaves to the HF Trainer ("auto") is unknown here and priced as
+  // torch's default (docs/deepspeed-facts.md, "torch_adam").
+  const double adam_bytes = p_.torch_adam ? TorchAdamBytesPerElement(p_) : 28.0;
   // FusedAdam's kernel on a flat tensor of more than 2^31 - 1 elements does nothing in
   // DeepSpeed 0.14.5 (StepFacts::FusedAdamSkipsUpdate): no Adam traffic for it. Stages 0-2
   // step one such tensor; stage 3 one per sub-group (below).

@@ -70,6 +70,11 @@ std::vector<LayerParams> ComputeLayerParams(const Workload& w, int64_t persisten
 /// multiple of 2 x ranks; the partitions are equal slices of it.
 int64_t GradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks,
                               int rank);
+/// Bytes per element PyTorch's foreach Adam/AdamW moves in one GPU step (optimizer.params
+/// torch_adam): 72, plus 8 for AdamW's decoupled weight decay or 12 for Adam's coupled one when
+/// the decay is not zero. The decay the config gives, else torch.optim's default (AdamW 0.01,
+/// Adam 0), also for one left to the HF Trainer ("auto"), which dsplan cannot see.
+double TorchAdamBytesPerElement(const Plan& plan);
 /// The largest GradsInPartitionNumel over the ranks (the graph's rank class uses it).
 int64_t MaxGradsInPartitionNumel(const std::vector<LayerParams>& lp, int64_t params, int ranks);
 /// ZeRO stage 1 with contiguous_gradients on |ranks| > 1: per layer, the elements of the

@@ -338,6 +338,44 @@ TEST_F(StepBuilderTest, Zero3NormCopyAndLazyStatesPerSubGroup) {
   }
 }
 
+// PyTorch's foreach Adam/AdamW (torch_adam) moves 72 bytes per element, plus its weight decay's
+// pass when it decays: AdamW by torch.optim's default 0.01 when the config gives none, Adam by
+// none. The stage-2 step's bytes follow it, 8 B per partition element between decaying and not.
+TEST_F(StepBuilderTest, TorchAdamPricesItsWeightDecayPass) {
+  Plan p = MakePlan(2, 4);
+  p.torch_adam = true;
+  EXPECT_EQ(TorchAdamBytesPerElement(p), 80.0);  // AdamW, no weight_decay: torch's 0.01
+  p.optimizer_params.weight_decay = 0.0;
+  EXPECT_EQ(TorchAdamBytesPerElement(p), 72.0);
+  p.optimizer_params.weight_decay = 0.1;
+  EXPECT_EQ(TorchAdamBytesPerElement(p), 80.0);
+  Plan adam = p;
+  adam.optimizer = OptimizerType::kAdam;
+  adam.adam_w_mode = false;  // torch.optim.Adam: coupled decay, a new gradient (12 B)
+  EXPECT_EQ(TorchAdamBytesPerElement(adam), 84.0);
+  adam.optimizer_params.weight_decay.reset();  // torch.optim.Adam's default: no decay
+  EXPECT_EQ(TorchAdamBytesPerElement(adam), 72.0);
+  adam.adam_w_mode = true;  // DeepSpeed builds torch.optim.AdamW
+  EXPECT_EQ(TorchAdamBytesPerElement(adam), 80.0);
+
+  auto step_bytes = [](const BuiltStep& b) {
+    double s = 0;
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == TaskKind::kGpuOptimizer) s += t.bytes;
+    }
+    return s;
+  };
+  Plan decays = MakePlan(2, 4), none = decays;
+  decays.torch_adam = none.torch_adam = true;
+  none.optimizer_params.weight_decay = 0.0;
+  const BuiltStep a = Build(decays), b = Build(none);
+  EXPECT_DOUBLE_EQ(step_bytes(a) - step_bytes(b), 8.0 * a.facts.partition_numel);
+  // FusedAdam decays inside its one kernel: the same bytes either way.
+  Plan fused = MakePlan(2, 4), fused0 = fused;
+  fused0.optimizer_params.weight_decay = 0.0;
+  EXPECT_DOUBLE_EQ(step_bytes(Build(fused)), step_bytes(Build(fused0)));
+}
+
 // Adam's two states per flat fp32 partition are created by the first step(), not before it:
 // the graph lists them (for the allocator replay) and still counts them in the steady state.
 TEST_F(StepBuilderTest, LazyStatesAreAdamsTwoTensorsPerPartition) {

@@ -120,6 +120,12 @@ Result<ConfigRun> SimulateConfig(const SimulateFlags& f, bool keep_graph, Softwa
         "runtime issues its kernels from C++ (--stack dsplan-runtime): drop one of the two");
   }
   so.host_pipeline = f.host_pipeline;
+  if (f.fake_process_group && stack != SoftwareStack::kPyTorchDeepSpeed) {
+    return Status::InvalidArgument(
+        "--fake-process-group prices collectives as PyTorch's fake backend runs them; dsplan's "
+        "runtime (--stack dsplan-runtime) has no such backend: drop one of the two");
+  }
+  so.fake_process_group = f.fake_process_group;
   so.record_segments = f.segments;
   if (f.rank && (*f.rank < 0 || *f.rank >= plan.dp_size())) {
     return Status::InvalidArgument(fmt::format(

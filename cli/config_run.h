@@ -67,6 +67,9 @@ struct SimulateFlags {
   /// --rank: the data-parallel rank to predict (none: the rank that decides the fit).
   std::optional<int> rank;
   bool host_pipeline = false;  // simulate --host-pipeline (experimental)
+  /// simulate --fake-process-group: the rank as emulated on one GPU under torch.distributed's
+  /// fake backend (SimulateOptions::fake_process_group).
+  bool fake_process_group = false;
   bool segments = false;       // simulate --segments: the allocator replay's new segments
 };
 

@@ -74,6 +74,10 @@ DeclaredCommand AddSimulateCommand(CLI::App& app) {
                 "Experimental: schedule the host that issues the kernels as a pipeline stage that "
                 "runs ahead of the GPU between waits, instead of each layer taking the longer of "
                 "its kernels and its host work (docs/research/host-pipeline.md)");
+  cmd->add_flag("--fake-process-group", sim.fake_process_group,
+                "Predict the rank as run alone on one GPU under torch.distributed's fake backend "
+                "(a world size emulated on one GPU, as dsplan's validation harness does): no "
+                "collective crosses a link; all-gathers copy locally (docs/deepspeed-facts.md)");
   return {cmd, [flags] { return RunSimulate(flags->sim, flags->stack); }};
 }
 

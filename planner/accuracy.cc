@@ -31,19 +31,6 @@ double Num(const nlohmann::json& j, const char* key) {
   return (it != j.end() && it->is_number()) ? it->get<double>() : 0.0;
 }
 
-// |p| with every collective free: no latency, unbounded bus bandwidth (an emulated run's
-// collectives moved no data and launched no kernel).
-HardwareProfile WithoutCommunication(const HardwareProfile& p) {
-  HardwareProfile q = p;
-  if (q.links.collectives.empty()) q.links.collectives.push_back({});
-  for (CollectiveCurve& c : q.links.collectives) {
-    c.alpha_s.value = 0;
-    c.busbw_bytes_per_s.value = 1e30;
-    c.points.clear();
-  }
-  return q;
-}
-
 }  // namespace
 
 Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
@@ -134,7 +121,6 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
                                             const HardwareProfile& profile,
                                             bool unseen_families, bool host_pipeline) {
   AccuracySummary s;
-  const HardwareProfile no_comm_profile = WithoutCommunication(profile);
   for (const CalibrationRun& run : runs) {
     const std::string where = "calibration run " + run.id;
     DSPLAN_ASSIGN_OR_RETURN(HfConfig hf, HfConfig::Parse(run.model_config.dump(), where));
@@ -208,9 +194,9 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     row.band_low = p.time_band.low;
     row.band_high = p.time_band.high;
     if (run.emulated && run.step_without_communication && !run.oom && run.step_s > 0) {
-      Simulator free_comm(spec, no_comm_profile, SoftwareStack::kPyTorchDeepSpeed,
-                          !unseen_families);
-      DSPLAN_ASSIGN_OR_RETURN(Prediction q, free_comm.Simulate(plan, so));
+      SimulateOptions fake = so;
+      fake.fake_process_group = true;
+      DSPLAN_ASSIGN_OR_RETURN(Prediction q, sim.Simulate(plan, fake));
       row.has_step_without_communication = true;
       row.step_without_communication_s = q.step_time_s;
       row.step_without_communication_error = err(q.step_time_s, run.step_s);
@@ -418,12 +404,13 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
   if (s.no_comm_rows > 0) {
     o << fmt::format(
         "**Multi-GPU plans emulated on one GPU** ({} runs: one rank of the plan's world size under "
-        "a fake process group, so every collective returned at once without moving data). Their "
+        "PyTorch's fake process group, whose collectives cross no link: all-gathers copy the "
+        "rank's input into the other ranks' chunks on the GPU, the rest return at once). Their "
         "memory is counted above; their step time is not, since no communication happened. "
-        "Predicted again with every collective free, their steps (the rank's computation and "
-        "DeepSpeed's host work for that world size) are off by {:.1f}% on average, {:.1f}% at "
-        "most. The communication itself stays a prediction from the profile's collective "
-        "curves.\n\n",
+        "Predicted again as that emulation (collectives priced as the fake backend's local "
+        "copies, docs/deepspeed-facts.md), their steps (the rank's computation and DeepSpeed's "
+        "host work for that world size) are off by {:.1f}% on average, {:.1f}% at most. The "
+        "communication itself stays a prediction from the profile's collective curves.\n\n",
         s.no_comm_rows, 100 * s.no_comm_step_mean_abs, 100 * s.no_comm_step_max_abs);
   }
   const std::vector<FileAccuracy> files = AccuracyByFile(s);
@@ -512,7 +499,7 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
           r.in_band ? "" : ": OUTSIDE", 100 * r.host_bound_share, 100 * r.step_error_unseen,
           r.run.phase_sync ? "" : "; timed once per step");
     } else if (r.has_step_without_communication) {
-      step = fmt::format("- / {:.3f} / - (emulated, collectives free: {:.3f} / {:.3f} / {:+.1f}%)",
+      step = fmt::format("- / {:.3f} / - (emulated, fake process group: {:.3f} / {:.3f} / {:+.1f}%)",
                          r.step_s, r.run.step_s, r.step_without_communication_s,
                          100 * r.step_without_communication_error);
     } else if (step.empty()) {

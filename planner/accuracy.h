@@ -54,9 +54,9 @@ struct CalibrationRun {
   int world_size = 1;
   /// The run stood for one rank of |world_size| under a fake process group (record key
   /// "emulated"); |emulated_rank| is which (record key "emulated_rank"; absent: 0, the harness's
-  /// default), and dsplan predicts that rank. Its step is still a step of that rank with every
-  /// collective taking no time: the GPU computed the rank's share and the host ran DeepSpeed's code
-  /// for that many ranks. |step_without_communication| (record key of that name; absent: true) says
+  /// default), and dsplan predicts that rank. Its step is still a step of that rank whose
+  /// collectives crossed no link: the GPU computed the rank's share (and the fake backend's local
+  /// all-gather copies) and the host ran DeepSpeed's code for that many ranks. |step_without_communication| (record key of that name; absent: true) says
   /// whether that step is timing data of that kind (false when the harness instrumented the steps).
   bool emulated = false;
   int emulated_rank = 0;
@@ -107,9 +107,9 @@ struct AccuracyRow {
   /// The same run predicted as for a family whose blocks were never measured (leave one family
   /// out: Simulator with family_measured false); set with AccuracySummary::has_unseen.
   double step_error_unseen = 0;
-  /// An emulated run (CalibrationRun::emulated) with a step of its own: predicted again with
-  /// every collective free (the profile's collective curves at zero latency and unbounded bus
-  /// bandwidth), since no data moved, and compared with that step. Kept out of the step-time
+  /// An emulated run (CalibrationRun::emulated) with a step of its own: predicted again as the
+  /// emulation ran (SimulateOptions::fake_process_group: no link crossed, all-gathers copied on
+  /// the GPU), and compared with that step. Kept out of the step-time
   /// means: it checks the computation and host work of one rank of a larger world, not its
   /// communication.
   bool has_step_without_communication = false;

@@ -684,6 +684,14 @@ void CostModel::ApplySustainedLoad(const Workload& w, double r,
 
 double CostModel::CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const {
   if (ranks <= 1 || bytes <= 0) return 0;
+  if (fake_process_group_) {
+    // The fake backend's all-gather: output.chunk(N)[i].copy_(input) for every i; the rank's
+    // own chunk is the input itself in DeepSpeed's calls (a view of the flat buffer), which
+    // copy_ skips. Other collectives leave the data where it is (docs/deepspeed-facts.md).
+    if (c != Collective::kAllGather) return 0;
+    const double moved = bytes * (ranks - 1) / ranks;
+    return MemoryBoundSeconds(2.0 * moved);
+  }
   // The curve for this op, scope and the nearest rank count; else the all-reduce curve of the
   // scope (same links), else any curve of the scope.
   const CollectiveCurve* best = nullptr;

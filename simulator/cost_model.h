@@ -161,7 +161,15 @@ class CostModel {
   /// duty in the layers' costs at the table's rates.
   double WorkloadSustainedRatio(const Workload& w, bool family_measured = true) const;
 
+  /// A collective of |bytes| (core/collectives.h's S) on |ranks| ranks: from the profile's
+  /// curves; with set_fake_process_group, what PyTorch's fake backend does on one GPU instead.
   double CollectiveSeconds(Collective c, int ranks, bool inter_node, double bytes) const;
+  /// Price collectives as one rank of |ranks| emulated on one GPU under torch.distributed's
+  /// fake backend (the validation harness's emulate_world_size; docs/deepspeed-facts.md, "An
+  /// emulated rank's collectives"): nothing crosses a link, but an all-gather copies the
+  /// rank's input into each other rank's chunk of its output on the GPU, a streaming copy of
+  /// S (N-1)/N bytes read and as many written; all-reduce and reduce (in place) are no-ops.
+  void set_fake_process_group(bool on) { fake_process_group_ = on; }
   double CopySeconds(bool h2d, bool pinned, double bytes) const;
   /// DeepSpeedCPUAdam over |elements| fp32 elements with |threads| threads.
   double CpuAdamSeconds(double elements, int threads) const;
@@ -244,6 +252,7 @@ class CostModel {
   SoftwareStack stack_;
   std::shared_ptr<const StackCosts> stack_costs_;
   std::shared_ptr<GemmTableSlot> gemm_slot_;
+  bool fake_process_group_ = false;
 };
 
 }  // namespace dsplan

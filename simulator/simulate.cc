@@ -505,6 +505,7 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
       rank));
   const StepGraph& g = built.graph;
   CostModel cost(hw, plan.precision, ctx.stack);
+  cost.set_fake_process_group(options.fake_process_group);
   const int threads = std::max(1, hw.host.cores / std::max(1, plan.gpus_per_node));
   std::vector<double> durations(g.size());
   const RepeatedBlock& block = g.repeat;

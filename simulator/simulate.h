@@ -210,6 +210,10 @@ struct SimulateOptions {
   /// partition buffer early (seen in 17 of 528 catalog plans, by up to 0.7 % allocated and 6 %
   /// reserved, when only the first, the last and the widest rank were compared).
   std::optional<int> rank;
+  /// Predict the plan's rank as run alone on one GPU under torch.distributed's fake backend,
+  /// as the validation harness emulates a world size (CostModel::set_fake_process_group):
+  /// collectives cross no link; all-gathers are local copies.
+  bool fake_process_group = false;
 };
 
 /// A segment the caching-allocator replay reserved (SimulateOptions::record_segments): in which

@@ -14,6 +14,7 @@
 #include "core/hardware_profile.h"
 #include "core/model_catalog.h"
 #include "core/plan.h"
+#include "simulator/cost_model.h"
 #include "simulator/prediction_report.h"
 #include "simulator/simulate.h"
 #include "simulator/stack_costs.h"
@@ -223,6 +224,57 @@ TEST(Simulator, ConcurrentCallersShareOneWorkloadPerShape) {
     ASSERT_TRUE(separate.ok());
     ExpectSameWorkload(*first, *separate);
   }
+}
+
+// One rank emulated on one GPU under torch.distributed's fake backend (the validation
+// harness's emulate_world_size): no collective crosses a link, but the all-gather copies the
+// rank's input into the other ranks' chunks. CostModel prices exactly that; a stage-1 step on 4
+// ranks then ends with a copy of 3/4 of the 16-bit flat buffer (2 B x the padded parameters,
+// read and written) that a step with every collective free does not have.
+TEST(FakeProcessGroup, AllGatherIsALocalCopyAndNothingElseCosts) {
+  auto hw = FindHardwareProfile("h200-measured", kData);
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  CostModel fake(*hw, Precision::kBf16);
+  fake.set_fake_process_group(true);
+  const double s = 1e9;
+  EXPECT_EQ(fake.CollectiveSeconds(Collective::kAllReduce, 8, false, s), 0.0);
+  EXPECT_EQ(fake.CollectiveSeconds(Collective::kReduceScatter, 8, false, s), 0.0);
+  EXPECT_EQ(fake.CollectiveSeconds(Collective::kReduce, 8, true, s), 0.0);
+  EXPECT_EQ(fake.CollectiveSeconds(Collective::kAllGather, 1, false, s), 0.0);
+  EXPECT_DOUBLE_EQ(fake.CollectiveSeconds(Collective::kAllGather, 8, false, s),
+                   fake.MemoryBoundSeconds(2 * s * 7 / 8));
+  const CostModel real(*hw, Precision::kBf16);
+  EXPECT_GT(real.CollectiveSeconds(Collective::kAllReduce, 8, false, s), 0.0);
+
+  auto spec = LoadModel("gpt2-medium", kData);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  HardwareProfile free_links = *hw;  // every collective free: no latency, unbounded bandwidth
+  for (CollectiveCurve& c : free_links.links.collectives) {
+    c.alpha_s.value = 0;
+    c.busbw_bytes_per_s.value = 1e30;
+    c.points.clear();
+  }
+  Plan plan;
+  plan.gpus_per_node = 4;
+  plan.micro_batch = 4;
+  plan.seq_len = 1024;
+  plan.zero.stage = 1;
+  Simulator sim(*spec, *hw), free_sim(*spec, free_links);
+  SimulateOptions so;
+  so.rank = 0;
+  so.fake_process_group = true;
+  auto emulated = sim.Simulate(plan, so);
+  so.fake_process_group = false;
+  auto free_comm = free_sim.Simulate(plan, so);
+  auto with_links = sim.Simulate(plan, so);
+  ASSERT_TRUE(emulated.ok() && free_comm.ok() && with_links.ok());
+  const double flat = 2.0 * static_cast<double>(emulated->facts.params);
+  EXPECT_NEAR(emulated->step_time_s - free_comm->step_time_s,
+              fake.MemoryBoundSeconds(2 * flat * 3 / 4), 0.02 * fake.MemoryBoundSeconds(flat))
+      << emulated->step_time_s << " " << free_comm->step_time_s;
+  EXPECT_LT(emulated->step_time_s, with_links->step_time_s);  // the reduces are free too
+  // Memory is the rank's either way.
+  EXPECT_EQ(emulated->gpu_peak_allocated_bytes, free_comm->gpu_peak_allocated_bytes);
 }
 
 TEST(ResolveBatch, DerivesTheMissingValue) {

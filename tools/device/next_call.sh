@@ -14,6 +14,8 @@ DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 > $OUT/nvml-plan.txt 2>&1
 head -12 $OUT/nvml-plan.txt
 DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 --json > $OUT/nvml-plan.json 2>$OUT/nvml-plan-json.err; echo "json rc=$?"
 python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware:',{k:v for k,v in d['hardware'].items() if k in ('name','advice','memory_gib')})" 2>&1 | head -3
+# What the fake process group of the emulated runs does on the GPU (session 33; seconds).
+timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/null 2> $OUT/fake-pg.log; echo "fake_pg rc=$?"; tail -8 $OUT/fake-pg.log
 [ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).

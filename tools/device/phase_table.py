@@ -22,22 +22,29 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from deepspeed_records import ran_ds_config  # noqa: E402
+
 FORWARD = {"forward"}
 OPTIMIZER = {"gpu_optimizer", "cpu_optimizer"}
 
 
-def predicted_phases(dsplan, hardware, host_pipeline, sub, scratch):
+def predicted_phases(dsplan, hardware, host_pipeline, sub, scratch, world=1, rank=0):
     cfg = os.path.join(scratch, "model.json")
     dsc = os.path.join(scratch, "ds_config.json")
     trace = os.path.join(scratch, "trace.json")
     with open(cfg, "w") as f:
         json.dump(sub["model_config"], f)
-    ds = dict(sub["ds_config"])
+    ds = dict(sub["ds_config"])  # as DeepSpeed was given it (main passes ran_ds_config's)
     ds["dsplan"] = {"gradient_checkpointing": bool(sub.get("grad_checkpointing"))}
     with open(dsc, "w") as f:
         json.dump(ds, f)
-    cmd = [dsplan, "simulate", "--model", cfg, "--gpus", "1", "--ds-config", dsc, "--trace", trace,
-           "--force", "--json"]
+    cmd = [dsplan, "simulate", "--model", cfg, "--gpus", str(world), "--ds-config", dsc, "--trace",
+           trace, "--force", "--json"]
+    if world > 1:
+        # An emulated run (the harness's emulate_world_size): its own rank, under the fake
+        # process group (no link crossed; all-gathers copied on the GPU).
+        cmd += ["--rank", str(rank), "--fake-process-group"]
     if hardware:
         cmd += ["--hardware", hardware]
     if host_pipeline:
@@ -78,12 +85,17 @@ def main():
             for line in open(path):
                 if not line.strip():
                     continue
-                for s in json.loads(line).get("subs", []):
+                group = json.loads(line)
+                world = int(group.get("emulated_world_size") or 1)
+                rank = int(group.get("emulated_rank") or 0)
+                for s in group.get("subs", []):
+                    s = dict(s, ds_config=ran_ds_config(group, s))
                     per = s.get("per_step") or []
                     if (s.get("status") != "ok" or not s.get("phase_sync") or len(per) < 3
                             or int(s["ds_config"].get("gradient_accumulation_steps", 1)) != 1):
                         continue
-                    pred, err = predicted_phases(a.dsplan, a.hardware, a.host_pipeline, s, scratch)
+                    pred, err = predicted_phases(a.dsplan, a.hardware, a.host_pipeline, s, scratch,
+                                                 world, rank)
                     if pred is None:
                         print(f"| {s['sub_id']} | dsplan failed: {' '.join(err)} | | | |")
                         continue

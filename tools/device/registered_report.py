@@ -126,8 +126,8 @@ def row(p, s):
     if r["meas_alloc"]:
         r["alloc_err"] = (p["pred_alloc"] - r["meas_alloc"]) / r["meas_alloc"]
     if s.get("emulated_world_size"):
-        # One rank of N under a fake process group: no data moved, so neither its step (set
-        # beside the prediction with collectives free by dsplan accuracy) nor its loss (the
+        # One rank of N under a fake process group: no data crossed a link, so neither its step
+        # (set beside the prediction of that emulation by dsplan accuracy) nor its loss (the
         # gradients were never summed, other ranks' partitions never updated) means what a
         # real run's does. Its memory does.
         r["emulated"] = s["emulated_world_size"]
@@ -189,7 +189,8 @@ def main():
         print(f"- Emulated ranks (one rank of N on one GPU): {len(emu)} of {n} ran; peak allocated "
               f"mean |error| {100 * sum(abs(r['alloc_err']) for r in emu) / len(emu):.2f} %, "
               f"{sum(r['alloc_err'] < -0.02 for r in emu)} more than 2 % under. Their steps moved no "
-              "data: `dsplan accuracy` sets them beside the prediction with every collective free.")
+              "data between GPUs: `dsplan accuracy` sets them beside the prediction of that "
+              "emulation (the fake process group's local all-gather copies priced).")
     if timed:
         mean = sum(abs(r["err"]) for r in timed) / len(timed)
         worst = max(timed, key=lambda r: abs(r["err"]))

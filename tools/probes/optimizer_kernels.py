@@ -10,6 +10,9 @@ PyTorch runs them, on tensors past the L2 cache:
   copy_back     p16.copy_(p32)                  the fp32 master into the 16-bit partition (4 + 2)
   fused_adam    DeepSpeed FusedAdam.step()      when deepspeed imports (p, g, m, v read; p, m, v
                                                 written: 28 B/element)
+  torch_adamw   torch.optim.AdamW.step()        torch_adam's foreach step on one flat fp32 tensor,
+  torch_adamw_wd                                weight_decay 0 (72 B/element) and 0.01 (80 B;
+                                                docs/deepspeed-facts.md "torch_adam")
 
 Each: 2 warm-up + 6 timed, CUDA events, median; bytes read + written per second. Nothing here is a
 training run: dsplan prices the optimizer task's bytes with these rates (docs/stack-costs.md).
@@ -69,6 +72,15 @@ def main():
         rate("fused_adam", opt.step, 28 * m)
     except Exception as ex:  # noqa: BLE001
         out["fused_adam"] = {"error": repr(ex)[:300]}
+    for name, wd, per in (("torch_adamw", 0.0, 72), ("torch_adamw_wd", 0.01, 80)):
+        m = n // 2
+        p = torch.nn.Parameter(torch.randn(m, device="cuda", dtype=torch.float32))
+        p.grad = torch.randn(m, device="cuda", dtype=torch.float32)
+        opt = torch.optim.AdamW([p], lr=1e-5, weight_decay=wd)
+        opt.step()
+        rate(name, opt.step, per * m)
+        out[name]["foreach"] = opt.defaults.get("foreach")
+        del opt, p
     doc = {"schema": "dsplan-optimizer-kernels/1", "device": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "elements": n,
            "tensors": k, "method": "2 warm-up + 6 timed, a GPU busy-wait queued first, CUDA events, median",

@@ -18,7 +18,7 @@ python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware
 timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/null 2> $OUT/fake-pg.log; echo "fake_pg rc=$?"; tail -8 $OUT/fake-pg.log
 # torch.optim.AdamW's foreach step rate beside the step's other kernels (session 33; ~20 s).
 timeout 90 python3 tools/probes/optimizer_kernels.py --out $OUT/optimizer-kernels.json > /dev/null 2> $OUT/optimizer-kernels.log; echo "optkernels rc=$?"
-python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernels'];print({k:round(v.get('bytes_per_s',0)/1e12,2) for k,v in d.items()})" 2>&1 | tail -2
+python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernels'];print({k:round(v.get('bytes_per_s',0)/1e12,2) for k,v in d.items()}, 'norm loop us/tensor', 1e6*d.get('norm_loop',{}).get('host_seconds_per_tensor',0))" 2>&1 | tail -2
 [ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).

@@ -10,6 +10,9 @@ PyTorch runs them, on tensors past the L2 cache:
   copy_back     p16.copy_(p32)                  the fp32 master into the 16-bit partition (4 + 2)
   fused_adam    DeepSpeed FusedAdam.step()      when deepspeed imports (p, g, m, v read; p, m, v
                                                 written: 28 B/element)
+  norm_loop     get_grad_norm_direct's loop     host time per tensor of ZeRO-1/2's Python norm loop
+                                                (g.double(), torch.norm, .to) over 2048 tiny
+                                                gradients, whose kernels are shorter than it
   torch_adamw   torch.optim.AdamW.step()        torch_adam's foreach step on one flat fp32 tensor,
   torch_adamw_wd                                weight_decay 0 (72 B/element) and 0.01 (80 B;
                                                 docs/deepspeed-facts.md "torch_adam")
@@ -72,6 +75,23 @@ def main():
         rate("fused_adam", opt.step, 28 * m)
     except Exception as ex:  # noqa: BLE001
         out["fused_adam"] = {"error": repr(ex)[:300]}
+    tiny = [torch.randn(1024, device="cuda", dtype=bf) for _ in range(2048)]
+
+    def norm_loop():
+        norms = [torch.norm(g.data.double().detach(), 2.0).to("cuda") for g in tiny]
+        return torch.stack(norms).square().sum().float()
+    norm_loop()
+    torch.cuda.synchronize()
+    host = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        norm_loop()
+        host.append(time.perf_counter() - t0)
+        torch.cuda.synchronize()
+    host.sort()
+    out["norm_loop"] = {"host_seconds_per_tensor": host[len(host) // 2] / len(tiny),
+                        "tensors": len(tiny), "numel_each": 1024}
+    del tiny
     for name, wd, per in (("torch_adamw", 0.0, 72), ("torch_adamw_wd", 0.01, 80)):
         m = n // 2
         p = torch.nn.Parameter(torch.randn(m, device="cuda", dtype=torch.float32))

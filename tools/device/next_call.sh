@@ -7,6 +7,14 @@
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)
+bundle() {
+  find "$OUT" -name torch_ext.tgz -delete
+  tar -czf /tmp/call-bundle.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call-bundle.tgz "$OUT/bundle.tgz"
+  ls -la "$OUT"
+}
+# A call cut short by the device's time limit (less device time left than asked) still returns
+# what ran, as one archive.
+trap 'echo "terminated at $(( $(date +%s) - T0 ))s: bundling what ran"; bundle; exit 124' TERM INT
 G=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $G"
 grep -m1 "model name" /proc/cpuinfo; nproc; uptime
 export LD_LIBRARY_PATH=$PWD/dist${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -35,6 +43,4 @@ echo "total $(( $(date +%s) - T0 ))s"
 # The device tool returns only a few files (8 came back in session 27, the rest were dropped):
 # everything goes back as one archive, cases.jsonl files included. torch_ext.tgz (19 MB) is over
 # its size limit anyway.
-find "$OUT" -name torch_ext.tgz -delete
-tar -czf /tmp/call-bundle.tgz -C "$OUT" . && rm -rf "${OUT:?}"/* && mv /tmp/call-bundle.tgz "$OUT/bundle.tgz"
-ls -la "$OUT"
+bundle

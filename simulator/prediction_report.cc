@@ -180,7 +180,14 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       plan.zero.stage, OptimizerWrapperName(p.facts.wrapper), PrecisionName(plan.precision),
       plan.nodes, plan.gpus_per_node, plan.micro_batch, plan.grad_accum, plan.train_batch(),
       plan.gradient_checkpointing ? "on" : "off", OffloadText(plan));
-  o += fmt::format("hardware   {} ({})\n\n", p.profile_name, p.profile_sources);
+  o += fmt::format("hardware   {} ({})\n", p.profile_name, p.profile_sources);
+  if (p.fake_process_group) {
+    o += fmt::format(
+        "emulated   rank {} of {} alone on one GPU under PyTorch's fake process group: no "
+        "collective crosses a link, all-gathers copy locally (--fake-process-group)\n",
+        p.facts.rank, p.plan.dp_size());
+  }
+  o += "\n";
   o += fmt::format("verdict    {}\n", VerdictText(p));
   for (const std::string& wmsg : p.warnings) o += fmt::format("warning    {}\n", wmsg);
   // Only ZeRO-1/2 ranks differ (kRankClass); elsewhere one rank stands for all.

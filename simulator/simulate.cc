@@ -543,6 +543,7 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
 
   Prediction p;
   p.facts = built.facts;
+  p.fake_process_group = options.fake_process_group;
   if (p.facts.FusedAdamSkipsUpdate()) {
     p.warnings.push_back(fmt::format(
         "optimizer: DeepSpeed's FusedAdam would not train this model: the flat fp32 tensor it "

@@ -258,6 +258,8 @@ struct Prediction {
   std::string reason;            // why it does not fit ("" when it fits)
   std::vector<std::string> warnings;
   StepFacts facts;  // facts.rank: the rank this prediction is for
+  /// Predicted as one rank emulated on one GPU (SimulateOptions::fake_process_group).
+  bool fake_process_group = false;
   /// The ranks simulated to find the one that decides the fit (empty when ranks do not differ
   /// or one was asked for), in the order simulated.
   std::vector<RankPeak> rank_peaks;

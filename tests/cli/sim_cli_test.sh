@@ -60,6 +60,26 @@ ev = t['traceEvents']
 ok = isinstance(ev, list) and len(ev) > 10 and all('ph' in e and 'name' in e for e in ev)
 sys.exit(0 if ok else 1)"
 
+# --fake-process-group: one rank emulated on one GPU (the validation harness's emulation). The
+# step is shorter than with the links' collectives, memory is the same, the header says so.
+run simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --rank 2 --json
+cp "$tmp/out" "$tmp/linked.json"
+run simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --rank 2 --json \
+  --fake-process-group
+check "--fake-process-group exits 0" test "$rc" -eq 0
+check "--fake-process-group: same memory, no link's collectives in the step" python3 -c "
+import json, sys
+a = json.load(open('$tmp/linked.json')); b = json.load(open('$tmp/out'))
+ok = (a['gpu']['peak_allocated_bytes'] == b['gpu']['peak_allocated_bytes']
+      and 0 < b['step']['time_s'] < a['step']['time_s'])
+sys.exit(0 if ok else 1)"
+run simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --rank 2 \
+  --fake-process-group
+check "--fake-process-group's header names the emulation" grep -q "^emulated   rank 2 of 4" "$tmp/out"
+bad "--fake-process-group with dsplan's runtime" "--fake-process-group .*--stack dsplan-runtime" \
+  simulate --model gpt2 --gpus 4 --ds-config "$fx/calib_gpt2-xl_s1_mb4.json" --fake-process-group \
+  --stack dsplan-runtime
+
 # --- simulate: bad input ---
 bad "missing --ds-config file" "nonexistent.json" \
   simulate --model gpt2-xl --gpus 1 --ds-config "$tmp/nonexistent.json"

@@ -60,6 +60,10 @@ check "by_file splits the runs per file" json "[(f['runs'], f['timed_runs']) for
 check "each row names its file" json "sorted(set(r['file'].split('/')[-2] for r in j['rows'])) == ['calibration', 'plans-1203c']"
 check "the host-share classes count the timed rows" \
   json "sum(c['runs'] for c in j['step_error_by_host_share']) == 18 + 3"
+# The calibration set's three runs with the optimizer offloaded (gpt2-xl at stages 2 and 3,
+# t5-large at stage 2) form their own class, whatever their host-bound share.
+check "runs with the optimizer on the CPU are a class of their own" \
+  json "[c['runs'] for c in j['step_error_by_host_share'] if c['class'] == 'optimizer on the CPU'] == [sum('offload optimizer->cpu' in r['config'] and r['step_error'] is not None for r in j['rows'])] == [3]"
 check "instrumented runs have no step error" \
   json "all(r['step_error'] is None for r in j['rows'] if r['id'].endswith('_memhist'))"
 # Every published schema is exercised (prediction.schema.json through the others' $ref).

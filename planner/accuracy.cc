@@ -507,9 +507,9 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
           r.in_band ? "" : ": OUTSIDE", 100 * r.host_bound_share, 100 * r.step_error_unseen,
           r.run.phase_sync ? "" : "; timed once per step");
     } else if (r.has_step_without_communication) {
-      step = fmt::format("- / {:.3f} / - (emulated, fake process group: {:.3f} / {:.3f} / {:+.1f}%)",
-                         r.step_s, r.run.step_s, r.step_without_communication_s,
-                         100 * r.step_without_communication_error);
+      step = fmt::format(
+          "- / {:.3f} / - (emulated, fake process group: {:.3f} / {:.3f} / {:+.1f}%)", r.step_s,
+          r.run.step_s, r.step_without_communication_s, 100 * r.step_without_communication_error);
     } else if (step.empty()) {
       step = fmt::format("- / {:.3f} / -", r.step_s);
     }

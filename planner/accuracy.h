@@ -56,8 +56,9 @@ struct CalibrationRun {
   /// "emulated"); |emulated_rank| is which (record key "emulated_rank"; absent: 0, the harness's
   /// default), and dsplan predicts that rank. Its step is still a step of that rank whose
   /// collectives crossed no link: the GPU computed the rank's share (and the fake backend's local
-  /// all-gather copies) and the host ran DeepSpeed's code for that many ranks. |step_without_communication| (record key of that name; absent: true) says
-  /// whether that step is timing data of that kind (false when the harness instrumented the steps).
+  /// all-gather copies) and the host ran DeepSpeed's code for that many ranks.
+  /// |step_without_communication| (record key of that name; absent: true) says whether that step
+  /// is timing data of that kind (false when the harness instrumented the steps).
   bool emulated = false;
   int emulated_rank = 0;
   bool step_without_communication = false;
@@ -175,10 +176,9 @@ struct AccuracySummary {
   std::string reserved_excess_max_id;
   /// Step time by how host-bound the prediction is (AccuracyRow::host_bound_share): the host
   /// CPU's own speed varies by up to 1.7x between days (docs/validation/deepspeed/rep-1204b),
-  /// so the classes have different floors. [lo, hi) share bounds.
-  /// Timed runs by how host-bound their prediction is, and those whose optimizer is offloaded
-  /// to the CPU apart (whatever their host-bound share: their step is the host's CPU Adam and
-  /// copies, a different mechanism and spread; the class's share range is all of [0, 1]).
+  /// so the classes have different floors. [lo, hi) share bounds. Runs whose optimizer is
+  /// offloaded to the CPU are a class apart (|offloaded|), whatever their share: their step is
+  /// the host's CPU Adam and copies, a different mechanism and spread.
   struct HostClass {
     const char* name;
     double lo, hi;

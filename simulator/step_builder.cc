@@ -2018,17 +2018,20 @@ void Builder::OptimizerStep() {
     case OptimizerWrapper::kZero3: {
       const bool off = p_.OffloadsOptimizer();
       const bool nvme = z.offload_optimizer.device == OffloadDevice::kNvme;
-      // _get_norm_groups, per owned parameter on the host: get_grad_norm_direct
-      // (g.to(device), .double(), .norm(2): 3 ops, 18 B/element) or, with optimizer offload,
+      // _get_norm_groups, per parameter on the host: get_grad_norm_direct (g.to(device),
+      // .double(), .norm(2): 3 ops, 18 B/element) or, with optimizer offload,
       // complete_grad_norm_calculation_for_cpu_offload (`total_norm += param_norm**2`: 2 ops).
+      // At stage 3 every rank holds a shard of every parameter, and the step's loops (these,
+      // the sub-groups' and _post_step's) walk fp16_groups, all of them, on every rank: the
+      // per-tensor host work does not shrink with N, only the shards' kernels do.
       Task norm;
       norm.kind = TaskKind::kGpuOptimizer;
-      norm.kernels = (off ? 2 : 3) * static_cast<int>(CeilDiv(param_tensors_, N_));
+      norm.kernels = (off ? 2 : 3) * param_tensors_;
       if (!off) {
         norm.fp64_cast_bytes = (acc_ + 8.0) * part_;
         norm.fp64_norm_bytes = 8.0 * part_;
         norm.bytes = norm.fp64_cast_bytes + norm.fp64_norm_bytes;
-        norm.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
+        norm.step_param_tensors = param_tensors_;
         norm.step_stage = 3;
       }
       // get_grad_norm_direct's `g.double().norm(2)` makes an fp64 copy of each owned gradient

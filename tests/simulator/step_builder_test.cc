@@ -338,6 +338,27 @@ TEST_F(StepBuilderTest, Zero3NormCopyAndLazyStatesPerSubGroup) {
   }
 }
 
+// ZeRO-3's step walks every parameter on every rank (each rank holds a shard of each): the norm
+// loop's host count is the model's tensor count at any N, while its kernels' bytes shrink with
+// N. Stages 1-2 walk the rank's partition only.
+TEST_F(StepBuilderTest, StageThreeStepWalksEveryParameterOnEveryRank) {
+  int tensors = 0;
+  for (const LayerParams& l : ComputeLayerParams(*w_, 0)) tensors += l.tensors;
+  auto norm_task = [](const BuiltStep& b) {
+    for (const Task& t : b.graph.tasks()) {
+      if (t.kind == TaskKind::kGpuOptimizer && t.step_param_tensors > 0) return t;
+    }
+    return Task{};
+  };
+  const Task one = norm_task(Build(MakePlan(3, 1))), four = norm_task(Build(MakePlan(3, 4)));
+  EXPECT_EQ(one.step_param_tensors, tensors);
+  EXPECT_EQ(four.step_param_tensors, tensors);
+  EXPECT_EQ(four.kernels, one.kernels);
+  EXPECT_LT(four.bytes, 0.3 * one.bytes);
+  const Task z2 = norm_task(Build(MakePlan(2, 4)));
+  EXPECT_EQ(z2.step_param_tensors, CeilDiv(tensors, 4));
+}
+
 // PyTorch's foreach Adam/AdamW (torch_adam) moves 72 bytes per element, plus its weight decay's
 // pass when it decays: AdamW by torch.optim's default 0.01 when the config gives none, Adam by
 // none. The stage-2 step's bytes follow it, 8 B per partition element between decaying and not.

@@ -23,6 +23,24 @@ check "6 of 7 in the registered band" grep -q "Inside the registered band: 6 of 
 check "6 of 7 within 10 % throughput" grep -q "within 10 % of the registered prediction: 6 of 7" "$tmp/out"
 check "the losses that did not fall are flagged (two unchanged, one rose)" \
   test "$(grep -c '(unchanged)' "$tmp/out")" -eq 2 -a "$(grep -c '(rose)' "$tmp/out")" -eq 1
+# deepspeed_records.py writes the config DeepSpeed was given: after FusedAdam failed to build in
+# fresh set 15's call, the runner reran four cases with torch.optim.AdamW (the group's
+# optimizer_override), which their records must say (optimizer_inner AdamW in the results).
+mkdir -p "$tmp/emu"
+cp docs/validation/deepspeed/emu13-1207/results-callH200s30a.jsonl "$tmp/emu/"
+python3 tools/device/deepspeed_records.py "$tmp/emu" >"$tmp/emu.jsonl" 2>"$tmp/err"
+check "deepspeed_records exits 0" test $? -eq 0
+check "torch_adam in exactly the records of the cases that ran torch.optim.AdamW" python3 - \
+  "$tmp/emu.jsonl" docs/validation/deepspeed/emu13-1207/results-callH200s30a.jsonl <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+inner = {s["sub_id"]: s.get("optimizer_inner") for l in open(sys.argv[2]) if l.strip()
+         for s in json.loads(l)["subs"]}
+ta = {r["id"]: bool(r["ds_config"]["optimizer"]["params"].get("torch_adam")) for r in recs}
+ok = len(ta) == 6 and all(ta[i] == (inner[i] == "AdamW") for i in ta) and sum(ta.values()) == 5
+sys.exit(0 if ok else 1)
+PY
+
 # A registered plan without a run is listed as missing, not dropped.
 mkdir -p "$tmp/set"
 cp docs/validation/deepspeed/fresh-1204g/plans-dsplan.jsonl "$tmp/set/"

@@ -18,7 +18,8 @@ Which runs are kept, and how:
   * groups run as rank 0 of N under PyTorch's fake process group (the case's
     emulate_world_size, recorded by the driver as emulated_world_size): world_size N and
     "emulated"; their memory is one rank's, their step time moved no data (timing_valid false;
-    dsplan accuracy compares it with a prediction whose collectives are free).
+    dsplan accuracy compares it with a prediction of that emulation: no link crossed, the fake
+    backend's all-gathers priced as local copies).
   * cases the runner reran with torch.optim.AdamW after FusedAdam failed to build (the group's
     optimizer_override "torch_adam"): the record's ds_config gets optimizer.params.torch_adam,
     as DeepSpeed was given it.

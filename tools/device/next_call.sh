@@ -2,7 +2,7 @@
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
 # H200 (perrank-1209 first since session 33): wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other case lists instead.
 # H100: perrank-1209 (registered session 32) and retain-1208's allocator history of its 5e7 case
-# (CASES_H100="FILES" runs other lists). The H200 branch runs perrank-1209 after wsweep's two.
+# (CASES_H100="FILES" runs other lists). Both branches run perrank-1209 first.
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# H200 (perrank-1209 first since session 33): wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other case lists instead.
+# Both cards: perrank-1209, then accum-1210 (registered session 34: top plans with gradient
+# accumulation, the card's own list). H200 (perrank-1209 first since session 33), after those: wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other case lists instead.
 # H100: perrank-1209 (registered session 32) and retain-1208's allocator history of its 5e7 case
 # (CASES_H100="FILES" runs other lists). Both branches run perrank-1209 first.
 # PLACEMENT=1 adds host_placement.py (~60 s).
@@ -31,12 +32,12 @@ python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernel
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100 (retain-1208 and stackrep-1206e's follow-up ran in session 31): retain-1208's allocator
   # history of its 5e7 case (the 30 % over-predicted reserved memory).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/retain-1208/cases-memhist.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h100.jsonl docs/validation/deepspeed/retain-1208/cases-memhist.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -61,6 +61,7 @@ def main():
             off_o = pl.get("offload_optimizer") or "none"
             off_p = pl.get("offload_param") or "none"
             pred = G.simulate(a, m, dsc, tmp, seq, gck)
+            pred["time_band"] = (top.get("step") or {}).get("time_band")  # the band the plan printed
             tag = f"{m}_gb{gb0}" + "".join("_" + x.lstrip("-").replace("offload-optimizer", "opt") for x in pins)
             sub = dict(sub_id=f"accum_{tag}_mb{mb}x{ga}", mb=mb, stage=pl["stage"], grad_checkpointing=gck,
                        offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, model_config=cfg,

@@ -32,7 +32,12 @@ timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/
 mkdir -p /tmp/torch_ext
 PYTHONPATH=$PWD/.dsbench/site TORCH_EXTENSIONS_DIR=/tmp/torch_ext timeout 200 python3 tools/probes/optimizer_kernels.py --out $OUT/optimizer-kernels.json > /dev/null 2> $OUT/optimizer-kernels.log; echo "optkernels rc=$?"
 python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernels'];print({k:round(v.get('bytes_per_s',0)/1e12,2) for k,v in d.items()}, 'norm loop us/tensor', 1e6*d.get('norm_loop',{}).get('host_seconds_per_tensor',0))" 2>&1 | tail -2
-[ -n "$PLACEMENT" ] && timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; cat $OUT/host-placement.log | tail -14
+# ZeRO-1's engine.step() per parameter tensor at widths 64, 512 and 1536 (session 34: real models'
+# step ran 8-26 ms longer than the 64-wide stacks' per-tensor cost on an H100; ~60 s).
+PYTHONPATH=$PWD/.dsbench/site TORCH_EXTENSIONS_DIR=/tmp/torch_ext timeout 150 python3 tools/probes/z12_step_width.py --out $OUT/z12-step-width.json > /dev/null 2> $OUT/z12-step-width.log; echo "z12width rc=$?"; grep width $OUT/z12-step-width.log
+if [ -n "$PLACEMENT" ]; then
+  timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
+fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))

@@ -64,6 +64,10 @@ std::string HardwareProfile::StackSummary() const {
   if (!stack.bf16_step) {
     notes.push_back(fmt::format("stage 0's BF16_Optimizer step: {}", kBuiltInStackCosts));
   }
+  // stack_costs.py's optimizer_kernels section measures them (since 2026-12-07).
+  if (!stack.optimizer_kernels) {
+    notes.push_back(fmt::format("optimizer step's fp64 norm kernels: {}", kBuiltInStackCosts));
+  }
   // stack_costs.py's zero3_calls section (zero3_gather_calls.py's stacks) measures them.
   const bool call = stack.z3_per_gather_call_s.has_value();
   const bool flush = stack.z3_per_bucket_flush_s.has_value();

@@ -599,12 +599,27 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
   StackProfile s;
   YAML::Node n = root["stack"];
   if (!n.IsDefined() || n.IsNull()) return s;
-  DSPLAN_RETURN_IF_ERROR(
-      r.CheckMap(n, "stack",
-                 {"measured", "datasheet", "assumption", "gpu", "date", "versions",
-                  "reference_stream_bytes_per_s", "kernels", "ops", "kernel_s", "zero3",
-                  "optimizer_step", "bf16_optimizer_step", "cast_copy_d2h", "cast_copy_d2h_heap",
-                  "blocks", "rests", "gemm_source", "gemm"}));
+  DSPLAN_RETURN_IF_ERROR(r.CheckMap(n, "stack",
+                                    {"measured",
+                                     "datasheet",
+                                     "assumption",
+                                     "gpu",
+                                     "date",
+                                     "versions",
+                                     "reference_stream_bytes_per_s",
+                                     "kernels",
+                                     "ops",
+                                     "kernel_s",
+                                     "zero3",
+                                     "optimizer_step",
+                                     "bf16_optimizer_step",
+                                     "optimizer_kernels",
+                                     "cast_copy_d2h",
+                                     "cast_copy_d2h_heap",
+                                     "blocks",
+                                     "rests",
+                                     "gemm_source",
+                                     "gemm"}));
   s.present = true;
   DSPLAN_ASSIGN_OR_RETURN(s.source, r.SourceOf(n, "stack"));
   DSPLAN_ASSIGN_OR_RETURN(YAML::Node gpu, r.Required(n, "stack", "gpu"));
@@ -705,6 +720,31 @@ Result<StackProfile> ReadStack(const Reader& r, const YAML::Node& root,
     for (const auto& [name, out] : fields) {
       DSPLAN_ASSIGN_OR_RETURN(YAML::Node x, r.Required(bf16, where, name));
       DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, Reader::Join(where, name), Unit::kSeconds));
+    }
+  }
+  YAML::Node ok = n["optimizer_kernels"];
+  if (ok.IsDefined() && !ok.IsNull()) {
+    // Each rate on its own (a probe run without DeepSpeed measures no FusedAdam); at least one.
+    const char* where = "stack.optimizer_kernels";
+    const std::pair<const char*, double*> fields[] = {{"fp64_cast", &s.fp64_cast_bytes_per_s},
+                                                      {"fp64_norm", &s.fp64_norm_bytes_per_s},
+                                                      {"step_flat", &s.step_flat_bytes_per_s},
+                                                      {"fused_adam", &s.fused_adam_bytes_per_s},
+                                                      {"torch_adam", &s.torch_adam_bytes_per_s}};
+    DSPLAN_RETURN_IF_ERROR(
+        r.CheckMap(ok, where, {"fp64_cast", "fp64_norm", "step_flat", "fused_adam", "torch_adam"}));
+    for (const auto& [name, out] : fields) {
+      const YAML::Node x = ok[name];
+      if (!x.IsDefined() || x.IsNull()) continue;
+      const std::string key = Reader::Join(where, name);
+      DSPLAN_ASSIGN_OR_RETURN(*out, r.Value(x, key, Unit::kBytesPerS));
+      if (!(*out > 0)) return r.Error(x, key, "must be positive (bytes per second)");
+      s.optimizer_kernels = true;
+    }
+    if (!s.optimizer_kernels) {
+      return r.Error(ok, where,
+                     "empty (expected one or more of fp64_cast, fp64_norm, step_flat, fused_adam, "
+                     "torch_adam, in bytes per second)");
     }
   }
   // The cast-copy curves: [bytes, seconds] points, bytes ascending.
@@ -1193,6 +1233,17 @@ std::string EmitProfile(const HardwareProfile& p) {
       e << YAML::Key << "clip_step_s" << YAML::Value << Num(s.bf16_clip_step_s);
       e << YAML::Key << "clip_step_per_param_s" << YAML::Value
         << Num(s.bf16_clip_step_per_param_s);
+      e << YAML::EndMap;
+    }
+    if (s.optimizer_kernels) {
+      e << YAML::Key << "optimizer_kernels" << YAML::Value << YAML::BeginMap;
+      for (const auto& [name, v] : {std::pair{"fp64_cast", s.fp64_cast_bytes_per_s},
+                                    std::pair{"fp64_norm", s.fp64_norm_bytes_per_s},
+                                    std::pair{"step_flat", s.step_flat_bytes_per_s},
+                                    std::pair{"fused_adam", s.fused_adam_bytes_per_s},
+                                    std::pair{"torch_adam", s.torch_adam_bytes_per_s}}) {
+        if (v > 0) e << YAML::Key << name << YAML::Value << Num(v);
+      }
       e << YAML::EndMap;
     }
     for (const auto& [key, curve] : {std::pair{"cast_copy_d2h", &s.cast_copy_d2h},

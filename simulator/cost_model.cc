@@ -259,18 +259,30 @@ double CostModel::EagerRate(KernelClass c, bool backward) const {
 
 double CostModel::PyTorchOptimizerSeconds(const Task& t, double dispatch) const {
   // The step's kernels at PyTorch's rates for each: the fp64 copies and norms of the gradient
-  // norm, the widening copies, and the rest (flatten, unscale, Adam, the copy back) at the
-  // streaming class's. The host walks the partition's parameter tensors in Python (measured per
-  // tensor); the kernels run while it does, so the step takes the longer of the two.
+  // norm, the widening copies at their class's, the inner optimizer's kernel and the passes
+  // over flat tensors (flatten, unscale, the copy back) at their measured rates
+  // (StackCosts::step_flat_bytes_per_s and the Adam ones). The host walks the partition's parameter
+  // tensors in Python (measured per tensor); the kernels run while it does, so the step takes the
+  // longer of the two.
   const StackCosts& s = *stack_costs_;
-  const double scale = EagerRate(KernelClass::kStream, false) /
-                       s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
+  const double stream = EagerRate(KernelClass::kStream, false);
+  const double scale = stream / s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
+  // A kernel measured on the stack's machine at its own rate, scaled to this profile; one not
+  // measured at the streaming class's.
+  const auto rate = [&](double measured) { return measured > 0 ? measured * scale : stream; };
+  const double flat_rate = rate(s.step_flat_bytes_per_s);
+  const double adam_rate = rate(t.torch_adam ? s.torch_adam_bytes_per_s : s.fused_adam_bytes_per_s);
+  // |bytes| split into Adam's and the flat passes' (the rest).
+  const auto flat_and_adam = [&](double bytes, double adam) {
+    adam = std::min(adam, bytes);
+    return (bytes - adam) / flat_rate + adam / adam_rate;
+  };
   const double rest =
       std::max(0.0, t.bytes - t.fp64_cast_bytes - t.fp64_norm_bytes - t.cast_up_bytes);
-  double gpu = rest / EagerRate(KernelClass::kStream, false) +
+  double gpu = flat_and_adam(rest, t.adam_bytes) +
                t.cast_up_bytes / EagerRate(KernelClass::kCastUp, false) +
-               (t.fp64_cast_bytes > 0 ? t.fp64_cast_bytes / (s.fp64_cast_bytes_per_s * scale) : 0) +
-               (t.fp64_norm_bytes > 0 ? t.fp64_norm_bytes / (s.fp64_norm_bytes_per_s * scale) : 0);
+               t.fp64_cast_bytes / rate(s.fp64_cast_bytes_per_s) +
+               t.fp64_norm_bytes / rate(s.fp64_norm_bytes_per_s);
   if (t.flops > 0) gpu += t.flops / PeakFlops(Precision::kFp32);
   double host = t.kernels * dispatch;
   double after_host = 0;
@@ -283,7 +295,7 @@ double CostModel::PyTorchOptimizerSeconds(const Task& t, double dispatch) const 
       // synchronisation (Adam, the copy back, the fill) run on their own.
       host = t.step_clip ? s.bf16_clip_step_s + n * s.bf16_clip_step_per_param_s
                          : s.bf16_step_s + n * s.bf16_step_per_param_s;
-      after_host = t.after_sync_bytes / EagerRate(KernelClass::kStream, false);
+      after_host = flat_and_adam(t.after_sync_bytes, t.adam_bytes);
     } else {
       host = s.z12_step_s + n * s.z12_step_per_param_s;
     }

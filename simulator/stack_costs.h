@@ -119,6 +119,12 @@ struct StackCosts {
   /// Bytes read + written per second by the step's per-gradient `g.double()` (a 16-bit to fp64
   /// copy) and `torch.norm` of the fp64 copy.
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0;
+  /// The optimizer step's other kernels on the partition's flat tensors, bytes read + written
+  /// per second (tools/probes/optimizer_kernels.py): the passes without a dtype change
+  /// (flatten, unscale_and_clip_grads' mul_, the copy back: |step_flat|) and the inner
+  /// optimizer's own kernel (DeepSpeed's FusedAdam, torch.optim's foreach Adam/AdamW). 0: not
+  /// measured, priced at the streaming class's rate.
+  double step_flat_bytes_per_s = 0, fused_adam_bytes_per_s = 0, torch_adam_bytes_per_s = 0;
   /// PyTorch's blocking copy_ of a 16-bit CUDA tensor into a CPU tensor of another dtype (a
   /// pageable temporary, the D2H copy into it, the conversion on the host's intra-op threads,
   /// the synchronization), by the source's bytes: (bytes, seconds) points, ascending. Two

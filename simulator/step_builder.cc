@@ -1903,6 +1903,7 @@ void Builder::OptimizerStep() {
   const int64_t held = output_bytes_;  // the last micro-step's logits, dropped after the step
   Task t;
   t.kind = TaskKind::kGpuOptimizer;
+  t.torch_adam = p_.torch_adam;
   EffectList fx;
   switch (f_.wrapper) {
     case OptimizerWrapper::kBf16Optimizer: {
@@ -1914,7 +1915,8 @@ void Builder::OptimizerStep() {
       // so Adam, the copy back and the fill run after the host's loops, not under them.
       // (update_hp_grads and the gradient all-reduce ran in the backward: EndOfBackward.)
       const bool clip = p_.gradient_clipping > 0;
-      t.after_sync_bytes = adam_bytes_for(part_) * part_ + (acc_ + e_) * part_ + acc_ * P_;
+      t.adam_bytes = adam_bytes_for(part_) * part_;
+      t.after_sync_bytes = t.adam_bytes + (acc_ + e_) * part_ + acc_ * P_;
       t.bytes = acc_ * P_ + (clip ? 2.0 * acc_ * P_ : 0.0) + t.after_sync_bytes;
       t.elements = static_cast<double>(part_);
       t.kernels = (clip ? 5 : 4) * param_tensors_ + 30;
@@ -1929,7 +1931,8 @@ void Builder::OptimizerStep() {
     case OptimizerWrapper::kFp16Optimizer:
     case OptimizerWrapper::kBasic: {
       const bool mixed = f_.wrapper == OptimizerWrapper::kFp16Optimizer;
-      t.bytes = (mixed ? (e_ + 8.0) * P_ : 0.0) + adam_bytes_for(mixed ? P_ : 0) * P_ + e_ * P_;
+      t.adam_bytes = adam_bytes_for(mixed ? P_ : 0) * P_;
+      t.bytes = (mixed ? (e_ + 8.0) * P_ : 0.0) + t.adam_bytes + e_ * P_;
       t.elements = static_cast<double>(P_);
       t.kernels = 2 * param_tensors_ + 30;
       if (mixed) fx.push_back(Alloc(4 * P_, MemCategory::kTemporaries));
@@ -1953,8 +1956,9 @@ void Builder::OptimizerStep() {
         t.fp64_cast_bytes = (e_ + 8.0) * part_;
         t.fp64_norm_bytes = 8.0 * part_;
         t.cast_up_bytes = cast32 * part_;
-        t.bytes = t.fp64_cast_bytes + t.fp64_norm_bytes + t.cast_up_bytes +
-                  (2.0 * e_ + 8.0 + adam_bytes_for(part_) + 4.0 + e_) * part_;
+        t.adam_bytes = adam_bytes_for(part_) * part_;
+        t.bytes = t.fp64_cast_bytes + t.fp64_norm_bytes + t.cast_up_bytes + t.adam_bytes +
+                  (2.0 * e_ + 8.0 + 4.0 + e_) * part_;
         t.elements = static_cast<double>(part_);
         t.kernels = 2 * param_tensors_ / N_ + 30;
         t.step_param_tensors = static_cast<int32_t>(CeilDiv(param_tensors_, N_));
@@ -2056,8 +2060,9 @@ void Builder::OptimizerStep() {
           s.kind = TaskKind::kGpuOptimizer;
           s.index = static_cast<int>(sg);
           s.cast_up_bytes = (acc_ < 4 ? acc_ + 4.0 : 0.0) * n;
-          s.bytes =
-              2.0 * acc_ * n + s.cast_up_bytes + 8.0 * n + adam_bytes_for(n) * n + (4.0 + e_) * n;
+          s.adam_bytes = adam_bytes_for(n) * n;
+          s.torch_adam = p_.torch_adam;
+          s.bytes = 2.0 * acc_ * n + s.cast_up_bytes + 8.0 * n + s.adam_bytes + (4.0 + e_) * n;
           s.elements = static_cast<double>(n);
           s.kernels = 30;
           // A GPU sub-group of a partial offload keeps its fp32 gradient buffer (Initial).

@@ -220,6 +220,12 @@ struct Task {
   // host's last synchronisation (Adam, the copy back, the fill), which follow the host's loops
   // instead of running under them; |step_clip|: the per-tensor clip loop runs.
   double after_sync_bytes = 0;
+  // GPU optimizer tasks: the inner optimizer's own kernel bytes (within |bytes|, and within
+  // |after_sync_bytes| where those hold it), priced at that kernel's measured rate (FusedAdam's,
+  // or torch.optim's foreach Adam with |torch_adam|); the task's other bytes without a class of
+  // their own are the step's passes over flat tensors (flatten, unscale, copy back).
+  double adam_bytes = 0;
+  bool torch_adam = false;
   int32_t step_param_tensors = 0;
   int8_t step_stage = 0;
   bool step_clip = false;

@@ -423,6 +423,57 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
                      kBuiltInStackCosts));
   }
 
+  // The optimizer step's kernels on flat tensors (§5: optimizer_kernels.py through stack_costs.py's
+  // optimizer_kernels section), bytes read + written per second: each kernel measured on its own
+  // (FusedAdam only where DeepSpeed imported); a kernel that failed is left to the streaming
+  // class. 10 GB/s to 100 TB/s: a GPU's memory-bound kernel.
+  if (doc.contains("optimizer_kernels")) {
+    const std::string where = file + ": optimizer_kernels";
+    const json& ok = doc["optimizer_kernels"];
+    if (!ok.is_object() || !ok.contains("kernels") || !ok["kernels"].is_object()) {
+      return Status::InvalidArgument(where + ": expected an object with \"kernels\"");
+    }
+    const json& k = ok["kernels"];
+    const auto rate = [&](const char* name) -> Result<double> {
+      if (!k.contains(name) || !k[name].is_object() || !k[name].contains("bytes_per_s")) return 0.0;
+      const json& v = k[name]["bytes_per_s"];
+      if (!v.is_number() || !(v.get<double>() >= 1e10 && v.get<double>() <= 1e14)) {
+        return Status::InvalidArgument(fmt::format(
+            "{}: kernels.{}.bytes_per_s: expected 1e10 to 1e14 bytes per second", where, name));
+      }
+      return v.get<double>();
+    };
+    DSPLAN_ASSIGN_OR_RETURN(s.fp64_cast_bytes_per_s, rate("fp64_cast"));
+    DSPLAN_ASSIGN_OR_RETURN(s.fp64_norm_bytes_per_s, rate("fp64_norm"));
+    // The flat passes: the median of flatten, unscale and the copy back that were measured.
+    std::vector<double> flat;
+    for (const char* name : {"flatten", "unscale", "copy_back"}) {
+      DSPLAN_ASSIGN_OR_RETURN(double r, rate(name));
+      if (r > 0) flat.push_back(r);
+    }
+    std::sort(flat.begin(), flat.end());
+    s.step_flat_bytes_per_s = flat.empty() ? 0.0 : flat[flat.size() / 2];
+    DSPLAN_ASSIGN_OR_RETURN(s.fused_adam_bytes_per_s, rate("fused_adam"));
+    DSPLAN_ASSIGN_OR_RETURN(s.torch_adam_bytes_per_s, rate("torch_adamw"));
+    s.optimizer_kernels = s.fp64_cast_bytes_per_s > 0 || s.fp64_norm_bytes_per_s > 0 ||
+                          s.step_flat_bytes_per_s > 0 || s.fused_adam_bytes_per_s > 0 ||
+                          s.torch_adam_bytes_per_s > 0;
+    if (!s.optimizer_kernels) {
+      note(
+          "stack optimizer kernels: no rate measured (every kernel failed): plans use the "
+          "built-in ones");
+    } else if (s.fused_adam_bytes_per_s == 0) {
+      note(
+          "stack optimizer kernels: FusedAdam not measured (DeepSpeed's op did not load): "
+          "priced at the streaming class");
+    }
+  } else {
+    note(
+        fmt::format("stack optimizer kernels not measured (no optimizer_kernels result): plans "
+                    "use the built-in ones ({})",
+                    kBuiltInStackCosts));
+  }
+
   // ZeRO-3's host time per gather call and per reduce-bucket flush (§4c): zero3_gather_calls.py's
   // stacks, run by stack_costs.py's zero3_calls section. 1 us to 10 ms: DeepSpeed's Python path
   // of one call (built-in: 69 and 370 us).
@@ -505,6 +556,7 @@ Result<StackProfile> StackProfileFromJson(const std::string& json_text, const st
   if (s.zero3) what += ", zero3";
   if (s.optimizer_step) what += ", optimizer step";
   if (s.bf16_step) what += ", bf16 step";
+  if (s.optimizer_kernels) what += ", optimizer kernels";
   if (s.z3_per_gather_call_s) what += ", zero3 calls";
   if (!s.cast_copy_d2h.empty()) what += ", cast copy";
   if (!s.cast_copy_d2h_heap.empty()) what += " (also with malloc held to its heap)";

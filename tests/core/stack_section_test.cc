@@ -6,6 +6,7 @@
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -434,6 +435,55 @@ TEST(StackSectionTest, UnusualTablesAreLeftToYamlCpp) {
   EXPECT_NE(n.status().message().find("n.yaml:22: gpu.gemm[1][1]: expected an integer"),
             std::string::npos)
       << n.status().message();
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// The optimizer step's kernel rates (stack.optimizer_kernels, written when --stack measured
+// them): each key on its own, read, written back, summarised as measured; a bad value or an
+// empty section is one line naming the key.
+TEST(StackSectionTest, OptimizerKernelRatesAreReadWrittenAndChecked) {
+  std::string text = WithStack();
+  Replace(&text, "  blocks:\n",
+          "  optimizer_kernels: {fp64_cast: 1.8e12, step_flat: 3.02e12, torch_adam: 2.72e12}\n"
+          "  blocks:\n");
+  auto p = ParseHardwareProfile(text, "with-kernels.yaml");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const StackProfile& s = p->stack;
+  EXPECT_TRUE(s.optimizer_kernels);
+  EXPECT_DOUBLE_EQ(s.fp64_cast_bytes_per_s, 1.8e12);
+  EXPECT_DOUBLE_EQ(s.step_flat_bytes_per_s, 3.02e12);
+  EXPECT_DOUBLE_EQ(s.torch_adam_bytes_per_s, 2.72e12);
+  EXPECT_EQ(s.fp64_norm_bytes_per_s, 0);  // not measured
+  EXPECT_EQ(s.fused_adam_bytes_per_s, 0);
+  EXPECT_EQ(p->SourceSummary().find("fp64 norm kernels: built-in"), std::string::npos);
+  ExpectRoundTrip(*p, "dsplan-stack-kernels.yaml");
+  auto plain = ParseHardwareProfile(WithStack(), "with-stack.yaml");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->stack.optimizer_kernels);
+  EXPECT_NE(plain->SourceSummary().find("optimizer step's fp64 norm kernels: built-in"),
+            std::string::npos);
+  for (const auto& [from, to, key] :
+       {std::tuple<std::string, std::string, std::string>{"torch_adam: 2.72e12", "torch_adam: -1",
+                                                          "stack.optimizer_kernels.torch_adam"},
+        {"step_flat: 3.02e12", "step_flat: 0", "stack.optimizer_kernels.step_flat"},
+        {"fp64_cast: 1.8e12", "fp64_castx: 1.8e12", "fp64_castx"}}) {
+    std::string bad = text;
+    Replace(&bad, from, to);
+    auto b = ParseHardwareProfile(bad, "bad-kernels.yaml");
+    ASSERT_FALSE(b.ok()) << from;
+    EXPECT_NE(b.status().message().find(key), std::string::npos) << b.status().message();
+  }
+  std::string empty = WithStack();
+  Replace(&empty, "  blocks:\n", "  optimizer_kernels: {}\n  blocks:\n");
+  auto e = ParseHardwareProfile(empty, "empty-kernels.yaml");
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("stack.optimizer_kernels"), std::string::npos)
+      << e.status().message();
 }
 
 }  // namespace

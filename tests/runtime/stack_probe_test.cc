@@ -89,6 +89,16 @@ json CastCopyH200Section() {
 constexpr const char* kNoCastNote =
     "stack cast copy not measured (no cast_copy result): plans use the built-in one";
 
+// The note of a document without the optimizer_kernels section (outputs before 2026-12-07).
+constexpr const char* kNoKernelsNote =
+    "stack optimizer kernels not measured (no optimizer_kernels result): plans use the built-in "
+    "ones";
+// The optimizer_kernels section as stack_costs.py records it, from the H200's real probe output
+// (docs/validation/stack/optimizer-kernels-h200.json: FusedAdam measured, torch's AdamW not).
+json OptimizerKernelsH200Section() {
+  const json d = json::parse(Read(kStack + "optimizer-kernels-h200.json"));
+  return {{"elements", d["elements"]}, {"kernels", d["kernels"]}};
+}
 // The note of a run with DeepSpeed whose document has no zero3_calls (older outputs).
 constexpr const char* kNoCallsNote =
     "stack ZeRO-3 cost per gather call and per reduce-bucket flush not measured (no zero3_calls "
@@ -114,12 +124,14 @@ TEST(StackProbeTest, RealH200OutputsConvertToTheCompiledInCosts) {
   EXPECT_EQ(s->source.kind, SourceKind::kMeasured);
   EXPECT_NE(s->source.detail.find("PyTorch 2.11.0+cu130"), std::string::npos) << s->source.detail;
   EXPECT_NE(s->source.detail.find("DeepSpeed 0.14.5"), std::string::npos);
-  // These outputs predate the bf16_step and zero3_calls sections: their costs stay the built-in
-  // ones.
-  ASSERT_EQ(notes.size(), 3u);
+  // These outputs predate the bf16_step, optimizer_kernels and zero3_calls sections: their
+  // costs stay the built-in ones.
+  ASSERT_EQ(notes.size(), 4u);
   EXPECT_NE(notes[0].find(kNoBf16StepNote), std::string::npos) << notes[0];
-  EXPECT_NE(notes[1].find(kNoCallsNote), std::string::npos) << notes[1];
-  EXPECT_NE(notes[2].find(kNoCastNote), std::string::npos) << notes[2];
+  EXPECT_NE(notes[1].find(kNoKernelsNote), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find(kNoCallsNote), std::string::npos) << notes[2];
+  EXPECT_NE(notes[3].find(kNoCastNote), std::string::npos) << notes[3];
+  EXPECT_FALSE(s->optimizer_kernels);
   EXPECT_TRUE(s->cast_copy_d2h.empty());
   EXPECT_FALSE(s->bf16_step);
   EXPECT_FALSE(s->z3_per_gather_call_s.has_value());
@@ -201,11 +213,12 @@ TEST(StackProbeTest, WhatWasNotMeasuredIsSaidAndMissingPartsAreErrors) {
   auto s = StackProfileFromJson(no_ds.dump(), "no-ds.json", kH200Stream, "t", &notes);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_FALSE(s->zero3);
-  ASSERT_EQ(notes.size(), 2u);
+  ASSERT_EQ(notes.size(), 3u);
   EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
             std::string::npos)
       << notes[0];
-  EXPECT_NE(notes[1].find(kNoCastNote), std::string::npos) << notes[1];
+  EXPECT_NE(notes[1].find(kNoKernelsNote), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find(kNoCastNote), std::string::npos) << notes[2];
   EXPECT_NE(s->source.detail.find("DeepSpeed not installed"), std::string::npos);
   // ZeRO-3's costs then are the built-in ones, and the summary says so.
   const StackCosts c = StackCostsFromProfile(*s);
@@ -281,8 +294,9 @@ TEST(StackProbeTest, ARealRunWithoutDeepSpeedConverts) {
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_FALSE(s->zero3);
   EXPECT_TRUE(s->versions.deepspeed.empty());
-  ASSERT_EQ(notes.size(), 2u);
-  EXPECT_NE(notes[1].find(kNoCastNote), std::string::npos) << notes[1];
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_NE(notes[1].find(kNoKernelsNote), std::string::npos) << notes[1];
+  EXPECT_NE(notes[2].find(kNoCastNote), std::string::npos) << notes[2];
   EXPECT_NE(notes[0].find("ZeRO-3 hooks not measured (DeepSpeed not importable)"),
             std::string::npos)
       << notes[0];
@@ -671,6 +685,7 @@ class StackProbeRunTest : public ::testing::Test {
     json doc = MergedH200Document();
     doc["zero3_calls"] = ZeroCallsH200Document()["zero3_calls"];
     doc["bf16_step"] = Bf16StepH200Section();
+    doc["optimizer_kernels"] = OptimizerKernelsH200Section();
     doc["cast_copy"] = CastCopyH200Section();
     // The H200's probe predates points_heap (2026-12-06); the H100 call of malloc2-1206 measured
     // it, so its curve stands in for the child process's here.
@@ -1054,6 +1069,57 @@ TEST(StackProbeTest, CastCopyHeapPointsConvertAndATunedProcessIsRefused) {
   EXPECT_NE(r.status().message().find("cast.json: cast_copy.points_heap: expected 2 to 64"),
             std::string::npos)
       << r.status().message();
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// The optimizer step's kernels from stack_costs.py's optimizer_kernels section (the H200's real
+// probe output): each rate read, the flat passes as the median of flatten, unscale and the copy
+// back, a kernel that failed (torch's AdamW here was not run; FusedAdam without DeepSpeed) left
+// to the streaming class with a note, and an implausible rate an error naming the kernel.
+TEST(StackProbeTest, OptimizerKernelRatesBecomeTheStepsKernelCosts) {
+  json doc = MergedH200Document();
+  doc["optimizer_kernels"] = OptimizerKernelsH200Section();
+  std::vector<std::string> notes;
+  auto s = StackProfileFromJson(doc.dump(), "ok.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  ASSERT_TRUE(s->optimizer_kernels);
+  const json& k = doc["optimizer_kernels"]["kernels"];
+  EXPECT_DOUBLE_EQ(s->fp64_cast_bytes_per_s, k["fp64_cast"]["bytes_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(s->fp64_norm_bytes_per_s, k["fp64_norm"]["bytes_per_s"].get<double>());
+  EXPECT_DOUBLE_EQ(s->step_flat_bytes_per_s, k["unscale"]["bytes_per_s"].get<double>());  // median
+  EXPECT_DOUBLE_EQ(s->fused_adam_bytes_per_s, k["fused_adam"]["bytes_per_s"].get<double>());
+  EXPECT_EQ(s->torch_adam_bytes_per_s, 0);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("optimizer kernels"), std::string::npos) << n;
+  EXPECT_NE(s->source.detail.find(", optimizer kernels"), std::string::npos) << s->source.detail;
+  // The cost model takes them.
+  HardwareProfile p;
+  p.stack = *s;
+  EXPECT_DOUBLE_EQ(StackCostsOf(p)->fused_adam_bytes_per_s, s->fused_adam_bytes_per_s);
+  // FusedAdam failed (no DeepSpeed): the others stay measured and a note says so.
+  json no_ds = doc;
+  no_ds["optimizer_kernels"]["kernels"]["fused_adam"] = {{"error", "ModuleNotFoundError"}};
+  notes.clear();
+  auto n = StackProfileFromJson(no_ds.dump(), "ok.json", kH200Stream, "t", &notes);
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(n->optimizer_kernels);
+  EXPECT_EQ(n->fused_adam_bytes_per_s, 0);
+  bool said = false;
+  for (const std::string& x : notes)
+    said = said || x.find("FusedAdam not measured") != std::string::npos;
+  EXPECT_TRUE(said);
+  // A rate no GPU has is an error naming the kernel.
+  json bad = doc;
+  bad["optimizer_kernels"]["kernels"]["flatten"]["bytes_per_s"] = 5e15;
+  auto b = StackProfileFromJson(bad.dump(), "bad.json", kH200Stream, "t", nullptr);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("optimizer_kernels: kernels.flatten.bytes_per_s"),
+            std::string::npos)
+      << b.status().message();
 }
 
 }  // namespace

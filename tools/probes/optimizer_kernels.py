@@ -38,13 +38,10 @@ def timed(fn):
     return gpu_time(fn, reps=6, warm=2, sleep=1000000)
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--elements", type=int, default=1 << 28)
-    ap.add_argument("--tensors", type=int, default=64, help="the gradient list's length")
-    ap.add_argument("--out", default=None)
-    a = ap.parse_args()
-    n, k = a.elements, a.tensors
+def measure(n=1 << 28, k=64):
+    """The kernels' rates (and the norm loop's host time) over n bf16 elements in k tensors:
+    {name: {"seconds", "bytes", "bytes_per_s"} or {"error"}}. stack_costs.py's
+    "optimizer_kernels" section runs it for `dsplan profile --stack`."""
     bf = torch.bfloat16
     flat16 = torch.randn(n, device="cuda", dtype=bf)
     grads = list(flat16.view(k, n // k).unbind(0))
@@ -101,6 +98,17 @@ def main():
         rate(name, opt.step, per * m)
         out[name]["foreach"] = opt.defaults.get("foreach")
         del opt, p
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--elements", type=int, default=1 << 28)
+    ap.add_argument("--tensors", type=int, default=64, help="the gradient list's length")
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    n, k = a.elements, a.tensors
+    out = measure(n, k)
     doc = {"schema": "dsplan-optimizer-kernels/1", "device": torch.cuda.get_device_name(0),
            "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "elements": n,
            "tensors": k, "method": "2 warm-up + 6 timed, a GPU busy-wait queued first, CUDA events, median",

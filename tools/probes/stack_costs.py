@@ -25,6 +25,10 @@ before the host issues the next, so wall time is host time. None is fitted to a 
                bf16_optimizer_parts.py's models of 64, 256 and 768 tiny parallel Linear modules,
                gradient_clipping 0 (no clip loop) and 1e-6 (the clip loop always runs): engine.step()
                synchronized, median of 10 after 3; dsplan fits t = a + b * tensors per setting.
+  optimizer_kernels  the optimizer step's kernels on large flat tensors (optimizer_kernels.py):
+               the norm loop's fp64 copy and norm, the flat passes (flatten, unscale, copy back),
+               FusedAdam (when DeepSpeed imports) and torch.optim's foreach AdamW, in bytes read
+               + written per second; GPU time (CUDA events), not host time.
   zero3_calls  ZeRO-3's host time per gather call and per reduce-bucket flush (docs/stack-costs.md
                4c), with zero3_gather_calls.py's stacks: 8 and 24 Linear(1024, 1024), every
                parameter partitioned, at stage 3 with a prefetch bucket of 0 (a gather call per
@@ -182,6 +186,14 @@ def kernel_seconds(fn, src, reps=3):
         sync()
     del outs, grads, a
     return device_s(pf) / reps, device_s(pb) / reps
+
+
+def optimizer_kernels():
+    """optimizer_kernels.py's rates, over 256 Mi elements (64 Mi on a GPU of less than 24 GiB)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import optimizer_kernels as ok
+    big = torch.cuda.get_device_properties(0).total_memory >= 24 * 2 ** 30
+    return {"elements": 1 << (28 if big else 26), "kernels": ok.measure(1 << (28 if big else 26), 64)}
 
 
 def kernel_rates():
@@ -813,7 +825,8 @@ def main():
     ap.add_argument("--out", default="-")
     ap.add_argument("--no-heap-child", action="store_true",
                     help="cast_copy: skip the curve of a child process with malloc held to its heap")
-    ap.add_argument("--only", default="op_kinds,kernels,cast_copy,families,zero3,bf16_step,zero3_calls",
+    ap.add_argument("--only", default="op_kinds,kernels,cast_copy,optimizer_kernels,families,zero3,bf16_step,"
+                    "zero3_calls",
                     help="comma-separated sections to measure (also: zero3_release, "
                          "zero3_families)")
     args = ap.parse_args()
@@ -860,6 +873,8 @@ def main():
         section("kernels", kernel_rates)
     if "cast_copy" in only:
         section("cast_copy", lambda: cast_copy(heap_child=not args.no_heap_child))
+    if "optimizer_kernels" in only:
+        section("optimizer_kernels", optimizer_kernels)
     cfgs = {}
     for name in [m for m in args.models.split(",") if m]:
         try:

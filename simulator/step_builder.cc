@@ -1815,6 +1815,11 @@ void Builder::EndOfBackward(int micro) {
       retained_live_ = 0;
     }
     if (second_partition_buffer_) {
+      // Stage 2, a micro-step after the window's first: the epilogue adds this micro-step's
+      // partition into averaged_gradients tensor by tensor (get_flat_partition's views, then
+      // `accumulated_grad.add_(new_avg_grad)`: read both, write one, in the accumulation dtype).
+      t.bytes = 3.0 * acc_ * part_;
+      t.kernels += static_cast<int>(CeilDiv(param_tensors_, N_));
       fx.push_back(Free(e_ * grads_part_, MemCategory::kGradients, false));
       second_partition_buffer_ = false;
     }

@@ -325,9 +325,9 @@ struct StackProfile {
   double bf16_clip_step_s = 0, bf16_clip_step_per_param_s = 0;
   /// The optimizer step's kernels on large flat tensors, bytes read + written per second
   /// (tools/probes/optimizer_kernels.py, stack_costs.py "optimizer_kernels"), when measured
-  /// (|optimizer_kernels| false: the built-in ones, measured on an H200, scaled by this
-  /// section's reference_stream_bytes_per_s over theirs). Within a measured section a rate of 0
-  /// was not measured and is priced at the streaming class. YAML: stack.optimizer_kernels,
+  /// (|optimizer_kernels| false: the built-in ones, StackCosts's: the H200's fp64 rates, the
+  /// streaming class for the rest). Within a measured section a rate of 0 was not measured and
+  /// is priced at the streaming class. YAML: stack.optimizer_kernels,
   /// keys fp64_cast, fp64_norm, step_flat, fused_adam, torch_adam (bytes per second).
   bool optimizer_kernels = false;
   double fp64_cast_bytes_per_s = 0, fp64_norm_bytes_per_s = 0, step_flat_bytes_per_s = 0;

@@ -10,8 +10,8 @@ queued behind the host, then the .item() that waits for them). This probe measur
 of 64 and 256 Linear(W, W) with bias (128 and 512 parameter tensors) for W = 64, 512 and 1536,
 a ZeRO stage-1 engine each (bf16, FusedAdam, gradient clipping 1.0, one GPU), the two engines of
 a width stepped in turn, median engine.step() over the rounds. Per tensor = the difference of
-the two medians over the 384 tensors between them; dsplan's bytes for those tensors are in the
-output so the reader can set the kernels' share beside it.
+the two medians over the 384 tensors between them; the stacks' element counts are in the
+output, so that the kernels' share (bytes at the optimizer_kernels rates) can be set beside it.
 
 usage: z12_step_width.py [--rounds N] [--out F]      (DeepSpeed importable: .dsbench/site)
 """

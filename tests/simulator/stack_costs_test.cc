@@ -585,7 +585,7 @@ namespace {
 
 // A profile that measured the optimizer step's kernels (stack.optimizer_kernels: the H100's,
 // session 34) prices each part of the step at its own rate: the fp64 copies and norms, the passes
-// over flat tensors, torch.optim's AdamW; what it did not measure (FusedAdam there) at the
+// over flat tensors, FusedAdam or torch.optim's AdamW; a kernel the section lacks at the
 // streaming class. Fails if the Adam bytes or the flat passes fall back to the class.
 TEST(OptimizerStepCost, EachKernelAtTheRateTheProfileMeasured) {
   auto profile = FindHardwareProfile("h100-measured", DSPLAN_TEST_DATA_DIR);
@@ -596,8 +596,8 @@ TEST(OptimizerStepCost, EachKernelAtTheRateTheProfileMeasured) {
   const double stream = m.EagerRate(KernelClass::kStream, false);
   const double scale = stream / s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
   ASSERT_GT(s.torch_adam_bytes_per_s, 0);
+  ASSERT_GT(s.fused_adam_bytes_per_s, 0);
   ASSERT_GT(s.step_flat_bytes_per_s, 0);
-  EXPECT_EQ(s.fused_adam_bytes_per_s, 0);
   Task t;
   t.kind = TaskKind::kGpuOptimizer;
   t.fp64_cast_bytes = 10e9;
@@ -608,16 +608,23 @@ TEST(OptimizerStepCost, EachKernelAtTheRateTheProfileMeasured) {
   t.bytes = 10e9 + 8e9 + 6e9 + 72e9 + 20e9;
   t.step_param_tensors = 10;
   t.step_stage = 1;
-  const double common =
-      10e9 / (s.fp64_cast_bytes_per_s * scale) + 8e9 / (s.fp64_norm_bytes_per_s * scale) +
-      6e9 / m.EagerRate(KernelClass::kCastUp, false) + 20e9 / (s.step_flat_bytes_per_s * scale);
+  const double common = 10e9 / (s.fp64_cast_bytes_per_s * scale) +
+                        8e9 / (s.fp64_norm_bytes_per_s * scale) +
+                        6e9 / m.EagerRate(KernelClass::kCastUp, false) +
+                        20e9 / (s.step_flat_bytes_per_s * scale);
   EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5),
               common + 72e9 / (s.torch_adam_bytes_per_s * scale), 1e-9);
-  t.torch_adam = false;  // FusedAdam, not measured in this profile
-  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5), common + 72e9 / stream, 1e-9);
+  t.torch_adam = false;  // FusedAdam
+  EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5),
+              common + 72e9 / (s.fused_adam_bytes_per_s * scale), 1e-9);
   // The measured rates differ from the class's, so the test tells them apart.
   EXPECT_GT(std::abs(s.torch_adam_bytes_per_s * scale / stream - 1), 0.02);
   EXPECT_GT(std::abs(s.step_flat_bytes_per_s * scale / stream - 1), 0.02);
+  // A kernel the section did not measure: the streaming class.
+  HardwareProfile no_fused = *profile;
+  no_fused.stack.fused_adam_bytes_per_s = 0;
+  const CostModel n(no_fused, Precision::kBf16);
+  EXPECT_NEAR(n.PyTorchOptimizerSeconds(t, 1e-5), common + 72e9 / stream, 1e-9);
 }
 
 }  // namespace

@@ -460,27 +460,40 @@ TEST(EagerKernels, ALinearsBiasGradientIsAStreamingReductionOfItsOutputGradient)
               2.0 * (128 * 8192 + 8192) / m.EagerRate(KernelClass::kStream, true), 1e-12);
 }
 
-TEST(OptimizerStepCost, TakesTheLongerOfItsPassesAndTheHostsWalkOverTensors) {
-  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
-  ASSERT_TRUE(profile.ok());
-  const CostModel m(*profile, Precision::kBf16);
-  const StackCosts& s = m.stack_costs();
-  const double scale = m.EagerRate(KernelClass::kStream, false) /
-                       s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
-  // GPU-bound: 10 GB of fp64 copies, 8 GB of fp64 norms, 6 GB of widening casts, 30 GB of the
-  // rest, over 10 tensors (host 2.5 ms).
+// A GPU optimizer step's task as the builder writes it: 10 GB of fp64 copies, 8 GB of fp64
+// norms, 6 GB of widening casts, |adam| bytes of the inner optimizer and |flat| bytes of the
+// flat passes, over 10 parameter tensors at ZeRO stage |stage|; and the time the cost model
+// gives its fp64 and widening parts (the same in every profile's pricing).
+Task GpuStepTask(double adam, double flat, int stage) {
   Task t;
   t.kind = TaskKind::kGpuOptimizer;
   t.fp64_cast_bytes = 10e9;
   t.fp64_norm_bytes = 8e9;
   t.cast_up_bytes = 6e9;
-  t.bytes = 54e9;
+  t.adam_bytes = adam;
+  t.bytes = 10e9 + 8e9 + 6e9 + adam + flat;
   t.step_param_tensors = 10;
-  t.step_stage = 2;
-  const double gpu = 10e9 / (s.fp64_cast_bytes_per_s * scale) +
-                     8e9 / (s.fp64_norm_bytes_per_s * scale) +
-                     6e9 / m.EagerRate(KernelClass::kCastUp, false) +
-                     30e9 / m.EagerRate(KernelClass::kStream, false);
+  t.step_stage = static_cast<int8_t>(stage);
+  return t;
+}
+
+double NormAndCastSeconds(const CostModel& m) {
+  const StackCosts& s = m.stack_costs();
+  const double scale = m.EagerRate(KernelClass::kStream, false) /
+                       s.fwd_bytes_per_s[static_cast<int>(KernelClass::kStream)];
+  return 10e9 / (s.fp64_cast_bytes_per_s * scale) + 8e9 / (s.fp64_norm_bytes_per_s * scale) +
+         6e9 / m.EagerRate(KernelClass::kCastUp, false);
+}
+
+TEST(OptimizerStepCost, TakesTheLongerOfItsPassesAndTheHostsWalkOverTensors) {
+  auto profile = FindHardwareProfile("h200-measured", DSPLAN_TEST_DATA_DIR);
+  ASSERT_TRUE(profile.ok());
+  const CostModel m(*profile, Precision::kBf16);
+  const StackCosts& s = m.stack_costs();
+  // GPU-bound: 10 GB of fp64 copies, 8 GB of fp64 norms, 6 GB of widening casts, 30 GB of the
+  // rest, over 10 tensors (host 2.5 ms).
+  const Task t = GpuStepTask(0, 30e9, 2);
+  const double gpu = NormAndCastSeconds(m) + 30e9 / m.EagerRate(KernelClass::kStream, false);
   EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5), gpu, 1e-9);
   // Host-bound: a small partition in 2,000 tensors at stage 3.
   Task h = t;
@@ -598,20 +611,9 @@ TEST(OptimizerStepCost, EachKernelAtTheRateTheProfileMeasured) {
   ASSERT_GT(s.torch_adam_bytes_per_s, 0);
   ASSERT_GT(s.fused_adam_bytes_per_s, 0);
   ASSERT_GT(s.step_flat_bytes_per_s, 0);
-  Task t;
-  t.kind = TaskKind::kGpuOptimizer;
-  t.fp64_cast_bytes = 10e9;
-  t.fp64_norm_bytes = 8e9;
-  t.cast_up_bytes = 6e9;
-  t.adam_bytes = 72e9;
+  Task t = GpuStepTask(72e9, 20e9, 1);
   t.torch_adam = true;
-  t.bytes = 10e9 + 8e9 + 6e9 + 72e9 + 20e9;
-  t.step_param_tensors = 10;
-  t.step_stage = 1;
-  const double common = 10e9 / (s.fp64_cast_bytes_per_s * scale) +
-                        8e9 / (s.fp64_norm_bytes_per_s * scale) +
-                        6e9 / m.EagerRate(KernelClass::kCastUp, false) +
-                        20e9 / (s.step_flat_bytes_per_s * scale);
+  const double common = NormAndCastSeconds(m) + 20e9 / (s.step_flat_bytes_per_s * scale);
   EXPECT_NEAR(m.PyTorchOptimizerSeconds(t, 1e-5),
               common + 72e9 / (s.torch_adam_bytes_per_s * scale), 1e-9);
   t.torch_adam = false;  // FusedAdam

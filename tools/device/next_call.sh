@@ -1,9 +1,10 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# Both cards: perrank-1209, then accum-1210 (registered session 34: top plans with gradient
-# accumulation, the card's own list). H200 (perrank-1209 first since session 33), after those: wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other case lists instead.
-# H100: perrank-1209 (registered session 32) and retain-1208's allocator history of its 5e7 case
-# (CASES_H100="FILES" runs other lists). Both branches run perrank-1209 first.
+# H200: accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
+# then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
+# rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other lists instead.
+# H100: accum-1210's one case the H100 call of session 34 deferred (CPU Adam; CASES_H100="FILES"
+# runs other lists). perrank-1209 and retain-1208's history ran on the H100 in session 34.
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
@@ -23,8 +24,9 @@ DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 > $OUT/nvml-plan.txt 2>&1
 head -12 $OUT/nvml-plan.txt
 DSPLAN_DATA_DIR=$PWD dist/dsplan --model gpt2 --gpus 1 --json > $OUT/nvml-plan.json 2>$OUT/nvml-plan-json.err; echo "json rc=$?"
 python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware:',{k:v for k,v in d['hardware'].items() if k in ('name','advice','memory_gib')})" 2>&1 | head -3
-# What the fake process group of the emulated runs does on the GPU (session 33; seconds).
-timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/null 2> $OUT/fake-pg.log; echo "fake_pg rc=$?"; tail -8 $OUT/fake-pg.log
+# What the fake process group of the emulated runs does on the GPU (session 33; seconds). Ran on
+# the H100 in session 34 (a torch fact, not the card's): only with FAKEPG=1 now.
+[ -n "$FAKEPG" ] && timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/null 2> $OUT/fake-pg.log; echo "fake_pg rc=$?"; tail -8 $OUT/fake-pg.log
 # torch.optim.AdamW's foreach step rate beside the step's other kernels (session 33; ~20 s), and
 # DeepSpeed's FusedAdam from .dsbench/site (session 34: without it on the path the H100 call
 # measured no FusedAdam). Its just-in-time build (~60 s) lands in go.sh's extension folder, so
@@ -41,12 +43,12 @@ fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100 (retain-1208 and stackrep-1206e's follow-up ran in session 31): retain-1208's allocator
   # history of its 5e7 case (the 30 % over-predicted reserved memory).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/perrank-1209/cases-perrank.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h100.jsonl docs/validation/deepspeed/retain-1208/cases-memhist.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/accum-1210/cases-accum-h100-rest.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -1645,6 +1645,46 @@ void Builder::FlushBucket(int micro, TaskId hook) {
     }
     if (post.kernels > 0) reduce = g_.Add(post, {reduce}, {});
   }
+  if (Zero12() && p_.OffloadsOptimizer() && gas_ > 1) {
+    // Stages 1-2 with the optimizer on the CPU and GAS > 1: copy_grads_in_partition runs
+    // async_accumulate_grad_in_cpu_via_gpu for each owned parameter of every flush
+    // (docs/deepspeed-facts.md, "Gradient accumulation with the optimizer on the CPU"): after
+    // the first micro-step of the window it copies the parameter's 16-bit host accumulator
+    // (accumulated_grads_in_cpu, pinned with pin_memory) into temp_grad_buffer_for_gpu_offload
+    // and add_s it into the gradient; before the boundary it copies the sum back to the host.
+    // All on the stream the flush runs on, one parameter after the other. Stage 1 flushes
+    // only at the boundary, so it pays one copy in and one add_ per step (its accumulator
+    // stays zero). Owned elements stand for the whole tensors that overlap the partition.
+    const bool pin = z.offload_optimizer.pin_memory;
+    const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    if (micro > 0) {
+      Task up;
+      up.kind = TaskKind::kCopyH2D;
+      up.resource = Resource::kH2D;
+      up.micro_step = micro;
+      up.index = r.index;
+      up.bytes = static_cast<double>(e_ * owned);
+      up.pinned = pin;
+      Task add;
+      add.kind = TaskKind::kGradCopy;
+      add.resource = CommStream();
+      add.micro_step = micro;
+      add.index = r.index;
+      add.bytes = 3.0 * e_ * owned;
+      add.kernels = std::max(1, owned_tensors);
+      reduce = g_.Add(add, {g_.Add(up, {reduce}, {})}, {});
+    }
+    if (!boundary) {
+      Task down;
+      down.kind = TaskKind::kCopyD2H;
+      down.resource = Resource::kD2H;
+      down.micro_step = micro;
+      down.index = r.index;
+      down.bytes = static_cast<double>(e_ * owned);
+      down.pinned = pin;
+      reduce = g_.Add(down, {reduce}, {});
+    }
+  }
   last_reduce_ = reduce;
   if (p_.OffloadsOptimizer() && (boundary || Stage3())) {
     const bool pin = z.offload_optimizer.pin_memory;

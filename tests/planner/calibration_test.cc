@@ -622,13 +622,14 @@ namespace {
 // Fresh set 16 (docs/validation/deepspeed/accum-1210/, registered before it ran): the top plans
 // for a global batch on an H100, each accumulating gradients over 4-16 micro-steps (stages 0-3,
 // the optimizer on the CPU, T5), the first real runs with gradient_accumulation_steps above 1.
-// As registered: step 4.1 % mean, 8.5 % worst; peak allocated 0.05 % mean, 0.3 % worst;
-// reserved 8/8 in the band. Bounds a little above that, so that a change to the accumulation
+// As registered: step 5.8 % mean, 19.5 % worst (the CPU-Adam llama case, which the host
+// accumulator's round trips explain: docs/deepspeed-facts.md); peak allocated 0.05 % mean, 0.3 %
+// worst; reserved 9/9 in the band. Bounds a little above that, so that a change to the accumulation
 // model (docs/simulator.md "Gradient accumulation") that breaks it shows.
 TEST(GradientAccumulation, TopPlansForAGlobalBatchOnAnH100) {
   std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(
-      "/docs/validation/deepspeed/accum-1210/records-accum-h100.jsonl", 8, false, "h100-measured");
-  ASSERT_EQ(s->rows.size(), 8u);
+      "/docs/validation/deepspeed/accum-1210/records-accum-h100.jsonl", 9, false, "h100-measured");
+  ASSERT_EQ(s->rows.size(), 9u);
   for (const AccuracyRow& r : s->rows) {
     EXPECT_GT(r.run.ds_config.value("gradient_accumulation_steps", 1), 1) << r.run.id;
     ASSERT_TRUE(r.has_memory && r.has_time) << r.run.id;

@@ -1233,15 +1233,23 @@ void Builder::Backward(int micro) {
     // same size: 8 bytes per logit when the logits are upcast to fp32 (measured on the H200 for
     // 13 families: docs/validation/deepspeed/README.md).
     // Two allocations, as autograd makes them (the caching allocator places them separately).
+    // Parameter gradients appear as param.grad in the model dtype.
+    const int64_t grad_bytes = e_ * layer.params;
+    const bool new_grads = !GradsAccumulateInPlace() || micro == 0;
+    // Into an existing param.grad (accumulation in place, after the window's first micro-step)
+    // autograd computes each parameter's gradient into a new tensor and AccumulateGrad adds it
+    // in place and frees it: one tensor at a time, alive beside the backward's working memory
+    // (a Linear's weight gradient is computed while its output's gradient is still held). A
+    // tied table's sum is the temporaries below.
+    const int64_t in_place_bytes =
+        !new_grads && grad_bytes > 0 && lp_[l].tied_grad_numel == 0 ? e_ * lp_[l].largest : 0;
+    if (in_place_bytes > 0) fx.push_back(Alloc(in_place_bytes, MemCategory::kTemporaries, true));
     BackwardWorkingMemory(l, &fx);
     // Saved tensors go; the outputs (logits) stay with the caller's output object until the
     // step is over.
     fx.push_back(Free(layer.activation_bytes - lp_[l].output_bytes + layer.recompute_bytes -
                           lp_[l].backward_early_free_bytes,
                       MemCategory::kActivations));
-    // Parameter gradients appear as param.grad in the model dtype.
-    const int64_t grad_bytes = e_ * layer.params;
-    const bool new_grads = !GradsAccumulateInPlace() || micro == 0;
     // Tied word embeddings: the table is one leaf used twice, so autograd's AccumulateGrad
     // node for it (and ZeRO's hook on that node) runs once, at the embedding's backward. Until
     // then the head's gradient of the whole table waits in that node's input buffer. At the
@@ -1280,6 +1288,20 @@ void Builder::Backward(int micro) {
         ReducesInBackward(micro) && layer.params > 0 && FlushesAtFirstGradient(l);
     if (early_flush) FlushBucket(micro, -1);
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
+    if (!new_grads && grad_bytes > 0) {
+      // AccumulateGrad's in-place add of each parameter's new gradient (`variable_grad +=
+      // new_grad`): read both, write one, a kernel per tensor (docs/simulator.md "Gradient
+      // accumulation").
+      Task add;
+      add.kind = TaskKind::kGradCopy;
+      add.layer = l;
+      add.micro_step = micro;
+      add.bytes = 3.0 * static_cast<double>(grad_bytes);
+      add.kernels = std::max(1, lp_[l].tensors);
+      EffectList afx;
+      if (in_place_bytes > 0) afx.push_back(Free(in_place_bytes, MemCategory::kTemporaries));
+      last_compute_ = g_.Add(add, {last_compute_}, afx);
+    }
     if (early_flush && Stage3()) g_.AddBucketFlush(last_compute_);
     if (release) {
       gathered_[l] = 0;

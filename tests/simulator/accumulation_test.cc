@@ -510,3 +510,51 @@ TEST_F(AccumulationTest, CpuOffloadRoundTripsTheHostAccumulatorEachMicroStep) {
 
 }  // namespace
 }  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// Where param.grad accumulates across micro-steps (stage 1; FP16_Optimizer at stage 0), every
+// micro-step after the first adds each layer's new gradients into it in place: a grad-copy task
+// per layer after its backward, 3 x 2 bytes per parameter over the step's micro-steps 1..GAS-1,
+// a kernel per tensor. Stage 2 (its hooks free the gradients each micro-step) and BF16_Optimizer
+// (it moves them into its fp32 buffer) have none, and no plan has one in its first micro-step.
+TEST_F(AccumulationTest, InPlaceGradientAddAfterTheFirstMicroStep) {
+  struct Case {
+    const char* name;
+    Plan plan;
+    bool adds;
+  };
+  Plan fp16 = Base(0);
+  fp16.precision = Precision::kFp16;
+  const std::vector<Case> cases = {{"stage 1", Base(1), true},
+                                   {"stage 0 fp16", fp16, true},
+                                   {"stage 2", Base(2), false},
+                                   {"stage 0 bf16", Base(0), false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const BuiltStep b = Build(NamedPlan{c.name, c.plan}, 3, StepGraphForm::kUnrolled);
+    const StepGraph& g = b.graph;
+    std::vector<double> bytes(3, 0);
+    std::vector<int> kernels(3, 0);
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind != TaskKind::kGradCopy || t.layer < 0 || t.micro_step < 0) continue;
+      bytes[t.micro_step] += t.bytes;
+      kernels[t.micro_step] += t.kernels;
+    }
+    // Micro-step 1 is neither the first nor the boundary: what it adds beyond micro-step 0 (whose
+    // hooks, if any, copy the same gradients into the same buckets) is the in-place add alone.
+    const double p = static_cast<double>(b.facts.params);
+    if (!c.adds) {
+      EXPECT_EQ(bytes[1], bytes[0]);
+      continue;
+    }
+    EXPECT_EQ(bytes[0], 0);  // stage 1 reduces at the boundary only; stage 0 in the step
+    EXPECT_DOUBLE_EQ(bytes[1], 6.0 * p);
+    EXPECT_GE(kernels[1], static_cast<int>(W(NamedPlan{c.name, c.plan}).layers.size()) - 2);
+  }
+}
+
+}  // namespace
+}  // namespace dsplan

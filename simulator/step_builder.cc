@@ -339,6 +339,17 @@ class Builder {
            (Stage0Like() && f_.wrapper != OptimizerWrapper::kBf16Optimizer);
   }
   Resource CommStream() const { return f_.overlap_comm ? Resource::kComm : Resource::kCompute; }
+  /// A copy of |bytes| between the GPU and host memory (|h2d|: to the GPU) on its copy engine.
+  static Task HostCopy(bool h2d, int micro, int32_t index, double bytes, bool pinned) {
+    Task t;
+    t.kind = h2d ? TaskKind::kCopyH2D : TaskKind::kCopyD2H;
+    t.resource = h2d ? Resource::kH2D : Resource::kD2H;
+    t.micro_step = micro;
+    t.index = index;
+    t.bytes = bytes;
+    t.pinned = pinned;
+    return t;
+  }
   /// |e| allocated under DeepSpeed's side stream when overlap_comm puts the work there.
   MemEffect OnSideStream(MemEffect e) const {
     e.side_stream = f_.overlap_comm;
@@ -1680,13 +1691,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
     const bool pin = z.offload_optimizer.pin_memory;
     const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
     if (micro > 0) {
-      Task up;
-      up.kind = TaskKind::kCopyH2D;
-      up.resource = Resource::kH2D;
-      up.micro_step = micro;
-      up.index = r.index;
-      up.bytes = static_cast<double>(e_ * owned);
-      up.pinned = pin;
+      const Task up = HostCopy(true, micro, r.index, static_cast<double>(e_ * owned), pin);
       Task add;
       add.kind = TaskKind::kGradCopy;
       add.resource = CommStream();
@@ -1697,14 +1702,8 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       reduce = g_.Add(add, {g_.Add(up, {reduce}, {})}, {});
     }
     if (!boundary) {
-      Task down;
-      down.kind = TaskKind::kCopyD2H;
-      down.resource = Resource::kD2H;
-      down.micro_step = micro;
-      down.index = r.index;
-      down.bytes = static_cast<double>(e_ * owned);
-      down.pinned = pin;
-      reduce = g_.Add(down, {reduce}, {});
+      reduce = g_.Add(HostCopy(false, micro, r.index, static_cast<double>(e_ * owned), pin),
+                      {reduce}, {});
     }
   }
   last_reduce_ = reduce;
@@ -1719,17 +1718,9 @@ void Builder::FlushBucket(int micro, TaskId hook) {
       // partition_grads, per parameter: the 16-bit grad partition is copied into the host
       // grad_partitions_flat_buffer (non_blocking) and back to the GPU
       // (`grad_buffer.to(device, non_blocking=True)`) every micro-step.
-      Task down;
-      down.kind = TaskKind::kCopyD2H;
-      down.resource = Resource::kD2H;
-      down.micro_step = micro;
-      down.index = r.index;
-      down.bytes = static_cast<double>(acc_ * owned);
-      down.pinned = pin;
-      Task up = down;
-      up.kind = TaskKind::kCopyH2D;
-      up.resource = Resource::kH2D;
-      before = g_.Add(up, {g_.Add(down, {reduce}, {})}, {});
+      const double bytes = static_cast<double>(acc_ * owned);
+      before = g_.Add(HostCopy(true, micro, r.index, bytes, pin),
+                      {g_.Add(HostCopy(false, micro, r.index, bytes, pin), {reduce}, {})}, {});
     }
     TaskId check = -1;
     if (boundary) {

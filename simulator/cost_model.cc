@@ -840,7 +840,10 @@ double CostModel::HostLoopSeconds(const Task& t, double dispatch) const {
 }
 
 double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
-  if (stack_ == SoftwareStack::kDsplanRuntime || !t.zero3_hooks) return 0;
+  if (stack_ == SoftwareStack::kDsplanRuntime) return 0;
+  // Stages 1-2: the tensor ops the gradient hooks' flushes issue in Python on this thread.
+  const double ops = t.hook_kernels * DispatchSeconds();
+  if (!t.zero3_hooks) return ops;
   // DeepSpeed ZeRO-3's hooks on every submodule of the layer and per partitioned parameter
   // tensor (fetch and release in forward and recompute; the backward hooks and gradient
   // reduction bookkeeping in backward), measured (the profile's stack section or the built-in).
@@ -852,7 +855,7 @@ double CostModel::HookSeconds(const Task& t, const LayerCost& c) const {
     // The reduce-bucket flushes its gradient hooks run (stream waits, the reduce-scatter call,
     // partitioning the bucket's gradients in Python), on the same thread.
     return c.modules * s.z3_bwd_per_module_s + t.gathered_tensors * s.z3_bwd_per_param_s + calls +
-           t.bucket_flushes * s.z3_per_bucket_flush_s;
+           t.bucket_flushes * s.z3_per_bucket_flush_s + ops;
   }
   return c.modules * s.z3_fwd_per_module_s + t.gathered_tensors * s.z3_fwd_per_param_s + calls;
 }

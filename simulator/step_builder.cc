@@ -533,6 +533,11 @@ class Builder {
   int64_t output_bytes_ = 0; // logits the model output holds
   int param_tensors_ = 0;
   int gas_ = 1;
+  // The backward task being built (its gradient hooks run the flushes AddToBucket triggers), or
+  // -1 outside the backward; tensor ops of a flush that runs before that task exists (or after
+  // the last one) wait here for it (Task::hook_kernels).
+  TaskId current_backward_ = -1;
+  int32_t pending_hook_kernels_ = 0;
   // ZeRO-3 partial optimizer offload (offload_optimizer.ratio): sub-groups [0, cpu_subgroups_)
   // are stepped on the CPU, the rest on the GPU; off_elems_ elements are on the host.
   int64_t cpu_subgroups_ = 0;
@@ -1180,6 +1185,8 @@ void Builder::Forward(int micro) {
 void Builder::Backward(int micro) {
   const ZeroConfig& z = p_.zero;
   const int L = static_cast<int>(w_.layers.size());
+  current_backward_ = -1;
+  pending_hook_kernels_ = 0;  // the last micro-step's epilogue flush ran after its backward
   {
     // Start of engine.backward(): BF16_Optimizer frees the previous bf16 grads; stage 1/2
     // allocates the ipg bucket (two with overlap_comm) when contiguous_gradients.
@@ -1299,6 +1306,7 @@ void Builder::Backward(int micro) {
         ReducesInBackward(micro) && layer.params > 0 && FlushesAtFirstGradient(l);
     if (early_flush) FlushBucket(micro, -1);
     last_compute_ = g_.Add(t, {last_compute_, gather, recompute}, fx);
+    current_backward_ = last_compute_;
     if (!new_grads && grad_bytes > 0) {
       // AccumulateGrad's in-place add of each parameter's new gradient (`variable_grad +=
       // new_grad`): read both, write one, a kernel per tensor (docs/simulator.md "Gradient
@@ -1314,6 +1322,9 @@ void Builder::Backward(int micro) {
       last_compute_ = g_.Add(add, {last_compute_}, afx);
     }
     if (early_flush && Stage3()) g_.AddBucketFlush(last_compute_);
+    if (early_flush && pending_hook_kernels_ > 0)
+      g_.AddHookKernels(last_compute_, pending_hook_kernels_);
+    pending_hook_kernels_ = 0;
     if (release) {
       gathered_[l] = 0;
       gathered_numel_ -= Gathered(l);
@@ -1690,6 +1701,15 @@ void Builder::FlushBucket(int micro, TaskId hook) {
     // stays zero). Owned elements stand for the whole tensors that overlap the partition.
     const bool pin = z.offload_optimizer.pin_memory;
     const int owned_tensors = static_cast<int>(CeilDiv(bucket_tensors_, N_));
+    // The host issues them in the gradient hook that runs the flush, on the thread that
+    // issues the backward's kernels: that backward task's host time (the next one's for a
+    // flush its first gradient triggers; the epilogue's flush is timed by the add's dispatch).
+    const int32_t ops = owned_tensors * ((micro > 0 ? 2 : 0) + (boundary ? 0 : 1));
+    if (hook >= 0 && current_backward_ >= 0) {
+      g_.AddHookKernels(current_backward_, ops);
+    } else {
+      pending_hook_kernels_ += ops;
+    }
     if (micro > 0) {
       const Task up = HostCopy(true, micro, r.index, static_cast<double>(e_ * owned), pin);
       Task add;
@@ -1842,6 +1862,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
 }
 
 void Builder::EndOfBackward(int micro) {
+  current_backward_ = -1;
   const ZeroConfig& z = p_.zero;
   const int L = static_cast<int>(w_.layers.size());
   const bool boundary = micro == gas_ - 1;

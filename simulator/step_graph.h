@@ -204,6 +204,10 @@ struct Task {
   // (__reduce_and_partition_ipg_grads when the next gradient would overfill the bucket), each
   // host work on the thread that issues the backward's kernels.
   int32_t bucket_flushes = 0;
+  // Backward tasks at stages 1-2: tensor ops that the gradient hooks' flushes issue on the same
+  // thread (the optimizer-offload accumulation round trips: a copy to the GPU, an add_ and a
+  // copy back per owned tensor), each at the host cost of an eager op.
+  int32_t hook_kernels = 0;
   // Layer tasks of a tiled block (Plan::linear_tiles): the task is one of |parts| tiles and
   // does 1/parts of the layer's kernels' work; its hooks are charged whole (each tile is a set
   // of modules of its own).
@@ -299,6 +303,8 @@ class StepGraph {
   void AddEffect(const MemEffect& effect);
   /// Counts one more reduce-bucket flush in task |id|'s hooks (Task::bucket_flushes).
   void AddBucketFlush(TaskId id) { ++tasks_[id].bucket_flushes; }
+  /// Counts |n| more tensor ops issued by task |id|'s gradient hooks (Task::hook_kernels).
+  void AddHookKernels(TaskId id, int32_t n) { tasks_[id].hook_kernels += n; }
 
   int size() const { return static_cast<int>(tasks_.size()); }
   const Task& task(TaskId id) const { return tasks_[id]; }

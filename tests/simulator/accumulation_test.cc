@@ -508,6 +508,41 @@ TEST_F(AccumulationTest, CpuOffloadRoundTripsTheHostAccumulatorEachMicroStep) {
   }
 }
 
+// The host issues those copies and adds in the gradient hook that runs the flush: with buckets
+// smaller than the model, the backward tasks whose hooks flush carry them as tensor ops (a copy
+// out in micro-step 0; a copy in, an add and a copy out in a middle one), which their host time
+// prices at the cost of an eager op; the flush after the last backward is the epilogue's. None
+// without offload.
+TEST_F(AccumulationTest, CpuOffloadRoundTripsAreHostWorkOfTheFlushingBackward) {
+  for (bool offload : {false, true}) {
+    NamedPlan np{"stage 2", Base(2)};
+    np.plan.zero.reduce_bucket_size = 3'000'000;  // several flushes per micro-step
+    if (offload) np.plan.zero.offload_optimizer.device = OffloadDevice::kCpu;
+    const BuiltStep b = Build(np, 3, StepGraphForm::kUnrolled);
+    const StepGraph& g = b.graph;
+    std::vector<int> ops(3, 0);
+    int flushing_tasks = 0;
+    for (TaskId id = 0; id < g.size(); ++id) {
+      const Task& t = g.task(id);
+      if (t.kind != TaskKind::kBackward) continue;
+      ops[t.micro_step] += t.hook_kernels;
+      if (t.hook_kernels > 0 && t.micro_step == 1) ++flushing_tasks;
+    }
+    SCOPED_TRACE(offload ? "offload" : "no offload");
+    if (!offload) {
+      EXPECT_EQ(ops[0] + ops[1] + ops[2], 0);
+      continue;
+    }
+    int tensors = 0;
+    for (const LayerParams& lp : ComputeLayerParams(W(np), 0)) tensors += lp.tensors;
+    EXPECT_GT(flushing_tasks, 1);
+    EXPECT_GT(ops[0], 0);
+    EXPECT_LT(ops[0], tensors);     // the epilogue's flush holds the rest
+    EXPECT_EQ(ops[1], 3 * ops[0]);  // in, add, out for the same tensors
+    EXPECT_EQ(ops[2], 2 * ops[0]);  // the boundary: in and add
+  }
+}
+
 }  // namespace
 }  // namespace dsplan
 

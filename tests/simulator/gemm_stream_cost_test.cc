@@ -153,6 +153,13 @@ TEST(HookCost, ZeroHooksAreHostWorkThatOverlapsTheLayersKernels) {
   t.bucket_flushes = 0;
   t.zero3_hooks = false;
   EXPECT_DOUBLE_EQ(pt.TaskSeconds(t, {c}, 1), c.bwd_s);
+  // Stages 1-2: tensor ops a flush in the gradient hooks issues (the offload accumulation's
+  // copies and adds) are host work on that thread at an eager op's cost each; not in dsplan's
+  // runtime.
+  t.hook_kernels = 30;
+  EXPECT_NEAR(pt.TaskSeconds(t, {c}, 1), 1.0e-3 + 30 * pt.DispatchSeconds(), 1e-15);
+  EXPECT_DOUBLE_EQ(rt.TaskSeconds(t, {c}, 1), c.bwd_s);
+  t.hook_kernels = 0;
   // GPU-bound: kernels longer than dispatch plus hooks hide the hooks entirely.
   LayerCost g = c;
   g.fwd_gemm_s = g.fwd_s = 0.5e-3 + fwd_hooks + 1e-3;

@@ -3,8 +3,8 @@
 # H200: accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
 # accum2-1211's H200 list (registered session 35), then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
 # rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other lists instead.
-# H100: accum2-1211's H100 list (registered session 35; CASES_H100="FILES" runs other lists).
-# accum-1210's H100 list, perrank-1209 and retain-1208's history ran on the H100 (sessions 34-35).
+# H100: accum3-1211's H100 list (registered session 35; CASES_H100="FILES" runs other lists).
+# accum-1210's and accum2-1211's H100 lists, perrank-1209 and retain-1208's history ran on the H100 (sessions 34-35).
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
@@ -48,7 +48,7 @@ else
   # H100 (retain-1208 and stackrep-1206e's follow-up ran in session 31): retain-1208's allocator
   # history of its 5e7 case (the 30 % over-predicted reserved memory).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/accum2-1211/cases-accum2-h100.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/accum3-1211/cases-accum3-h100.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -488,6 +488,9 @@ class Builder {
                 int64_t freed, const CastCopies& casts);
   // |hook|: the backward task whose gradient hook runs the flush (-1: the epilogue's).
   void FlushBucket(int micro, TaskId hook = -1);
+  // |ops| tensor ops a flush issues from the gradient hook of |hook|'s layer (the backward task
+  // being built; -1: a flush before that task exists or after the backward).
+  void HookOps(TaskId hook, int32_t ops);
   // The backward's working memory of layer |l| (LayerParams::backward_work_buffers).
   void BackwardWorkingMemory(int l, EffectList* fx) const;
   // The layer's saved activations (|bytes|: the forward's kept bytes, or a recompute's) as the
@@ -1582,6 +1585,14 @@ void Builder::AddChunk(int micro, int l, int64_t first, int64_t elements, int te
   bucket_casts_.Add(casts);
 }
 
+void Builder::HookOps(TaskId hook, int32_t ops) {
+  if (hook >= 0 && current_backward_ >= 0) {
+    g_.AddHookKernels(current_backward_, ops);
+  } else {
+    pending_hook_kernels_ += ops;
+  }
+}
+
 void Builder::FlushBucket(int micro, TaskId hook) {
   if (bucket_elems_ == 0) return;
   // ZeRO-3 runs the flush inside the gradient hook of the backward that overfilled the bucket,
@@ -1705,11 +1716,7 @@ void Builder::FlushBucket(int micro, TaskId hook) {
     // issues the backward's kernels: that backward task's host time (the next one's for a
     // flush its first gradient triggers; the epilogue's flush is timed by the add's dispatch).
     const int32_t ops = owned_tensors * ((micro > 0 ? 2 : 0) + (boundary ? 0 : 1));
-    if (hook >= 0 && current_backward_ >= 0) {
-      g_.AddHookKernels(current_backward_, ops);
-    } else {
-      pending_hook_kernels_ += ops;
-    }
+    HookOps(hook, ops);
     if (micro > 0) {
       const Task up = HostCopy(true, micro, r.index, static_cast<double>(e_ * owned), pin);
       Task add;

@@ -1248,12 +1248,6 @@ void Builder::Backward(int micro) {
     t.gathered_tensors = lp_[l].gathered_tensors;
     t.gather_calls = TakeGatherCalls();
     EffectList fx;
-    // Working memory of the backward: the gradients of the layer's largest intermediate and of
-    // its input, both alive at once. For the loss that is nll_loss's gradient (a dense tensor
-    // shaped like the log-probabilities it saved) and log_softmax's gradient of its input, the
-    // same size: 8 bytes per logit when the logits are upcast to fp32 (measured on the H200 for
-    // 13 families: docs/validation/deepspeed/README.md).
-    // Two allocations, as autograd makes them (the caching allocator places them separately).
     // Parameter gradients appear as param.grad in the model dtype.
     const int64_t grad_bytes = e_ * layer.params;
     const bool new_grads = !GradsAccumulateInPlace() || micro == 0;
@@ -1265,6 +1259,12 @@ void Builder::Backward(int micro) {
     const int64_t in_place_bytes =
         !new_grads && grad_bytes > 0 && lp_[l].tied_grad_numel == 0 ? e_ * lp_[l].largest : 0;
     if (in_place_bytes > 0) fx.push_back(Alloc(in_place_bytes, MemCategory::kTemporaries, true));
+    // Working memory of the backward: the gradients of the layer's largest intermediate and of
+    // its input, both alive at once. For the loss that is nll_loss's gradient (a dense tensor
+    // shaped like the log-probabilities it saved) and log_softmax's gradient of its input, the
+    // same size: 8 bytes per logit when the logits are upcast to fp32 (measured on the H200 for
+    // 13 families: docs/validation/deepspeed/README.md).
+    // Two allocations, as autograd makes them (the caching allocator places them separately).
     BackwardWorkingMemory(l, &fx);
     // Saved tensors go; the outputs (logits) stay with the caller's output object until the
     // step is over.

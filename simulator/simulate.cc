@@ -135,7 +135,9 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     // 1.4-1.5x between days. The upper ends below (rounded outward) hold all ten; they were
     // drawn from them. Runs registered before they ran, on an H100 against the H200 profile:
     // offfresh-1205 5 of 5 ZeRO-3 offload runs inside, offphase-1206 5 of 7 (the two outside
-    // were slower in the prediction, not faster).
+    // were slower in the prediction, not faster). With gradient accumulation (registered sets
+    // accum-1210 and accum2-1211 on an H100, stages 1-2, 8-16 micro-steps): 0.92-1.05x over six
+    // runs with the host accumulator's round trips priced (session 35).
     const double high = zero3 ? 1.60 : 1.20;
     if (b.high < high) {
       b.high = high;
@@ -143,7 +145,8 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
                          "0.97-1.49x: the blocking per-parameter gradient copies to the host "
                          "follow the host's speed)"
                        : "; with the optimizer offloaded up to 1.20x (5 runs at stages 1-2 "
-                         "measured 0.95-1.16x)";
+                         "measured 0.95-1.16x; 6 with gradient accumulation on an H100 "
+                         "0.92-1.05x)";
     }
   }
   return b;

@@ -619,6 +619,20 @@ TEST(EmulatedWorldSize, PredictedForItsWorldSizeAndNotTimed) {
 namespace dsplan {
 namespace {
 
+// Every run of an accumulation set: it accumulates, fits, its peak allocated within 1 %, its
+// reserved inside the band, its step within 10 %.
+void ExpectAccumulationRunsHold(const AccuracySummary& s) {
+  for (const AccuracyRow& r : s.rows) {
+    EXPECT_GT(r.run.ds_config.value("gradient_accumulation_steps", 1), 1) << r.run.id;
+    ASSERT_TRUE(r.has_memory && r.has_time) << r.run.id;
+    EXPECT_TRUE(r.fits) << r.run.id;
+    EXPECT_LT(std::abs(r.alloc_error), 0.01) << r.run.id << " peak at " << r.peak_at;
+    EXPECT_TRUE(r.reserved_in_band) << r.run.id << ": measured " << r.run.peak_reserved_mib
+                                    << " MiB, predicted " << r.peak_reserved_mib;
+    EXPECT_LT(std::abs(r.step_error), 0.10) << r.run.id;
+  }
+}
+
 // Fresh set 16 (docs/validation/deepspeed/accum-1210/, registered before it ran): the top plans
 // for a global batch on an H100, each accumulating gradients over 4-16 micro-steps (stages 0-3,
 // the optimizer on the CPU, T5), the first real runs with gradient_accumulation_steps above 1.
@@ -630,15 +644,7 @@ TEST(GradientAccumulation, TopPlansForAGlobalBatchOnAnH100) {
   std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(
       "/docs/validation/deepspeed/accum-1210/records-accum-h100.jsonl", 9, false, "h100-measured");
   ASSERT_EQ(s->rows.size(), 9u);
-  for (const AccuracyRow& r : s->rows) {
-    EXPECT_GT(r.run.ds_config.value("gradient_accumulation_steps", 1), 1) << r.run.id;
-    ASSERT_TRUE(r.has_memory && r.has_time) << r.run.id;
-    EXPECT_TRUE(r.fits) << r.run.id;
-    EXPECT_LT(std::abs(r.alloc_error), 0.01) << r.run.id << " peak at " << r.peak_at;
-    EXPECT_TRUE(r.reserved_in_band) << r.run.id << ": measured " << r.run.peak_reserved_mib
-                                    << " MiB, predicted " << r.peak_reserved_mib;
-    EXPECT_LT(std::abs(r.step_error), 0.10) << r.run.id;
-  }
+  ExpectAccumulationRunsHold(*s);
   EXPECT_LT(s->step_mean_abs, 0.05);
   EXPECT_LT(s->alloc_mean_abs, 0.005);
 }
@@ -653,14 +659,7 @@ TEST(GradientAccumulation, PricedPathsOnOtherFamiliesOnAnH100) {
   std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(
       "/docs/validation/deepspeed/accum2-1211/records-accum2-h100.jsonl", 6, false, "h100-measured");
   ASSERT_EQ(s->rows.size(), 6u);
-  for (const AccuracyRow& r : s->rows) {
-    EXPECT_GT(r.run.ds_config.value("gradient_accumulation_steps", 1), 1) << r.run.id;
-    ASSERT_TRUE(r.has_memory && r.has_time) << r.run.id;
-    EXPECT_TRUE(r.fits) << r.run.id;
-    EXPECT_LT(std::abs(r.alloc_error), 0.01) << r.run.id << " peak at " << r.peak_at;
-    EXPECT_TRUE(r.reserved_in_band) << r.run.id;
-    EXPECT_LT(std::abs(r.step_error), 0.10) << r.run.id;
-  }
+  ExpectAccumulationRunsHold(*s);
   EXPECT_LT(s->step_mean_abs, 0.05);
 }
 

@@ -17,8 +17,7 @@ spec = importlib.util.spec_from_file_location("accum1210", os.path.join(HERE, ".
 base = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(base)
 
-base.HERE = HERE
-base.CHOICES = [
+CHOICES = [
     ("llama-3.2-1b", 64, ["--offload-optimizer", "cpu"]),                # the free choice: stage 1 since session 35
     ("qwen2-0.5b", 128, ["--offload-optimizer", "cpu", "--stage", "2"]),  # stage 2's round trips, another family
     ("gpt2-xl", 64, ["--offload-optimizer", "cpu", "--stage", "2"]),      # stage 2's round trips, 48 blocks
@@ -27,7 +26,11 @@ base.CHOICES = [
     ("t5-base", 256, ["--offload-optimizer", "cpu", "--stage", "1"]),     # encoder-decoder, stage 1 on the CPU
 ]
 
-if __name__ == "__main__":
+def main(choices, prefix, here):
+    """Writes the top plans of |choices| as cases with ids prefix + tag to stdout (and the
+    planner answers to |here|/plans-dsplan-HARDWARE.jsonl): accum-1210's main, renamed."""
+    base.HERE = here
+    base.CHOICES = choices
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         base.main()
@@ -36,12 +39,16 @@ if __name__ == "__main__":
         if not line.strip():
             continue
         d = json.loads(line)
-        d["id"] = d["id"].replace("accum_", "accum2_", 1)
+        d["id"] = d["id"].replace("accum_", prefix, 1)
         for s in d["subs"]:
-            s["sub_id"] = s["sub_id"].replace("accum_", "accum2_", 1)
+            s["sub_id"] = s["sub_id"].replace("accum_", prefix, 1)
         # CPU Adam builds just in time once per call (about 40 s); the later offload cases reuse it.
         if d["offload_optimizer"] == "cpu":
             if seen_cpu_adam:
                 d["est_s"] -= 60
             seen_cpu_adam = True
         print(json.dumps(d))
+
+
+if __name__ == "__main__":
+    main(CHOICES, "accum2_", HERE)

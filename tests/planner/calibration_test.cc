@@ -256,7 +256,9 @@ TEST(StepTime, AFullH100ProfilePricesThePlansMadeForAnH100) {
       full_sum += std::abs(r.step_error);
       quick_sum += std::abs(q->rows[i].step_error);
       ++n;
-      if (r.host_bound_share < 0.3) EXPECT_LT(std::abs(r.step_error), 0.05) << r.run.id;
+      if (r.host_bound_share < 0.3) {
+        EXPECT_LT(std::abs(r.step_error), 0.05) << r.run.id;
+      }
     }
   }
   ASSERT_EQ(n, 16);

@@ -28,22 +28,24 @@ python3 -c "import json;d=json.load(open('$OUT/nvml-plan.json'));print('hardware
 # the H100 in session 34 (a torch fact, not the card's): only with FAKEPG=1 now.
 [ -n "$FAKEPG" ] && timeout 60 python3 tools/probes/fake_pg_probe.py --out $OUT/fake-pg.json > /dev/null 2> $OUT/fake-pg.log; echo "fake_pg rc=$?"; tail -8 $OUT/fake-pg.log
 # torch.optim.AdamW's foreach step rate beside the step's other kernels (session 33; ~20 s), and
-# DeepSpeed's FusedAdam from .dsbench/site (session 34: without it on the path the H100 call
+# DeepSpeed's FusedAdam from .dsbench/site (both measured on H100s in sessions 34-35: only with PROBES=1 now) (session 34: without it on the path the H100 call
 # measured no FusedAdam). Its just-in-time build (~60 s) lands in go.sh's extension folder, so
 # the cases after it do not build it again.
 mkdir -p /tmp/torch_ext
+if [ -n "$PROBES" ]; then
 PYTHONPATH=$PWD/.dsbench/site TORCH_EXTENSIONS_DIR=/tmp/torch_ext timeout 200 python3 tools/probes/optimizer_kernels.py --out $OUT/optimizer-kernels.json > /dev/null 2> $OUT/optimizer-kernels.log; echo "optkernels rc=$?"
 python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernels'];print({k:round(v.get('bytes_per_s',0)/1e12,2) for k,v in d.items()}, 'norm loop us/tensor', 1e6*d.get('norm_loop',{}).get('host_seconds_per_tensor',0))" 2>&1 | tail -2
 # ZeRO-1's engine.step() per parameter tensor at widths 64, 512 and 1536 (session 34: real models'
 # step ran 8-26 ms longer than the 64-wide stacks' per-tensor cost on an H100; ~60 s).
 PYTHONPATH=$PWD/.dsbench/site TORCH_EXTENSIONS_DIR=/tmp/torch_ext timeout 150 python3 tools/probes/z12_step_width.py --out $OUT/z12-step-width.json > /dev/null 2> $OUT/z12-step-width.log; echo "z12width rc=$?"; grep width $OUT/z12-step-width.log
+fi
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
 fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100 (retain-1208 and stackrep-1206e's follow-up ran in session 31): retain-1208's allocator
   # history of its 5e7 case (the 30 % over-predicted reserved memory).

@@ -162,6 +162,13 @@ check "check: parameters on the CPU get no such line" bash -c "grep -q '^verdict
 sed 's/, "max_in_cpu": 0//' "$tmp/pnvme.json" > "$tmp/pincpu.json"
 run check --model gpt2-large --gpus 1 --nvme 1TB --ds-config "$tmp/pincpu.json"
 check "check: NVMe with max_in_cpu (default 1e9) covering the partition gets no such line" bash -c "grep -q '^verdict' '$tmp/out' && ! grep -q 'parameters on the drive' '$tmp/out'"
+# The config may come first without its flag, as users type it; the output is the same.
+run check --model gpt2-large --gpus 1 --ds-config "$tmp/pcpu.json" --json
+cp "$tmp/out" "$tmp/flagged.json"
+run check "$tmp/pcpu.json" --model gpt2-large --gpus 1 --json
+check "check: a positional config is read as --ds-config" bash -c "test $rc -eq 0 && cmp -s '$tmp/out' '$tmp/flagged.json'"
+bad "check: a config both ways" "ds-config.*more than once" check "$tmp/pcpu.json" --ds-config "$tmp/pcpu.json" --model gpt2-large --gpus 1
+bad "check: a second positional" "unexpected argument" check "$tmp/pcpu.json" "$tmp/pnvme.json" --model gpt2-large --gpus 1
 # Stage 3 on one GPU without offload: check points to stage 2 only with both predictions.
 printf '{"train_micro_batch_size_per_gpu": 8, "gradient_accumulation_steps": 1, "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}}' > "$tmp/s3one.json"
 run check --model gpt2-xl --gpus 1 --ds-config "$tmp/s3one.json"

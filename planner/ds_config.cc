@@ -375,10 +375,16 @@ Status DeepSpeedBatchError(std::optional<int64_t> train, std::optional<int64_t> 
   const std::optional<int64_t> product = CheckedProduct({*micro, *gas, ws});
   if (!product) return overflow();
   if (*train != *product) {
+    // The usual cause is a config written for another GPU count: say which one it fits.
+    const int64_t per_rank = *micro * *gas;  // both <= *product, no overflow
+    std::string fits;
+    if (*train % per_rank == 0) {
+      fits = fmt::format(" (they agree for {} GPUs in all: --gpus x --nodes)", *train / per_rank);
+    }
     return Status::InvalidArgument(fmt::format(
         "train_batch_size {} != train_micro_batch_size_per_gpu {} * gradient_accumulation_steps "
-        "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys",
-        *train, *micro, *gas, ws, *product));
+        "{} * world size {} (= {}); DeepSpeed asserts they are equal: fix one of the batch keys{}",
+        *train, *micro, *gas, ws, *product, fits));
   }
   if (*gas > kMaxGradAccum) {
     return Status::InvalidArgument(fmt::format(

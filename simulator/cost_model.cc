@@ -35,6 +35,28 @@ double InterpLogX(const std::vector<P>& pts, double x, X xof, Y yof, bool log_y 
 double PairX(const std::pair<double, double>& p) { return p.first; }
 double PairY(const std::pair<double, double>& p) { return p.second; }
 
+// A Linear's FLOP/s at |tokens| on its measured series ((tokens, FLOP/s), ascending). Inside the
+// series: InterpLogX. Above its last point the GEMM is the same kernel over more row tiles: its
+// time grows by the same amount per token as between the series' last two points (a fixed part,
+// the first and last partial waves, plus a cost per token), so the rate tends to that marginal
+// rate instead of staying at the last point's (docs/simulator.md, "GEMMs beyond the measured token
+// counts"), never above |peak| (the GPU's dense peak; 0: none known). Where the last two points do
+// not show time growing with tokens (noise), the last point's rate.
+double LinearSeriesRate(const std::vector<std::pair<double, double>>& series, double tokens,
+                        double peak) {
+  if (series.size() < 2 || tokens <= series.back().first) {
+    return InterpLogX(series, tokens, PairX, PairY, /*log_y=*/true);
+  }
+  const auto& [x1, r1] = series[series.size() - 2];
+  const auto& [x2, r2] = series.back();
+  // Time per unit of the shape's FLOPs per token: tau(x) = x / r(x).
+  const double tau1 = x1 / r1, tau2 = x2 / r2;
+  if (!(x2 > x1) || !(tau2 > tau1) || !(r1 > 0) || !(r2 > 0)) return r2;
+  const double per_token = (tau2 - tau1) / (x2 - x1);
+  const double rate = tokens / (tau2 + (tokens - x2) * per_token);
+  return peak > 0 ? std::max(r2, std::min(rate, peak)) : rate;
+}
+
 // A size-dependent bandwidth curve at |bytes|; 0 when the curve has no points.
 double CurveBandwidth(const std::vector<BandwidthPoint>& points, double bytes) {
   return InterpLogX(points, bytes, [](const BandwidthPoint& p) { return p.bytes; },
@@ -142,7 +164,7 @@ double CostModel::LinearGemmSeconds(GemmLayout layout, double m, double n, doubl
   // Tables without this layout (profiles written before layouts were measured): the nearest
   // shape of any layout.
   if (best.a == 0 || series == nullptr) return GemmSeconds(precision_, m, n, k, 1);
-  const double rate = InterpLogX(*series, tokens, PairX, PairY, /*log_y=*/true);
+  const double rate = LinearSeriesRate(*series, tokens, PeakFlops(precision_));
   const double elem = static_cast<double>(PrecisionBytes(precision_));
   return std::max(2.0 * m * n * k / rate, RooflineSeconds(elem * (m * k + k * n + m * n)));
 }

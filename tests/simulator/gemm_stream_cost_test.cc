@@ -42,15 +42,37 @@ TEST(LinearGemmCost, InterpolatesLogRateInTheTokenCountOfTheNearestLayer) {
   // 8192 tokens: halfway in log tokens, so the geometric mean of the two rates.
   EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 8192, 6400, 1600),
               At(8192, 6400, 1600, std::sqrt(500e12 * 800e12)), 1e-12);
-  // Outside the measured token counts: the end of the series.
+  // Below the measured token counts: the first point's rate.
   EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 2048, 6400, 1600), At(2048, 6400, 1600, 500e12),
               1e-12);
-  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 32768, 6400, 1600),
-              At(32768, 6400, 1600, 800e12), 1e-12);
+  // Above them: the time grows by as much per token as between the last two points (the same
+  // kernel over more row tiles), so the rate passes the last point's 800 TFLOP/s on its way to
+  // the marginal rate between them (12288 tokens in 41.9 - 16.8 us: 1.0 PFLOP/s here).
+  const double t4 = At(4096, 6400, 1600, 500e12), t16 = At(16384, 6400, 1600, 800e12);
+  const double t32 = t16 + (32768.0 - 16384.0) * (t16 - t4) / (16384.0 - 4096.0);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 32768, 6400, 1600), t32, 1e-12);
+  EXPECT_LT(t32, At(32768, 6400, 1600, 800e12));
+  // Far above, that marginal rate would pass the GPU's dense peak: the peak bounds it.
+  const double peak = p.gpu.peak_flops_bf16.value;
+  ASSERT_GT(peak, 800e12);
+  ASSERT_LT(peak, 1.0e15);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 1 << 22, 6400, 1600),
+              At(1 << 22, 6400, 1600, peak), 1e-9);
   // A layer shape not measured takes the nearest measured layer's series (6400 x 1600 is
   // nearer to 6144 x 1536 than 1024 x 1024 is).
   EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 4096, 6144, 1536),
               At(4096, 6144, 1536, 500e12), 1e-12);
+}
+
+TEST(LinearGemmCost, ASeriesWhoseTimeDoesNotGrowKeepsItsLastRateAboveIt) {
+  HardwareProfile p = Base();
+  // Measurement noise: 16384 tokens timed no longer than 8192 (rate doubled). No per-token cost
+  // can be read off it, so larger counts keep the last point's rate rather than a free GEMM.
+  p.gpu.gemm = {{Precision::kBf16, 8192, 768, 768, 400e12, GemmLayout::kNT},
+                {Precision::kBf16, 16384, 768, 768, 800e12, GemmLayout::kNT}};
+  CostModel cm(p, Precision::kBf16);
+  EXPECT_NEAR(cm.LinearGemmSeconds(GemmLayout::kNT, 65536, 768, 768), At(65536, 768, 768, 800e12),
+              1e-12);
 }
 
 TEST(LinearGemmCost, EachLayoutUsesItsOwnRowsAndTheWeightGradientReducesOverTokens) {

@@ -39,6 +39,11 @@ python3 -c "import json;d=json.load(open('$OUT/optimizer-kernels.json'))['kernel
 # step ran 8-26 ms longer than the 64-wide stacks' per-tensor cost on an H100; ~60 s).
 PYTHONPATH=$PWD/.dsbench/site TORCH_EXTENSIONS_DIR=/tmp/torch_ext timeout 150 python3 tools/probes/z12_step_width.py --out $OUT/z12-step-width.json > /dev/null 2> $OUT/z12-step-width.log; echo "z12width rc=$?"; grep width $OUT/z12-step-width.log
 fi
+# Session 36: Linear GEMMs above the profile tables' last token count (16384), which the
+# planner's large micro-batches of small models reach (bert-base mb 218: 111,616 tokens); the cost
+# model extends each measured series affinely in time (docs/simulator.md). ~30 s.
+timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
+timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
 fi

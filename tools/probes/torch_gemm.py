@@ -20,6 +20,9 @@ Layouts, C[m,n] = op(A) op(B) as the profile names them:
   batched rows: torch.bmm with the same transposes.
 
 usage: torch_gemm.py --profile h200-measured.yaml [--dtypes bf16] [--out F] [--limit N]
+       torch_gemm.py --linears OUTxIN,...:TOKENS,... [--dtypes bf16] [--out F]
+  (--linears: those Linear layers in the three layouts at those token counts instead of a profile's
+  rows, e.g. the counts above a profile table's last one, 16384, that large micro-batches reach)
 Prints a JSON document (schema dsplan-torch-gemm/1): versions, method, and rows
 [dtype, m, n, k, flops_per_s, layout, batch].
 """
@@ -62,6 +65,19 @@ def read_rows(path, dtypes):
     return rows
 
 
+def linear_rows(spec, dtypes):
+    """Rows (dtype, m, n, k, layout, 1) of the Linears OUTxIN at the token counts of |spec|, in the
+    layouts the profile names them: nt (tokens, out, in), nn (tokens, in, out), tn (out, in, tokens)."""
+    layers, tokens = spec.split(":")
+    rows = []
+    for dt in dtypes:
+        for layer in layers.split(","):
+            out, inp = (int(x) for x in layer.lower().split("x"))
+            for t in (int(x) for x in tokens.split(",")):
+                rows += [(dt, t, out, inp, "nt", 1), (dt, t, inp, out, "nn", 1), (dt, out, inp, t, "tn", 1)]
+    return rows
+
+
 def operands(dt, m, n, k, layout, batch, l2_bytes):
     if layout == "nt":
         shapes = [(m, k), (n, k)]
@@ -93,7 +109,8 @@ def call(layout, batch, a, b):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--profile", required=True)
+    ap.add_argument("--profile")
+    ap.add_argument("--linears", help="OUTxIN,...:TOKENS,... (instead of --profile)")
     ap.add_argument("--dtypes", default="bf16")
     ap.add_argument("--out", default=None)
     ap.add_argument("--limit", type=int, default=0)
@@ -102,7 +119,10 @@ def main():
     ap.add_argument("--sleep-cycles", type=int, default=1000000,
                     help="GPU busy-wait before each timed call (0: none, the events then include host dispatch)")
     a = ap.parse_args()
-    rows = read_rows(a.profile, set(a.dtypes.split(",")))
+    if bool(a.profile) == bool(a.linears):
+        ap.error("give one of --profile and --linears")
+    rows = (read_rows(a.profile, set(a.dtypes.split(","))) if a.profile
+            else linear_rows(a.linears, a.dtypes.split(",")))
     if a.limit:
         rows = rows[: a.limit]
     props = torch.cuda.get_device_properties(0)
@@ -137,7 +157,7 @@ def main():
         "cublas_workspace": "PyTorch default (CUBLAS_WORKSPACE_CONFIG unset)",
         "python": platform.python_version(),
         "date": time.strftime("%Y-%m-%d"),
-        "method": ("rows of " + a.profile + "; torch F.linear (nt), matmul (nn, tn), bmm (batched); "
+        "method": (("rows of " + a.profile if a.profile else "Linears " + a.linears) + "; torch F.linear (nt), matmul (nn, tn), bmm (batched); "
                    f"{a.warmup} warm-up + {a.timed} timed, operands rotated over copies spanning >= 3x L2; "
                    "CUDA events around the call; median; "
                    + (f"a {a.sleep_cycles}-cycle GPU busy-wait queued before each call, so the events time "

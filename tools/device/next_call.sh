@@ -42,7 +42,7 @@ fi
 # Session 36: Linear GEMMs above the profile tables' last token count (16384), which the
 # planner's large micro-batches of small models reach (bert-base mb 218: 111,616 tokens); the cost
 # model extends each measured series affinely in time (docs/simulator.md). ~30 s.
-timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
+timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log

@@ -155,6 +155,31 @@ def simulate(a, model, ds_config, scratch, seq, gck):
             "command": " ".join(cmd[1:])}
 
 
+def top_plan_case(a, model, name_cfg, top, seq, sh, case_id, variant, scratch):
+    """One bench case (and its plans-dsplan record) for the top plan |top| of a planner answer,
+    as emitted, with dsplan's prediction for its ds_config: the registered fresh sets' form
+    (accum-1210 and after). |name_cfg| is (name, model_config); |model| what dsplan reads."""
+    name, cfg = name_cfg
+    pl, dsc = top["plan"], top["ds_config"]
+    mb = int(pl["micro_batch"])
+    ga = int(dsc.get("gradient_accumulation_steps", 1))
+    gck = bool(pl.get("gradient_checkpointing"))
+    off_o = pl.get("offload_optimizer") or "none"
+    off_p = pl.get("offload_param") or "none"
+    pred = simulate(a, model, dsc, scratch, seq, gck)
+    pred["time_band"] = (top.get("step") or {}).get("time_band")  # the band the plan printed
+    sub = dict(sub_id=f"{case_id}_mb{mb}x{ga}", mb=mb, stage=pl["stage"], grad_checkpointing=gck,
+               offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, model_config=cfg,
+               pred=pred, variant=variant, **sh)
+    case = dict(id=case_id, model=name, model_config=cfg, plan_rank=1, variant=variant, stage=pl["stage"],
+                mb=mb, grad_checkpointing=gck, offload_optimizer=off_o, offload_param=off_p, ds_config=dsc,
+                pred=[pred], needs_cpu_adam=off_o == "cpu", n_steps=8,
+                est_s=30 + 8 * (pred["step_s"] or 1) + (120 if off_o != "none" else 0),
+                subs=[sub], dsplan_summary=top.get("summary"), **sh)
+    record = {"summary": top.get("summary"), "plan": pl, "step": top.get("step"), "gpu": top.get("gpu")}
+    return case, record
+
+
 def seq_args(cfg, decoder_seq=1024):
     if cfg["model_type"] == "t5":
         return ["--seq-len", "512", "--target-len", "128"], {"src_len": 512, "tgt_len": 128}

@@ -56,26 +56,12 @@ def main():
                 if ga > 1:
                     break
             assert ga > 1, (m, gb, pins, ga)
-            mb = int(pl["micro_batch"])
-            gck = bool(pl.get("gradient_checkpointing"))
-            off_o = pl.get("offload_optimizer") or "none"
-            off_p = pl.get("offload_param") or "none"
-            pred = G.simulate(a, m, dsc, tmp, seq, gck)
-            pred["time_band"] = (top.get("step") or {}).get("time_band")  # the band the plan printed
             tag = f"{m}_gb{gb0}" + "".join("_" + x.lstrip("-").replace("offload-optimizer", "opt") for x in pins)
-            sub = dict(sub_id=f"accum_{tag}_mb{mb}x{ga}", mb=mb, stage=pl["stage"], grad_checkpointing=gck,
-                       offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, model_config=cfg,
-                       pred=pred, variant=f"top plan for global batch {gb}" + (" " + " ".join(pins) if pins else ""),
-                       **sh)
-            plans.append({"model": m, "global_batch": gb, "pins": pins, "summary": top.get("summary"),
-                          "plan": pl, "step": top.get("step"), "gpu": top.get("gpu"),
+            variant = f"top plan for global batch {gb}" + (" " + " ".join(pins) if pins else "")
+            case, record = G.top_plan_case(a, m, (m, cfg), top, seq, sh, f"accum_{tag}", variant, tmp)
+            plans.append({"model": m, "global_batch": gb, "pins": pins, **record,
                           "command": " ".join(["dsplan"] + cmd[1:])})
-            print(json.dumps(dict(id=f"accum_{tag}", model=m, model_config=cfg, plan_rank=1,
-                                  variant=sub["variant"], stage=pl["stage"], mb=mb, grad_checkpointing=gck,
-                                  offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, pred=[pred],
-                                  needs_cpu_adam=off_o == "cpu", n_steps=8,
-                                  est_s=30 + 8 * (pred["step_s"] or 1) + (120 if off_o != "none" else 0),
-                                  subs=[sub], dsplan_summary=top.get("summary"), **sh)))
+            print(json.dumps(case))
     with open(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), "w") as f:
         for r in plans:
             f.write(json.dumps(r) + "\n")

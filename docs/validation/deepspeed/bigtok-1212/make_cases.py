@@ -48,27 +48,11 @@ def main():
                 raise SystemExit(f"{' '.join(cmd)}: rc {p.returncode}: {p.stderr.strip()[:300]}")
             j = json.loads(p.stdout)
             top = sorted(j["recommendations"], key=lambda r: r.get("rank", 99))[0]
-            pl, dsc = top["plan"], top["ds_config"]
-            mb = int(pl["micro_batch"])
-            ga = int(dsc.get("gradient_accumulation_steps", 1))
-            gck = bool(pl.get("gradient_checkpointing"))
-            off_o = pl.get("offload_optimizer") or "none"
-            off_p = pl.get("offload_param") or "none"
-            pred = G.simulate(a, model, dsc, tmp, seq, gck)
-            pred["time_band"] = (top.get("step") or {}).get("time_band")  # the band the plan printed
             tag = f"{name}_" + "_".join(x.lstrip("-").replace("seq-len", "s").replace("target-len", "t") for x in seq)
-            sub = dict(sub_id=f"bigtok_{tag}_mb{mb}x{ga}", mb=mb, stage=pl["stage"], grad_checkpointing=gck,
-                       offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, model_config=cfg,
-                       pred=pred, variant="top plan", **sh)
+            case, record = G.top_plan_case(a, model, (name, cfg), top, seq, sh, f"bigtok_{tag}", "top plan", tmp)
             rel = os.path.relpath(model, ROOT) if os.path.isabs(model) else model
-            plans.append({"model": rel, "summary": top.get("summary"), "plan": pl, "step": top.get("step"),
-                          "gpu": top.get("gpu"), "command": " ".join(["dsplan", "--model", rel] + cmd[3:])})
-            print(json.dumps(dict(id=f"bigtok_{tag}", model=name, model_config=cfg, plan_rank=1,
-                                  variant="top plan", stage=pl["stage"], mb=mb, grad_checkpointing=gck,
-                                  offload_optimizer=off_o, offload_param=off_p, ds_config=dsc, pred=[pred],
-                                  needs_cpu_adam=off_o == "cpu", n_steps=8,
-                                  est_s=30 + 8 * (pred["step_s"] or 1) + (120 if off_o != "none" else 0),
-                                  subs=[sub], dsplan_summary=top.get("summary"), **sh)))
+            plans.append({"model": rel, **record, "command": " ".join(["dsplan", "--model", rel] + cmd[3:])})
+            print(json.dumps(case))
     with open(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), "w") as f:
         for r in plans:
             f.write(json.dumps(r) + "\n")

@@ -329,7 +329,8 @@ void ReadLlamaLike(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDe
   if (hd) {
     s.head_dim = *hd;
   } else if (s.num_heads > 0) {
-    if (s.hidden_size % s.num_heads != 0) {
+    // A hidden size of 0 or below is reported by the positivity check below, in its words.
+    if (s.hidden_size > 0 && s.hidden_size % s.num_heads != 0) {
       r.Fail(c.Error("hidden_size",
                      fmt::format("{} is not divisible by num_attention_heads {} (and no head_dim "
                                  "is given)",
@@ -641,15 +642,18 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
     case Family::kBert: ReadBert(r, config, s); break;
   }
   DSPLAN_RETURN_IF_ERROR(r.status());
-  // Families whose head size is hidden_size / num_heads need exact division.
-  if (s.head_dim == 0 && s.num_heads > 0) {
+  // Families whose head size is hidden_size / num_heads need exact division. A width of 0 or
+  // below goes on to CheckSizes, which names it as such.
+  const bool positive_width = s.hidden_size > 0;
+  if (positive_width && s.head_dim == 0 && s.num_heads > 0) {
     if (s.hidden_size % s.num_heads != 0) {
       return config.Error("hidden_size", fmt::format("{} is not divisible by the number of "
                                                      "attention heads {}",
                                                      s.hidden_size, s.num_heads));
     }
     s.head_dim = s.hidden_size / s.num_heads;
-  } else if (s.family != Family::kT5 && s.num_heads > 0 && s.head_dim * s.num_heads != s.hidden_size &&
+  } else if (positive_width && s.family != Family::kT5 && s.num_heads > 0 &&
+             s.head_dim * s.num_heads != s.hidden_size &&
              (s.family == Family::kGpt2 || s.family == Family::kGptJ ||
               s.family == Family::kGptNeoX || s.family == Family::kOpt ||
               s.family == Family::kBloom || s.family == Family::kFalcon ||

@@ -110,6 +110,11 @@ TEST(ModelSpecTest, ImpossibleSizes) {
                             "num_attention_heads": 3})");
   ASSERT_FALSE(llama.ok());
   EXPECT_TRUE(Mentions(llama.status(), "not divisible"));
+  // A negative width is reported as such, not as a width the heads do not divide.
+  auto negative_width = FromJson(R"({"model_type": "llama", "hidden_size": -5})");
+  ASSERT_FALSE(negative_width.ok());
+  EXPECT_TRUE(Mentions(negative_width.status(), "must be a positive integer, found -5"))
+      << negative_width.status().message();
   auto kv = FromJson(R"({"model_type": "llama", "num_attention_heads": 32,
                          "num_key_value_heads": 5})");
   ASSERT_FALSE(kv.ok());

@@ -29,15 +29,12 @@ void AddClusterAndWorkloadFlags(CLI::App* cmd, SimulateFlags& f, bool required) 
 }
 
 void AddDsConfigFlags(CLI::App* cmd, SimulateFlags& f, bool required) {
-  // Where the config is the command's subject (check, simulate), it may also come first without
-  // its flag, as users type it: 'dsplan check ds_config.json --model M --gpus N'.
-  if (required) {
-    cmd->add_option("--ds-config,ds_config", f.ds_config,
-                    "DeepSpeed config file (also accepted as the first argument without the flag)")
-        ->required();
-  } else {
-    cmd->add_option("--ds-config", f.ds_config, "DeepSpeed config file");
-  }
+  // The config is the subject of every command that reads one (check, simulate, validate): it
+  // may also come first without its flag, as users type it: 'dsplan check ds_config.json --model
+  // M --gpus N'.
+  cmd->add_option("--ds-config,ds_config", f.ds_config,
+                  "DeepSpeed config file (also accepted as the first argument without the flag)")
+      ->required(required);
   cmd->add_option("--micro-batch", f.micro_batch,
                   "per_device_train_batch_size, for \"auto\" batch keys")
       ->transform(CountFlag("--micro-batch", 1, 1 << 20));

@@ -74,6 +74,14 @@ bool IsLayerTask(TaskKind k) {
 int64_t ElementBytes(Precision p) { return p == Precision::kFp32 ? 4 : 2; }
 int FillDtype(Precision p) { return p == Precision::kFp32 ? 0 : p == Precision::kBf16 ? 1 : 2; }
 
+// Executing a step needs this machine's GPUs; say so, and where the prediction alone comes from.
+Status NoDevice(cudaError_t e) {
+  return Status::Unsupported(fmt::format(
+      "no CUDA device ({}): executing the plan's step needs this machine's GPUs; run the same "
+      "command on the GPU machine, or 'dsplan simulate' for the prediction alone",
+      e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+}
+
 Status KernelStatus(int rc, const char* what) {
   if (rc == 0) return Status();
   return Status::CudaError(
@@ -1340,8 +1348,7 @@ Result<Execution> CudaExecutor::Run(const StepGraph& graph, const Workload& work
           world, plan.nodes, plan.gpus_per_node, options.comm->size(), world, world,
           options.comm->size()));
     } else if (e != cudaSuccess || count == 0) {
-      ready = Status::Unsupported(fmt::format(
-          "no CUDA device: {}", e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+      ready = NoDevice(e);
     } else {
       ready = nccl.Load();
     }
@@ -1349,8 +1356,7 @@ Result<Execution> CudaExecutor::Run(const StepGraph& graph, const Workload& work
     return ExecuteAsMpiRank(graph, workload, plan, options, count, nccl);
   }
   if (e != cudaSuccess || count == 0) {
-    return Status::Unsupported(fmt::format(
-        "no CUDA device: {}", e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+    return NoDevice(e);
   }
   if (options.device < 0 || options.device + world > count) {
     return Status::InvalidArgument(fmt::format(

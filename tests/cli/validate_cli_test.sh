@@ -46,6 +46,10 @@ check "dry run --json exits 0" test "$rc" -eq 0
 check "dry run --json: flagged, passes, measured equals predicted" \
   json "j['dry_run'] and j['pass'] and all(abs(r['error']) < 1e-9 for r in j['rows']) and j['rows'][0]['measured'] == j['rows'][0]['predicted']"
 check "dry run --json: a GPU run would not be flagged" json "'dry_run' in j"
+cp "$tmp/out" "$tmp/dry-flagged.json"
+run validate "$fx/calib_gpt2-xl_s2_mb8_offopt-cpu.json" --dry-run --model gpt2-xl --gpus 2 --json
+check "validate: the config as the first argument is read as --ds-config" \
+  bash -c "test $rc -eq 0 && python3 -c \"import json,sys; a,b=(json.load(open(p)) for p in sys.argv[1:]); sys.exit(a['rows']!=b['rows'])\" '$tmp/out' '$tmp/dry-flagged.json'"
 # simulate's warnings about the config reach validate's header and JSON: bf16 without ZeRO
 # (stage 0) is warned about, stage 1 is not.
 run validate --dry-run --model gpt2-xl --ds-config "$cfg" --gpus 2

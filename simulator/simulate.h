@@ -136,7 +136,7 @@ TimeBand StepTimeBandWithGemmCoverage(TimeBand band, const GemmCoverage& coverag
 /// fewer, the per-op estimate stands unscaled and the band is the widest.
 /// A step whose optimizer is offloaded (|optimizer_offloaded|) is a task class of its own, at
 /// ZeRO-3 and at stages 1-2: its band reaches higher (the per-parameter host copies and checks
-/// are priced short and follow the host's speed).
+/// are priced short and follow the host's speed), and at ZeRO-3 lower too (faster hosts).
 TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double host_bound_share,
                       bool zero3 = false, bool family_priced = true,
                       bool optimizer_offloaded = false);

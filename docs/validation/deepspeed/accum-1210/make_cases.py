@@ -62,9 +62,7 @@ def main():
             plans.append({"model": m, "global_batch": gb, "pins": pins, **record,
                           "command": " ".join(["dsplan"] + cmd[1:])})
             print(json.dumps(case))
-    with open(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), "w") as f:
-        for r in plans:
-            f.write(json.dumps(r) + "\n")
+    G.write_jsonl(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), plans)
 
 
 if __name__ == "__main__":

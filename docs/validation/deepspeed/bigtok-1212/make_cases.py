@@ -53,9 +53,7 @@ def main():
             rel = os.path.relpath(model, ROOT) if os.path.isabs(model) else model
             plans.append({"model": rel, **record, "command": " ".join(["dsplan", "--model", rel] + cmd[3:])})
             print(json.dumps(case))
-    with open(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), "w") as f:
-        for r in plans:
-            f.write(json.dumps(r) + "\n")
+    G.write_jsonl(os.path.join(HERE, f"plans-dsplan-{hw}.jsonl"), plans)
 
 
 if __name__ == "__main__":

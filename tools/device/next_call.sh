@@ -3,7 +3,7 @@
 # H200: bigtok-1212's and accum3-1211's H200 lists (sessions 36, 35), accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
 # accum2-1211's H200 list (registered session 35), then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
 # rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other lists instead.
-# H100: bigtok-1212's then accum3-1211's H100 lists (registered sessions 36 and 35; CASES_H100="FILES" runs other lists).
+# H100: nothing registered is left for an H100 (bigtok-1212's and accum3-1211's H100 lists ran in session 36); CASES_H100="FILES" runs lists.
 # accum-1210's and accum2-1211's H100 lists, perrank-1209 and retain-1208's history ran on the H100 (sessions 34-35).
 # PLACEMENT=1 adds host_placement.py (~60 s).
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
@@ -52,10 +52,9 @@ if echo "$G" | grep -q H200; then
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
   bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
-  # H100 (retain-1208 and stackrep-1206e's follow-up ran in session 31): retain-1208's allocator
-  # history of its 5e7 case (the 30 % over-predicted reserved memory).
+  # H100: only the lists CASES_H100 names (none is left registered for this card).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/bigtok-1212/cases-bigtok-h100.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h100.jsonl} 2>&1 | tail -30
+  if [ -n "$CASES_H100" ]; then bash .dsbench/go.sh 0 $LEFT $CASES_H100 2>&1 | tail -30; fi
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

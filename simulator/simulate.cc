@@ -157,8 +157,9 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
                          "H200s and H100s measured 0.92-1.16x, 6 of them with gradient "
                          "accumulation)";
     } else if (lower) {
-      b.basis += "; with the optimizer offloaded at ZeRO-3 down to 0.72x (32 runs on H200s and "
-                 "H100s measured 0.74-1.49x)";
+      b.basis +=
+          "; with the optimizer offloaded at ZeRO-3 down to 0.72x (32 runs on H200s and "
+          "H100s measured 0.74-1.49x)";
     }
   }
   return b;

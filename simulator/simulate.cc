@@ -120,7 +120,8 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     ends(0.89, 1.20, 0.71, 1.46,
          "this family's host time was never measured (its forward scaled from the measured "
          "families'); 290 timed real DeepSpeed runs on H200s predicted that way with their family "
-         "held out: 0.89-1.20x when GPU-bound, widening to 0.71-1.46x as the host-bound share grows");
+         "held out: 0.89-1.20x when GPU-bound, widening to 0.71-1.46x as the host-bound share "
+         "grows");
   } else {
     // Fewer than three measured families to scale from: the per-op estimate as it stands. The
     // 155 runs of 2026-12-04 predicted that way measured 0.88-1.54x when GPU-bound and up to

@@ -35,6 +35,30 @@ const CLI::Option* FindOption(const CLI::App& app, const std::string& name) {
   return nullptr;
 }
 
+// A hint for a stray first argument of the planner's own line (no command given): a command's
+// name mistyped ("chek"), or a DeepSpeed config given where only `check`, `simulate` and
+// `validate` read one. Empty when neither fits.
+std::string StrayArgumentHint(const CLI::App& app, const std::string& first) {
+  if (!app.get_subcommands().empty()) return {};  // a command was given: its own options apply
+  const std::vector<const CLI::App*> commands =
+      app.get_subcommands([](const CLI::App*) { return true; });
+  std::string nearest;
+  size_t best = 3;  // at most two edits away
+  for (const CLI::App* c : commands) {
+    const size_t d = EditDistance(first, c->get_name(), /*ignore_case=*/true);
+    if (d < best) {
+      best = d;
+      nearest = c->get_name();
+    }
+  }
+  if (!nearest.empty()) return fmt::format(" (did you mean the command '{}'?)", nearest);
+  if (first.size() > 5 && first.compare(first.size() - 5, 5, ".json") == 0) {
+    return fmt::format(" (to judge a DeepSpeed config: dsplan check {} --model M --gpus N)",
+                       Quote(first, 60));
+  }
+  return {};
+}
+
 std::string TypeWords(const CLI::Option* o) {
   if (o == nullptr) return "a valid value";
   const std::string t = o->get_type_name();
@@ -121,7 +145,8 @@ std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int a
       shown += (i ? ", " : "") + Quote(ordered[i], 40);
     }
     if (ordered.size() > 5) shown += fmt::format(" and {} more", ordered.size() - 5);
-    return fmt::format("unexpected argument{} {}{}", ordered.size() > 1 ? "s" : "", shown, help);
+    return fmt::format("unexpected argument{} {}{}{}", ordered.size() > 1 ? "s" : "", shown,
+                       StrayArgumentHint(app, ordered.front()), help);
   }
   if (StartsWith(what, "Requires at most 1 subcommands") || what.find("subcommand") !=
                                                                 std::string::npos) {

@@ -50,7 +50,9 @@ check "--gpus 16 on 8-GPU nodes is 2 nodes x 8" grep -q "on 2 node(s) x 8 GPU(s)
 badnf "flag value missing" "--gpus needs an integer" --gpus --model gpt2
 bad "two commands" "one command|unexpected" models model gpt2
 badnf "stray tokens in order" "unexpected arguments 'a', 'b', 'c'" --model gpt2 --gpus 1 a b c
-badnf "a flag given two values" "unexpected argument .5." --model gpt2 --gpus 4 5
+badnf "a flag given two values" "unexpected argument .5.; run" --model gpt2 --gpus 4 5
+badnf "a mistyped command" "unexpected argument .simulat. \\(did you mean the command .simulate.\\?\\)" simulat --model gpt2
+badnf "a config where the planner takes none" "unexpected argument .cfg.json. \\(to judge a DeepSpeed config: dsplan check .cfg.json. --model M --gpus N\\)" cfg.json --model gpt2 --gpus 1
 long=$(head -c 100000 /dev/zero | tr '\0' 9)
 badnf "a 100 KB value is cut" "--gpus" --model gpt2 --gpus "$long"
 check "the 100 KB value message is short" test "$(wc -c <"$tmp/err")" -lt 600

@@ -47,6 +47,15 @@ timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,5027
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
 fi
+# STACKREP=N (session 36): N fresh stack_costs.py processes (op_kinds and families only, the
+# current block estimator) before the cases, for stackrep-1206e's per-entry median rule on the
+# H200 profile (h200-measured's qwen2 and mistral blocks look like single-process outliers:
+# session 36's closing note). Each process is cut at 200 s.
+if [ -n "$STACKREP" ]; then
+  for i in $(seq 1 "$STACKREP"); do
+    timeout 200 python3 tools/probes/stack_costs.py --only op_kinds,families --out $OUT/stackrep-$i.json > /dev/null 2> $OUT/stackrep-$i.log; echo "stackrep $i rc=$?"
+  done
+fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))

@@ -42,8 +42,20 @@ fi
 # Session 36: Linear GEMMs above the profile tables' last token count (16384), which the
 # planner's large micro-batches of small models reach (bert-base mb 218: 111,616 tokens); the cost
 # model extends each measured series affinely in time (docs/simulator.md). ~30 s.
+# GEMMX=1 (session 37) measures instead every catalog Linear up to 2560 wide (the 49 nt series
+# of the H100 table with max(out, in) <= 10240 and min <= 2560) at 24576-131072 tokens, and the
+# vocabulary heads of hidden <= 2560 at 24576-65536 (<= 51200 rows) or 24576-32768 (larger
+# vocabularies: logits memory), so that no planned micro-batch of a small model extrapolates.
+if [ -n "$GEMMX" ]; then
+  L49=8x4096,128x896,256x1536,256x2048,384x512,512x384,512x512,512x1024,512x2048,512x3584,768x768,768x2048,768x3072,896x896,896x4864,1024x512,1024x1024,1024x2816,1024x4096,1024x8192,1280x1280,1280x5120,1536x1536,1536x8960,1600x1600,1600x6400,2048x512,2048x768,2048x2048,2048x5120,2048x8192,2304x768,2560x2560,2560x10240,2816x1024,3072x768,3072x1024,3840x1280,4096x1024,4800x1600,4864x896,5120x1280,5120x2048,6144x2048,6400x1600,7680x2560,8192x2048,8960x1536,10240x2560
+  timeout 240 python3 tools/probes/torch_gemm.py --linears $L49:24576,32768,49152,65536,98304,131072 --out $OUT/gemmx-layers.json 2> $OUT/gemmx.log; echo "gemmx layers rc=$?"
+  timeout 120 python3 tools/probes/torch_gemm.py --linears 30522x768,30522x1024,32128x512,32128x768,32128x1024,32128x2048,50257x768,50257x1024,50257x1280,50257x1600,50272x512,50272x768,50272x1024,50272x2048,50272x2560,50304x2048,51200x2048,51200x2560:24576,32768,49152,65536 --out $OUT/gemmx-heads.json 2>> $OUT/gemmx.log; echo "gemmx heads rc=$?"
+  timeout 90 python3 tools/probes/torch_gemm.py --linears 128256x2048,151936x896,151936x1536,250880x1024,250880x2048,250880x2560,256000x2048:24576,32768 --out $OUT/gemmx-bigheads.json 2>> $OUT/gemmx.log; echo "gemmx bigheads rc=$?"
+  tail -3 $OUT/gemmx.log
+else
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
+fi
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
 fi
@@ -52,9 +64,17 @@ fi
 # H200 profile (h200-measured's qwen2 and mistral blocks look like single-process outliers:
 # session 36's closing note). Each process is cut at 200 s.
 if [ -n "$STACKREP" ]; then
+  # stack_costs.py measures no family without --models: dsplan profile's list (as stackrep_call.sh).
+  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b}
+  speed() {  # the host's loop speed now, in a process of its own (one JSON line)
+    PYTHONPATH=$PWD/tools/probes python3 -c "import json,time,probe_util;print(json.dumps(dict(tag='$1',t=round(time.time()),**probe_util.host_speed())))" >> "$OUT/host-speed.jsonl" 2>> "$OUT/host-speed.err"
+    tail -1 "$OUT/host-speed.jsonl"
+  }
   for i in $(seq 1 "$STACKREP"); do
-    timeout 200 python3 tools/probes/stack_costs.py --only op_kinds,families --out $OUT/stackrep-$i.json > /dev/null 2> $OUT/stackrep-$i.log; echo "stackrep $i rc=$?"
+    speed "before$i"
+    timeout 200 python3 tools/probes/stack_costs.py --only op_kinds,families --models "$MODELS" --out $OUT/stackrep-$i.json > /dev/null 2> $OUT/stackrep-$i.log; echo "stackrep $i rc=$? at $(( $(date +%s) - T0 ))s"
   done
+  speed "after"
 fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).

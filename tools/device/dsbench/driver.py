@@ -346,28 +346,32 @@ def run_phase(engine, batch, name, state):
         engine.step()
 
 
-def profiled_phases(engine, batch, activities):
+def profiled_phases(engine, batch, activities, ga=1):
     """One more step, each phase (forward with the loss, backward, optimizer step) under its own
     torch.profiler with |activities|, between two synchronizations: yields (phase, profiler,
-    wall seconds)."""
+    wall seconds). With gradient accumulation (|ga| micro-steps a step) every micro-step's phases
+    are profiled: the last (boundary) micro-step's as "fwd", "bwd", "opt", the earlier ones' as
+    "fwd@0", "bwd@0", ... (the timed steps end on a boundary, so the first profiled micro-step
+    is a step's first)."""
     from torch.profiler import profile
     state = {}
-    for name in ("fwd", "bwd", "opt"):
-        torch.cuda.synchronize()
-        with profile(activities=activities) as prof:
-            ta = time.perf_counter()
-            run_phase(engine, batch, name, state)
+    for j in range(ga):
+        for name in ("fwd", "bwd", "opt"):
             torch.cuda.synchronize()
-            wall = time.perf_counter() - ta
-        yield name, prof, wall
+            with profile(activities=activities) as prof:
+                ta = time.perf_counter()
+                run_phase(engine, batch, name, state)
+                torch.cuda.synchronize()
+                wall = time.perf_counter() - ta
+            yield (name if j == ga - 1 else f"{name}@{j}"), prof, wall
     state.clear()
 
 
-def kprof_step(engine, batch):
+def kprof_step(engine, batch, ga=1):
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity
     res = {}
-    for name, prof, wall in profiled_phases(engine, batch, [ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+    for name, prof, wall in profiled_phases(engine, batch, [ProfilerActivity.CPU, ProfilerActivity.CUDA], ga):
         by, iv, n_cpu_top = {}, [], 0
         for e in prof.events():
             if e.device_type == DeviceType.CUDA:
@@ -459,12 +463,12 @@ def stream_timeline(kernels, launches, wall_ns):
             "starved_kernel_s": sum(b - a for a, b, _, c in per[comp] if c in launches and a - launches[c] < 20_000) / 1e9}
 
 
-def timeline_step(engine, batch):
+def timeline_step(engine, batch, ga=1):
     """One more step, each phase under a CUDA-only torch.profiler (no CPU op recording, so the
     host is slowed as little as possible), reduced by stream_timeline."""
     from torch.profiler import ProfilerActivity
     res = {}
-    for name, prof, wall_s in profiled_phases(engine, batch, [ProfilerActivity.CUDA]):
+    for name, prof, wall_s in profiled_phases(engine, batch, [ProfilerActivity.CUDA], ga):
         wall = int(wall_s * 1e9)
         kernels, launches, waits = [], {}, {}
         for e in prof.profiler.kineto_results.events():
@@ -708,9 +712,10 @@ def run_sub(s, D):
     # DSBENCH_KPROF=1: one more step after the timed ones, each phase (forward, backward,
     # optimizer step) under its own torch.profiler, reduced to the phase's wall time, the GPU's
     # busy time (union of kernel and copy intervals), and the kernels by name (count, seconds).
-    # It tells where a step's time goes in real DeepSpeed without changing the timed steps.
-    if os.environ.get("DSBENCH_KPROF") and ga == 1:
-        D["kprof"] = kprof_step(engine, batch)
+    # It tells where a step's time goes in real DeepSpeed without changing the timed steps. With
+    # gradient accumulation every micro-step of the step is profiled (profiled_phases).
+    if os.environ.get("DSBENCH_KPROF"):
+        D["kprof"] = kprof_step(engine, batch, ga)
         dump()
     # DSBENCH_TIMELINE=1: one more step under a CUDA-only profiler, reduced stream by stream
     # (stream_timeline): is the compute stream idle, and waiting on a side stream or on the host?
@@ -718,9 +723,9 @@ def run_sub(s, D):
     # and keyed by its DeepSpeed / transformers call site (syncstack_step).
     for env, key, extra_step in (("DSBENCH_TIMELINE", "timeline", timeline_step),
                                  ("DSBENCH_SYNCSITES", "syncsites", syncstack_step)):
-        if os.environ.get(env) and ga == 1:
+        if os.environ.get(env) and (ga == 1 or key == "timeline"):
             try:
-                D[key] = extra_step(engine, batch)
+                D[key] = extra_step(engine, batch, ga) if key == "timeline" else extra_step(engine, batch)
             except Exception:  # noqa: BLE001
                 D[key + "_error"] = traceback.format_exc()[-2000:]
             dump()

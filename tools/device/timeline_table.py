@@ -8,7 +8,9 @@ waiting on, e.g., a ZeRO-3 gather) and gaps with the whole GPU idle (the host la
 share of the compute stream, side-stream time that ran beside compute kernels, and how many
 compute kernels started within 20 us of their launch (the queue had run dry). Then, where the
 driver recorded them (from 2026-12-05), the runtime calls that can block the host, per phase:
-count and total milliseconds.
+count and total milliseconds. With gradient accumulation the driver profiles every micro-step:
+the earlier micro-steps' phases (fwd@0, bwd@0, ...) come first, the boundary's (fwd, bwd, opt)
+last; the timed median column is the whole step's per-phase median (summed over micro-steps).
 """
 import json
 import sys
@@ -23,6 +25,12 @@ def rows(paths):
                     yield d
 
 
+def phases(timeline):
+    """The profiled phases in step order: fwd@0, bwd@0, opt@0, ..., then fwd, bwd, opt."""
+    early = sorted((k for k in timeline if "@" in k), key=lambda k: (int(k.split("@")[1]), ("fwd", "bwd", "opt").index(k.split("@")[0])))
+    return early + [k for k in ("fwd", "bwd", "opt") if k in timeline]
+
+
 def main():
     print("| case | phase | timed median s | wall s | compute busy s | gaps: GPU idle s | gaps: side busy s "
           "| GEMM s | side beside compute s | starved kernels (s) |")
@@ -31,16 +39,16 @@ def main():
         if "timeline_error" in d:
             print(f"| {d['sub_id']} | error: {d['timeline_error'].strip().splitlines()[-1][:80]} |")
             continue
-        for ph in ("fwd", "bwd", "opt"):
+        for ph in phases(d["timeline"]):
             t = d["timeline"].get(ph) or {}
             if not t:
                 continue
-            print(f"| {d['sub_id']} | {ph} | {d.get('median_' + ph + '_s', 0):.4f} | {t['wall_s']:.4f} | "
+            print(f"| {d['sub_id']} | {ph} | {d.get('median_' + ph.split('@')[0] + '_s', 0) if '@' not in ph else 0:.4f} | {t['wall_s']:.4f} | "
                   f"{t['compute_busy_s']:.4f} | {t['gaps_gpu_idle_s']:.4f} | {t['gaps_with_side_busy_s']:.4f} | "
                   f"{t['compute_gemm_s']:.4f} | {t['side_concurrent_s']:.4f} | "
                   f"{t['starved_kernels']} of {t['launch_lag_known']} ({t['starved_kernel_s']:.4f}) |")
     waits = [(d["sub_id"], ph, d["timeline"][ph]["host_waits"]) for d in rows(sys.argv[1:])
-             if "timeline" in d for ph in ("fwd", "bwd", "opt")
+             if "timeline" in d for ph in phases(d["timeline"])
              if (d["timeline"].get(ph) or {}).get("host_waits") is not None]
     if waits:
         print()

@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Put measured GEMM rows (tools/probes/torch_gemm.py's JSON, schema dsplan-torch-gemm/1) into a
+profile's stack GEMM table (`stack.gemm`), the one the cost model prices the PyTorch stack's
+Linears with.
+
+A row is keyed by (dtype, m, n, k, layout, batch): a key already in the table gets the new rate,
+a new key is added after the table's last row. Only the table's row lines change; the rest of the
+file (comments, the gemm_source text) is left as it is, so say where the new rows came from in
+stack.gemm_source by hand. Rows from a device other than --device (when given) are refused.
+
+usage: profile_gemm_rows.py --profile profiles/h200-measured.yaml [--device H200] [--dry-run] JSON...
+Prints how many rows were replaced and added (and by how much the replaced ones moved).
+"""
+import argparse
+import json
+import re
+import statistics
+import sys
+
+ROW = re.compile(r"^(\s*)- \[(bf16|fp16|fp32), (\d+), (\d+), (\d+), ([0-9.eE+-]+), (nt|nn|tn)(?:, (\d+))?\]\s*$")
+
+
+def key_of(dtype, m, n, k, layout, batch):
+    return (dtype, int(m), int(n), int(k), layout, int(batch or 1))
+
+
+def fmt(indent, key, rate):
+    dtype, m, n, k, layout, batch = key
+    tail = f", {batch}" if batch > 1 else ""
+    return f"{indent}- [{dtype}, {m}, {n}, {k}, {rate!r}, {layout}{tail}]\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--device", default="", help="refuse files whose device does not contain this")
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("files", nargs="+")
+    a = ap.parse_args()
+    new = {}
+    for path in a.files:
+        doc = json.load(open(path))
+        if doc.get("schema") != "dsplan-torch-gemm/1":
+            sys.exit(f"{path}: not a torch_gemm.py output (schema {doc.get('schema')!r})")
+        if a.device and a.device not in doc.get("device", ""):
+            sys.exit(f"{path}: measured on {doc.get('device')!r}, not a {a.device}")
+        for r in doc["rows"]:
+            new[key_of(r[0], r[1], r[2], r[3], r[5], r[6] if len(r) > 6 else 1)] = float(r[4])
+    lines = open(a.profile).readlines()
+    top, in_gemm, last, indent, seen, moved = None, False, None, "    ", set(), []
+    for i, line in enumerate(lines):
+        t = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
+        if t:
+            top, in_gemm = t.group(1), False
+        if top == "stack" and re.match(r"^  gemm:\s*$", line):
+            in_gemm = True
+            continue
+        if not in_gemm:
+            continue
+        m = ROW.match(line)
+        if not m:
+            if line.strip():
+                in_gemm = False
+            continue
+        indent, last = m.group(1), i
+        key = key_of(m.group(2), m.group(3), m.group(4), m.group(5), m.group(7), m.group(8))
+        if key in new:
+            moved.append(new[key] / float(m.group(6)))
+            lines[i] = fmt(indent, key, new[key])
+            seen.add(key)
+    if last is None:
+        sys.exit(f"{a.profile}: no stack.gemm table")
+    added = [fmt(indent, k, v) for k, v in new.items() if k not in seen]
+    lines[last + 1:last + 1] = added
+    print(f"{a.profile}: {len(seen)} rows replaced"
+          + (f" (new / old rate: median {statistics.median(moved):.3f}, {min(moved):.3f}-{max(moved):.3f})" if moved else "")
+          + f", {len(added)} added")
+    if not a.dry_run:
+        with open(a.profile, "w") as f:
+            f.writelines(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -154,21 +154,27 @@ TimeBand StepTimeBand(const ModelSpec& spec, const StackCosts& stack, double hos
     // whose page faults and copies ran faster than the profile's. The low end for that class is
     // now 0.72 (rounded outward); stages 1-2 with the optimizer offloaded, 17 runs, 0.92-1.16x,
     // stay inside the common ends.
-    const double high = zero3 ? 1.60 : 1.20;
+    // Session 37: accum3-1211's two ZeRO-3 CPU-offload plans again on another H100 (timeline
+    // runs) whose host ran 1.3-2.4x slower (Python loop 40-71 ns against 29-31 ns the day before):
+    // 2.00x (qwen2-0.5b) and 1.39x (pythia-1.4b), the same plans that had measured 0.89x and
+    // 0.92x; everything the host does moved, the GPU's kernels did not. 34 runs now, 0.74-2.00x;
+    // the high end is 2.05 (rounded outward).
+    const double high = zero3 ? 2.05 : 1.20;
     const bool lower = zero3 && b.low > 0.72;
     if (lower) b.low = 0.72;
     if (b.high < high) {
       b.high = high;
-      b.basis += zero3 ? "; with the optimizer offloaded at ZeRO-3 0.72-1.60x (32 runs on H200s "
-                         "and H100s measured 0.74-1.49x: the blocking per-parameter gradient "
-                         "copies to the host follow the host's speed)"
+      b.basis += zero3 ? "; with the optimizer offloaded at ZeRO-3 0.72-2.05x (34 runs on H200s "
+                         "and H100s measured 0.74-2.00x: the blocking per-parameter gradient "
+                         "copies to the host and ZeRO-3's hooks follow the host's speed, which "
+                         "moved 2x between machines of one pool)"
                        : "; with the optimizer offloaded up to 1.20x (17 runs at stages 1-2 on "
                          "H200s and H100s measured 0.92-1.16x, 6 of them with gradient "
                          "accumulation)";
     } else if (lower) {
       b.basis +=
-          "; with the optimizer offloaded at ZeRO-3 down to 0.72x (32 runs on H200s and "
-          "H100s measured 0.74-1.49x)";
+          "; with the optimizer offloaded at ZeRO-3 down to 0.72x (34 runs on H200s and "
+          "H100s measured 0.74-2.00x)";
     }
   }
   return b;

@@ -379,8 +379,9 @@ TEST(StepTimeBand, WidensWithTheHostBoundShare) {
   EXPECT_DOUBLE_EQ(StepTimeBand(*gpt2, MeasuredStackCosts(), -1).low, gpu.low);
 }
 
-// ZeRO-3 with the optimizer on the CPU follows the host's copies and page faults both ways: 32 runs
-// measured 0.74-1.49x of the prediction, so that class's band reaches 0.72 below and 1.60 above;
+// ZeRO-3 with the optimizer on the CPU follows the host's copies and page faults both ways: 34 runs
+// measured 0.74-2.00x of the prediction (the slowest on a host 1.3-2.4x slower than usual), so
+// that class's band reaches 0.72 below and 2.05 above;
 // stages 1-2 with the optimizer on the CPU keep the common low end.
 TEST(StepTimeBand, OffloadedOptimizerAtZero3ReachesBothWays) {
   auto gpt2 = LoadModel("gpt2", kData);
@@ -392,10 +393,12 @@ TEST(StepTimeBand, OffloadedOptimizerAtZero3ReachesBothWays) {
                                     /*family_priced=*/true, /*optimizer_offloaded=*/true);
   EXPECT_DOUBLE_EQ(z3.low, 0.72);
   EXPECT_LT(z3.low, 0.74);  // the fastest run of that class
-  EXPECT_DOUBLE_EQ(z3.high, 1.60);
+  EXPECT_DOUBLE_EQ(z3.high, 2.05);
+  EXPECT_GT(z3.high, 2.00);  // the slowest run of that class
   EXPECT_LT(z3.low, common.low);
   EXPECT_DOUBLE_EQ(z12.low, common.low);
-  EXPECT_NE(z3.basis.find("32 runs"), std::string::npos) << z3.basis;
+  EXPECT_DOUBLE_EQ(z12.high, 1.20);
+  EXPECT_NE(z3.basis.find("34 runs"), std::string::npos) << z3.basis;
 }
 
 // ZeRO stage 3 is its own task class: its GPU-bound runs measured up to 1.20x the prediction
@@ -490,7 +493,10 @@ TEST(StepTimeBand, NvmeIsOutsideTheRecord) {
   ASSERT_GT(nvme->breakdown.nvme_s, 0.0);
   EXPECT_NEAR(nvme->time_band.unvalidated_nvme_share,
               nvme->breakdown.nvme_s / nvme->step_time_s, 1e-12);
-  EXPECT_GT(nvme->time_band.high, cpu->time_band.high);
+  // The NVMe part counts 0.5-2x; the rest keeps its class's ends (ZeRO-3 with the optimizer
+  // offloaded: 0.72-2.05x), so the blend reaches lower than the CPU plan and stays at least 2x.
+  EXPECT_GE(nvme->time_band.high, 2.0);
+  EXPECT_LE(nvme->time_band.high, cpu->time_band.high);
   EXPECT_LT(nvme->time_band.low, cpu->time_band.low);
 }
 

@@ -4,11 +4,14 @@ profile's stack GEMM table (`stack.gemm`), the one the cost model prices the PyT
 Linears with.
 
 A row is keyed by (dtype, m, n, k, layout, batch): a key already in the table gets the new rate,
-a new key is added after the table's last row. Only the table's row lines change; the rest of the
+a new key is added after the table's last row. With --normalize, rows come from another machine
+than the table's: keys the table has keep their rates, and they give the two machines' speed
+ratio (the median of new / table over those keys, which must be at least 20); the new keys are
+added divided by it, so that the table keeps describing one machine. Only the table's row lines change; the rest of the
 file (comments, the gemm_source text) is left as it is, so say where the new rows came from in
 stack.gemm_source by hand. Rows from a device other than --device (when given) are refused.
 
-usage: profile_gemm_rows.py --profile profiles/h200-measured.yaml [--device H200] [--dry-run] JSON...
+usage: profile_gemm_rows.py --profile profiles/h200-measured.yaml [--device H200] [--normalize] [--dry-run] JSON...
 Prints how many rows were replaced and added (and by how much the replaced ones moved).
 """
 import argparse
@@ -35,6 +38,8 @@ def main():
     ap.add_argument("--profile", required=True)
     ap.add_argument("--device", default="", help="refuse files whose device does not contain this")
     ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--normalize", action="store_true",
+                    help="keep the table's rates; scale the added rows by the median table / new ratio of the shared keys")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args()
     new = {}
@@ -66,15 +71,21 @@ def main():
         key = key_of(m.group(2), m.group(3), m.group(4), m.group(5), m.group(7), m.group(8))
         if key in new:
             moved.append(new[key] / float(m.group(6)))
-            lines[i] = fmt(indent, key, new[key])
+            if not a.normalize:
+                lines[i] = fmt(indent, key, new[key])
             seen.add(key)
     if last is None:
         sys.exit(f"{a.profile}: no stack.gemm table")
-    added = [fmt(indent, k, v) for k, v in new.items() if k not in seen]
+    scale = 1.0
+    if a.normalize:
+        if len(moved) < 20:
+            sys.exit(f"--normalize needs at least 20 keys in both the table and the new rows; {len(moved)} are")
+        scale = statistics.median(moved)
+    added = [fmt(indent, k, v / scale) for k, v in new.items() if k not in seen]
     lines[last + 1:last + 1] = added
-    print(f"{a.profile}: {len(seen)} rows replaced"
+    print(f"{a.profile}: {len(seen)} rows {'shared (kept)' if a.normalize else 'replaced'}"
           + (f" (new / old rate: median {statistics.median(moved):.3f}, {min(moved):.3f}-{max(moved):.3f})" if moved else "")
-          + f", {len(added)} added")
+          + f", {len(added)} added" + (f" (divided by {scale:.4f})" if a.normalize else ""))
     if not a.dry_run:
         with open(a.profile, "w") as f:
             f.writelines(lines)

@@ -41,7 +41,7 @@ def main():
             continue
         for ph in phases(d["timeline"]):
             t = d["timeline"].get(ph) or {}
-            if not t:
+            if "wall_s" not in t:  # no GPU work in the phase (a non-boundary micro-step's step())
                 continue
             print(f"| {d['sub_id']} | {ph} | {d.get('median_' + ph.split('@')[0] + '_s', 0) if '@' not in ph else 0:.4f} | {t['wall_s']:.4f} | "
                   f"{t['compute_busy_s']:.4f} | {t['gaps_gpu_idle_s']:.4f} | {t['gaps_with_side_busy_s']:.4f} | "

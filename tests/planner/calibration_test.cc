@@ -635,6 +635,15 @@ void ExpectRunsFitAndMemoryHolds(const AccuracySummary& s) {
   }
 }
 
+// An H100 record file of |runs| runs evaluated on h100-measured, each fitting with its memory
+// predicted (ExpectRunsFitAndMemoryHolds).
+std::unique_ptr<AccuracySummary> H100RunsWhoseMemoryHolds(const std::string& file, size_t runs) {
+  std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(file, runs, false, "h100-measured");
+  EXPECT_EQ(s->rows.size(), runs);
+  ExpectRunsFitAndMemoryHolds(*s);
+  return s;
+}
+
 void ExpectAccumulationRunsHold(const AccuracySummary& s) {
   ExpectRunsFitAndMemoryHolds(s);
   for (const AccuracyRow& r : s.rows) {
@@ -680,10 +689,8 @@ TEST(GradientAccumulation, PricedPathsOnOtherFamiliesOnAnH100) {
 // offload steps follow the host's speed, so each step is held to its band rather than to 10 %.
 TEST(GradientAccumulation, Zero3OffloadAndCheckpointingOnAnH100) {
   std::unique_ptr<AccuracySummary> s =
-      LoadAndEvaluate("/docs/validation/deepspeed/accum3-1211/records-accum3-h100.jsonl", 4, false,
-                      "h100-measured");
+      H100RunsWhoseMemoryHolds("/docs/validation/deepspeed/accum3-1211/records-accum3-h100.jsonl", 4);
   ASSERT_EQ(s->rows.size(), 4u);
-  ExpectRunsFitAndMemoryHolds(*s);
   for (const AccuracyRow& r : s->rows) {
     EXPECT_GT(r.run.ds_config.value("gradient_accumulation_steps", 1), 1) << r.run.id;
     EXPECT_TRUE(r.in_band) << r.run.id << ": " << r.step_error;
@@ -698,10 +705,8 @@ TEST(GradientAccumulation, Zero3OffloadAndCheckpointingOnAnH100) {
 // makes it.
 TEST(GradientAccumulation, Zero3OffloadOnASlowHostStaysInItsBand) {
   std::unique_ptr<AccuracySummary> s =
-      LoadAndEvaluate("/docs/validation/deepspeed/accum3-1211/records-accum3-timeline-h100.jsonl",
-                      2, false, "h100-measured");
+      H100RunsWhoseMemoryHolds("/docs/validation/deepspeed/accum3-1211/records-accum3-timeline-h100.jsonl", 2);
   ASSERT_EQ(s->rows.size(), 2u);
-  ExpectRunsFitAndMemoryHolds(*s);
   for (const AccuracyRow& r : s->rows) {
     EXPECT_TRUE(r.in_band) << r.run.id << ": " << r.step_error;
     EXPECT_LT(r.step_error, -0.2) << r.run.id;
@@ -716,10 +721,8 @@ TEST(GradientAccumulation, Zero3OffloadOnASlowHostStaysInItsBand) {
 // (LinearSeriesRate) and, for most, on shapes the H100 table has measured only since session 36.
 TEST(SmallModelsAtLargeTokenCounts, TopPlansOnAnH100) {
   std::unique_ptr<AccuracySummary> s =
-      LoadAndEvaluate("/docs/validation/deepspeed/bigtok-1212/records-bigtok-h100.jsonl", 6, false,
-                      "h100-measured");
+      H100RunsWhoseMemoryHolds("/docs/validation/deepspeed/bigtok-1212/records-bigtok-h100.jsonl", 6);
   ASSERT_EQ(s->rows.size(), 6u);
-  ExpectRunsFitAndMemoryHolds(*s);
   for (const AccuracyRow& r : s->rows) EXPECT_LT(std::abs(r.step_error), 0.07) << r.run.id;
   EXPECT_LT(s->step_mean_abs, 0.04);
 }

@@ -5,7 +5,8 @@
 # rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other lists instead.
 # H100: nothing registered is left for an H100 (bigtok-1212's and accum3-1211's H100 lists ran in session 36); CASES_H100="FILES" runs lists.
 # accum-1210's and accum2-1211's H100 lists, perrank-1209 and retain-1208's history ran on the H100 (sessions 34-35).
-# PLACEMENT=1 adds host_placement.py (~60 s).
+# PLACEMENT=1 adds host_placement.py (~60 s). Session 37's plan for the next H200: STACKREP=3 GEMMX=1 (stackrep-h200-1213's
+# registered rule, and h200-measured's GEMM table to 131072 tokens: tools/device/gemmx.sh), then the lists above.
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)

@@ -11,6 +11,7 @@
 #include "core/units.h"
 #include "simulator/allocator.h"
 #include "simulator/host_pipeline.h"
+#include "simulator/param_fetch.h"
 #include "simulator/stack_costs.h"
 
 namespace dsplan {
@@ -558,6 +559,23 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
       const double at_aio = NvmeAioRate(hw.nvme, plan.aio, read);
       const double slower = (best > 0 && at_aio > 0 && at_aio < best) ? best / at_aio : 1.0;
       durations[id] *= std::max(1, plan.gpus_per_node) * slower;
+    }
+  }
+  // ZeRO-3 with the parameters offloaded: the host waits for its fetches' copies.
+  if (!pipelined && plan.zero.stage == 3 && plan.zero.offload_param.device == OffloadDevice::kCpu &&
+      ctx.stack == SoftwareStack::kPyTorchDeepSpeed) {
+    const std::vector<double> waits =
+        OffloadedFetchWaits(g, w, ctx.layer_params, plan, cost, ctx.layer_costs);
+    for (TaskId id = 0; id < g.size(); ++id) {
+      if (waits[id] <= 0) continue;
+      double gpu = 0, host = 0;
+      cost.LayerTaskParts(g.task(id), ctx.layer_costs, &gpu, &host);
+      const double scale = block.active() && id >= block.begin && id < block.end
+                               ? static_cast<double>(block.count)
+                               : 1.0;
+      if (host > gpu) host_bound_s -= durations[id] * scale;  // counted above
+      durations[id] = std::max(durations[id], host + waits[id]);
+      if (host + waits[id] > gpu) host_bound_s += durations[id] * scale;
     }
   }
   HostPipeline pipeline;

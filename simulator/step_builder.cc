@@ -1043,6 +1043,7 @@ TaskId Builder::PartitionToGpu(int micro, int l, int64_t index, int64_t numel) {
   copy.micro_step = micro;
   copy.index = static_cast<int32_t>(index);
   copy.bytes = static_cast<double>(e_ * CeilDiv(numel, N_));
+  copy.param_fetch = true;
   TaskId read = -1;
   if (!layer_nvme_share_.empty() && NvmeGatherBytes(l, numel) > 0) {
     // Partitions on NVMe are read into the swapper's pinned buffers first

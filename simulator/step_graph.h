@@ -160,6 +160,9 @@ struct Task {
   int32_t ranks = 1;         // collectives: group size
   bool inter_node = false;   // collectives: the group spans nodes
   bool pinned = true;        // copies: host side pinned
+  /// kCopyH2D: ZeRO-3's copy of an offloaded parameter partition to the GPU for a fetch
+  /// (Builder::PartitionToGpu), which the issuing host waits for (simulator/param_fetch.h).
+  bool param_fetch = false;
   /// A D2H copy that PyTorch finishes on the host: a blocking copy_ into a CPU tensor of
   /// another dtype copies into a pageable temporary of the source's dtype, then converts on the
   /// CPU (aten/src/ATen/native/cuda/Copy.cu); these are the bytes the conversion reads + writes.

@@ -314,7 +314,8 @@ TEST(StackSectionTest, WithoutTheSectionTheSummaryNamesTheBuiltInCosts) {
   auto p = FindHardwareProfile("h200-measured", kData);
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->stack.present);
-  EXPECT_EQ(p->stack.gemm.size(), 3264u);
+  // 3264 rows measured on an H200 and 1158 derived from h100-measured above them (session 38).
+  EXPECT_EQ(p->stack.gemm.size(), 3264u + 1158u);
   EXPECT_NE(p->SourceSummary().find("; stack costs: measured on NVIDIA H200 with PyTorch "
                                     "2.11.0+cu130 / DeepSpeed 0.14.5 on 2026-12-03"),
             std::string::npos)

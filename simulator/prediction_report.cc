@@ -157,6 +157,7 @@ nlohmann::json PredictionToJson(const Prediction& p, const Workload& w) {
                  {"offload", b.offload_s},
                  {"nvme", b.nvme_s},
                  {"grad_copies", b.other_s}}},
+               {"param_fetch_wait_s", p.param_fetch_wait_s},
                {"busy_s",
                 {{"compute", p.busy_s[0]},
                  {"comm", p.busy_s[1]},
@@ -272,6 +273,13 @@ std::string PredictionText(const Prediction& p, const Workload& w) {
       "copies {:.3f} s\n",
       b.forward_s, b.backward_s, b.recompute_s, b.optimizer_s, b.exposed_comm_s, b.offload_s,
       b.nvme_s, b.other_s);
+  if (p.param_fetch_wait_s > 0) {
+    o += fmt::format(
+        "parameter fetch: the host waits {:.3f} s per step for the offloaded parameters' copies "
+        "to the GPU (ZeRO-3 synchronizes on them before a module runs; inside the forward, "
+        "backward and recompute above)\n",
+        p.param_fetch_wait_s);
+  }
   o += fmt::format("bottleneck {}\n", p.bottleneck);
   if (!p.allocator_segments.empty()) {
     o += "segments   the caching-allocator replay's new segments (step 1 warms the cache; step 2 "

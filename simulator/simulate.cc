@@ -562,6 +562,7 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
     }
   }
   // ZeRO-3 with the parameters offloaded: the host waits for its fetches' copies.
+  double fetch_wait_s = 0;
   if (!pipelined && plan.zero.stage == 3 && plan.zero.offload_param.device == OffloadDevice::kCpu &&
       ctx.stack == SoftwareStack::kPyTorchDeepSpeed) {
     const std::vector<double> waits =
@@ -573,6 +574,7 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
       const double scale = block.active() && id >= block.begin && id < block.end
                                ? static_cast<double>(block.count)
                                : 1.0;
+      fetch_wait_s += waits[id] * scale;
       if (host > gpu) host_bound_s -= durations[id] * scale;  // counted above
       durations[id] = std::max(durations[id], host + waits[id]);
       if (host + waits[id] > gpu) host_bound_s += durations[id] * scale;
@@ -742,6 +744,7 @@ Result<Prediction> SimulateRank(const SimulationContext& ctx, const Plan& plan,
     p.mfu = peak > 0 ? model_flops / p.step_time_s / peak : 0;
   }
   p.busy_s = sched.busy_s;
+  p.param_fetch_wait_s = fetch_wait_s;
   p.host_bound_share =
       p.step_time_s > 0 ? std::clamp(host_bound_s / p.step_time_s, 0.0, 1.0) : 0.0;
   const bool zero3 = plan.zero.stage == 3;

@@ -319,6 +319,10 @@ struct Prediction {
   /// work (eager dispatch, ZeRO-3 hooks) is longer than their kernels: the part of the step
   /// whose time follows the host CPU's speed, which varies between runs (StepTimeBand).
   double host_bound_share = 0;
+  /// ZeRO-3 with offload_param on the CPU: the host's seconds per step waiting for the copies
+  /// of parameter partitions its fetches issue (simulator/param_fetch.h), within the layer
+  /// tasks' times; 0 otherwise.
+  double param_fetch_wait_s = 0;
 
   // Kept with SimulateOptions::keep_graph.
   StepGraph graph;

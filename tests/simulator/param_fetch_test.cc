@@ -184,6 +184,12 @@ TEST(OffloadedFetchWaits, ReachTheForwardsPredictedTime) {
       OffloadedFetchWaits(s.built.graph, s.w, s.lp, p, cost, cost.Layers(s.w));
   const ForwardSums f = SumForward(s, cost, waits);
   EXPECT_GE(with->breakdown.forward_s, f.host + f.wait - 1e-9);
+  // The prediction reports the waits (the forward's and the backward's fetches).
+  EXPECT_GE(with->param_fetch_wait_s, f.wait - 1e-9);
+  p.zero.offload_param.device = OffloadDevice::kNone;
+  auto without = sim.Simulate(p);
+  ASSERT_TRUE(without.ok()) << without.status().ToString();
+  EXPECT_EQ(without->param_fetch_wait_s, 0.0);
 }
 
 }  // namespace

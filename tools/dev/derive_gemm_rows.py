@@ -18,33 +18,12 @@ the table's own).
 usage: derive_gemm_rows.py --source profiles/h100-measured.yaml --target profiles/h200-measured.yaml [--dry-run]
 """
 import argparse
-import re
+import os
 import statistics
 import sys
 
-ROW = re.compile(r"^(\s*)- \[(bf16|fp16|fp32), (\d+), (\d+), (\d+), ([0-9.eE+-]+), (nt|nn|tn)(?:, (\d+))?\]\s*$")
-
-
-def load(path):
-    """The stack.gemm rows of |path| by key, the file's lines, the last row's line and indent."""
-    rows, top, in_gemm, last, indent = {}, None, False, None, "    "
-    lines = open(path).readlines()
-    for i, line in enumerate(lines):
-        t = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
-        if t:
-            top, in_gemm = t.group(1), False
-        if top == "stack" and re.match(r"^  gemm:\s*$", line):
-            in_gemm = True
-            continue
-        if in_gemm:
-            m = ROW.match(line)
-            if m:
-                key = (m.group(2), int(m.group(3)), int(m.group(4)), int(m.group(5)), m.group(7), int(m.group(8) or 1))
-                rows[key] = float(m.group(6))
-                last, indent = i, m.group(1)
-            elif re.match(r"^  \S", line):
-                in_gemm = False
-    return rows, lines, last, indent
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "device"))
+from gemm_rows import Table, fmt  # noqa: E402
 
 
 def series(key):
@@ -62,8 +41,9 @@ def main():
     ap.add_argument("--target", required=True)
     ap.add_argument("--dry-run", action="store_true")
     a = ap.parse_args()
-    src, _, _, _ = load(a.source)
-    dst, lines, last, indent = load(a.target)
+    target = Table(a.target)
+    src, dst = Table(a.source).rows, target.rows
+    lines, last, indent = target.lines, target.last, target.indent
     if not src or not dst or last is None:
         sys.exit(f"{a.source} or {a.target}: no stack.gemm rows")
     shared = [k for k in src if k in dst]
@@ -96,10 +76,7 @@ def main():
           f"hold (median {whole:.3f} over {len(shared)} shared rows; tools/dev/derive_gemm_rows.py)")
     if a.dry_run:
         return
-    out = []
-    for k, rate in added:
-        tail = f", {k[5]}" if k[5] > 1 else ""
-        out.append(f"{indent}- [{k[0]}, {k[1]}, {k[2]}, {k[3]}, {rate!r}, {k[4]}{tail}]\n")
+    out = [fmt(indent, k, rate) for k, rate in added]
     try:
         with open(a.target, "w") as f:
             f.writelines(lines[: last + 1] + out + lines[last + 1:])

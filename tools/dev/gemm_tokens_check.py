@@ -11,30 +11,18 @@ measured rate. Rows at or below the table's last count compare the table with th
 usage: gemm_tokens_check.py PROFILE.yaml MEASURED.json [...]   (prints a markdown table and a summary)
 """
 import json
+import os
 import re
 import statistics
 import sys
 
-ROW = re.compile(r"^\s*- \[(bf16|fp16|fp32), (\d+), (\d+), (\d+), ([0-9.eE+-]+), (nt|nn|tn)\]\s*$")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "device"))
+from gemm_rows import Table  # noqa: E402
 
 
 def stack_rows(path):
-    rows, top, in_gemm = [], None, False
-    for line in open(path):
-        key = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
-        if key:
-            top = key.group(1)
-            in_gemm = False
-        if top == "stack" and re.match(r"^\s+gemm:\s*$", line):
-            in_gemm = True
-            continue
-        if in_gemm:
-            m = ROW.match(line)
-            if m:
-                rows.append((m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), float(m.group(5)), m.group(6)))
-            elif not line.strip().startswith("- "):
-                in_gemm = False
-    return rows
+    """The table's unbatched rows as (dtype, m, n, k, FLOP/s, layout)."""
+    return [(k[0], k[1], k[2], k[3], rate, k[4]) for k, rate in Table(path).rows.items() if k[5] == 1]
 
 
 def peak(path):

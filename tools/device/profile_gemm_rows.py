@@ -16,21 +16,12 @@ Prints how many rows were replaced and added (and by how much the replaced ones 
 """
 import argparse
 import json
-import re
+import os
 import statistics
 import sys
 
-ROW = re.compile(r"^(\s*)- \[(bf16|fp16|fp32), (\d+), (\d+), (\d+), ([0-9.eE+-]+), (nt|nn|tn)(?:, (\d+))?\]\s*$")
-
-
-def key_of(dtype, m, n, k, layout, batch):
-    return (dtype, int(m), int(n), int(k), layout, int(batch or 1))
-
-
-def fmt(indent, key, rate):
-    dtype, m, n, k, layout, batch = key
-    tail = f", {batch}" if batch > 1 else ""
-    return f"{indent}- [{dtype}, {m}, {n}, {k}, {rate!r}, {layout}{tail}]\n"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gemm_rows import Table, fmt, key_of  # noqa: E402
 
 
 def main():
@@ -51,28 +42,13 @@ def main():
             sys.exit(f"{path}: measured on {doc.get('device')!r}, not a {a.device}")
         for r in doc["rows"]:
             new[key_of(r[0], r[1], r[2], r[3], r[5], r[6] if len(r) > 6 else 1)] = float(r[4])
-    lines = open(a.profile).readlines()
-    top, in_gemm, last, indent, seen, moved = None, False, None, "    ", set(), []
-    for i, line in enumerate(lines):
-        t = re.match(r"^([A-Za-z_][A-Za-z0-9_]*):", line)
-        if t:
-            top, in_gemm = t.group(1), False
-        if top == "stack" and re.match(r"^  gemm:\s*$", line):
-            in_gemm = True
-            continue
-        if not in_gemm:
-            continue
-        m = ROW.match(line)
-        if not m:
-            if line.strip():
-                in_gemm = False
-            continue
-        indent, last = m.group(1), i
-        key = key_of(m.group(2), m.group(3), m.group(4), m.group(5), m.group(7), m.group(8))
+    table = Table(a.profile)
+    lines, last, indent, seen, moved = table.lines, table.last, table.indent, set(), []
+    for key, old in table.rows.items():
         if key in new:
-            moved.append(new[key] / float(m.group(6)))
+            moved.append(new[key] / old)
             if not a.normalize:
-                lines[i] = fmt(indent, key, new[key])
+                lines[table.index[key]] = fmt(indent, key, new[key])
             seen.add(key)
     if last is None:
         sys.exit(f"{a.profile}: no stack.gemm table")

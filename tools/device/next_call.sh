@@ -3,10 +3,14 @@
 # H200: bigtok-1212's and accum3-1211's H200 lists (sessions 36, 35), accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
 # accum2-1211's H200 list (registered session 35), then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
 # rank 0) and t511b-1208 (t5-11b under a kernel profile); CASES="FILES" runs other lists instead.
-# H100: nothing registered is left for an H100 (bigtok-1212's and accum3-1211's H100 lists ran in session 36); CASES_H100="FILES" runs lists.
+# H100: fetchwait-1214 (registered session 38, either card: CASES_H100=docs/validation/deepspeed/fetchwait-1214/cases-fetchwait.jsonl;
+# on an H200 add it to CASES); bigtok-1212's and accum3-1211's H100 lists ran in session 36; CASES_H100="FILES" runs lists.
 # accum-1210's and accum2-1211's H100 lists, perrank-1209 and retain-1208's history ran on the H100 (sessions 34-35).
 # PLACEMENT=1 adds host_placement.py (~60 s). Session 37's plan for the next H200: STACKREP=3 GEMMX=1 (stackrep-h200-1213's
 # registered rule, and h200-measured's GEMM table to 131072 tokens: tools/device/gemmx.sh), then the lists above.
+# Since session 38 h200-measured holds derived rows there (tools/dev/derive_gemm_rows.py): put the measured ones in with
+# profile_gemm_rows.py --normalize on the profile as it was before commit 302c806 (git show 4a21fa3:profiles/h200-measured.yaml),
+# not on today's, whose derived keys --normalize would keep.
 # Usage (device side, repository root): bash tools/device/next_call.sh SECONDS; stage dist/ with
 # tools/device/stage.sh and carry [".dsbench", "dist"] (.dsbench: cp tools/device/dsbench/* .dsbench/ plus site/).
 T0=$(date +%s)

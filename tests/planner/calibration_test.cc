@@ -711,6 +711,29 @@ TEST(GradientAccumulation, Zero3OffloadOnASlowHostStaysInItsBand) {
   for (const AccuracyRow& r : s->rows) EXPECT_LT(r.step_error, -0.2) << r.run.id;
 }
 
+// fetchwait-1214 (registered before it ran, session 38): ZeRO-3 with the optimizer offloaded and
+// the parameters on the CPU or on the GPU, llama-3.2-1b, bloom-1b7 and phi-1_5 (the last without
+// its twin), on an H100 whose host ran slow (Python loop 35-66 ns). The forward's difference
+// between the twins, the host's wait on the parameters' copies, came out +52 and +69 ms against
+// +50 and +65 predicted; the whole steps were 8-20 % slower than predicted. Memory holds and
+// each step lands in its band. These cases were chosen for the test, not by the planner:
+// bloom-1b7's with the parameters offloaded reserved 75.3 of the H100's 80 GB, which dsplan
+// calls at risk (it ran: a right verdict), so the verdict is checked as the record counts it.
+TEST(OffloadedFetchWaits, RegisteredTwinsOnAnH100) {
+  std::unique_ptr<AccuracySummary> s = LoadAndEvaluate(
+      "/docs/validation/deepspeed/fetchwait-1214/records-fetchwait-h100.jsonl", 5, false,
+      "h100-measured");
+  ASSERT_EQ(s->rows.size(), 5u);
+  for (const AccuracyRow& r : s->rows) {
+    ASSERT_TRUE(r.has_memory && r.has_time) << r.run.id;
+    EXPECT_EQ(r.run.ds_config["zero_optimization"].value("stage", 0), 3) << r.run.id;
+    EXPECT_TRUE(r.verdict_right) << r.run.id << ": " << r.verdict;
+    EXPECT_LT(std::abs(r.alloc_error), 0.01) << r.run.id;
+    EXPECT_TRUE(r.reserved_in_band) << r.run.id;
+    EXPECT_TRUE(r.in_band) << r.run.id << ": " << r.step_error;
+  }
+}
+
 // Fresh set 18 (docs/validation/deepspeed/bigtok-1212/, registered before it ran): the top plans
 // of small models whose Linears run at 28-50 k tokens per micro-batch on an H100 (pythia-160m
 // and pythia-410m by their config files, gpt2 at 512 tokens, bert-large at 256, opt-125m at

@@ -165,7 +165,9 @@ std::vector<double> OffloadedFetchWaits(const StepGraph& graph, const Workload& 
       std::stable_sort(trace.begin() + static_cast<std::ptrdiff_t>(first), trace.end(),
                        [](const Fetch& a, const Fetch& b) { return a.op < b.op; });
       task_count[k] = trace.size() - first;
-      if (!(pass.forward && !(has_next && in_next[l]))) release[l] = f.total;
+      // Released unless a forward's layer is kept into the backward (not fetched there again).
+      const bool kept = pass.forward && !(has_next && in_next[l]);
+      if (!kept) release[l] = f.total;
     }
     // The coordinator, in host time |host| against the all-gather stream's |stream|.
     double host = 0, stream = 0;

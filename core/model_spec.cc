@@ -17,7 +17,7 @@ struct FamilyInfo {
   const char* model_class;
 };
 
-constexpr std::array<FamilyInfo, 14> kFamilies = {{
+constexpr std::array<FamilyInfo, 15> kFamilies = {{
     {Family::kT5, "t5", "T5ForConditionalGeneration"},
     {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
     {Family::kGptJ, "gptj", "GPTJForCausalLM"},
@@ -27,6 +27,7 @@ constexpr std::array<FamilyInfo, 14> kFamilies = {{
     {Family::kLlama, "llama", "LlamaForCausalLM"},
     {Family::kMistral, "mistral", "MistralForCausalLM"},
     {Family::kQwen2, "qwen2", "Qwen2ForCausalLM"},
+    {Family::kQwen3, "qwen3", "Qwen3ForCausalLM"},
     {Family::kMixtral, "mixtral", "MixtralForCausalLM"},
     {Family::kFalcon, "falcon", "FalconForCausalLM"},
     {Family::kPhi, "phi", "PhiForCausalLM"},
@@ -378,6 +379,26 @@ void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
 }
 
+// Qwen3Config: Qwen2's keys, but head_dim defaults to 128 whatever the width, the q/k/v/o
+// biases follow attention_bias (default none), and each head's q and k pass an RMSNorm.
+// A layer slides its window only from max_window_layers on (layer_types), and only with
+// use_sliding_window; explicit layer_types decide it instead.
+void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, 128, 32768, "silu", 1e-6, false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+  s.qk_norm = QkNorm::kRms;
+  const int64_t window = SlidingWindow(r, c, 4096);
+  bool sliding = false;
+  if (c.json().contains("layer_types") && c.json()["layer_types"].is_array()) {
+    for (const auto& t : c.json()["layer_types"]) sliding |= t == "sliding_attention";
+  } else {
+    sliding =
+        r.Bool({"use_sliding_window"}, false) && r.Int({"max_window_layers"}, 28) < s.num_layers;
+  }
+  s.sliding_window = sliding ? window : 0;
+}
+
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-5,
                           false});
@@ -451,7 +472,7 @@ void ReadPhi(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.norm_eps = r.Double({"layer_norm_eps"}, 1e-5);
   s.tie_word_embeddings = r.Bool({"tie_word_embeddings"}, false);
   double partial = r.Fraction({"partial_rotary_factor"}, 0.5);
-  s.qk_layernorm = r.Bool({"qk_layernorm"}, false);
+  if (r.Bool({"qk_layernorm"}, false)) s.qk_norm = QkNorm::kLayerNorm;
   if (s.num_heads > 0) s.head_dim = s.hidden_size / s.num_heads;
   s.rotary_dim = static_cast<int64_t>(s.head_dim * partial);
   s.parallel_residual = true;
@@ -635,6 +656,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
     case Family::kLlama: ReadLlama(r, config, s); break;
     case Family::kMistral: ReadMistral(r, config, s); break;
     case Family::kQwen2: ReadQwen2(r, config, s); break;
+    case Family::kQwen3:
+      ReadQwen3(r, config, s);
+      break;
     case Family::kMixtral: ReadMixtral(r, config, s); break;
     case Family::kFalcon: ReadFalcon(r, config, s); break;
     case Family::kPhi: ReadPhi(r, config, s); break;

@@ -28,6 +28,7 @@ enum class Family {
   kLlama,    // LlamaForCausalLM
   kMistral,  // MistralForCausalLM
   kQwen2,    // Qwen2ForCausalLM
+  kQwen3,    // Qwen3ForCausalLM (Qwen2's layout with RMSNorms on each head's q and k)
   kMixtral,  // MixtralForCausalLM (sparse MoE)
   kFalcon,   // FalconForCausalLM
   kPhi,      // PhiForCausalLM (phi-1, phi-1.5, phi-2)
@@ -54,6 +55,10 @@ enum class Activation {
   kSilu,           // F.silu: saves its input
 };
 const char* ActivationName(Activation a);
+
+/// A norm over each attention head's query and key before rotary: Phi's optional LayerNorm
+/// (qk_layernorm) or Qwen3's RMSNorm (q_norm, k_norm), each with a weight of head_dim.
+enum class QkNorm { kNone, kLayerNorm, kRms };
 
 struct ModelSpec {
   std::string name;        // catalog name or the config path it came from
@@ -104,7 +109,7 @@ struct ModelSpec {
   int64_t opt_word_embed_proj_dim = 0;  // opt word_embed_proj_dim (= hidden_size when absent)
   bool opt_norm_before = true;       // opt do_layer_norm_before
   bool opt_final_norm = true;        // opt: final_layer_norm exists
-  bool qk_layernorm = false;         // phi qk_layernorm
+  QkNorm qk_norm = QkNorm::kNone;    // phi qk_layernorm, qwen3 q_norm/k_norm
   int64_t t5_rel_buckets = 32;       // t5 relative_attention_num_buckets
   int64_t t5_rel_max_distance = 128; // t5 relative_attention_max_distance
   bool t5_rescale_output = true;     // t5: config tie_word_embeddings is not false (see below)

@@ -51,7 +51,7 @@ void MakeMask(Ctx& c, const std::string& name, bool needed) {
 }
 
 // Attention over separate q/k/v projections with optional rotary (Llama, Mistral, Qwen2,
-// Mixtral, Gemma, Phi, OPT).
+// Qwen3, Mixtral, Gemma, Phi, OPT).
 struct ProjNames {
   const char* q;
   const char* k;
@@ -72,9 +72,14 @@ T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames
   a.q = Heads(c, q, s.num_heads, s.head_dim);
   a.k = Heads(c, k, s.num_kv_heads, s.head_dim);
   a.v = Heads(c, v, s.num_kv_heads, s.head_dim);
-  if (s.qk_layernorm) {
+  // Per-head norms over the [b, n, heads, head_dim] projections, before rotary; each output
+  // is a new contiguous tensor in the projection's layout.
+  if (s.qk_norm == QkNorm::kLayerNorm) {
     a.q = LayerNorm(tr, Cat(p, ".q_layernorm"), a.q);
     a.k = LayerNorm(tr, Cat(p, ".k_layernorm"), a.k);
+  } else if (s.qk_norm == QkNorm::kRms) {
+    a.q = RmsNormLlama(tr, Cat(p, ".q_norm"), a.q);
+    a.k = RmsNormLlama(tr, Cat(p, ".k_norm"), a.k);
   }
   if (c.rope) {
     a.q = Rotary(tr, Cat(p, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin);
@@ -209,6 +214,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
       case Family::kLlama:
       case Family::kMistral:
       case Family::kQwen2:
+      case Family::kQwen3:
       case Family::kMixtral: x = RmsNormLlama(tr, final_norm, h); break;
       case Family::kGemma: x = RmsNormGemma(tr, final_norm, h); break;
       default: x = LayerNorm(tr, final_norm, h); break;
@@ -612,6 +618,7 @@ void TraceDecoderOnly(Tracer& tr) {
     case Family::kLlama:
     case Family::kMistral:
     case Family::kQwen2:
+    case Family::kQwen3:
     case Family::kMixtral:
     case Family::kGemma: LlamaLike(c, ids); break;
     case Family::kT5:

@@ -38,6 +38,46 @@ TEST(ModelSpecTest, AbsentKeysTakeTransformersDefaults) {
   EXPECT_EQ(t5->activation, Activation::kRelu);
 }
 
+// Qwen3Config (configuration_qwen3.py): head_dim is 128 whatever the width, q/k/v/o have biases
+// only with attention_bias, every head's q and k pass an RMSNorm, and a layer slides its window
+// only with use_sliding_window and from max_window_layers on (or as layer_types says).
+TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
+  auto q = FromJson(R"({"model_type": "qwen3", "hidden_size": 1024, "num_attention_heads": 16,
+                        "num_key_value_heads": 8, "num_hidden_layers": 28})");
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->family, Family::kQwen3);
+  EXPECT_EQ(q->head_dim, 128);  // not 1024 / 16
+  EXPECT_FALSE(q->attention_bias);
+  EXPECT_EQ(q->qk_norm, QkNorm::kRms);
+  EXPECT_EQ(q->sliding_window, 0);
+  EXPECT_EQ(q->vocab_size, 151936);
+  EXPECT_FALSE(q->tie_word_embeddings);
+  // use_sliding_window with max_window_layers covering every layer: no layer slides.
+  auto all_full = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
+      "use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 28})");
+  ASSERT_TRUE(all_full.ok());
+  EXPECT_EQ(all_full->sliding_window, 0);
+  auto some = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
+      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 20})");
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->sliding_window, 2048);
+  auto off = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
+      "use_sliding_window": false, "sliding_window": 2048, "max_window_layers": 0})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->sliding_window, 0);
+  auto typed = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 2, "sliding_window": 512,
+      "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]})");
+  ASSERT_TRUE(typed.ok());
+  EXPECT_EQ(typed->sliding_window, 512);
+  auto biased = FromJson(R"({"model_type": "qwen3", "attention_bias": true})");
+  ASSERT_TRUE(biased.ok());
+  EXPECT_TRUE(biased->attention_bias);
+  // Phi's optional per-head norm is a LayerNorm.
+  auto phi = FromJson(R"({"model_type": "phi", "qk_layernorm": true})");
+  ASSERT_TRUE(phi.ok());
+  EXPECT_EQ(phi->qk_norm, QkNorm::kLayerNorm);
+}
+
 TEST(ModelSpecTest, AttributeMapAliases) {
   auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4})");

@@ -130,6 +130,23 @@ TEST(ParamCountTest, Qwen2HasQkvBiasOnly) {
             2 * V * d + L * layer + d);
 }
 
+// Qwen3: no q/k/v/o biases by default, a head_dim-wide RMSNorm weight for q and one for k in
+// every layer (modeling_qwen3.py, Qwen3Attention), head_dim independent of the width.
+TEST(ParamCountTest, Qwen3HasPerHeadQkNormsAndNoBias) {
+  const int64_t V = 500, d = 32, I = 64, L = 2, H = 4, KV = 2, hd = 16;
+  const int64_t layer = d * H * hd + 2 * d * KV * hd + H * hd * d + 2 * hd + 3 * d * I + 2 * d;
+  EXPECT_EQ(Count(R"({"model_type":"qwen3","vocab_size":500,"hidden_size":32,
+      "intermediate_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+      "num_key_value_heads":2,"head_dim":16,"tie_word_embeddings":false})"),
+            2 * V * d + L * layer + d);
+  // attention_bias adds q, k, v and o biases; tied embeddings count once.
+  EXPECT_EQ(Count(R"({"model_type":"qwen3","vocab_size":500,"hidden_size":32,
+      "intermediate_size":64,"num_hidden_layers":2,"num_attention_heads":4,
+      "num_key_value_heads":2,"head_dim":16,"tie_word_embeddings":true,
+      "attention_bias":true})"),
+            V * d + L * (layer + H * hd + 2 * KV * hd + d) + d);
+}
+
 TEST(ParamCountTest, MixtralExpertsAndRouter) {
   const int64_t V = 500, d = 32, I = 48, L = 2, H = 4, KV = 1, hd = 8, E = 4;
   const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d;

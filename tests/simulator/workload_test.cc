@@ -4,7 +4,9 @@
 
 #include <string>
 
+#include "core/hf_config.h"
 #include "core/model_catalog.h"
+#include "core/model_spec.h"
 #include "simulator/workload.h"
 
 namespace dsplan {
@@ -92,6 +94,35 @@ TEST(WorkloadTest, CheckpointingKeepsOnlyBlockInputs) {
   EXPECT_GT(ckpt.recompute_peak_bytes, 0);
 }
 
+// Qwen3's per-head q_norm and k_norm are Llama-style RMSNorms over head_dim: each saves the fp32
+// copy of its input (pow and the product read it), the fp32 rsqrt per row and the normalized
+// bf16 tensor (the weight's product reads it), and its input, the projection's output, is no
+// longer saved by anything. A Qwen3 block keeps that much more than a Llama block of the same
+// shape (the rotary and attention save the same tensors either way).
+TEST(WorkloadTest, Qwen3QkNormsSaveTheirFp32Inputs) {
+  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,
+      "tie_word_embeddings":false)";
+  auto spec = [&](const char* type) {
+    auto cfg =
+        HfConfig::Parse(std::string("{\"model_type\":\"") + type + "\"," + shape + "}", "inline");
+    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+    auto s = ModelSpecFromHf(*cfg, type);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return *s;
+  };
+  RunShape o;
+  o.micro_batch = 3;
+  o.seq_len = 128;
+  o.attention = AttentionImpl::kSdpa;
+  Workload qwen3 = Build(spec("qwen3"), o);
+  Workload llama = Build(spec("llama"), o);
+  const int64_t rows_q = 3LL * 128 * 4, rows_k = 3LL * 128 * 2;
+  const int64_t per_block = (4 + 2) * 32 * (rows_q + rows_k) + 4 * (rows_q + rows_k);
+  EXPECT_EQ(FindLayer(qwen3, "model.layers.1").saved_bytes,
+            FindLayer(llama, "model.layers.1").saved_bytes + per_block);
+  EXPECT_EQ(qwen3.params, llama.params + 2 * 2 * 32);
+}
 
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   ModelSpec s = Model("llama-2-7b");

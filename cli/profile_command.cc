@@ -117,6 +117,44 @@ Result<ModelShapes> ModelGemmShapes(const std::string& csv) {
                      std::vector<BatchedShape>(batched.begin(), batched.end())};
 }
 
+// --stack-models: catalog names or HF config paths, each loaded here so that a bad entry is one
+// line before anything is measured; paths go to stack_costs.py absolute (it reads a config.json
+// or a folder holding one, and names the family by its model_type).
+Result<std::string> StackModels(const std::string& csv) {
+  constexpr int kMaxModels = 64;
+  std::string out;
+  int n = 0;
+  size_t start = 0;
+  while (start <= csv.size()) {
+    size_t end = csv.find(',', start);
+    if (end == std::string::npos) end = csv.size();
+    const std::string name = csv.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    if (++n > kMaxModels) {
+      return Status::InvalidArgument(
+          fmt::format("--stack-models: more than {} models; one per family is enough", kMaxModels));
+    }
+    auto spec = LoadModel(name, DataDir());
+    if (!spec.ok()) return spec.status().WithPrefix("--stack-models");
+    std::error_code ec;
+    const bool path = name.find('/') != std::string::npos || fs::exists(name, ec);
+    const std::string arg = path ? fs::absolute(name, ec).string() : name;
+    if (arg.find(',') != std::string::npos) {
+      return Status::InvalidArgument(fmt::format(
+          "--stack-models: {} holds a comma, which separates the models; rename or link it",
+          Quote(arg)));
+    }
+    out += (out.empty() ? "" : ",") + arg;
+  }
+  if (out.empty()) {
+    return Status::InvalidArgument(
+        "--stack-models: no model given; name catalog models or config.json paths, comma "
+        "separated");
+  }
+  return out;
+}
+
 ProfileSizes TinySizes() {
   ProfileSizes s = DefaultSizes(true, 2);
   s.gemm_shapes = {{256, 256, 256}};
@@ -177,8 +215,10 @@ DeclaredCommand AddProfileCommand(CLI::App& app) {
                   "Python interpreter for --stack (default python3 on PATH)")
       ->capture_default_str();
   cmd->add_option("--stack-models", f.stack_models,
-                  "Catalog models whose family blocks --stack times, one per family (default: "
-                  "one of each of the 14 families)");
+                  "Models whose family blocks --stack times, one per family: catalog names or "
+                  "HF config.json paths (a family the catalog lacks, such as qwen3, is measured "
+                  "from its config; default: one catalog model of each of the 14 catalog "
+                  "families)");
   cmd->add_flag("--test-sizes", f.tiny, "Tiny sizes for tests (numbers are not meaningful)")
       ->group("");
   return {cmd, [flags] { return RunProfile(*flags); }};
@@ -189,6 +229,12 @@ namespace {
 int RunProfile(const ProfileFlags& f) {
   auto sections = ParseSections(f.only);
   if (!sections.ok()) return Fail(sections.status());
+  std::string stack_models = DefaultStackModels();
+  if (!f.stack_models.empty()) {
+    auto m = StackModels(f.stack_models);
+    if (!m.ok()) return Fail(m.status());
+    stack_models = *m;
+  }
   Status writable = CheckWritable(f.out, f);
   if (!writable.ok()) return Fail(writable);
 
@@ -283,7 +329,7 @@ int RunProfile(const ProfileFlags& f) {
     so.python = f.python;
     so.tools_dir = (fs::path(DataDir()) / "tools" / "probes").string();
     so.catalog_dir = (fs::path(DataDir()) / "models").string();
-    so.models = f.stack_models.empty() ? DefaultStackModels() : f.stack_models;
+    so.models = stack_models;
     so.dsplan_version = o.dsplan_version;
     std::error_code ec;
     const fs::path work = fs::temp_directory_path(ec) /

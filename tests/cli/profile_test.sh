@@ -79,6 +79,41 @@ check "--stack without torch writes no stack section" bash -c "! grep -q '^stack
 check "--stack without torch says the GEMM sustained-load curve is not measured" \
     grep -q "GEMM sustained-load curve not measured (needs python with torch): GEMMs priced at the table's rate" "$tmp/out"
 
+# --stack-models takes catalog names and config.json paths (a family the catalog lacks): each is
+# loaded before anything is measured, a bad one is one line and exit 2, and paths reach
+# stack_costs.py absolute. A stand-in interpreter records the script's arguments and fails.
+cp "$DSPLAN_DATA_DIR/docs/validation/deepspeed/qwen3-1215/qwen3-0.6b.json" "$tmp/qwen3.json"
+{
+  echo '#!/bin/sh'
+  echo 'if [ "$1" = -c ]; then echo 2.11.0+cu130; echo 1; exit 0; fi'
+  echo "case \$1 in */stack_costs.py) echo \"\$@\" >> '$tmp/stack-args';; esac"
+  echo 'exit 1'
+} >"$tmp/py-args"
+chmod +x "$tmp/py-args"
+(cd "$tmp" && "$bin" profile --test-sizes --base h200-sxm --only cpu-adam --stack --python "$tmp/py-args" \
+    --stack-models gpt2,qwen3.json --out "$tmp/qwen3-stack.yaml" >"$tmp/out" 2>"$tmp/err")
+rc=$?
+check "--stack-models with a config path exits 0" test "$rc" -eq 0
+check "the config path reaches stack_costs.py absolute, beside the catalog name" \
+    grep -q -- "--models gpt2,$tmp/qwen3.json " "$tmp/stack-args"
+run profile --test-sizes --base h200-sxm --only cpu-adam --stack --python "$tmp/py-args" \
+    --stack-models gpt2,no-such-model --out "$tmp/bad-stack.yaml"
+check "--stack-models with an unknown model exits 2" test "$rc" -eq 2
+check "--stack-models names the bad model in one line" \
+    bash -c "grep -c . '$tmp/err' | grep -qx 1 && grep -q -- \"--stack-models.*no-such-model\" '$tmp/err'"
+check "--stack-models with an unknown model writes nothing" test ! -e "$tmp/bad-stack.yaml"
+check "--stack-models with an unknown model measures nothing" test ! -s "$tmp/out"
+printf '{"model_type": "qwen3", "hidden_size": "wide"}' >"$tmp/bad-qwen3.json"
+run profile --test-sizes --base h200-sxm --only cpu-adam --stack --python "$tmp/py-args" \
+    --stack-models "$tmp/bad-qwen3.json" --out "$tmp/bad-stack.yaml"
+check "--stack-models with a bad config exits 2 naming its key" \
+    bash -c "test $rc -eq 2 && grep -q 'hidden_size' '$tmp/err'"
+# The probes' loader reads the same path as the catalog entry's config.
+check "hf_models.load_catalog reads a config.json path" python3 -c "
+import sys; sys.path.insert(0, '$DSPLAN_DATA_DIR/tools/probes'); import hf_models
+c = hf_models.load_catalog('$DSPLAN_DATA_DIR/models', '$tmp/qwen3.json')
+sys.exit(0 if c['model_type'] == 'qwen3' and c['head_dim'] == 128 else 1)"
+
 # The GEMM duty sweep (gemm_sustained.py --duty-sweep) with stand-in interpreters: stack_costs.py
 # fails, the sweep copies a real H200 output (or fails). The base's curve (h200-measured's,
 # transcribed from the other sweep, gemm-duty-h200.json) is replaced, and the output says so.

@@ -1,12 +1,19 @@
 """Catalog configs and transformers models for the probes (stack_costs.py, step_kernels.py,
 compare_step_kernels.py). torch and transformers are imported only by build()."""
+import json
 import os
 
 CATALOG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "models")
 
 
 def load_catalog(catalog, name):
-    """The HF config of catalog entry |name| (models/<name>.yaml) as a dict."""
+    """The HF config of |name| as a dict: a config.json file or a folder holding one (a family
+    the catalog lacks; `dsplan profile --stack-models` passes those as absolute paths), else the
+    catalog entry models/<name>.yaml."""
+    if name.endswith(".json") or os.sep in name or os.path.isdir(name):
+        path = os.path.join(name, "config.json") if os.path.isdir(name) else name
+        with open(path) as f:
+            return json.load(f)
     import yaml
     with open(os.path.join(catalog, name + ".yaml")) as f:
         return yaml.safe_load(f)["config"]

@@ -59,6 +59,19 @@ else
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 fi
+# Session 39: transformers' own modeling code for the families users ask for and dsplan lacks (phi3, gemma2,
+# gemma3) and for qwen3 (added from a stored snapshot, to check against the installed 5.17), a few seconds.
+mkdir -p $OUT/transformers-src
+python3 -c "
+import importlib, inspect, shutil, sys
+for m in ['qwen3', 'phi3', 'gemma2', 'gemma3']:
+    for part in ['modeling', 'configuration']:
+        try:
+            mod = importlib.import_module(f'transformers.models.{m}.{part}_{m}')
+            shutil.copy(inspect.getsourcefile(mod), '$OUT/transformers-src/')
+        except Exception as e:
+            print(m, part, repr(e)[:200], file=sys.stderr)
+" 2> $OUT/transformers-src/errors.txt; echo "transformers-src: $(ls $OUT/transformers-src | wc -l) files"
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
 fi
@@ -68,7 +81,8 @@ fi
 # session 36's closing note). Each process is cut at 200 s.
 if [ -n "$STACKREP" ]; then
   # stack_costs.py measures no family without --models: dsplan profile's list (as stackrep_call.sh).
-  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b}
+  # Session 39: plus qwen3 from its config.json (a family the catalog lacks; qwen3-1215 is predicted without it).
+  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b,$PWD/docs/validation/deepspeed/qwen3-1215/qwen3-1.7b.json}
   speed() {  # the host's loop speed now, in a process of its own (one JSON line)
     PYTHONPATH=$PWD/tools/probes python3 -c "import json,time,probe_util;print(json.dumps(dict(tag='$1',t=round(time.time()),**probe_util.host_speed())))" >> "$OUT/host-speed.jsonl" 2>> "$OUT/host-speed.err"
     tail -1 "$OUT/host-speed.jsonl"

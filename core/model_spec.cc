@@ -326,6 +326,9 @@ void ReadLlamaLike(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDe
   s.num_heads = r.Int({"num_attention_heads"}, d.heads);
   s.num_kv_heads = r.OptInt({"num_key_value_heads"}).value_or(d.kv_heads.value_or(s.num_heads));
   auto hd = r.OptInt({"head_dim"});
+  if (hd && *hd <= 0) {
+    r.Fail(c.Error("head_dim", fmt::format("is {}; it must be positive (or absent)", *hd)));
+  }
   if (!hd) hd = d.head_dim;
   if (hd) {
     s.head_dim = *hd;
@@ -388,15 +391,29 @@ void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.activation = r.Act("hidden_act", "silu");
   s.attention_bias = r.Bool({"attention_bias"}, false);
   s.qk_norm = QkNorm::kRms;
+  // Without use_sliding_window, sliding_window becomes None, so no layer slides whatever
+  // layer_types says (Qwen3Config.__post_init__).
   const int64_t window = SlidingWindow(r, c, 4096);
+  const bool use_sliding = r.Bool({"use_sliding_window"}, false);
   bool sliding = false;
-  if (c.json().contains("layer_types") && c.json()["layer_types"].is_array()) {
-    for (const auto& t : c.json()["layer_types"]) sliding |= t == "sliding_attention";
+  if (c.json().contains("layer_types") && !c.json()["layer_types"].is_null()) {
+    const auto& types = c.json()["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != s.num_layers) {
+      return r.Fail(c.Error("layer_types",
+                            fmt::format("must list one type per layer ({} layers)", s.num_layers)));
+    }
+    for (const auto& t : types) {
+      if (t != "full_attention" && t != "sliding_attention") {
+        return r.Fail(c.Error("layer_types",
+                              "holds a type other than \"full_attention\" and "
+                              "\"sliding_attention\""));
+      }
+      sliding |= t == "sliding_attention";
+    }
   } else {
-    sliding =
-        r.Bool({"use_sliding_window"}, false) && r.Int({"max_window_layers"}, 28) < s.num_layers;
+    sliding = r.Int({"max_window_layers"}, 28) < s.num_layers;
   }
-  s.sliding_window = sliding ? window : 0;
+  s.sliding_window = use_sliding && sliding ? window : 0;
 }
 
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {

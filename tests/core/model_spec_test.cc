@@ -69,6 +69,23 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
       "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]})");
   ASSERT_TRUE(typed.ok());
   EXPECT_EQ(typed->sliding_window, 512);
+  // layer_types without use_sliding_window: sliding_window is None, nothing slides.
+  auto typed_off = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 2,
+      "sliding_window": 512, "layer_types": ["full_attention", "sliding_attention"]})");
+  ASSERT_TRUE(typed_off.ok());
+  EXPECT_EQ(typed_off->sliding_window, 0);
+  for (const char* bad :
+       {R"("layer_types": "sliding_attention")", R"("layer_types": ["full_attention"])",
+        R"("layer_types": ["full_attention", 7])",
+        R"("layer_types": ["full_attention", "chunked_attention"])"}) {
+    auto e =
+        FromJson(std::string(R"({"model_type": "qwen3", "num_hidden_layers": 2, )") + bad + "}");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_TRUE(Mentions(e.status(), "layer_types")) << e.status().ToString();
+  }
+  auto zero = FromJson(R"({"model_type": "qwen3", "head_dim": 0})");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_TRUE(Mentions(zero.status(), "head_dim"));
   auto biased = FromJson(R"({"model_type": "qwen3", "attention_bias": true})");
   ASSERT_TRUE(biased.ok());
   EXPECT_TRUE(biased->attention_bias);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# Session 39: qwen3-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
+# Session 39: MALLOCTRACE=1 runs malloctrace-1215 (below). qwen3-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
 # transformers' n_params, which must equal dsplan's count). CASES_H100 defaults to its H100 list.
 # H200: bigtok-1212's and accum3-1211's H200 lists (sessions 36, 35), accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
 # accum2-1211's H200 list (registered session 35), then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
@@ -92,6 +92,13 @@ if [ -n "$STACKREP" ]; then
     timeout 200 python3 tools/probes/stack_costs.py --only op_kinds,families --models "$MODELS" --out $OUT/stackrep-$i.json > /dev/null 2> $OUT/stackrep-$i.log; echo "stackrep $i rc=$? at $(( $(date +%s) - T0 ))s"
   done
   speed "after"
+fi
+# MALLOCTRACE=1 (session 39, either card, ~3 min): malloctrace-1215, opt-1.3b's and gemma-2b's offloaded ZeRO-3 steps
+# under tools/device/malloc_trace.c (which of the gradient copies' host temporaries glibc serves from fresh pages).
+if [ -n "$MALLOCTRACE" ]; then
+  gcc -O2 -shared -fPIC tools/device/malloc_trace.c -o /tmp/malloc_trace.so && \
+    bash .dsbench/go.sh 0 300 docs/validation/deepspeed/malloctrace-1215/cases-malloctrace.jsonl 2>&1 | tail -8
+  for f in $OUT/malloc-trace/*.tsv; do [ "$(wc -l < $f)" -gt 50 ] && python3 tools/device/malloc_trace_table.py --skip 2 $f | head -30; done
 fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).

@@ -5,9 +5,9 @@
 # posix_memalign(64, B), a write of every byte, free, for an 8 MiB and a 40 MiB block. Under
 # glibc's rules (docs/deepspeed-facts.md, "glibc's malloc") the 40 MiB block is an mmap of its
 # own, faulted in every round. Where the 8 MiB one comes from depends on the arena's state (on
-# Debian 12's glibc 2.36 it walks up the thread's heap, fresh pages each round: the finding this
-# tool was written for), so only what any glibc must show is asserted of it: it is logged, and
-# the first one, on a new heap, faulted every page.
+# Debian 12's glibc 2.36 it walks up the thread's first heap, fresh pages each round, for eight
+# rounds, then settles: docs/validation/deepspeed/malloctrace-1215), so only what any glibc must
+# show is asserted of it: it is logged, and the first one, on a new heap, faulted every page.
 # Usage: malloc_trace_test.sh SOURCE_DIR
 set -u
 src=$1

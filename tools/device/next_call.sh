@@ -59,6 +59,10 @@ else
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 fi
+# Session 39: transformers 5.17's parameter counts of the staged Qwen3 catalog entries (meta device, seconds); when
+# they equal dsplan's (qwen3-1215/README.md), move the files into models/ and the counts into
+# tests/fixtures/hf_counts_transformers_5.17.json.
+python3 tools/hf_param_counts.py docs/validation/deepspeed/qwen3-1215/catalog > $OUT/hf-counts-qwen3.json 2> $OUT/hf-counts-qwen3.err; echo "hf counts qwen3 rc=$?"; cat $OUT/hf-counts-qwen3.json | head -12
 # Session 39: transformers' own modeling code for the families users ask for and dsplan lacks (phi3, gemma2,
 # gemma3) and for qwen3 (added from a stored snapshot, to check against the installed 5.17), a few seconds.
 mkdir -p $OUT/transformers-src

@@ -17,7 +17,7 @@ struct FamilyInfo {
   const char* model_class;
 };
 
-constexpr std::array<FamilyInfo, 15> kFamilies = {{
+constexpr std::array<FamilyInfo, 16> kFamilies = {{
     {Family::kT5, "t5", "T5ForConditionalGeneration"},
     {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
     {Family::kGptJ, "gptj", "GPTJForCausalLM"},
@@ -31,6 +31,7 @@ constexpr std::array<FamilyInfo, 15> kFamilies = {{
     {Family::kMixtral, "mixtral", "MixtralForCausalLM"},
     {Family::kFalcon, "falcon", "FalconForCausalLM"},
     {Family::kPhi, "phi", "PhiForCausalLM"},
+    {Family::kPhi3, "phi3", "Phi3ForCausalLM"},
     {Family::kGemma, "gemma", "GemmaForCausalLM"},
     {Family::kBert, "bert", "BertForMaskedLM"},
 }};
@@ -495,6 +496,18 @@ void ReadPhi(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.parallel_residual = true;
 }
 
+// Phi3Config: LlamaConfig's key names with Phi's dropouts (resid_pdrop after attention and
+// after the MLP, embd_pdrop unused by the 5.x model), partial_rotary_factor (Phi-4-mini 0.75),
+// no head_dim key (hidden / heads) and sliding_window None by default.
+void ReadPhi3(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s,
+                {32064, 3072, 8192, 32, 32, std::nullopt, std::nullopt, 4096, "silu", 1e-5, false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.hidden_dropout = r.Double({"resid_pdrop"}, 0.0);
+  CheckProbability(r, c, "resid_pdrop", s.hidden_dropout);
+  s.sliding_window = SlidingWindow(r, c, 0);
+}
+
 void ReadBert(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.vocab_size = r.Int({"vocab_size"}, 30522);
   s.hidden_size = r.Int({"hidden_size"}, 768);
@@ -679,6 +692,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
     case Family::kMixtral: ReadMixtral(r, config, s); break;
     case Family::kFalcon: ReadFalcon(r, config, s); break;
     case Family::kPhi: ReadPhi(r, config, s); break;
+    case Family::kPhi3:
+      ReadPhi3(r, config, s);
+      break;
     case Family::kGemma: ReadGemma(r, config, s); break;
     case Family::kBert: ReadBert(r, config, s); break;
   }

@@ -32,6 +32,7 @@ enum class Family {
   kMixtral,  // MixtralForCausalLM (sparse MoE)
   kFalcon,   // FalconForCausalLM
   kPhi,      // PhiForCausalLM (phi-1, phi-1.5, phi-2)
+  kPhi3,     // Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj and gate_up_proj)
   kGemma,    // GemmaForCausalLM
   kBert,     // BertForMaskedLM
 };

@@ -614,7 +614,7 @@ T Copy(Tracer& tr, const std::string& name, const T& x, DType dtype, bool permut
 }
 
 T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
-         const T& sin, Layout in) {
+         const T& sin, Layout in, bool cat) {
   // q * cos + rotate_half(q) * sin: the muls save cos and sin (q's grad needs them; they do not
   // require grad, so q is not saved); slices, neg and cat save nothing.
   tr.Save(cos);
@@ -629,7 +629,7 @@ T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, co
   const int64_t hd = x.shape.back();
   const double r = rotary_dim > 0 && rotary_dim < hd ? static_cast<double>(rotary_dim) / hd : 1.0;
   const double whole = B(x), b = whole * r;
-  const bool partial = r < 1;
+  const bool partial = r < 1 || cat;         // ends in a cat with the pass-through part
   const bool strided = in != Layout::kBhsd;  // a transposed view of the projection
   EagerWork w;
   // Forward: x_rot * cos (broadcast cos; strided when x_rot is a slice or a transposed view),
@@ -676,6 +676,24 @@ void FusedQkvSplit(Tracer& tr, const std::string& name, const T& qkv) {
   w.Bwd(KernelClass::kCatStrided, 2.0 * B(qkv));
   w.Bwd(KernelClass::kPermuteCopy, 2.0 * B(qkv));
   Elementwise(tr, name, OpKind::kElementwise, qkv, {&qkv}, 0.0, w);
+}
+
+void SlicedSplit(Tracer& tr, const std::string& name, const T& fused, int pieces) {
+  // SliceBackward per piece: zeros of the whole (written) and the piece copied in (read and
+  // written); then the pieces' gradients summed, one add fewer than pieces.
+  EagerWork w;
+  for (int i = 0; i < pieces; ++i) {
+    w.Bwd(KernelClass::kStream, B(fused));
+    w.Bwd(KernelClass::kStridedMul, 2.0 * B(fused) / pieces);
+  }
+  for (int i = 1; i < pieces; ++i) w.Bwd(KernelClass::kStream, 3.0 * B(fused));
+  Elementwise(tr, name, OpKind::kElementwise, fused, {&fused}, 0.0, w);
+}
+
+void ChunkSplit(Tracer& tr, const std::string& name, const T& fused) {
+  EagerWork w;
+  w.Bwd(KernelClass::kCatStrided, 2.0 * B(fused));
+  Elementwise(tr, name, OpKind::kElementwise, fused, {&fused}, 0.0, w);
 }
 
 namespace {

@@ -257,12 +257,21 @@ T Attention(Tracer& tr, const AttentionArgs& a);
 /// new tensor (q*cos + rotate_half(q)*sin, concatenated with the pass-through part). |in| is how
 /// |x| is laid out (a transposed view of a separate projection, a view into a fused one, or
 /// contiguous): it decides which of PyTorch's kernels the eager ops run.
+/// |cat|: the rotated part is concatenated with the pass-through part even when that is empty
+/// (Phi-3's apply_rotary_pos_emb), so a full rotary also ends in a contiguous copy.
 T Rotary(Tracer& tr, const std::string& name, const T& x, int64_t rotary_dim, const T& cos,
-         const T& sin, Layout in = Layout::kBshd);
+         const T& sin, Layout in = Layout::kBshd, bool cat = false);
 
 /// The backward of a fused q|k|v projection split per head (view, transpose, chunk: GPT-NeoX):
 /// the gradients' cat and the copy back to the projection's layout; no forward kernel.
 void FusedQkvSplit(Tracer& tr, const std::string& name, const T& qkv);
+/// The backward of |pieces| slices of a fused projection's last dim (Phi-3's q/k/v taken with
+/// qkv[..., a:b]): each slice's gradient is a zero-filled tensor of the projection's size with
+/// the slice copied in, and autograd sums them; no forward kernel.
+void SlicedSplit(Tracer& tr, const std::string& name, const T& fused, int pieces);
+/// The backward of chunk(2, dim=-1) of a fused projection (Phi-3's gate_up_proj): the two
+/// gradients concatenated into one of the projection's size; no forward kernel.
+void ChunkSplit(Tracer& tr, const std::string& name, const T& fused);
 
 /// Cross entropy as transformers' ForCausalLMLoss does it (logits.float(), shift, CE) when
 /// |upcast| is true, else nn.CrossEntropyLoss on the logits as they are.

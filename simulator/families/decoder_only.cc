@@ -215,6 +215,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
       case Family::kMistral:
       case Family::kQwen2:
       case Family::kQwen3:
+      case Family::kPhi3:
       case Family::kMixtral: x = RmsNormLlama(tr, final_norm, h); break;
       case Family::kGemma: x = RmsNormGemma(tr, final_norm, h); break;
       default: x = LayerNorm(tr, final_norm, h); break;
@@ -570,6 +571,68 @@ void Phi(Ctx& c, const T& ids) {
   TailAndLoss(c, h, "model.final_layernorm", "lm_head", emb, true, false);
 }
 
+// Phi3ForCausalLM (modeling_phi3.py, MistralModel's stack): Llama's block with one fused
+// qkv_proj whose q, k and v are slices of the last dim, a rotary that always ends in a cat, a
+// fused gate_up_proj chunked in two, and resid_pdrop dropouts before both residual adds.
+void Phi3(Ctx& c, const T& ids) {
+  Tracer& tr = c.tr;
+  const ModelSpec& s = c.s;
+  tr.BeginLayer("model.embeddings", LayerKind::kEmbedding, false);
+  T emb;
+  T h = Embedding(tr, "model.embed_tokens", ids, s.vocab_size, s.hidden_size, &emb);
+  MakeRotary(c, "model.rotary_emb");
+  MakeMask(c, "model.causal_mask", !tr.sdpa() || SdpaNeedsMask(c));
+  const int64_t qkv_out = (s.num_heads + 2 * s.num_kv_heads) * s.head_dim;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    const std::string p = L("model.layers", i);
+    const std::string sa = Cat(p, ".self_attn");
+    BeginBlock(c, p, h);
+    T x = RmsNormLlama(tr, Cat(p, ".input_layernorm"), h);
+    T qkv = Linear(tr, Cat(sa, ".qkv_proj"), x, qkv_out, false);
+    SlicedSplit(tr, Cat(sa, ".qkv_split"), qkv, 3);
+    AttentionArgs a;
+    a.name = sa;
+    a.q = tr.View(qkv, {c.b, s.num_heads, c.n, s.head_dim});
+    a.k = tr.View(qkv, {c.b, s.num_kv_heads, c.n, s.head_dim});
+    a.v = tr.View(qkv, {c.b, s.num_kv_heads, c.n, s.head_dim});
+    a.q_layout = a.k_layout = a.v_layout = Layout::kFused;
+    if (c.rope) {
+      a.q = Rotary(tr, Cat(sa, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin, Layout::kFused, true);
+      a.k = Rotary(tr, Cat(sa, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin, Layout::kFused, true);
+      a.q_layout = a.k_layout = Layout::kBhsd;
+    }
+    const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
+    if (s.num_kv_heads < s.num_heads && mask) {
+      a.k = tr.New(Cat(sa, ".k_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
+      a.v = tr.New(Cat(sa, ".v_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
+      a.k_layout = a.v_layout = Layout::kBhsd;
+    }
+    T bias;
+    if (tr.sdpa() && mask) {
+      bias = tr.New(Cat(sa, ".attn_bias"), {c.b, 1, c.n, c.n});
+      a.float_mask = &bias;
+    }
+    a.causal = true;
+    a.dropout = s.attn_dropout;
+    T o = Linear(tr, Cat(sa, ".o_proj"), Attention(tr, a), s.hidden_size, false);
+    o = Dropout(tr, Cat(p, ".resid_attn_dropout"), o, s.hidden_dropout);
+    T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
+    x = RmsNormLlama(tr, Cat(p, ".post_attention_layernorm"), h2);
+    // up_states.chunk(2): gate and up are views of the fused output; the activation saves gate
+    // and the product saves up, so the whole gate_up output stays for backward.
+    T gu = Linear(tr, Cat(p, ".mlp.gate_up_proj"), x, 2 * s.intermediate_size, false);
+    ChunkSplit(tr, Cat(p, ".mlp.gate_up_split"), gu);
+    T gate = tr.View(gu, {c.b, c.n, s.intermediate_size});
+    T up = tr.View(gu, {c.b, c.n, s.intermediate_size});
+    T act = Activate(tr, Cat(p, ".mlp.activation_fn"), gate, s.activation);
+    T prod = MulSaveBoth(tr, Cat(p, ".mlp.up_mul_act"), up, act);
+    T m = Linear(tr, Cat(p, ".mlp.down_proj"), prod, s.hidden_size, false);
+    m = Dropout(tr, Cat(p, ".resid_mlp_dropout"), m, s.hidden_dropout);
+    h = AddT(tr, Cat(p, ".residual_2"), h2, m);
+  }
+  TailAndLoss(c, h, "model.norm", "lm_head", emb, false, false);
+}
+
 void LlamaLike(Ctx& c, const T& ids) {
   Tracer& tr = c.tr;
   const ModelSpec& s = c.s;
@@ -615,6 +678,9 @@ void TraceDecoderOnly(Tracer& tr) {
     case Family::kBloom: Bloom(c, ids); break;
     case Family::kFalcon: Falcon(c, ids); break;
     case Family::kPhi: Phi(c, ids); break;
+    case Family::kPhi3:
+      Phi3(c, ids);
+      break;
     case Family::kLlama:
     case Family::kMistral:
     case Family::kQwen2:

@@ -95,6 +95,32 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
   EXPECT_EQ(phi->qk_norm, QkNorm::kLayerNorm);
 }
 
+// Phi3Config: Phi-3-mini's shape by default, KV heads = heads, head_dim = hidden / heads, rotary
+// over partial_rotary_factor of it (Phi-4-mini: 0.75), resid_pdrop, no sliding window.
+TEST(ModelSpecTest, Phi3Defaults) {
+  auto p = FromJson(R"({"model_type": "phi3"})");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->family, Family::kPhi3);
+  EXPECT_EQ(p->vocab_size, 32064);
+  EXPECT_EQ(p->hidden_size, 3072);
+  EXPECT_EQ(p->num_kv_heads, 32);
+  EXPECT_EQ(p->head_dim, 96);
+  EXPECT_EQ(p->rotary_dim, 96);
+  EXPECT_EQ(p->sliding_window, 0);
+  EXPECT_FALSE(p->tie_word_embeddings);
+  auto mini4 = FromJson(R"({"model_type": "phi3", "hidden_size": 3072, "num_attention_heads": 24,
+      "num_key_value_heads": 8, "partial_rotary_factor": 0.75, "resid_pdrop": 0.1,
+      "sliding_window": 262144})");
+  ASSERT_TRUE(mini4.ok());
+  EXPECT_EQ(mini4->head_dim, 128);
+  EXPECT_EQ(mini4->rotary_dim, 96);
+  EXPECT_DOUBLE_EQ(mini4->hidden_dropout, 0.1);
+  EXPECT_EQ(mini4->sliding_window, 262144);
+  auto bad = FromJson(R"({"model_type": "phi3", "resid_pdrop": 1.5})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Mentions(bad.status(), "resid_pdrop"));
+}
+
 TEST(ModelSpecTest, AttributeMapAliases) {
   auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4})");

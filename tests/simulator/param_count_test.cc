@@ -147,6 +147,22 @@ TEST(ParamCountTest, Qwen3HasPerHeadQkNormsAndNoBias) {
             V * d + L * (layer + H * hd + 2 * KV * hd + d) + d);
 }
 
+// Phi-3: one fused qkv_proj [(H + 2 KV) hd, d] and one gate_up_proj [2 I, d], no biases, two
+// RMSNorms per layer, head_dim = hidden / heads (Phi3Attention, Phi3MLP).
+TEST(ParamCountTest, Phi3FusedProjections) {
+  const int64_t V = 500, d = 64, I = 96, L = 2, H = 8, KV = 2, hd = 8;
+  const int64_t layer = d * (H + 2 * KV) * hd + H * hd * d + d * 2 * I + I * d + 2 * d;
+  EXPECT_EQ(Count(R"({"model_type":"phi3","vocab_size":500,"hidden_size":64,
+      "intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":8,
+      "num_key_value_heads":2})"),
+            2 * V * d + L * layer + d);
+  // Tied (Phi-4-mini): the table counts once.
+  EXPECT_EQ(Count(R"({"model_type":"phi3","vocab_size":500,"hidden_size":64,
+      "intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":8,
+      "num_key_value_heads":2,"tie_word_embeddings":true})"),
+            V * d + L * layer + d);
+}
+
 TEST(ParamCountTest, MixtralExpertsAndRouter) {
   const int64_t V = 500, d = 32, I = 48, L = 2, H = 4, KV = 1, hd = 8, E = 4;
   const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d;

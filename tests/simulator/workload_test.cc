@@ -124,6 +124,37 @@ TEST(WorkloadTest, Qwen3QkNormsSaveTheirFp32Inputs) {
   EXPECT_EQ(qwen3.params, llama.params + 2 * 2 * 32);
 }
 
+// Phi-3's block against a Llama block of the same shape (modeling_phi3.py): v is a slice of the
+// fused qkv_proj output, so SDPA's saved v keeps the whole fused output ((H + 2 KV) hd instead
+// of Llama's KV hd); the rotary always ends in a cat, so q is contiguous [b, h, s, d] and the
+// output projection reads a transposed copy of the attention output (H hd more); the fused
+// gate_up output, the activation and the product keep what Llama's gate, up, activation and
+// product keep. Parameters: the same counts in fewer tensors.
+TEST(WorkloadTest, Phi3FusedProjectionsKeepTheirWholeOutputs) {
+  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+      "tie_word_embeddings":false)";
+  auto spec = [&](const char* type) {
+    auto cfg =
+        HfConfig::Parse(std::string("{\"model_type\":\"") + type + "\"," + shape + "}", "inline");
+    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+    auto s = ModelSpecFromHf(*cfg, type);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return *s;
+  };
+  RunShape o;
+  o.micro_batch = 3;
+  o.seq_len = 128;
+  o.attention = AttentionImpl::kSdpa;
+  Workload phi3 = Build(spec("phi3"), o);
+  Workload llama = Build(spec("llama"), o);
+  const int64_t tokens = 3LL * 128, H = 4, KV = 2, hd = 64;
+  EXPECT_EQ(
+      FindLayer(phi3, "model.layers.1").saved_bytes,
+      FindLayer(llama, "model.layers.1").saved_bytes + tokens * (2 * (H + KV) * hd + 2 * H * hd));
+  EXPECT_EQ(phi3.params, llama.params);
+}
+
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   ModelSpec s = Model("llama-2-7b");
   RunShape o;

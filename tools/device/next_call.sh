@@ -1,6 +1,6 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# Session 39: MALLOCTRACE=1 runs malloctrace-1215 (below). qwen3-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
+# Session 39: MALLOCTRACE=1 runs malloctrace-1215 (below). qwen3-1215 and phi3-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
 # transformers' n_params, which must equal dsplan's count). CASES_H100 defaults to its H100 list.
 # H200: bigtok-1212's and accum3-1211's H200 lists (sessions 36, 35), accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
 # accum2-1211's H200 list (registered session 35), then wsweep-1207's two H200 cases (t5-11b's allocator history, llama-3.1-8b's stage-3 plan as
@@ -59,10 +59,10 @@ else
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 fi
-# Session 39: transformers 5.17's parameter counts of the staged Qwen3 catalog entries (meta device, seconds); when
+# Session 39: transformers 5.17's parameter counts of the staged Qwen3 and Phi-3 catalog entries (meta device, seconds); when
 # they equal dsplan's (qwen3-1215/README.md), move the files into models/ and the counts into
 # tests/fixtures/hf_counts_transformers_5.17.json.
-python3 tools/hf_param_counts.py docs/validation/deepspeed/qwen3-1215/catalog > $OUT/hf-counts-qwen3.json 2> $OUT/hf-counts-qwen3.err; echo "hf counts qwen3 rc=$?"; cat $OUT/hf-counts-qwen3.json | head -12
+for fam in qwen3 phi3; do python3 tools/hf_param_counts.py docs/validation/deepspeed/$fam-1215/catalog > $OUT/hf-counts-$fam.json 2> $OUT/hf-counts-$fam.err; echo "hf counts $fam rc=$?"; head -12 $OUT/hf-counts-$fam.json; done
 # Session 39: transformers' own modeling code for the families users ask for and dsplan lacks (phi3, gemma2,
 # gemma3) and for qwen3 (added from a stored snapshot, to check against the installed 5.17), a few seconds.
 mkdir -p $OUT/transformers-src
@@ -107,11 +107,11 @@ fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100: the lists CASES_H100 names, by default qwen3-1215's H100 list (session 39).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h100.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -85,8 +85,8 @@ fi
 # session 36's closing note). Each process is cut at 200 s.
 if [ -n "$STACKREP" ]; then
   # stack_costs.py measures no family without --models: dsplan profile's list (as stackrep_call.sh).
-  # Session 39: plus qwen3 from its config.json (a family the catalog lacks; qwen3-1215 is predicted without it).
-  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b,$PWD/docs/validation/deepspeed/qwen3-1215/qwen3-1.7b.json}
+  # Session 39: plus qwen3 and phi3 from their config.json (families the catalog lacks; qwen3-1215 and phi3-1215 are predicted without them).
+  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b,$PWD/docs/validation/deepspeed/qwen3-1215/qwen3-1.7b.json,$PWD/docs/validation/deepspeed/phi3-1215/phi-4-mini.json}
   speed() {  # the host's loop speed now, in a process of its own (one JSON line)
     PYTHONPATH=$PWD/tools/probes python3 -c "import json,time,probe_util;print(json.dumps(dict(tag='$1',t=round(time.time()),**probe_util.host_speed())))" >> "$OUT/host-speed.jsonl" 2>> "$OUT/host-speed.err"
     tail -1 "$OUT/host-speed.jsonl"

@@ -1,5 +1,6 @@
 #include "core/model_spec.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <utility>
@@ -11,13 +12,16 @@
 namespace dsplan {
 namespace {
 
+// The most blocks a config may have (CheckSizes says so; per-layer tables are not built past it).
+constexpr int64_t kMaxLayers = 4096;
+
 struct FamilyInfo {
   Family family;
   const char* model_type;
   const char* model_class;
 };
 
-constexpr std::array<FamilyInfo, 16> kFamilies = {{
+constexpr std::array<FamilyInfo, 17> kFamilies = {{
     {Family::kT5, "t5", "T5ForConditionalGeneration"},
     {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
     {Family::kGptJ, "gptj", "GPTJForCausalLM"},
@@ -33,6 +37,7 @@ constexpr std::array<FamilyInfo, 16> kFamilies = {{
     {Family::kPhi, "phi", "PhiForCausalLM"},
     {Family::kPhi3, "phi3", "Phi3ForCausalLM"},
     {Family::kGemma, "gemma", "GemmaForCausalLM"},
+    {Family::kGemma2, "gemma2", "Gemma2ForCausalLM"},
     {Family::kBert, "bert", "BertForMaskedLM"},
 }};
 
@@ -442,6 +447,51 @@ void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.attention_bias = r.Bool({"attention_bias"}, false);
 }
 
+// Gemma2Config (modular_gemma2.py): Gemma's keys and norms, with its own defaults (gemma-2-2b's
+// shape), soft-capping of the attention scores and of the logits (null: none), and a sliding
+// window on the layers layer_types names, by default every other one from the first.
+void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s,
+                {256000, 2304, 9216, 26, 8, 4, 256, 8192, "gelu_pytorch_tanh", 1e-6, true});
+  std::string act = r.String({"hidden_activation"}, "gelu_pytorch_tanh");
+  auto a = ParseActivation(c, "hidden_activation", act);
+  if (!a.ok()) return r.Fail(a.status());
+  s.activation = *a;
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+  if (r.Bool({"use_bidirectional_attention"}, false)) {
+    return r.Fail(c.Error("use_bidirectional_attention",
+                          "is true (an embedding model); dsplan models causal language models"));
+  }
+  auto cap = [&](const char* key, double def) {
+    if (c.json().contains(key) && c.json()[key].is_null()) return 0.0;
+    const double v = r.Double({key}, def);
+    if (v < 0) r.Fail(c.Error(key, fmt::format("is {}; it must be positive or null", v)));
+    return std::max(0.0, v);
+  };
+  s.attn_softcap = cap("attn_logit_softcapping", 50.0);
+  s.final_softcap = cap("final_logit_softcapping", 30.0);
+  s.sliding_window = SlidingWindow(r, c, 4096);
+  if (s.num_layers < 0 || s.num_layers > kMaxLayers) return;  // CheckSizes reports it
+  s.sliding_layers.assign(static_cast<size_t>(s.num_layers), false);
+  if (c.json().contains("layer_types") && !c.json()["layer_types"].is_null()) {
+    const auto& types = c.json()["layer_types"];
+    if (!types.is_array() || static_cast<int64_t>(types.size()) != s.num_layers) {
+      return r.Fail(c.Error("layer_types",
+                            fmt::format("must list one type per layer ({} layers)", s.num_layers)));
+    }
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (types[i] != "full_attention" && types[i] != "sliding_attention") {
+        return r.Fail(c.Error("layer_types",
+                              "holds a type other than \"full_attention\" and "
+                              "\"sliding_attention\""));
+      }
+      s.sliding_layers[i] = types[i] == "sliding_attention";
+    }
+  } else {
+    for (size_t i = 0; i < s.sliding_layers.size(); ++i) s.sliding_layers[i] = i % 2 == 0;
+  }
+}
+
 void ReadFalcon(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.vocab_size = r.Int({"vocab_size"}, 65024);
   s.hidden_size = r.Int({"hidden_size"}, 4544);
@@ -538,7 +588,6 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
   constexpr int64_t kMaxWidth = int64_t{1} << 18;     // hidden, head_dim: 262,144
   constexpr int64_t kMaxFfn = int64_t{1} << 20;       // intermediate: 1,048,576
   constexpr int64_t kMaxVocab = int64_t{1} << 24;     // 16,777,216 tokens
-  constexpr int64_t kMaxLayers = 4096;
   constexpr int64_t kMaxHeads = 16384;
   constexpr int64_t kMaxPositions = int64_t{1} << 24;
   constexpr int64_t kMaxExperts = 4096;
@@ -696,6 +745,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
       ReadPhi3(r, config, s);
       break;
     case Family::kGemma: ReadGemma(r, config, s); break;
+    case Family::kGemma2:
+      ReadGemma2(r, config, s);
+      break;
     case Family::kBert: ReadBert(r, config, s); break;
   }
   DSPLAN_RETURN_IF_ERROR(r.status());

@@ -34,6 +34,7 @@ enum class Family {
   kPhi,      // PhiForCausalLM (phi-1, phi-1.5, phi-2)
   kPhi3,     // Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj and gate_up_proj)
   kGemma,    // GemmaForCausalLM
+  kGemma2,   // Gemma2ForCausalLM (four norms per block, logit soft-capping, alternating windows)
   kBert,     // BertForMaskedLM
 };
 
@@ -90,6 +91,12 @@ struct ModelSpec {
   // Sliding-window attention (mistral sliding_window, qwen2 with use_sliding_window, mixtral):
   // 0 = none. Decides whether transformers builds a mask for SDPA.
   int64_t sliding_window = 0;
+  // The layers that slide, when only some do (gemma2 layer_types); empty: every layer.
+  std::vector<bool> sliding_layers;
+  // Soft-capping (gemma2): scores -> tanh(scores / c) * c before the mask in eager attention
+  // (transformers 5.17's SDPA path does not apply it), and the same on the logits. 0 = none.
+  double attn_softcap = 0;
+  double final_softcap = 0;
 
   // Rotary position embeddings (llama, mistral, qwen2, mixtral, gptj, gpt_neox, phi, falcon).
   int64_t rotary_dim = 0;  // dimensions rotated per head (0 = no rotary)

@@ -791,6 +791,7 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     op.eager.Fwd(KernelClass::kBroadcast, op.fwd_bytes);
     tr.AddOp(std::move(op));
   }
+  if (a.softcap > 0) scores = SoftCap(tr, Cat(a.name, ".softcap"), scores);
   T masked = tr.New(Cat(a.name, ".masked_scores"), scores.shape, scores.dtype);
   if (a.eager_mask) {
     // scores + mask: the mask ([b, 1, s_q, s_k]) broadcasts over heads, so PyTorch runs the
@@ -861,6 +862,29 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
   // transpose(1, 2).contiguous() (and the cast back from fp32 on the math path): a real copy.
   T merged = Copy(tr, Cat(a.name, ".context_merged"), ctx, e, /*permuted=*/true);
   return tr.View(merged, {b, sq, h * hdv});
+}
+
+T SoftCap(Tracer& tr, const std::string& name, const T& x) {
+  // x / cap: backward grad / cap.
+  T d = tr.New(Cat(name, ".div"), x.shape, x.dtype);
+  EagerWork wd;
+  wd.Fwd(KernelClass::kStream, B(x) + B(d));
+  wd.Bwd(KernelClass::kStream, 2.0 * B(d));
+  Elementwise(tr, Cat(name, ".div"), OpKind::kElementwise, d, {&x}, 1.0, wd);
+  // tanh: backward grad * (1 - y^2) from the saved output.
+  T t = tr.New(Cat(name, ".tanh"), x.shape, x.dtype);
+  tr.Save(t);
+  EagerWork wt;
+  wt.Fwd(KernelClass::kStream, B(d) + B(t));
+  wt.Bwd(KernelClass::kStream, 3.0 * B(t));
+  Elementwise(tr, Cat(name, ".tanh"), OpKind::kActivation, t, {&d}, 4.0, wt);
+  // * cap.
+  T y = tr.New(Cat(name, ".mul"), x.shape, x.dtype);
+  EagerWork wm;
+  wm.Fwd(KernelClass::kStream, B(t) + B(y));
+  wm.Bwd(KernelClass::kStream, 2.0 * B(y));
+  Elementwise(tr, Cat(name, ".mul"), OpKind::kElementwise, y, {&t}, 1.0, wm);
+  return y;
 }
 
 void CrossEntropy(Tracer& tr, const std::string& name, const T& logits, bool upcast) {

@@ -247,6 +247,9 @@ struct AttentionArgs {
   SdpaBackend backend = SdpaBackend::kCudnn;
   bool eager_softmax_fp32 = true;  // eager: softmax(dtype=float32): fp32 probs saved, then cast
   bool eager_upcast_qk = false;    // eager: q and k cast to fp32 before the score matmul (GPT-J)
+  /// Eager: scores -> tanh(scores / c) * c before the mask (Gemma 2's attn_logit_softcapping;
+  /// the tanh saves its output). SDPA ignores it, as transformers 5.17's SDPA path does. 0: none.
+  double softcap = 0;
 };
 /// Self/cross attention core: softmax(q k^T + mask) v with dropout, the SDPA or eager way.
 /// Returns the context as [b, s_q, heads * hd] as the output projection reads it: shared with
@@ -272,6 +275,10 @@ void SlicedSplit(Tracer& tr, const std::string& name, const T& fused, int pieces
 /// The backward of chunk(2, dim=-1) of a fused projection (Phi-3's gate_up_proj): the two
 /// gradients concatenated into one of the projection's size; no forward kernel.
 void ChunkSplit(Tracer& tr, const std::string& name, const T& fused);
+
+/// tanh(x / cap) * cap (Gemma 2's soft-capping): the division and the product save nothing, the
+/// tanh saves its output; each makes a new tensor of |x|'s shape.
+T SoftCap(Tracer& tr, const std::string& name, const T& x);
 
 /// Cross entropy as transformers' ForCausalLMLoss does it (logits.float(), shift, CE) when
 /// |upcast| is true, else nn.CrossEntropyLoss on the logits as they are.

@@ -1,6 +1,7 @@
-// Decoder-only families: GPT-2, GPT-J, GPT-NeoX, OPT, BLOOM, Llama, Mistral, Qwen2, Mixtral,
-// Falcon, Phi, Gemma. Each block function follows the family's modeling_*.py forward in train
-// mode; docs/activations.md lists the facts relied on.
+// Decoder-only families: GPT-2, GPT-J, GPT-NeoX, OPT, BLOOM, Llama, Mistral, Qwen2, Qwen3,
+// Mixtral, Falcon, Phi, Phi-3, Gemma, Gemma 2. Each block function follows the family's
+// modeling_*.py forward in train mode; docs/activations.md lists the facts relied on.
+#include <algorithm>
 #include <string>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@ struct Ctx {
   bool rope = false;
   T mask;          // the 4-D mask built once per forward when attention needs one
   bool has_mask = false;
+  bool layer_slides = true;  // the block being traced uses the sliding window (ModelSpec)
 };
 
 std::string L(const std::string& prefix, int64_t i) { return fmt::format("{}.{}", prefix, i); }
@@ -38,7 +40,7 @@ Layout RopeLayout(const ModelSpec& s) {
 // Whether transformers builds a 4-D mask for SDPA: only when a sliding window is shorter than the
 // sequence (no padding is modeled). Eager attention always gets a float mask.
 bool SdpaNeedsMask(const Ctx& c) {
-  return c.s.sliding_window > 0 && c.n > c.s.sliding_window;
+  return c.layer_slides && c.s.sliding_window > 0 && c.n > c.s.sliding_window;
 }
 
 // The mask made once per forward in the model (create_causal_mask): float [b, 1, n, n] in the
@@ -103,6 +105,7 @@ T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames
   a.causal = true;
   a.dropout = s.attn_dropout;
   a.eager_softmax_fp32 = softmax_fp32;
+  a.softcap = s.attn_softcap;
   T ctx = Attention(tr, a);
   return Linear(tr, Cat(p, ".") + names.o, ctx, s.hidden_size, o_bias);
 }
@@ -217,7 +220,10 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
       case Family::kQwen3:
       case Family::kPhi3:
       case Family::kMixtral: x = RmsNormLlama(tr, final_norm, h); break;
-      case Family::kGemma: x = RmsNormGemma(tr, final_norm, h); break;
+      case Family::kGemma:
+      case Family::kGemma2:
+        x = RmsNormGemma(tr, final_norm, h);
+        break;
       default: x = LayerNorm(tr, final_norm, h); break;
     }
     if (s.family == Family::kOpt && s.opt_word_embed_proj_dim != s.hidden_size) {
@@ -231,6 +237,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
   }
   const T* tie = s.tie_word_embeddings ? &tied : nullptr;
   T logits = Linear(tr, head, x, s.vocab_size, head_bias, tie);
+  if (s.final_softcap > 0) logits = SoftCap(tr, Cat(head, ".softcap"), logits);
   if (logits_fp32 && logits.dtype != DType::kF32) {
     logits = Copy(tr, Cat(head, ".logits_fp32"), logits, DType::kF32);
   }
@@ -636,12 +643,20 @@ void Phi3(Ctx& c, const T& ids) {
 void LlamaLike(Ctx& c, const T& ids) {
   Tracer& tr = c.tr;
   const ModelSpec& s = c.s;
-  const bool gemma = s.family == Family::kGemma;
+  const bool gemma2 = s.family == Family::kGemma2;
+  const bool gemma = s.family == Family::kGemma || gemma2;
   tr.BeginLayer("model.embeddings", LayerKind::kEmbedding, false);
   T emb;
   T h = Embedding(tr, "model.embed_tokens", ids, s.vocab_size, s.hidden_size, &emb);
   if (gemma) h = Copy(tr, "model.embed_scale", h, h.dtype);  // * sqrt(hidden), saves no tensor
   MakeRotary(c, "model.rotary_emb");
+  auto slides = [&](int64_t i) {
+    return s.sliding_layers.empty() || s.sliding_layers[static_cast<size_t>(i)];
+  };
+  // The model builds the window's mask once when some layer slides (Gemma 2's every other one).
+  c.layer_slides =
+      s.sliding_layers.empty() ||
+      std::find(s.sliding_layers.begin(), s.sliding_layers.end(), true) != s.sliding_layers.end();
   MakeMask(c, "model.causal_mask", !tr.sdpa() || SdpaNeedsMask(c));
   auto norm = [&](const std::string& name, const T& x) {
     return gemma ? RmsNormGemma(tr, name, x) : RmsNormLlama(tr, name, x);
@@ -651,12 +666,17 @@ void LlamaLike(Ctx& c, const T& ids) {
   for (int64_t i = 0; i < s.num_layers; ++i) {
     const std::string p = L("model.layers", i);
     BeginBlock(c, p, h);
+    c.layer_slides = slides(i);
     T x = norm(Cat(p, ".input_layernorm"), h);
     T o = SeparateQkvAttention(c, Cat(p, ".self_attn"), x, names, qkv_bias, s.attention_bias, true);
+    // Gemma 2 normalizes each branch's output too, before its residual add (post_attention_
+    // layernorm on the attention output, pre_ and post_feedforward_layernorm around the MLP).
+    if (gemma2) o = norm(Cat(p, ".post_attention_layernorm"), o);
     T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
-    x = norm(Cat(p, ".post_attention_layernorm"), h2);
+    x = norm(Cat(p, gemma2 ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), h2);
     T m = s.num_experts > 0 ? MoeBlock(c, Cat(p, ".mlp"), x)
                             : GatedMlp(c, Cat(p, ".mlp"), x, s.intermediate_size, s.mlp_bias);
+    if (gemma2) m = norm(Cat(p, ".post_feedforward_layernorm"), m);
     h = AddT(tr, Cat(p, ".residual_2"), h2, m);
   }
   TailAndLoss(c, h, "model.norm", "lm_head", emb, false, false);
@@ -686,7 +706,10 @@ void TraceDecoderOnly(Tracer& tr) {
     case Family::kQwen2:
     case Family::kQwen3:
     case Family::kMixtral:
-    case Family::kGemma: LlamaLike(c, ids); break;
+    case Family::kGemma:
+    case Family::kGemma2:
+      LlamaLike(c, ids);
+      break;
     case Family::kT5:
     case Family::kBert: break;  // traced by their own files
   }

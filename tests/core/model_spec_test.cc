@@ -121,6 +121,42 @@ TEST(ModelSpecTest, Phi3Defaults) {
   EXPECT_TRUE(Mentions(bad.status(), "resid_pdrop"));
 }
 
+// Gemma2Config: gemma-2-2b's shape by default, soft-capping 50 (scores) and 30 (logits), null
+// turns either off; a 4096 window on every other layer from the first, or as layer_types says;
+// an embedding model (use_bidirectional_attention) is not a causal LM.
+TEST(ModelSpecTest, Gemma2DefaultsAndLayerTypes) {
+  auto g = FromJson(R"({"model_type": "gemma2"})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->family, Family::kGemma2);
+  EXPECT_EQ(g->hidden_size, 2304);
+  EXPECT_EQ(g->num_layers, 26);
+  EXPECT_EQ(g->num_kv_heads, 4);
+  EXPECT_EQ(g->head_dim, 256);
+  EXPECT_TRUE(g->tie_word_embeddings);
+  EXPECT_EQ(g->activation, Activation::kGeluTanh);
+  EXPECT_DOUBLE_EQ(g->attn_softcap, 50.0);
+  EXPECT_DOUBLE_EQ(g->final_softcap, 30.0);
+  EXPECT_EQ(g->sliding_window, 4096);
+  ASSERT_EQ(g->sliding_layers.size(), 26u);
+  EXPECT_TRUE(g->sliding_layers[0]);
+  EXPECT_FALSE(g->sliding_layers[1]);
+  EXPECT_TRUE(g->sliding_layers[24]);
+  auto off = FromJson(R"({"model_type": "gemma2", "final_logit_softcapping": null,
+      "attn_logit_softcapping": null, "num_hidden_layers": 2,
+      "layer_types": ["full_attention", "full_attention"]})");
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(off->final_softcap, 0);
+  EXPECT_EQ(off->attn_softcap, 0);
+  EXPECT_FALSE(off->sliding_layers[0]);
+  for (const char* bad :
+       {R"("use_bidirectional_attention": true)", R"("final_logit_softcapping": -1)",
+        R"("num_hidden_layers": 2, "layer_types": ["full_attention"])",
+        R"("num_hidden_layers": 100000000)"}) {
+    auto e = FromJson(std::string(R"({"model_type": "gemma2", )") + bad + "}");
+    EXPECT_FALSE(e.ok()) << bad;
+  }
+}
+
 TEST(ModelSpecTest, AttributeMapAliases) {
   auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4})");

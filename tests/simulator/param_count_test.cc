@@ -163,6 +163,17 @@ TEST(ParamCountTest, Phi3FusedProjections) {
             V * d + L * layer + d);
 }
 
+// Gemma 2: four RMSNorms per block (input, post-attention, pre- and post-feedforward), tied
+// embeddings, head_dim given (modular_gemma2.py, Gemma2DecoderLayer).
+TEST(ParamCountTest, Gemma2FourNormsPerBlock) {
+  const int64_t V = 500, d = 64, I = 96, L = 2, H = 4, KV = 2, hd = 32;
+  const int64_t layer = d * H * hd + 2 * d * KV * hd + H * hd * d + 3 * d * I + 4 * d;
+  EXPECT_EQ(Count(R"({"model_type":"gemma2","vocab_size":500,"hidden_size":64,
+      "intermediate_size":96,"num_hidden_layers":2,"num_attention_heads":4,
+      "num_key_value_heads":2,"head_dim":32})"),
+            V * d + L * layer + d);
+}
+
 TEST(ParamCountTest, MixtralExpertsAndRouter) {
   const int64_t V = 500, d = 32, I = 48, L = 2, H = 4, KV = 1, hd = 8, E = 4;
   const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d;

@@ -155,6 +155,76 @@ TEST(WorkloadTest, Phi3FusedProjectionsKeepTheirWholeOutputs) {
   EXPECT_EQ(phi3.params, llama.params);
 }
 
+// Gemma 2 (modular_gemma2.py) against Gemma of the same shape: two more GemmaRMSNorms per block
+// (on the attention output and the MLP output), each saving its fp32 input and normalized copy,
+// the fp32 rsqrt per row and (1 + weight) in fp32; the logits soft-capped (the tanh saves its
+// bf16 output; the raw logits and the quotient are transients); and in eager attention the
+// scores soft-capped the same way (one bf16 tanh output more per score). SDPA ignores the
+// attention cap (transformers 5.17's SDPA path does not read it).
+TEST(WorkloadTest, Gemma2NormsAndSoftCaps) {
+  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64)";
+  auto spec = [&](const std::string& json) {
+    auto cfg = HfConfig::Parse("{" + json + "," + shape + "}", "inline");
+    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+    auto s = ModelSpecFromHf(*cfg, "inline");
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return *s;
+  };
+  RunShape o;
+  o.micro_batch = 3;
+  o.seq_len = 128;
+  o.attention = AttentionImpl::kSdpa;
+  const int64_t tokens = 3LL * 128, d = 256, V = 1000, H = 4;
+  Workload g2 = Build(spec(R"("model_type":"gemma2")"), o);
+  Workload g1 = Build(spec(R"("model_type":"gemma")"), o);
+  const int64_t norm = tokens * (8 * d + 4) + 4 * d;
+  EXPECT_EQ(FindLayer(g2, "model.layers.1").saved_bytes,
+            FindLayer(g1, "model.layers.1").saved_bytes + 2 * norm);
+  EXPECT_EQ(FindLayer(g2, "lm_head").saved_bytes,
+            FindLayer(g1, "lm_head").saved_bytes + 2 * V * tokens);
+  EXPECT_EQ(FindLayer(g2, "lm_head").fwd_transient_bytes, 2 * V * tokens);
+  EXPECT_EQ(g2.params, g1.params + 2 * 2 * d);
+  Workload uncapped = Build(spec(R"("model_type":"gemma2","final_logit_softcapping":null,
+      "attn_logit_softcapping":null)"),
+                            o);
+  EXPECT_EQ(FindLayer(uncapped, "lm_head").saved_bytes, FindLayer(g1, "lm_head").saved_bytes);
+  EXPECT_EQ(FindLayer(uncapped, "model.layers.1").saved_bytes,
+            FindLayer(g2, "model.layers.1").saved_bytes);
+  o.attention = AttentionImpl::kEager;
+  Workload eager = Build(spec(R"("model_type":"gemma2")"), o);
+  Workload eager_uncapped =
+      Build(spec(R"("model_type":"gemma2","attn_logit_softcapping":null)"), o);
+  EXPECT_EQ(FindLayer(eager, "model.layers.1").saved_bytes,
+            FindLayer(eager_uncapped, "model.layers.1").saved_bytes + 2 * H * tokens * 128);
+}
+
+// Gemma 2 slides its window on every other layer (layer_types, from the first): past the
+// window, a sliding layer's SDPA reads the mask and K/V repeated to every query head, a full
+// layer neither; within it the two keep the same.
+TEST(WorkloadTest, Gemma2WindowOnEveryOtherLayer) {
+  auto cfg = HfConfig::Parse(R"({"model_type":"gemma2","vocab_size":1000,"hidden_size":256,
+      "intermediate_size":512,"num_hidden_layers":4,"num_attention_heads":4,
+      "num_key_value_heads":2,"head_dim":64,"sliding_window":64})",
+                             "inline");
+  ASSERT_TRUE(cfg.ok());
+  auto s = ModelSpecFromHf(*cfg, "inline");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  RunShape o;
+  o.micro_batch = 2;
+  o.attention = AttentionImpl::kSdpa;
+  o.seq_len = 64;
+  Workload within = Build(*s, o);
+  EXPECT_EQ(FindLayer(within, "model.layers.2").saved_bytes,
+            FindLayer(within, "model.layers.3").saved_bytes);
+  o.seq_len = 128;
+  Workload past = Build(*s, o);
+  EXPECT_GT(FindLayer(past, "model.layers.2").saved_bytes,
+            FindLayer(past, "model.layers.3").saved_bytes);
+  EXPECT_EQ(FindLayer(past, "model.layers.1").saved_bytes,
+            FindLayer(past, "model.layers.3").saved_bytes);
+}
+
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   ModelSpec s = Model("llama-2-7b");
   RunShape o;

@@ -291,13 +291,15 @@ def build(s, D):
     is_mlm = model_type == "bert"
     mem(D, "before_build")
     t0 = time.time()
+    # A case may name the attention implementation (dsplan --attention); else transformers' default.
+    kw = {"attn_implementation": s["attn_implementation"]} if s.get("attn_implementation") else {}
     with torch.device("cuda"):
         if is_t5:
-            model = transformers.AutoModelForSeq2SeqLM.from_config(cfg)
+            model = transformers.AutoModelForSeq2SeqLM.from_config(cfg, **kw)
         elif is_mlm:
-            model = transformers.AutoModelForMaskedLM.from_config(cfg)
+            model = transformers.AutoModelForMaskedLM.from_config(cfg, **kw)
         else:
-            model = transformers.AutoModelForCausalLM.from_config(cfg)
+            model = transformers.AutoModelForCausalLM.from_config(cfg, **kw)
     if sorted({str(p.dtype) for p in model.parameters()}) != ["torch.float32"]:
         model = model.float()
     model.train()

@@ -51,7 +51,8 @@ def main():
             case, record = G.top_plan_case(a, model, (name, cfg), top, seq, sh, f"phi3_{tag}", "top plan", tmp)
             rel = os.path.relpath(model, ROOT) if os.path.isabs(model) else model
             # A pinned choice whose plan is one already listed (the top plan had it) is not run twice.
-            key = (name, case["mb"], case["grad_checkpointing"], json.dumps(case["ds_config"], sort_keys=True))
+            key = (name, json.dumps(sh, sort_keys=True), case["mb"], case["grad_checkpointing"],
+                   json.dumps(case["ds_config"], sort_keys=True))
             if key in seen:
                 continue
             seen.add(key)

@@ -287,6 +287,18 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path, const std::string& 
     }
   }
   if (LooksLikePath(name_or_path)) {
+    // A hub id of no catalog entry ("google/gemma-2-2b"): dsplan reads no network, so say how to
+    // get the config instead of only that no such file exists.
+    if (!fs::exists(name_or_path, exists_ec) && name_or_path.front() != '/' &&
+        name_or_path.front() != '.' &&
+        std::count(name_or_path.begin(), name_or_path.end(), '/') == 1 &&
+        name_or_path.find(".json") == std::string::npos) {
+      return Status::NotFound(fmt::format(
+          "{} is neither a file nor the hub id of a catalog model (`dsplan models` lists them); "
+          "dsplan does not download: fetch the model's config.json (for example `huggingface-cli "
+          "download {} config.json`) and pass its path",
+          Quote(name_or_path), name_or_path));
+    }
     DSPLAN_ASSIGN_OR_RETURN(auto cfg, HfConfig::Load(name_or_path));
     return ModelSpecFromHf(cfg, name_or_path);
   }
@@ -299,9 +311,11 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path, const std::string& 
     auto near = SuggestNames(name_or_path, names);
     std::string hint = near.empty() ? std::string("run `dsplan models` for the list")
                                     : fmt::format("did you mean {}?", fmt::join(near, ", "));
-    return Status::NotFound(fmt::format("unknown model {}: not in the catalog ({} models) and "
-                                        "not a file; {}",
-                                        Quote(name_or_path), names.size(), hint));
+    return Status::NotFound(
+        fmt::format("unknown model {}: not in the catalog ({} models) and "
+                    "not a file; {} (a model outside the catalog: pass the "
+                    "path of its config.json)",
+                    Quote(name_or_path), names.size(), hint));
   }
   DSPLAN_ASSIGN_OR_RETURN(auto cfg, LoadCatalogConfig(file.string()));
   return ModelSpecFromHf(cfg, name_or_path);

@@ -265,6 +265,23 @@ TEST(ModelCatalogTest, UnknownNameSuggestsNearNames) {
   auto t = LoadModel("t5-3", kData);
   ASSERT_FALSE(t.ok());
   EXPECT_TRUE(Mentions(t.status(), "t5-3b"));
+  EXPECT_TRUE(Mentions(t.status(), "config.json"));
+}
+
+// A hub id that no catalog entry has: dsplan reads no network, so the message says how to get
+// the config; a catalog entry's hub id loads that entry.
+TEST(ModelCatalogTest, HubIdOutsideTheCatalogSaysToFetchTheConfig) {
+  auto s = LoadModel("google/gemma-2-2b", kData);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), Status::Code::kNotFound);
+  EXPECT_TRUE(Mentions(s.status(), "does not download"));
+  EXPECT_TRUE(Mentions(s.status(), "huggingface-cli download google/gemma-2-2b config.json"));
+  auto q = LoadModel("Qwen/Qwen2-7B", kData);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(q->name, "qwen2-7b");
+  auto rel = LoadModel("./no/such/config.json", kData);
+  ASSERT_FALSE(rel.ok());
+  EXPECT_FALSE(Mentions(rel.status(), "does not download"));
 }
 
 TEST(ModelCatalogTest, PathsLoadConfigJsonFilesAndFolders) {

@@ -61,6 +61,24 @@ struct ProjNames {
   const char* o;
 };
 
+// With a mask (eager always; SDPA past a sliding window), repeat_kv materializes K/V for every
+// query head (contiguous [b, h, s, d] copies) where SDPA without one passes enable_gqa; and SDPA
+// gets a bf16 attn_bias that cuDNN makes of the bool mask, per call (into |bias|). Returns
+// whether SDPA reads that bias.
+bool RepeatKvForMask(Ctx& c, const std::string& p, AttentionArgs* a, T* bias) {
+  const ModelSpec& s = c.s;
+  Tracer& tr = c.tr;
+  const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
+  if (s.num_kv_heads < s.num_heads && mask) {
+    a->k = tr.New(Cat(p, ".k_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
+    a->v = tr.New(Cat(p, ".v_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
+    a->k_layout = a->v_layout = Layout::kBhsd;
+  }
+  if (!tr.sdpa() || !mask) return false;
+  *bias = tr.New(Cat(p, ".attn_bias"), {c.b, 1, c.n, c.n});
+  return true;
+}
+
 T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames& names,
                        bool qkv_bias, bool o_bias, bool softmax_fp32, bool scale_q = false) {
   const ModelSpec& s = c.s;
@@ -88,20 +106,8 @@ T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames
     a.k = Rotary(tr, Cat(p, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin);
     a.q_layout = a.k_layout = RopeLayout(s);
   }
-  // repeat_kv materializes K/V for every query head unless SDPA runs without a mask
-  // (enable_gqa); the copies are contiguous [b, h, s, d].
-  const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
-  if (s.num_kv_heads < s.num_heads && mask) {
-    a.k = tr.New(Cat(p, ".k_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
-    a.v = tr.New(Cat(p, ".v_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
-    a.k_layout = a.v_layout = Layout::kBhsd;
-  }
   T bias;
-  if (tr.sdpa() && mask) {
-    // cuDNN converts the bool mask to a bf16 attn_bias of its own, per call.
-    bias = tr.New(Cat(p, ".attn_bias"), {c.b, 1, c.n, c.n});
-    a.float_mask = &bias;
-  }
+  if (RepeatKvForMask(c, p, &a, &bias)) a.float_mask = &bias;
   a.causal = true;
   a.dropout = s.attn_dropout;
   a.eager_softmax_fp32 = softmax_fp32;
@@ -608,17 +614,8 @@ void Phi3(Ctx& c, const T& ids) {
       a.k = Rotary(tr, Cat(sa, ".rotary_k"), a.k, s.rotary_dim, c.cos, c.sin, Layout::kFused, true);
       a.q_layout = a.k_layout = Layout::kBhsd;
     }
-    const bool mask = tr.sdpa() ? SdpaNeedsMask(c) : true;
-    if (s.num_kv_heads < s.num_heads && mask) {
-      a.k = tr.New(Cat(sa, ".k_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
-      a.v = tr.New(Cat(sa, ".v_repeated"), {c.b, s.num_heads, c.n, s.head_dim});
-      a.k_layout = a.v_layout = Layout::kBhsd;
-    }
     T bias;
-    if (tr.sdpa() && mask) {
-      bias = tr.New(Cat(sa, ".attn_bias"), {c.b, 1, c.n, c.n});
-      a.float_mask = &bias;
-    }
+    if (RepeatKvForMask(c, sa, &a, &bias)) a.float_mask = &bias;
     a.causal = true;
     a.dropout = s.attn_dropout;
     T o = Linear(tr, Cat(sa, ".o_proj"), Attention(tr, a), s.hidden_size, false);

@@ -23,6 +23,16 @@ bool Mentions(const Status& s, const std::string& text) {
   return s.message().find(text) != std::string::npos;
 }
 
+// Each |bad| keys added to |head| make a config that is refused with a message naming |key|.
+void ExpectRefused(const std::string& head,
+                   std::initializer_list<std::pair<const char*, const char*>> cases) {
+  for (const auto& [bad, key] : cases) {
+    auto e = FromJson("{" + head + ", " + bad + "}");
+    ASSERT_FALSE(e.ok()) << bad;
+    EXPECT_TRUE(Mentions(e.status(), key)) << e.status().ToString();
+  }
+}
+
 TEST(ModelSpecTest, AbsentKeysTakeTransformersDefaults) {
   auto s = FromJson(R"({"model_type": "llama"})");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
@@ -74,15 +84,11 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
       "sliding_window": 512, "layer_types": ["full_attention", "sliding_attention"]})");
   ASSERT_TRUE(typed_off.ok());
   EXPECT_EQ(typed_off->sliding_window, 0);
-  for (const char* bad :
-       {R"("layer_types": "sliding_attention")", R"("layer_types": ["full_attention"])",
-        R"("layer_types": ["full_attention", 7])",
-        R"("layer_types": ["full_attention", "chunked_attention"])"}) {
-    auto e =
-        FromJson(std::string(R"({"model_type": "qwen3", "num_hidden_layers": 2, )") + bad + "}");
-    ASSERT_FALSE(e.ok()) << bad;
-    EXPECT_TRUE(Mentions(e.status(), "layer_types")) << e.status().ToString();
-  }
+  ExpectRefused(R"("model_type": "qwen3", "num_hidden_layers": 2)",
+                {{R"("layer_types": "sliding_attention")", "layer_types"},
+                 {R"("layer_types": ["full_attention"])", "layer_types"},
+                 {R"("layer_types": ["full_attention", 7])", "layer_types"},
+                 {R"("layer_types": ["full_attention", "chunked_attention"])", "layer_types"}});
   auto zero = FromJson(R"({"model_type": "qwen3", "head_dim": 0})");
   ASSERT_FALSE(zero.ok());
   EXPECT_TRUE(Mentions(zero.status(), "head_dim"));
@@ -148,13 +154,11 @@ TEST(ModelSpecTest, Gemma2DefaultsAndLayerTypes) {
   EXPECT_EQ(off->final_softcap, 0);
   EXPECT_EQ(off->attn_softcap, 0);
   EXPECT_FALSE(off->sliding_layers[0]);
-  for (const char* bad :
-       {R"("use_bidirectional_attention": true)", R"("final_logit_softcapping": -1)",
-        R"("num_hidden_layers": 2, "layer_types": ["full_attention"])",
-        R"("num_hidden_layers": 100000000)"}) {
-    auto e = FromJson(std::string(R"({"model_type": "gemma2", )") + bad + "}");
-    EXPECT_FALSE(e.ok()) << bad;
-  }
+  ExpectRefused(R"("model_type": "gemma2")",
+                {{R"("use_bidirectional_attention": true)", "use_bidirectional_attention"},
+                 {R"("final_logit_softcapping": -1)", "final_logit_softcapping"},
+                 {R"("num_hidden_layers": 2, "layer_types": ["full_attention"])", "layer_types"},
+                 {R"("num_hidden_layers": 100000000)", "num_hidden_layers"}});
 }
 
 TEST(ModelSpecTest, AttributeMapAliases) {

@@ -33,6 +33,16 @@ const Layer& FindLayer(const Workload& w, const std::string& name) {
   return w.layers.front();
 }
 
+// A model from config.json keys: |json| (model_type and the keys that differ) plus |shape|.
+ModelSpec FromConfig(const std::string& json, const std::string& shape) {
+  auto cfg = HfConfig::Parse("{" + json + "," + shape + "}", "inline");
+  EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
+  if (!cfg.ok()) return ModelSpec{};
+  auto s = ModelSpecFromHf(*cfg, "inline");
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return s.ok() ? *s : ModelSpec{};
+}
+
 // Decoder-only: flops = 6 * (N - input embedding tables) * tokens + 12 * L * s * d * tokens
 // (the PaLM/Megatron closed form with full, not causal-halved, attention), up to the small
 // elementwise terms.
@@ -104,12 +114,7 @@ TEST(WorkloadTest, Qwen3QkNormsSaveTheirFp32Inputs) {
       "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,
       "tie_word_embeddings":false)";
   auto spec = [&](const char* type) {
-    auto cfg =
-        HfConfig::Parse(std::string("{\"model_type\":\"") + type + "\"," + shape + "}", "inline");
-    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-    auto s = ModelSpecFromHf(*cfg, type);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return *s;
+    return FromConfig(std::string("\"model_type\":\"") + type + "\"", shape);
   };
   RunShape o;
   o.micro_batch = 3;
@@ -135,12 +140,7 @@ TEST(WorkloadTest, Phi3FusedProjectionsKeepTheirWholeOutputs) {
       "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
       "tie_word_embeddings":false)";
   auto spec = [&](const char* type) {
-    auto cfg =
-        HfConfig::Parse(std::string("{\"model_type\":\"") + type + "\"," + shape + "}", "inline");
-    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-    auto s = ModelSpecFromHf(*cfg, type);
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return *s;
+    return FromConfig(std::string("\"model_type\":\"") + type + "\"", shape);
   };
   RunShape o;
   o.micro_batch = 3;
@@ -164,13 +164,7 @@ TEST(WorkloadTest, Phi3FusedProjectionsKeepTheirWholeOutputs) {
 TEST(WorkloadTest, Gemma2NormsAndSoftCaps) {
   const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
       "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64)";
-  auto spec = [&](const std::string& json) {
-    auto cfg = HfConfig::Parse("{" + json + "," + shape + "}", "inline");
-    EXPECT_TRUE(cfg.ok()) << cfg.status().ToString();
-    auto s = ModelSpecFromHf(*cfg, "inline");
-    EXPECT_TRUE(s.ok()) << s.status().ToString();
-    return *s;
-  };
+  auto spec = [&](const std::string& json) { return FromConfig(json, shape); };
   RunShape o;
   o.micro_batch = 3;
   o.seq_len = 128;
@@ -203,22 +197,18 @@ TEST(WorkloadTest, Gemma2NormsAndSoftCaps) {
 // window, a sliding layer's SDPA reads the mask and K/V repeated to every query head, a full
 // layer neither; within it the two keep the same.
 TEST(WorkloadTest, Gemma2WindowOnEveryOtherLayer) {
-  auto cfg = HfConfig::Parse(R"({"model_type":"gemma2","vocab_size":1000,"hidden_size":256,
-      "intermediate_size":512,"num_hidden_layers":4,"num_attention_heads":4,
-      "num_key_value_heads":2,"head_dim":64,"sliding_window":64})",
-                             "inline");
-  ASSERT_TRUE(cfg.ok());
-  auto s = ModelSpecFromHf(*cfg, "inline");
-  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  const ModelSpec s = FromConfig(R"("model_type":"gemma2","sliding_window":64)",
+                                 R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":4,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64)");
   RunShape o;
   o.micro_batch = 2;
   o.attention = AttentionImpl::kSdpa;
   o.seq_len = 64;
-  Workload within = Build(*s, o);
+  Workload within = Build(s, o);
   EXPECT_EQ(FindLayer(within, "model.layers.2").saved_bytes,
             FindLayer(within, "model.layers.3").saved_bytes);
   o.seq_len = 128;
-  Workload past = Build(*s, o);
+  Workload past = Build(s, o);
   EXPECT_GT(FindLayer(past, "model.layers.2").saved_bytes,
             FindLayer(past, "model.layers.3").saved_bytes);
   EXPECT_EQ(FindLayer(past, "model.layers.1").saved_bytes,

@@ -180,6 +180,49 @@ def top_plan_case(a, model, name_cfg, top, seq, sh, case_id, variant, scratch):
     return case, record
 
 
+def top_plan_list(here, prefix, choices, argv):
+    """The registered top-plan sets of session 39 (qwen3-1215, phi3-1215, gemma2-1215): for each
+    choice (name, model config file in |here| or catalog name, sequence arguments, harness
+    lengths, planner pins), the top plan of `dsplan --model M --gpus 1 SEQ PINS` as emitted, as a
+    bench case printed on stdout, and its planner record in |here|/plans-dsplan-HARDWARE.jsonl.
+    A choice whose plan and lengths equal an earlier one's (a pin the top plan already had) is
+    left out. Ids: PREFIX_NAME_ARGS. |argv|: [BUILD/dsplan, HARDWARE]."""
+    from types import SimpleNamespace
+    if len(argv) != 2:
+        raise SystemExit("usage: make_cases.py BUILD/dsplan HARDWARE > cases.jsonl")
+    dsplan, hw = argv
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    a = SimpleNamespace(dsplan=os.path.abspath(dsplan), gpus=1, hardware=hw)
+    env = dict(os.environ, DSPLAN_DATA_DIR=root)
+    os.environ["DSPLAN_DATA_DIR"] = root
+    plans, seen = [], set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, model, seq, sh, pins in choices:
+            if model.endswith(".json"):
+                model = os.path.join(here, model)
+                cfg = json.load(open(model))
+            else:
+                cfg = catalog(os.path.join(root, "models"), model)
+            cmd = [a.dsplan, "--model", model, "--gpus", "1"] + seq + pins + ["--json", "--no-emit"] + hw_args(a)
+            p = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, env=env, timeout=600)
+            if p.returncode != 0:
+                raise SystemExit(f"{' '.join(cmd)}: rc {p.returncode}: {p.stderr.strip()[:300]}")
+            top = sorted(json.loads(p.stdout)["recommendations"], key=lambda r: r.get("rank", 99))[0]
+            tag = f"{name}_" + "_".join(
+                x.lstrip("-").replace("seq-len", "s").replace("target-len", "t")
+                .replace("gradient-checkpointing", "gc") for x in seq + pins)
+            case, record = top_plan_case(a, model, (name, cfg), top, seq, sh, f"{prefix}_{tag}", "top plan", tmp)
+            key = (name, json.dumps(sh, sort_keys=True), case["mb"], case["grad_checkpointing"],
+                   json.dumps(case["ds_config"], sort_keys=True))
+            if key in seen:
+                continue
+            seen.add(key)
+            rel = os.path.relpath(model, root) if os.path.isabs(model) else model
+            plans.append({"model": rel, **record, "command": " ".join(["dsplan", "--model", rel] + cmd[3:])})
+            print(json.dumps(case))
+    write_jsonl(os.path.join(here, f"plans-dsplan-{hw}.jsonl"), plans)
+
+
 def seq_args(cfg, decoder_seq=1024):
     if cfg["model_type"] == "t5":
         return ["--seq-len", "512", "--target-len", "128"], {"src_len": 512, "tgt_len": 128}

@@ -4,13 +4,14 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
-#include <set>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -85,16 +86,23 @@ struct ModelShapes {
   std::vector<LinearShape> linear;
   std::vector<BatchedShape> batched;
 };
-Result<ModelShapes> ModelGemmShapes(const std::string& csv) {
-  std::set<LinearShape> shapes;
-  std::set<BatchedShape> batched;
+// The non-empty names of a comma-separated --models or --stack-models list.
+std::vector<std::string> ModelNames(const std::string& csv) {
+  std::vector<std::string> out;
   size_t start = 0;
   while (start <= csv.size()) {
     size_t end = csv.find(',', start);
     if (end == std::string::npos) end = csv.size();
-    const std::string name = csv.substr(start, end - start);
+    if (end > start) out.push_back(csv.substr(start, end - start));
     start = end + 1;
-    if (name.empty()) continue;
+  }
+  return out;
+}
+
+Result<ModelShapes> ModelGemmShapes(const std::string& csv) {
+  std::set<LinearShape> shapes;
+  std::set<BatchedShape> batched;
+  for (const std::string& name : ModelNames(csv)) {
     auto spec = LoadModel(name, DataDir());
     if (!spec.ok()) return spec.status().WithPrefix("--models");
     for (int64_t seq : {128, 256, 512, 1024, 2048}) {
@@ -124,13 +132,7 @@ Result<std::string> StackModels(const std::string& csv) {
   constexpr int kMaxModels = 64;
   std::string out;
   int n = 0;
-  size_t start = 0;
-  while (start <= csv.size()) {
-    size_t end = csv.find(',', start);
-    if (end == std::string::npos) end = csv.size();
-    const std::string name = csv.substr(start, end - start);
-    start = end + 1;
-    if (name.empty()) continue;
+  for (const std::string& name : ModelNames(csv)) {
     if (++n > kMaxModels) {
       return Status::InvalidArgument(
           fmt::format("--stack-models: more than {} models; one per family is enough", kMaxModels));

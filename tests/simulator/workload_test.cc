@@ -43,6 +43,20 @@ ModelSpec FromConfig(const std::string& json, const std::string& shape) {
   return s.ok() ? *s : ModelSpec{};
 }
 
+// A two-block model of |type| (256 wide, 4 heads, 2 KV heads, |extra| keys) at micro-batch 3,
+// 128 tokens, SDPA: the family comparisons below build the same shape for two families.
+Workload SmallDecoder(const std::string& type, const std::string& extra = "") {
+  RunShape o;
+  o.micro_batch = 3;
+  o.seq_len = 128;
+  o.attention = AttentionImpl::kSdpa;
+  return Build(FromConfig("\"model_type\":\"" + type + "\"" + extra,
+                          R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
+      "tie_word_embeddings":false)"),
+               o);
+}
+
 // Decoder-only: flops = 6 * (N - input embedding tables) * tokens + 12 * L * s * d * tokens
 // (the PaLM/Megatron closed form with full, not causal-halved, attention), up to the small
 // elementwise terms.
@@ -110,18 +124,8 @@ TEST(WorkloadTest, CheckpointingKeepsOnlyBlockInputs) {
 // longer saved by anything. A Qwen3 block keeps that much more than a Llama block of the same
 // shape (the rotary and attention save the same tensors either way).
 TEST(WorkloadTest, Qwen3QkNormsSaveTheirFp32Inputs) {
-  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
-      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":32,
-      "tie_word_embeddings":false)";
-  auto spec = [&](const char* type) {
-    return FromConfig(std::string("\"model_type\":\"") + type + "\"", shape);
-  };
-  RunShape o;
-  o.micro_batch = 3;
-  o.seq_len = 128;
-  o.attention = AttentionImpl::kSdpa;
-  Workload qwen3 = Build(spec("qwen3"), o);
-  Workload llama = Build(spec("llama"), o);
+  Workload qwen3 = SmallDecoder("qwen3", R"(,"head_dim":32)");
+  Workload llama = SmallDecoder("llama", R"(,"head_dim":32)");
   const int64_t rows_q = 3LL * 128 * 4, rows_k = 3LL * 128 * 2;
   const int64_t per_block = (4 + 2) * 32 * (rows_q + rows_k) + 4 * (rows_q + rows_k);
   EXPECT_EQ(FindLayer(qwen3, "model.layers.1").saved_bytes,
@@ -136,18 +140,8 @@ TEST(WorkloadTest, Qwen3QkNormsSaveTheirFp32Inputs) {
 // gate_up output, the activation and the product keep what Llama's gate, up, activation and
 // product keep. Parameters: the same counts in fewer tensors.
 TEST(WorkloadTest, Phi3FusedProjectionsKeepTheirWholeOutputs) {
-  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
-      "num_hidden_layers":2,"num_attention_heads":4,"num_key_value_heads":2,
-      "tie_word_embeddings":false)";
-  auto spec = [&](const char* type) {
-    return FromConfig(std::string("\"model_type\":\"") + type + "\"", shape);
-  };
-  RunShape o;
-  o.micro_batch = 3;
-  o.seq_len = 128;
-  o.attention = AttentionImpl::kSdpa;
-  Workload phi3 = Build(spec("phi3"), o);
-  Workload llama = Build(spec("llama"), o);
+  Workload phi3 = SmallDecoder("phi3");
+  Workload llama = SmallDecoder("llama");
   const int64_t tokens = 3LL * 128, H = 4, KV = 2, hd = 64;
   EXPECT_EQ(
       FindLayer(phi3, "model.layers.1").saved_bytes,

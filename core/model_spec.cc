@@ -388,38 +388,53 @@ void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
 }
 
+// Which layers slide (ModelSpec::sliding_layers): config.json's layer_types, one
+// "full_attention" or "sliding_attention" per layer, else |by_default| of each layer's index.
+// False when layer_types is malformed (reported through |r|) or the layer count is out of
+// bounds (CheckSizes reports that, and no per-layer table is built).
+template <class Default>
+bool SlidingLayers(Reader& r, const HfConfig& c, ModelSpec& s, Default by_default) {
+  if (s.num_layers < 0 || s.num_layers > kMaxLayers) return false;
+  s.sliding_layers.assign(static_cast<size_t>(s.num_layers), false);
+  if (!c.json().contains("layer_types") || c.json()["layer_types"].is_null()) {
+    for (int64_t i = 0; i < s.num_layers; ++i) s.sliding_layers[i] = by_default(i);
+    return true;
+  }
+  const auto& types = c.json()["layer_types"];
+  if (!types.is_array() || static_cast<int64_t>(types.size()) != s.num_layers) {
+    r.Fail(c.Error("layer_types",
+                   fmt::format("must list one type per layer ({} layers)", s.num_layers)));
+    return false;
+  }
+  for (size_t i = 0; i < types.size(); ++i) {
+    if (types[i] != "full_attention" && types[i] != "sliding_attention") {
+      r.Fail(c.Error("layer_types",
+                     "holds a type other than \"full_attention\" and \"sliding_attention\""));
+      return false;
+    }
+    s.sliding_layers[i] = types[i] == "sliding_attention";
+  }
+  return true;
+}
+
 // Qwen3Config: Qwen2's keys, but head_dim defaults to 128 whatever the width, the q/k/v/o
 // biases follow attention_bias (default none), and each head's q and k pass an RMSNorm.
-// A layer slides its window only from max_window_layers on (layer_types), and only with
-// use_sliding_window; explicit layer_types decide it instead.
+// With use_sliding_window, the layers from max_window_layers on slide (or as layer_types says).
 void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, 128, 32768, "silu", 1e-6, false});
   s.activation = r.Act("hidden_act", "silu");
   s.attention_bias = r.Bool({"attention_bias"}, false);
   s.qk_norm = QkNorm::kRms;
   // Without use_sliding_window, sliding_window becomes None, so no layer slides whatever
-  // layer_types says (Qwen3Config.__post_init__).
+  // layer_types says (Qwen3Config.__post_init__); by default the layers from max_window_layers on.
   const int64_t window = SlidingWindow(r, c, 4096);
   const bool use_sliding = r.Bool({"use_sliding_window"}, false);
-  bool sliding = false;
-  if (c.json().contains("layer_types") && !c.json()["layer_types"].is_null()) {
-    const auto& types = c.json()["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != s.num_layers) {
-      return r.Fail(c.Error("layer_types",
-                            fmt::format("must list one type per layer ({} layers)", s.num_layers)));
-    }
-    for (const auto& t : types) {
-      if (t != "full_attention" && t != "sliding_attention") {
-        return r.Fail(c.Error("layer_types",
-                              "holds a type other than \"full_attention\" and "
-                              "\"sliding_attention\""));
-      }
-      sliding |= t == "sliding_attention";
-    }
-  } else {
-    sliding = r.Int({"max_window_layers"}, 28) < s.num_layers;
-  }
-  s.sliding_window = use_sliding && sliding ? window : 0;
+  const int64_t first = r.Int({"max_window_layers"}, 28);
+  if (!SlidingLayers(r, c, s, [&](int64_t i) { return i >= first; })) return;
+  const bool any =
+      std::find(s.sliding_layers.begin(), s.sliding_layers.end(), true) != s.sliding_layers.end();
+  s.sliding_window = use_sliding && any ? window : 0;
+  if (s.sliding_window == 0) s.sliding_layers.clear();
 }
 
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {
@@ -471,25 +486,7 @@ void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.attn_softcap = cap("attn_logit_softcapping", 50.0);
   s.final_softcap = cap("final_logit_softcapping", 30.0);
   s.sliding_window = SlidingWindow(r, c, 4096);
-  if (s.num_layers < 0 || s.num_layers > kMaxLayers) return;  // CheckSizes reports it
-  s.sliding_layers.assign(static_cast<size_t>(s.num_layers), false);
-  if (c.json().contains("layer_types") && !c.json()["layer_types"].is_null()) {
-    const auto& types = c.json()["layer_types"];
-    if (!types.is_array() || static_cast<int64_t>(types.size()) != s.num_layers) {
-      return r.Fail(c.Error("layer_types",
-                            fmt::format("must list one type per layer ({} layers)", s.num_layers)));
-    }
-    for (size_t i = 0; i < types.size(); ++i) {
-      if (types[i] != "full_attention" && types[i] != "sliding_attention") {
-        return r.Fail(c.Error("layer_types",
-                              "holds a type other than \"full_attention\" and "
-                              "\"sliding_attention\""));
-      }
-      s.sliding_layers[i] = types[i] == "sliding_attention";
-    }
-  } else {
-    for (size_t i = 0; i < s.sliding_layers.size(); ++i) s.sliding_layers[i] = i % 2 == 0;
-  }
+  SlidingLayers(r, c, s, [](int64_t i) { return i % 2 == 0; });
 }
 
 void ReadFalcon(Reader& r, const HfConfig& c, ModelSpec& s) {

@@ -91,7 +91,8 @@ struct ModelSpec {
   // Sliding-window attention (mistral sliding_window, qwen2 with use_sliding_window, mixtral):
   // 0 = none. Decides whether transformers builds a mask for SDPA.
   int64_t sliding_window = 0;
-  // The layers that slide, when only some do (gemma2 layer_types); empty: every layer.
+  // The layers that slide (gemma2, qwen3: layer_types); empty: every layer (when the window is
+  // set).
   std::vector<bool> sliding_layers;
   // Soft-capping (gemma2): scores -> tanh(scores / c) * c before the mask in eager attention
   // (transformers 5.17's SDPA path does not apply it), and the same on the logits. 0 = none.

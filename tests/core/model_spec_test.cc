@@ -71,6 +71,9 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
       "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 20})");
   ASSERT_TRUE(some.ok());
   EXPECT_EQ(some->sliding_window, 2048);
+  ASSERT_EQ(some->sliding_layers.size(), 28u);
+  EXPECT_FALSE(some->sliding_layers[19]);
+  EXPECT_TRUE(some->sliding_layers[20]);
   auto off = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
       "use_sliding_window": false, "sliding_window": 2048, "max_window_layers": 0})");
   ASSERT_TRUE(off.ok());
@@ -79,6 +82,7 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
       "use_sliding_window": true, "layer_types": ["full_attention", "sliding_attention"]})");
   ASSERT_TRUE(typed.ok());
   EXPECT_EQ(typed->sliding_window, 512);
+  EXPECT_EQ(typed->sliding_layers, (std::vector<bool>{false, true}));
   // layer_types without use_sliding_window: sliding_window is None, nothing slides.
   auto typed_off = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 2,
       "sliding_window": 512, "layer_types": ["full_attention", "sliding_attention"]})");

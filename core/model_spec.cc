@@ -379,15 +379,6 @@ void ReadMistral(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.sliding_window = SlidingWindow(r, c, 4096);
 }
 
-void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
-  ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, std::nullopt, 32768, "silu", 1e-6,
-                          false});
-  s.activation = r.Act("hidden_act", "silu");
-  // Qwen2Config forces sliding_window to None unless use_sliding_window.
-  const int64_t window = SlidingWindow(r, c, 4096);
-  s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
-}
-
 // Which layers slide (ModelSpec::sliding_layers): config.json's layer_types, one
 // "full_attention" or "sliding_attention" per layer, else |by_default| of each layer's index.
 // False when layer_types is malformed (reported through |r|) or the layer count is out of
@@ -417,16 +408,10 @@ bool SlidingLayers(Reader& r, const HfConfig& c, ModelSpec& s, Default by_defaul
   return true;
 }
 
-// Qwen3Config: Qwen2's keys, but head_dim defaults to 128 whatever the width, the q/k/v/o
-// biases follow attention_bias (default none), and each head's q and k pass an RMSNorm.
-// With use_sliding_window, the layers from max_window_layers on slide (or as layer_types says).
-void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
-  ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, 128, 32768, "silu", 1e-6, false});
-  s.activation = r.Act("hidden_act", "silu");
-  s.attention_bias = r.Bool({"attention_bias"}, false);
-  s.qk_norm = QkNorm::kRms;
-  // Without use_sliding_window, sliding_window becomes None, so no layer slides whatever
-  // layer_types says (Qwen3Config.__post_init__); by default the layers from max_window_layers on.
+// Qwen2Config and Qwen3Config: without use_sliding_window, sliding_window becomes None and no
+// layer slides whatever layer_types says; with it, the layers from max_window_layers on slide
+// by default (their __post_init__).
+void ReadQwenWindow(Reader& r, const HfConfig& c, ModelSpec& s) {
   const int64_t window = SlidingWindow(r, c, 4096);
   const bool use_sliding = r.Bool({"use_sliding_window"}, false);
   const int64_t first = r.Int({"max_window_layers"}, 28);
@@ -435,6 +420,24 @@ void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
       std::find(s.sliding_layers.begin(), s.sliding_layers.end(), true) != s.sliding_layers.end();
   s.sliding_window = use_sliding && any ? window : 0;
   if (s.sliding_window == 0) s.sliding_layers.clear();
+}
+
+void ReadQwen2(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s,
+                {151936, 4096, 22016, 32, 32, 32, std::nullopt, 32768, "silu", 1e-6, false});
+  s.activation = r.Act("hidden_act", "silu");
+  ReadQwenWindow(r, c, s);
+}
+
+// Qwen3Config: Qwen2's keys, but head_dim defaults to 128 whatever the width, the q/k/v/o
+// biases follow attention_bias (default none), and each head's q and k pass an RMSNorm.
+// With use_sliding_window, the layers from max_window_layers on slide (or as layer_types says).
+void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {151936, 4096, 22016, 32, 32, 32, 128, 32768, "silu", 1e-6, false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+  s.qk_norm = QkNorm::kRms;
+  ReadQwenWindow(r, c, s);
 }
 
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {

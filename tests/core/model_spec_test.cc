@@ -99,6 +99,18 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
   auto biased = FromJson(R"({"model_type": "qwen3", "attention_bias": true})");
   ASSERT_TRUE(biased.ok());
   EXPECT_TRUE(biased->attention_bias);
+  // Qwen2Config follows the same rule (its layer_types default is the same).
+  auto q2 = FromJson(R"({"model_type": "qwen2", "num_hidden_layers": 28,
+      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 20})");
+  ASSERT_TRUE(q2.ok());
+  EXPECT_EQ(q2->sliding_window, 2048);
+  ASSERT_EQ(q2->sliding_layers.size(), 28u);
+  EXPECT_FALSE(q2->sliding_layers[19]);
+  EXPECT_TRUE(q2->sliding_layers[20]);
+  auto q2_full = FromJson(R"({"model_type": "qwen2", "num_hidden_layers": 28,
+      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 28})");
+  ASSERT_TRUE(q2_full.ok());
+  EXPECT_EQ(q2_full->sliding_window, 0);
   // Phi's optional per-head norm is a LayerNorm.
   auto phi = FromJson(R"({"model_type": "phi", "qk_layernorm": true})");
   ASSERT_TRUE(phi.ok());

@@ -62,18 +62,21 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
   EXPECT_EQ(q->sliding_window, 0);
   EXPECT_EQ(q->vocab_size, 151936);
   EXPECT_FALSE(q->tie_word_embeddings);
-  // use_sliding_window with max_window_layers covering every layer: no layer slides.
-  auto all_full = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
-      "use_sliding_window": true, "sliding_window": 4096, "max_window_layers": 28})");
-  ASSERT_TRUE(all_full.ok());
-  EXPECT_EQ(all_full->sliding_window, 0);
-  auto some = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
-      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 20})");
-  ASSERT_TRUE(some.ok());
-  EXPECT_EQ(some->sliding_window, 2048);
-  ASSERT_EQ(some->sliding_layers.size(), 28u);
-  EXPECT_FALSE(some->sliding_layers[19]);
-  EXPECT_TRUE(some->sliding_layers[20]);
+  // Qwen2Config and Qwen3Config alike: with use_sliding_window the layers from
+  // max_window_layers on slide; when that covers every layer, none does.
+  for (const std::string type : {"qwen2", "qwen3"}) {
+    const std::string head = R"({"model_type": ")" + type + R"(", "num_hidden_layers": 28,
+        "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": )";
+    auto all_full = FromJson(head + "28}");
+    ASSERT_TRUE(all_full.ok()) << type;
+    EXPECT_EQ(all_full->sliding_window, 0) << type;
+    auto some = FromJson(head + "20}");
+    ASSERT_TRUE(some.ok()) << type;
+    EXPECT_EQ(some->sliding_window, 2048) << type;
+    ASSERT_EQ(some->sliding_layers.size(), 28u) << type;
+    EXPECT_FALSE(some->sliding_layers[19]) << type;
+    EXPECT_TRUE(some->sliding_layers[20]) << type;
+  }
   auto off = FromJson(R"({"model_type": "qwen3", "num_hidden_layers": 28,
       "use_sliding_window": false, "sliding_window": 2048, "max_window_layers": 0})");
   ASSERT_TRUE(off.ok());
@@ -99,18 +102,6 @@ TEST(ModelSpecTest, Qwen3DefaultsAndSlidingLayers) {
   auto biased = FromJson(R"({"model_type": "qwen3", "attention_bias": true})");
   ASSERT_TRUE(biased.ok());
   EXPECT_TRUE(biased->attention_bias);
-  // Qwen2Config follows the same rule (its layer_types default is the same).
-  auto q2 = FromJson(R"({"model_type": "qwen2", "num_hidden_layers": 28,
-      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 20})");
-  ASSERT_TRUE(q2.ok());
-  EXPECT_EQ(q2->sliding_window, 2048);
-  ASSERT_EQ(q2->sliding_layers.size(), 28u);
-  EXPECT_FALSE(q2->sliding_layers[19]);
-  EXPECT_TRUE(q2->sliding_layers[20]);
-  auto q2_full = FromJson(R"({"model_type": "qwen2", "num_hidden_layers": 28,
-      "use_sliding_window": true, "sliding_window": 2048, "max_window_layers": 28})");
-  ASSERT_TRUE(q2_full.ok());
-  EXPECT_EQ(q2_full->sliding_window, 0);
   // Phi's optional per-head norm is a LayerNorm.
   auto phi = FromJson(R"({"model_type": "phi", "qk_layernorm": true})");
   ASSERT_TRUE(phi.ok());

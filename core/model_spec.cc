@@ -21,7 +21,7 @@ struct FamilyInfo {
   const char* model_class;
 };
 
-constexpr std::array<FamilyInfo, 17> kFamilies = {{
+constexpr std::array<FamilyInfo, 18> kFamilies = {{
     {Family::kT5, "t5", "T5ForConditionalGeneration"},
     {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
     {Family::kGptJ, "gptj", "GPTJForCausalLM"},
@@ -38,6 +38,7 @@ constexpr std::array<FamilyInfo, 17> kFamilies = {{
     {Family::kPhi3, "phi3", "Phi3ForCausalLM"},
     {Family::kGemma, "gemma", "GemmaForCausalLM"},
     {Family::kGemma2, "gemma2", "Gemma2ForCausalLM"},
+    {Family::kGemma3, "gemma3_text", "Gemma3ForCausalLM"},
     {Family::kBert, "bert", "BertForMaskedLM"},
 }};
 
@@ -465,12 +466,13 @@ void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
   s.attention_bias = r.Bool({"attention_bias"}, false);
 }
 
-// Gemma2Config (modular_gemma2.py): Gemma's keys and norms, with its own defaults (gemma-2-2b's
-// shape), soft-capping of the attention scores and of the logits (null: none), and a sliding
-// window on the layers layer_types names, by default every other one from the first.
-void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
-  ReadLlamaLike(r, c, s,
-                {256000, 2304, 9216, 26, 8, 4, 256, 8192, "gelu_pytorch_tanh", 1e-6, true});
+// Gemma2Config and Gemma3TextConfig: Gemma's keys and norms with a family's own defaults,
+// soft-capping of the attention scores and of the logits (null: none), and a sliding window on
+// the layers layer_types names (else as |slides| says of each layer's index).
+template <class Slides>
+void ReadGemma2Like(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDefaults& d,
+                    double attn_cap, double final_cap, Slides slides) {
+  ReadLlamaLike(r, c, s, d);
   std::string act = r.String({"hidden_activation"}, "gelu_pytorch_tanh");
   auto a = ParseActivation(c, "hidden_activation", act);
   if (!a.ok()) return r.Fail(a.status());
@@ -486,10 +488,34 @@ void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
     if (v < 0) r.Fail(c.Error(key, fmt::format("is {}; it must be positive or null", v)));
     return std::max(0.0, v);
   };
-  s.attn_softcap = cap("attn_logit_softcapping", 50.0);
-  s.final_softcap = cap("final_logit_softcapping", 30.0);
+  s.attn_softcap = cap("attn_logit_softcapping", attn_cap);
+  s.final_softcap = cap("final_logit_softcapping", final_cap);
   s.sliding_window = SlidingWindow(r, c, 4096);
-  SlidingLayers(r, c, s, [](int64_t i) { return i % 2 == 0; });
+  SlidingLayers(r, c, s, slides);
+}
+
+// Gemma2Config (modular_gemma2.py): gemma-2-2b's shape by default, caps 50 (scores) and 30
+// (logits), a window on every other layer from the first.
+void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadGemma2Like(r, c, s,
+                 {256000, 2304, 9216, 26, 8, 4, 256, 8192, "gelu_pytorch_tanh", 1e-6, true}, 50.0,
+                 30.0, [](int64_t i) { return i % 2 == 0; });
+}
+
+// Gemma3TextConfig (modular_gemma3.py): Gemma 2's block with no caps by default, a Gemma-style
+// RMSNorm over each head's q and k, and five sliding layers to each full one: without
+// layer_types, layer i is full when (i + 1) is a multiple of sliding_window_pattern (6), the key
+// the hub's configs still carry.
+void ReadGemma3(Reader& r, const HfConfig& c, ModelSpec& s) {
+  const int64_t pattern = r.Int({"sliding_window_pattern", "_sliding_window_pattern"}, 6);
+  if (pattern <= 0) {
+    return r.Fail(
+        c.Error("sliding_window_pattern", fmt::format("is {}; it must be 1 or more", pattern)));
+  }
+  ReadGemma2Like(r, c, s,
+                 {262208, 2304, 9216, 26, 8, 4, 256, 131072, "gelu_pytorch_tanh", 1e-6, true}, 0.0,
+                 0.0, [pattern](int64_t i) { return (i + 1) % pattern != 0; });
+  s.qk_norm = QkNorm::kRmsGemma;
 }
 
 void ReadFalcon(Reader& r, const HfConfig& c, ModelSpec& s) {
@@ -717,6 +743,16 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
   const FamilyInfo* info = nullptr;
   for (const auto& i : kFamilies)
     if (model_type == i.model_type) info = &i;
+  if (!info && model_type == "gemma3") {
+    // Gemma 3 at 4B and above is a vision-language model: AutoModelForCausalLM builds
+    // Gemma3ForConditionalGeneration, whose SigLIP vision tower dsplan does not model.
+    return Status::Unsupported(fmt::format(
+        "{}: model_type \"gemma3\" is Gemma 3's vision-language model "
+        "(Gemma3ForConditionalGeneration, with a SigLIP vision tower dsplan does not model); "
+        "to plan its language model alone (Gemma3ForCausalLM), save the file's \"text_config\" "
+        "object as a config.json with \"model_type\": \"gemma3_text\"",
+        config.source()));
+  }
   if (!info) {
     return Status::Unsupported(fmt::format("{}: model_type {} is not supported; supported: {}",
                                            config.source(), Quote(model_type),
@@ -747,6 +783,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
     case Family::kGemma: ReadGemma(r, config, s); break;
     case Family::kGemma2:
       ReadGemma2(r, config, s);
+      break;
+    case Family::kGemma3:
+      ReadGemma3(r, config, s);
       break;
     case Family::kBert: ReadBert(r, config, s); break;
   }

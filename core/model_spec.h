@@ -35,6 +35,8 @@ enum class Family {
   kPhi3,     // Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj and gate_up_proj)
   kGemma,    // GemmaForCausalLM
   kGemma2,   // Gemma2ForCausalLM (four norms per block, logit soft-capping, alternating windows)
+  kGemma3,   // Gemma3ForCausalLM (model_type gemma3_text: Gemma 2's block, per-head q/k norms, 5:1
+             // windows)
   kBert,     // BertForMaskedLM
 };
 
@@ -59,8 +61,9 @@ enum class Activation {
 const char* ActivationName(Activation a);
 
 /// A norm over each attention head's query and key before rotary: Phi's optional LayerNorm
-/// (qk_layernorm) or Qwen3's RMSNorm (q_norm, k_norm), each with a weight of head_dim.
-enum class QkNorm { kNone, kLayerNorm, kRms };
+/// (qk_layernorm), Qwen3's RMSNorm (q_norm, k_norm) or Gemma 3's Gemma-style RMSNorm (computed
+/// in fp32, scaled by 1 + weight), each with a weight of head_dim.
+enum class QkNorm { kNone, kLayerNorm, kRms, kRmsGemma };
 
 struct ModelSpec {
   std::string name;        // catalog name or the config path it came from
@@ -118,7 +121,7 @@ struct ModelSpec {
   int64_t opt_word_embed_proj_dim = 0;  // opt word_embed_proj_dim (= hidden_size when absent)
   bool opt_norm_before = true;       // opt do_layer_norm_before
   bool opt_final_norm = true;        // opt: final_layer_norm exists
-  QkNorm qk_norm = QkNorm::kNone;    // phi qk_layernorm, qwen3 q_norm/k_norm
+  QkNorm qk_norm = QkNorm::kNone;    // phi qk_layernorm, qwen3/gemma3 q_norm/k_norm
   int64_t t5_rel_buckets = 32;       // t5 relative_attention_num_buckets
   int64_t t5_rel_max_distance = 128; // t5 relative_attention_max_distance
   bool t5_rescale_output = true;     // t5: config tie_word_embeddings is not false (see below)

@@ -100,6 +100,9 @@ T SeparateQkvAttention(Ctx& c, const std::string& p, const T& x, const ProjNames
   } else if (s.qk_norm == QkNorm::kRms) {
     a.q = RmsNormLlama(tr, Cat(p, ".q_norm"), a.q);
     a.k = RmsNormLlama(tr, Cat(p, ".k_norm"), a.k);
+  } else if (s.qk_norm == QkNorm::kRmsGemma) {
+    a.q = RmsNormGemma(tr, Cat(p, ".q_norm"), a.q);
+    a.k = RmsNormGemma(tr, Cat(p, ".k_norm"), a.k);
   }
   if (c.rope) {
     a.q = Rotary(tr, Cat(p, ".rotary_q"), a.q, s.rotary_dim, c.cos, c.sin);
@@ -228,6 +231,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
       case Family::kMixtral: x = RmsNormLlama(tr, final_norm, h); break;
       case Family::kGemma:
       case Family::kGemma2:
+      case Family::kGemma3:
         x = RmsNormGemma(tr, final_norm, h);
         break;
       default: x = LayerNorm(tr, final_norm, h); break;
@@ -640,7 +644,8 @@ void Phi3(Ctx& c, const T& ids) {
 void LlamaLike(Ctx& c, const T& ids) {
   Tracer& tr = c.tr;
   const ModelSpec& s = c.s;
-  const bool gemma2 = s.family == Family::kGemma2;
+  // Gemma 2 and Gemma 3 blocks: four norms each.
+  const bool gemma2 = s.family == Family::kGemma2 || s.family == Family::kGemma3;
   const bool gemma = s.family == Family::kGemma || gemma2;
   tr.BeginLayer("model.embeddings", LayerKind::kEmbedding, false);
   T emb;
@@ -705,6 +710,7 @@ void TraceDecoderOnly(Tracer& tr) {
     case Family::kMixtral:
     case Family::kGemma:
     case Family::kGemma2:
+    case Family::kGemma3:
       LlamaLike(c, ids);
       break;
     case Family::kT5:

@@ -168,6 +168,41 @@ TEST(ModelSpecTest, Gemma2DefaultsAndLayerTypes) {
                  {R"("num_hidden_layers": 100000000)", "num_hidden_layers"}});
 }
 
+// Gemma3TextConfig (model_type gemma3_text): Gemma 2's reader with no caps by default, a
+// Gemma-style RMSNorm over each head's q and k, and a full layer after every five sliding ones
+// (sliding_window_pattern, default 6), unless layer_types lists them. model_type gemma3 is the
+// vision-language model: refused with the way to plan its language model.
+TEST(ModelSpecTest, Gemma3TextDefaultsAndPattern) {
+  auto g = FromJson(R"({"model_type": "gemma3_text"})");
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->family, Family::kGemma3);
+  EXPECT_EQ(g->vocab_size, 262208);
+  EXPECT_EQ(g->head_dim, 256);
+  EXPECT_EQ(g->qk_norm, QkNorm::kRmsGemma);
+  EXPECT_EQ(g->attn_softcap, 0);
+  EXPECT_EQ(g->final_softcap, 0);
+  EXPECT_EQ(g->sliding_window, 4096);
+  ASSERT_EQ(g->sliding_layers.size(), 26u);
+  for (size_t i = 0; i < 26; ++i) EXPECT_EQ(g->sliding_layers[i], (i + 1) % 6 != 0) << i;
+  auto two = FromJson(R"({"model_type": "gemma3_text", "num_hidden_layers": 4,
+      "sliding_window_pattern": 2, "final_logit_softcapping": 30.0})");
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->sliding_layers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_DOUBLE_EQ(two->final_softcap, 30.0);
+  auto listed = FromJson(R"({"model_type": "gemma3_text", "num_hidden_layers": 2,
+      "sliding_window_pattern": 2, "layer_types": ["full_attention", "sliding_attention"]})");
+  ASSERT_TRUE(listed.ok());
+  EXPECT_EQ(listed->sliding_layers, (std::vector<bool>{false, true}));
+  ExpectRefused(R"("model_type": "gemma3_text")",
+                {{R"("sliding_window_pattern": 0)", "sliding_window_pattern"},
+                 {R"("use_bidirectional_attention": true)", "use_bidirectional_attention"},
+                 {R"("head_dim": -4)", "head_dim"}});
+  auto vlm = FromJson(R"({"model_type": "gemma3", "text_config": {"hidden_size": 2560}})");
+  ASSERT_FALSE(vlm.ok());
+  EXPECT_TRUE(Mentions(vlm.status(), "text_config"));
+  EXPECT_TRUE(Mentions(vlm.status(), "gemma3_text"));
+}
+
 TEST(ModelSpecTest, AttributeMapAliases) {
   auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4})");

@@ -174,6 +174,18 @@ TEST(ParamCountTest, Gemma2FourNormsPerBlock) {
             V * d + L * layer + d);
 }
 
+// Gemma 3's block is Gemma 2's with a weight of head_dim in each of q_norm and k_norm
+// (modular_gemma3.py, Gemma3Attention); the scaled embedding's factor is a buffer, not a
+// parameter.
+TEST(ParamCountTest, Gemma3PerHeadNorms) {
+  const int64_t V = 500, d = 64, I = 96, L = 3, H = 4, KV = 1, hd = 32;
+  const int64_t layer = d * H * hd + 2 * d * KV * hd + H * hd * d + 3 * d * I + 4 * d + 2 * hd;
+  EXPECT_EQ(Count(R"({"model_type":"gemma3_text","vocab_size":500,"hidden_size":64,
+      "intermediate_size":96,"num_hidden_layers":3,"num_attention_heads":4,
+      "num_key_value_heads":1,"head_dim":32})"),
+            V * d + L * layer + d);
+}
+
 TEST(ParamCountTest, MixtralExpertsAndRouter) {
   const int64_t V = 500, d = 32, I = 48, L = 2, H = 4, KV = 1, hd = 8, E = 4;
   const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d;

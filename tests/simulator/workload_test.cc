@@ -209,6 +209,39 @@ TEST(WorkloadTest, Gemma2WindowOnEveryOtherLayer) {
             FindLayer(past, "model.layers.3").saved_bytes);
 }
 
+// Gemma 3 (modular_gemma3.py) against Gemma 2 of the same shape with its caps off: one
+// GemmaRMSNorm more over each query head and each key head (q_norm, k_norm on head_dim rows),
+// each saving what a block norm saves per row (fp32 input and normalized copy, the rsqrt) and
+// its (1 + weight) once; by default its window slides on five layers of six.
+TEST(WorkloadTest, Gemma3PerHeadNormsAndPattern) {
+  const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
+      "num_hidden_layers":6,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64,
+      "sliding_window":64)";
+  RunShape o;
+  o.micro_batch = 3;
+  o.seq_len = 64;
+  o.attention = AttentionImpl::kSdpa;
+  const int64_t tokens = 3LL * 64, H = 4, KV = 2, hd = 64;
+  Workload g3 = Build(FromConfig(R"("model_type":"gemma3_text")", shape), o);
+  Workload g2 = Build(FromConfig(R"("model_type":"gemma2","final_logit_softcapping":null,
+      "attn_logit_softcapping":null)",
+                                 shape),
+                      o);
+  const int64_t qk = tokens * (H + KV) * (8 * hd + 4) + 2 * 4 * hd;
+  EXPECT_EQ(FindLayer(g3, "model.layers.1").saved_bytes,
+            FindLayer(g2, "model.layers.1").saved_bytes + qk);
+  EXPECT_EQ(FindLayer(g3, "lm_head").saved_bytes, FindLayer(g2, "lm_head").saved_bytes);
+  EXPECT_EQ(g3.params, g2.params + 6 * 2 * hd);
+  // Past the window the sliding layers read the mask and repeated K/V; layer 5 is full.
+  // (Layer 0 also holds the rotary tables, its first user.)
+  o.seq_len = 128;
+  Workload past = Build(FromConfig(R"("model_type":"gemma3_text")", shape), o);
+  EXPECT_EQ(FindLayer(past, "model.layers.1").saved_bytes,
+            FindLayer(past, "model.layers.4").saved_bytes);
+  EXPECT_GT(FindLayer(past, "model.layers.4").saved_bytes,
+            FindLayer(past, "model.layers.5").saved_bytes);
+}
+
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {
   ModelSpec s = Model("llama-2-7b");
   RunShape o;

@@ -1,5 +1,6 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
+# Session 40: gemma3-1216 (Gemma 3's language model, registered) after the three 1215 sets, on either card.
 # Session 39: MALLOCTRACE=1 runs malloctrace-1215 (below). qwen3-1215, phi3-1215 and gemma2-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
 # transformers' n_params, which must equal dsplan's count). CASES_H100 defaults to its H100 list.
 # H200: bigtok-1212's and accum3-1211's H200 lists (sessions 36, 35), accum-1210's H200 list (registered session 34: top plans with gradient accumulation),
@@ -62,7 +63,7 @@ fi
 # Session 39: transformers 5.17's parameter counts of the staged Qwen3, Phi-3 and Gemma 2 catalog entries (meta device, seconds); when
 # they equal dsplan's (qwen3-1215/README.md), move the files into models/ and the counts into
 # tests/fixtures/hf_counts_transformers_5.17.json.
-for fam in qwen3 phi3 gemma2; do python3 tools/hf_param_counts.py docs/validation/deepspeed/$fam-1215/catalog > $OUT/hf-counts-$fam.json 2> $OUT/hf-counts-$fam.err; echo "hf counts $fam rc=$?"; head -12 $OUT/hf-counts-$fam.json; done
+for set in qwen3-1215 phi3-1215 gemma2-1215 gemma3-1216; do fam=${set%-*}; python3 tools/hf_param_counts.py docs/validation/deepspeed/$set/catalog > $OUT/hf-counts-$fam.json 2> $OUT/hf-counts-$fam.err; echo "hf counts $fam rc=$?"; head -12 $OUT/hf-counts-$fam.json; done
 # Session 39: transformers' own modeling code for the families users ask for and dsplan lacks (phi3, gemma2,
 # gemma3) and for qwen3 (added from a stored snapshot, to check against the installed 5.17), a few seconds.
 mkdir -p $OUT/transformers-src
@@ -86,7 +87,7 @@ fi
 if [ -n "$STACKREP" ]; then
   # stack_costs.py measures no family without --models: dsplan profile's list (as stackrep_call.sh).
   # Session 39: plus qwen3, phi3 and gemma2 from their config.json (families the catalog lacks; the *-1215 sets are predicted without them).
-  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b,$PWD/docs/validation/deepspeed/qwen3-1215/qwen3-1.7b.json,$PWD/docs/validation/deepspeed/phi3-1215/phi-4-mini.json,$PWD/docs/validation/deepspeed/gemma2-1215/gemma-2-2b.json}
+  MODELS=${MODELS:-gpt2-xl,t5-3b,llama-2-7b,opt-2.7b,pythia-1.4b,qwen2-1.5b,bloom-3b,gemma-2b,phi-2,falcon-7b,gpt-j-6b,mistral-7b,bert-large-uncased,mixtral-8x7b,$PWD/docs/validation/deepspeed/qwen3-1215/qwen3-1.7b.json,$PWD/docs/validation/deepspeed/phi3-1215/phi-4-mini.json,$PWD/docs/validation/deepspeed/gemma2-1215/gemma-2-2b.json,$PWD/docs/validation/deepspeed/gemma3-1216/gemma-3-1b.json}
   speed() {  # the host's loop speed now, in a process of its own (one JSON line)
     PYTHONPATH=$PWD/tools/probes python3 -c "import json,time,probe_util;print(json.dumps(dict(tag='$1',t=round(time.time()),**probe_util.host_speed())))" >> "$OUT/host-speed.jsonl" 2>> "$OUT/host-speed.err"
     tail -1 "$OUT/host-speed.jsonl"
@@ -107,11 +108,11 @@ fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100: the lists CASES_H100 names, by default qwen3-1215's H100 list (session 39).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h100.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -21,7 +21,7 @@ struct FamilyInfo {
   const char* model_class;
 };
 
-constexpr std::array<FamilyInfo, 18> kFamilies = {{
+constexpr std::array<FamilyInfo, 19> kFamilies = {{
     {Family::kT5, "t5", "T5ForConditionalGeneration"},
     {Family::kGpt2, "gpt2", "GPT2LMHeadModel"},
     {Family::kGptJ, "gptj", "GPTJForCausalLM"},
@@ -32,6 +32,7 @@ constexpr std::array<FamilyInfo, 18> kFamilies = {{
     {Family::kMistral, "mistral", "MistralForCausalLM"},
     {Family::kQwen2, "qwen2", "Qwen2ForCausalLM"},
     {Family::kQwen3, "qwen3", "Qwen3ForCausalLM"},
+    {Family::kQwen3Moe, "qwen3_moe", "Qwen3MoeForCausalLM"},
     {Family::kMixtral, "mixtral", "MixtralForCausalLM"},
     {Family::kFalcon, "falcon", "FalconForCausalLM"},
     {Family::kPhi, "phi", "PhiForCausalLM"},
@@ -441,17 +442,74 @@ void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadQwenWindow(r, c, s);
 }
 
+// The experts' count and top-k (both positive, k at most the count), and whether the
+// load-balancing loss runs (output_router_logits), for Mixtral and Qwen3-MoE.
+void ReadExperts(Reader& r, const HfConfig& c, ModelSpec& s, int64_t experts, int64_t top_k) {
+  s.num_experts = r.Int({"num_local_experts", "num_experts"}, experts);
+  s.experts_per_token = r.Int({"num_experts_per_tok"}, top_k);
+  if (s.num_experts < 0 || s.num_experts > 4096) {
+    const char* key = c.json().contains("num_local_experts") ? "num_local_experts" : "num_experts";
+    return r.Fail(c.Error(key, fmt::format("is {}; it must be between 0 and 4096", s.num_experts)));
+  }
+  if (s.num_experts > 0 && s.experts_per_token > s.num_experts) {
+    r.Fail(c.Error("num_experts_per_tok", fmt::format("{} exceeds num_local_experts {}",
+                                                      s.experts_per_token, s.num_experts)));
+  }
+  s.router_aux_loss = r.Bool({"output_router_logits"}, false);
+}
+
 void ReadMixtral(Reader& r, const HfConfig& c, ModelSpec& s) {
   ReadLlamaLike(r, c, s, {32000, 4096, 14336, 32, 32, 8, std::nullopt, 4096 * 32, "silu", 1e-5,
                           false});
   s.activation = r.Act("hidden_act", "silu");
   s.sliding_window = SlidingWindow(r, c, 0);
-  s.num_experts = r.Int({"num_local_experts", "num_experts"}, 8);
-  s.experts_per_token = r.Int({"num_experts_per_tok"}, 2);
-  if (s.experts_per_token > s.num_experts) {
-    r.Fail(c.Error("num_experts_per_tok",
-                   fmt::format("{} exceeds num_local_experts {}", s.experts_per_token,
-                               s.num_experts)));
+  ReadExperts(r, c, s, 8, 2);
+}
+
+// Qwen3MoeConfig (modular_qwen3_moe.py): Qwen3's attention (per-head q/k RMSNorms; head_dim
+// from the file, else hidden / heads: the config has no default of its own), with the window
+// on every layer when use_sliding_window; Qwen2-MoE's router and Mixtral's fused experts of
+// moe_intermediate_size, no shared expert. A layer is sparse unless mlp_only_layers lists it
+// or (i + 1) is not a multiple of decoder_sparse_step; the others run a dense gated MLP of
+// intermediate_size.
+void ReadQwen3Moe(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadLlamaLike(r, c, s, {151936, 2048, 6144, 24, 32, 4, std::nullopt, 32768, "silu", 1e-6, false});
+  s.activation = r.Act("hidden_act", "silu");
+  s.attention_bias = r.Bool({"attention_bias"}, false);
+  s.qk_norm = QkNorm::kRms;
+  const int64_t window = SlidingWindow(r, c, 4096);
+  s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
+  ReadExperts(r, c, s, 128, 8);
+  s.moe_intermediate_size = r.Int({"moe_intermediate_size"}, 768);
+  if (s.moe_intermediate_size <= 0 || s.moe_intermediate_size > (int64_t{1} << 20)) {
+    return r.Fail(
+        c.Error("moe_intermediate_size", fmt::format("is {}; it must be between 1 and {}",
+                                                     s.moe_intermediate_size, int64_t{1} << 20)));
+  }
+  const int64_t step = r.Int({"decoder_sparse_step"}, 1);
+  if (step <= 0) {
+    return r.Fail(c.Error("decoder_sparse_step", fmt::format("is {}; it must be 1 or more", step)));
+  }
+  if (s.num_layers < 0 || s.num_layers > kMaxLayers) return;  // CheckSizes names it
+  std::vector<bool> dense(static_cast<size_t>(s.num_layers), false);
+  if (c.json().contains("mlp_only_layers") && !c.json()["mlp_only_layers"].is_null()) {
+    const auto& only = c.json()["mlp_only_layers"];
+    if (!only.is_array() || only.size() > static_cast<size_t>(kMaxLayers)) {
+      return r.Fail(c.Error("mlp_only_layers", "must be a list of layer indices"));
+    }
+    for (const auto& v : only) {
+      if (!v.is_number_integer()) {
+        return r.Fail(c.Error("mlp_only_layers", "must be a list of layer indices"));
+      }
+      const int64_t i = v.get<int64_t>();
+      // transformers compares each layer's index with the list: others match no layer.
+      if (i >= 0 && i < s.num_layers) dense[static_cast<size_t>(i)] = true;
+    }
+  }
+  s.moe_layers.assign(static_cast<size_t>(s.num_layers), false);
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    s.moe_layers[static_cast<size_t>(i)] =
+        !dense[static_cast<size_t>(i)] && s.num_experts > 0 && (i + 1) % step == 0;
   }
 }
 
@@ -630,7 +688,7 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
       {"intermediate_size", s.intermediate_size, true, kMaxFfn},
       {"max_position_embeddings", s.max_positions, learned_pos, kMaxPositions},
       {"num_local_experts", s.num_experts, s.family == Family::kMixtral, kMaxExperts},
-      {"num_experts_per_tok", s.experts_per_token, s.family == Family::kMixtral, kMaxExperts},
+      {"num_experts_per_tok", s.experts_per_token, s.num_experts > 0, kMaxExperts},
       {"word_embed_proj_dim", s.opt_word_embed_proj_dim, s.family == Family::kOpt, kMaxWidth},
       {"relative_attention_num_buckets", s.t5_rel_buckets, s.family == Family::kT5, 65536},
   };
@@ -684,7 +742,9 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
     const double experts = std::max<double>(1, static_cast<double>(s.num_experts));
     const double attn = 2.0 * h * static_cast<double>(s.num_heads + s.num_kv_heads) *
                         static_cast<double>(s.head_dim);
-    const double mlp = 3.0 * h * static_cast<double>(s.intermediate_size) * experts;
+    const double mlp = 3.0 * h *
+                       static_cast<double>(std::max(s.intermediate_size, s.expert_intermediate())) *
+                       experts;
     const double embed = 2.0 * static_cast<double>(s.vocab_size) *
                          std::max(h, static_cast<double>(s.opt_word_embed_proj_dim));
     const double estimate = layers * (2 * attn + mlp + 8 * h) + embed +
@@ -773,6 +833,9 @@ Result<ModelSpec> ModelSpecFromHf(const HfConfig& config, const std::string& nam
     case Family::kQwen2: ReadQwen2(r, config, s); break;
     case Family::kQwen3:
       ReadQwen3(r, config, s);
+      break;
+    case Family::kQwen3Moe:
+      ReadQwen3Moe(r, config, s);
       break;
     case Family::kMixtral: ReadMixtral(r, config, s); break;
     case Family::kFalcon: ReadFalcon(r, config, s); break;

@@ -19,25 +19,26 @@ namespace dsplan {
 
 /// The transformers model families dsplan understands (one modeling file each).
 enum class Family {
-  kT5,       // T5ForConditionalGeneration (t5, t5 v1.1, flan-t5)
-  kGpt2,     // GPT2LMHeadModel
-  kGptJ,     // GPTJForCausalLM
-  kGptNeoX,  // GPTNeoXForCausalLM (gpt-neox-20b, pythia)
-  kOpt,      // OPTForCausalLM
-  kBloom,    // BloomForCausalLM
-  kLlama,    // LlamaForCausalLM
-  kMistral,  // MistralForCausalLM
-  kQwen2,    // Qwen2ForCausalLM
-  kQwen3,    // Qwen3ForCausalLM (Qwen2's layout with RMSNorms on each head's q and k)
-  kMixtral,  // MixtralForCausalLM (sparse MoE)
-  kFalcon,   // FalconForCausalLM
-  kPhi,      // PhiForCausalLM (phi-1, phi-1.5, phi-2)
-  kPhi3,     // Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj and gate_up_proj)
-  kGemma,    // GemmaForCausalLM
-  kGemma2,   // Gemma2ForCausalLM (four norms per block, logit soft-capping, alternating windows)
-  kGemma3,   // Gemma3ForCausalLM (model_type gemma3_text: Gemma 2's block, per-head q/k norms, 5:1
-             // windows)
-  kBert,     // BertForMaskedLM
+  kT5,        // T5ForConditionalGeneration (t5, t5 v1.1, flan-t5)
+  kGpt2,      // GPT2LMHeadModel
+  kGptJ,      // GPTJForCausalLM
+  kGptNeoX,   // GPTNeoXForCausalLM (gpt-neox-20b, pythia)
+  kOpt,       // OPTForCausalLM
+  kBloom,     // BloomForCausalLM
+  kLlama,     // LlamaForCausalLM
+  kMistral,   // MistralForCausalLM
+  kQwen2,     // Qwen2ForCausalLM
+  kQwen3,     // Qwen3ForCausalLM (Qwen2's layout with RMSNorms on each head's q and k)
+  kQwen3Moe,  // Qwen3MoeForCausalLM (Qwen3's attention, Mixtral's experts on the sparse layers)
+  kMixtral,   // MixtralForCausalLM (sparse MoE)
+  kFalcon,    // FalconForCausalLM
+  kPhi,       // PhiForCausalLM (phi-1, phi-1.5, phi-2)
+  kPhi3,      // Phi3ForCausalLM (Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj and gate_up_proj)
+  kGemma,     // GemmaForCausalLM
+  kGemma2,    // Gemma2ForCausalLM (four norms per block, logit soft-capping, alternating windows)
+  kGemma3,    // Gemma3ForCausalLM (model_type gemma3_text: Gemma 2's block, per-head q/k norms, 5:1
+              // windows)
+  kBert,      // BertForMaskedLM
 };
 
 /// The config.json `model_type` of a family ("t5", "gpt_neox", ...).
@@ -105,9 +106,19 @@ struct ModelSpec {
   // Rotary position embeddings (llama, mistral, qwen2, mixtral, gptj, gpt_neox, phi, falcon).
   int64_t rotary_dim = 0;  // dimensions rotated per head (0 = no rotary)
 
-  // Mixture of experts (mixtral).
+  // Mixture of experts (mixtral, qwen3_moe).
   int64_t num_experts = 0;
   int64_t experts_per_token = 0;
+  int64_t moe_intermediate_size = 0;  // qwen3_moe moe_intermediate_size (0: intermediate_size)
+  std::vector<bool> moe_layers;       // qwen3_moe: which layers are sparse (empty: all of them)
+  bool router_aux_loss = false;       // output_router_logits: the load-balancing loss runs
+  /// Whether block |i| runs the experts (else the dense MLP of intermediate_size).
+  bool sparse_layer(int64_t i) const {
+    return num_experts > 0 && (moe_layers.empty() || moe_layers[static_cast<size_t>(i)]);
+  }
+  int64_t expert_intermediate() const {
+    return moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size;
+  }
 
   // Family-specific switches, each read from the key named in the comment.
   bool parallel_residual = false;    // gptj, phi: always; gpt_neox use_parallel_residual; falcon parallel_attn

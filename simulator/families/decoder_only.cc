@@ -140,7 +140,7 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
   const ModelSpec& s = c.s;
   Tracer& tr = c.tr;
   const int64_t tokens = x.rows();
-  const int64_t d = s.hidden_size, inter = s.intermediate_size, e = s.num_experts;
+  const int64_t d = s.hidden_size, inter = s.expert_intermediate(), e = s.num_experts;
   const int64_t k = s.experts_per_token;
   const int64_t routed = tr.Mul(tokens, k, "routed tokens");
   T flat = tr.View(x, {tokens, d});
@@ -215,6 +215,37 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
 
 // ---------------------------------------------------------------------------------------------
 
+// load_balancing_loss_func (modeling_mixtral.py), with output_router_logits: the sparse
+// layers' fp32 router probabilities concatenated ([layers x tokens, E], a new tensor), a softmax
+// over them (saved: its fp32 output), top-k of it (saved: the int64 indices), and the chosen
+// experts one-hot as int64 [rows, k, E] with a float copy for the mean, both transients. The
+// products with the per-expert means are [k, E] and [E]: negligible.
+void RouterAuxLoss(Ctx& c, int64_t tokens) {
+  Tracer& tr = c.tr;
+  const ModelSpec& s = c.s;
+  int64_t sparse = 0;
+  for (int64_t i = 0; i < s.num_layers; ++i) sparse += s.sparse_layer(i) ? 1 : 0;
+  const int64_t rows = tr.Mul(sparse, tokens, "router loss rows");
+  const int64_t e = s.num_experts, k = s.experts_per_token;
+  T cat = tr.New("loss.router_logits_cat", {rows, e}, DType::kF32);
+  T probs = tr.New("loss.router_softmax", {rows, e}, DType::kF32);
+  tr.Save(probs);
+  tr.Save(tr.New("loss.router_topk_indices", {rows, k}, DType::kI64));
+  T one_hot = tr.New("loss.expert_mask", {rows, k, e}, DType::kI64);
+  T as_float = tr.New("loss.expert_mask_float", {rows, k, e}, DType::kF32);
+  (void)cat;
+  (void)one_hot;
+  (void)as_float;
+  Op op;
+  op.name = "loss.router_aux";
+  op.kind = OpKind::kSoftmax;
+  op.fwd_flops = 8.0 * static_cast<double>(rows) * e;
+  op.bwd_flops = 4.0 * static_cast<double>(rows) * e;
+  op.fwd_bytes = static_cast<double>(rows) * e * (3 * 4 + k * 12);
+  op.bwd_bytes = static_cast<double>(rows) * e * 3 * 4;
+  tr.AddOp(std::move(op));
+}
+
 void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::string& head,
                  const T& tied, bool head_bias, bool logits_fp32) {
   Tracer& tr = c.tr;
@@ -227,6 +258,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
       case Family::kMistral:
       case Family::kQwen2:
       case Family::kQwen3:
+      case Family::kQwen3Moe:
       case Family::kPhi3:
       case Family::kMixtral: x = RmsNormLlama(tr, final_norm, h); break;
       case Family::kGemma:
@@ -254,6 +286,7 @@ void TailAndLoss(Ctx& c, const T& h, const std::string& final_norm, const std::s
   tr.KeepAsOutput(logits);
   tr.BeginLayer("loss", LayerKind::kLoss, false);
   CrossEntropy(tr, "loss", logits, /*upcast=*/true);
+  if (s.router_aux_loss && s.num_experts > 0) RouterAuxLoss(c, logits.rows());
 }
 
 // Rotary tables computed once per forward by the model-level rotary embedding (under no_grad),
@@ -676,7 +709,7 @@ void LlamaLike(Ctx& c, const T& ids) {
     if (gemma2) o = norm(Cat(p, ".post_attention_layernorm"), o);
     T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
     x = norm(Cat(p, gemma2 ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), h2);
-    T m = s.num_experts > 0 ? MoeBlock(c, Cat(p, ".mlp"), x)
+    T m = s.sparse_layer(i) ? MoeBlock(c, Cat(p, ".mlp"), x)
                             : GatedMlp(c, Cat(p, ".mlp"), x, s.intermediate_size, s.mlp_bias);
     if (gemma2) m = norm(Cat(p, ".post_feedforward_layernorm"), m);
     h = AddT(tr, Cat(p, ".residual_2"), h2, m);
@@ -707,6 +740,7 @@ void TraceDecoderOnly(Tracer& tr) {
     case Family::kMistral:
     case Family::kQwen2:
     case Family::kQwen3:
+    case Family::kQwen3Moe:
     case Family::kMixtral:
     case Family::kGemma:
     case Family::kGemma2:

@@ -203,6 +203,44 @@ TEST(ModelSpecTest, Gemma3TextDefaultsAndPattern) {
   EXPECT_TRUE(Mentions(vlm.status(), "gemma3_text"));
 }
 
+// Qwen3MoeConfig: 128 experts, top 8, experts of 768, no head_dim default of its own (hidden /
+// heads), Qwen3's q/k norms, the window on every layer only with use_sliding_window; sparse
+// layers by decoder_sparse_step and mlp_only_layers (indices outside the model match no layer,
+// as in transformers).
+TEST(ModelSpecTest, Qwen3MoeDefaultsAndSparseLayers) {
+  auto m = FromJson(R"({"model_type": "qwen3_moe"})");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->family, Family::kQwen3Moe);
+  EXPECT_EQ(m->num_experts, 128);
+  EXPECT_EQ(m->experts_per_token, 8);
+  EXPECT_EQ(m->moe_intermediate_size, 768);
+  EXPECT_EQ(m->head_dim, 64);
+  EXPECT_EQ(m->qk_norm, QkNorm::kRms);
+  EXPECT_EQ(m->sliding_window, 0);
+  EXPECT_FALSE(m->router_aux_loss);
+  ASSERT_EQ(m->moe_layers.size(), 24u);
+  for (int64_t i = 0; i < 24; ++i) EXPECT_TRUE(m->sparse_layer(i)) << i;
+  auto step = FromJson(R"({"model_type": "qwen3_moe", "num_hidden_layers": 4,
+      "decoder_sparse_step": 2, "mlp_only_layers": [3, 9], "use_sliding_window": true,
+      "output_router_logits": true})");
+  ASSERT_TRUE(step.ok());
+  EXPECT_EQ(step->moe_layers, (std::vector<bool>{false, true, false, false}));
+  EXPECT_EQ(step->sliding_window, 4096);
+  EXPECT_TRUE(step->sliding_layers.empty());
+  EXPECT_TRUE(step->router_aux_loss);
+  auto dense = FromJson(R"({"model_type": "qwen3_moe", "num_experts": 0})");
+  ASSERT_TRUE(dense.ok());
+  EXPECT_FALSE(dense->sparse_layer(0));
+  ExpectRefused(R"("model_type": "qwen3_moe")",
+                {{R"("decoder_sparse_step": 0)", "decoder_sparse_step"},
+                 {R"("mlp_only_layers": [1.5])", "mlp_only_layers"},
+                 {R"("mlp_only_layers": 3)", "mlp_only_layers"},
+                 {R"("moe_intermediate_size": 0)", "moe_intermediate_size"},
+                 {R"("num_experts": -1)", "num_experts"},
+                 {R"("num_experts": 4, "num_experts_per_tok": 5)", "num_experts_per_tok"},
+                 {R"("num_experts_per_tok": 0)", "num_experts_per_tok"}});
+}
+
 TEST(ModelSpecTest, AttributeMapAliases) {
   auto g = FromJson(R"({"model_type": "gpt2", "hidden_size": 256, "num_hidden_layers": 3,
                         "num_attention_heads": 4})");

@@ -186,6 +186,21 @@ TEST(ParamCountTest, Gemma3PerHeadNorms) {
             V * d + L * layer + d);
 }
 
+// Qwen3-MoE: Qwen3's attention (q/k norms of head_dim), a router [E, d] and fused experts of
+// moe_intermediate_size on the sparse layers, a dense gated MLP of intermediate_size on the
+// others: with decoder_sparse_step 2, layers 1 and 3 are sparse, and mlp_only_layers [3] makes
+// 3 dense.
+TEST(ParamCountTest, Qwen3MoeSparseAndDenseLayers) {
+  const int64_t V = 500, d = 32, I = 64, Im = 16, L = 4, H = 4, KV = 2, hd = 16, E = 8;
+  const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d + 2 * hd + 2 * d;
+  const int64_t dense = 3 * d * I, sparse = d * E + E * 3 * d * Im;
+  EXPECT_EQ(Count(R"({"model_type":"qwen3_moe","vocab_size":500,"hidden_size":32,
+      "intermediate_size":64,"moe_intermediate_size":16,"num_hidden_layers":4,
+      "num_attention_heads":4,"num_key_value_heads":2,"head_dim":16,"num_experts":8,
+      "num_experts_per_tok":2,"decoder_sparse_step":2,"mlp_only_layers":[3]})"),
+            2 * V * d + L * attn + 3 * dense + sparse + d);
+}
+
 TEST(ParamCountTest, MixtralExpertsAndRouter) {
   const int64_t V = 500, d = 32, I = 48, L = 2, H = 4, KV = 1, hd = 8, E = 4;
   const int64_t attn = d * H * hd + 2 * d * KV * hd + H * hd * d;

@@ -302,6 +302,35 @@ TEST(WorkloadTest, MixtralRoutesTopKTokensPerExpert) {
                                      s.intermediate_size);
 }
 
+// Qwen3-MoE (modular_qwen3_moe.py) against Qwen3 and Mixtral of the same shape: a dense layer
+// (mlp_only_layers) keeps what a Qwen3 block keeps; a sparse one keeps Qwen3's attention and
+// Mixtral's routed experts at moe_intermediate_size. With output_router_logits the loss adds
+// the load-balancing softmax over every sparse layer's router rows (fp32, saved) and its top-k
+// indices (int64, saved).
+TEST(WorkloadTest, Qwen3MoeSparseAndDenseLayersAndAuxLoss) {
+  const std::string moe = R"(,"head_dim":32,"num_experts":4,"num_experts_per_tok":2,
+      "moe_intermediate_size":512,"mlp_only_layers":[0])";
+  Workload q3moe = SmallDecoder("qwen3_moe", moe);
+  Workload qwen3 = SmallDecoder("qwen3", R"(,"head_dim":32)");
+  Workload mixtral = SmallDecoder("mixtral", R"(,"head_dim":32,"num_local_experts":4,
+      "num_experts_per_tok":2)");
+  Workload llama = SmallDecoder("llama", R"(,"head_dim":32)");
+  EXPECT_EQ(FindLayer(q3moe, "model.layers.0").saved_bytes,
+            FindLayer(qwen3, "model.layers.0").saved_bytes);
+  // Sparse layer 1: Qwen3's q/k norms on top of Mixtral's layer (Llama attention + experts).
+  EXPECT_EQ(FindLayer(q3moe, "model.layers.1").saved_bytes,
+            FindLayer(mixtral, "model.layers.1").saved_bytes +
+                FindLayer(qwen3, "model.layers.1").saved_bytes -
+                FindLayer(llama, "model.layers.1").saved_bytes);
+  const int64_t d = 256, E = 4, I = 512;
+  EXPECT_EQ(q3moe.params, qwen3.params + (E * d + E * 3 * d * I) - 3 * d * I);
+  Workload aux = SmallDecoder("qwen3_moe", moe + R"(,"output_router_logits":true)");
+  const int64_t rows = 1 * 3LL * 128, k = 2;  // one sparse layer
+  EXPECT_EQ(FindLayer(aux, "loss").saved_bytes,
+            FindLayer(q3moe, "loss").saved_bytes + rows * E * 4 + rows * k * 8);
+  EXPECT_GE(FindLayer(aux, "loss").fwd_transient_bytes, rows * k * E * 8);
+}
+
 TEST(WorkloadTest, OpListCarriesGemmShapes) {
   ModelSpec s = Model("llama-2-7b");
   RunShape o;

@@ -562,10 +562,11 @@ void ReadGemma2(Reader& r, const HfConfig& c, ModelSpec& s) {
 
 // Gemma3TextConfig (modular_gemma3.py): Gemma 2's block with no caps by default, a Gemma-style
 // RMSNorm over each head's q and k, and five sliding layers to each full one: without
-// layer_types, layer i is full when (i + 1) is a multiple of sliding_window_pattern (6), the key
-// the hub's configs still carry.
+// layer_types, layer i is full when (i + 1) is a multiple of sliding_window_pattern (6).
 void ReadGemma3(Reader& r, const HfConfig& c, ModelSpec& s) {
-  const int64_t pattern = r.Int({"sliding_window_pattern", "_sliding_window_pattern"}, 6);
+  // 5.17 reads the pattern from the sliding_window_pattern key alone (an underscored
+  // _sliding_window_pattern in a file is overwritten), and only when layer_types is absent.
+  const int64_t pattern = r.Int({"sliding_window_pattern"}, 6);
   if (pattern <= 0) {
     return r.Fail(
         c.Error("sliding_window_pattern", fmt::format("is {}; it must be 1 or more", pattern)));

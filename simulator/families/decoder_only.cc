@@ -215,34 +215,34 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
 
 // ---------------------------------------------------------------------------------------------
 
-// load_balancing_loss_func (modeling_mixtral.py), with output_router_logits: the sparse
-// layers' fp32 router probabilities concatenated ([layers x tokens, E], a new tensor), a softmax
-// over them (saved: its fp32 output), top-k of it (saved: the int64 indices), and the chosen
-// experts one-hot as int64 [rows, k, E] with a float copy for the mean, both transients. The
-// products with the per-expert means are [k, E] and [E]: negligible.
+// load_balancing_loss_func as transformers 5.17 runs it (modeling_mixtral.py and
+// modeling_qwen3_moe.py), with output_router_logits: the model output holds every sparse layer's
+// router logits (the gate's bf16 [tokens, E] output, which nothing else keeps); the loss walks
+// the layers one at a time: a softmax of the logits (saved: its bf16 output), a top-k of it
+// (saved: the int64 indices) and an fp32 copy for the per-expert sums (a transient of one
+// layer). The per-expert accumulators are [E]: negligible.
 void RouterAuxLoss(Ctx& c, int64_t tokens) {
   Tracer& tr = c.tr;
   const ModelSpec& s = c.s;
-  int64_t sparse = 0;
-  for (int64_t i = 0; i < s.num_layers; ++i) sparse += s.sparse_layer(i) ? 1 : 0;
-  const int64_t rows = tr.Mul(sparse, tokens, "router loss rows");
   const int64_t e = s.num_experts, k = s.experts_per_token;
-  T cat = tr.New("loss.router_logits_cat", {rows, e}, DType::kF32);
-  T probs = tr.New("loss.router_softmax", {rows, e}, DType::kF32);
-  tr.Save(probs);
-  tr.Save(tr.New("loss.router_topk_indices", {rows, k}, DType::kI64));
-  T one_hot = tr.New("loss.expert_mask", {rows, k, e}, DType::kI64);
-  T as_float = tr.New("loss.expert_mask_float", {rows, k, e}, DType::kF32);
-  (void)cat;
-  (void)one_hot;
-  (void)as_float;
+  int64_t sparse = 0;
+  for (int64_t i = 0; i < s.num_layers; ++i) {
+    if (!s.sparse_layer(i)) continue;
+    ++sparse;
+    const std::string p = L("loss.router_aux", i);
+    tr.KeepAsOutput(tr.New(Cat(p, ".router_logits"), {tokens, e}));
+    tr.Save(tr.New(Cat(p, ".softmax"), {tokens, e}));
+    tr.Save(tr.New(Cat(p, ".topk_indices"), {tokens, k}, DType::kI64));
+    (void)tr.New(Cat(p, ".probs_fp32"), {tokens, e}, DType::kF32);
+  }
+  const double cells = static_cast<double>(sparse) * static_cast<double>(tokens) * e;
   Op op;
   op.name = "loss.router_aux";
   op.kind = OpKind::kSoftmax;
-  op.fwd_flops = 8.0 * static_cast<double>(rows) * e;
-  op.bwd_flops = 4.0 * static_cast<double>(rows) * e;
-  op.fwd_bytes = static_cast<double>(rows) * e * (3 * 4 + k * 12);
-  op.bwd_bytes = static_cast<double>(rows) * e * 3 * 4;
+  op.fwd_flops = 8.0 * cells;
+  op.bwd_flops = 4.0 * cells;
+  op.fwd_bytes = cells * (2 + 2 + 2 + 4 + 4) + 8.0 * k * sparse * static_cast<double>(tokens);
+  op.bwd_bytes = cells * 3 * 2;
   tr.AddOp(std::move(op));
 }
 

@@ -287,7 +287,7 @@ Result<ModelSpec> LoadModel(const std::string& name_or_path, const std::string& 
     }
   }
   if (LooksLikePath(name_or_path)) {
-    // A hub id of no catalog entry ("google/gemma-2-2b"): dsplan reads no network, so say how to
+    // A hub id of no catalog entry ("allenai/OLMo-2-1124-7B"): dsplan reads no network, so say how to
     // get the config instead of only that no such file exists.
     if (!fs::exists(name_or_path, exists_ec) && name_or_path.front() != '/' &&
         name_or_path.front() != '.' &&

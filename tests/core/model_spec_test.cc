@@ -355,11 +355,14 @@ TEST(ModelCatalogTest, UnknownNameSuggestsNearNames) {
 // A hub id that no catalog entry has: dsplan reads no network, so the message says how to get
 // the config; a catalog entry's hub id loads that entry.
 TEST(ModelCatalogTest, HubIdOutsideTheCatalogSaysToFetchTheConfig) {
-  auto s = LoadModel("google/gemma-2-2b", kData);
+  auto s = LoadModel("allenai/OLMo-2-1124-7B", kData);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), Status::Code::kNotFound);
   EXPECT_TRUE(Mentions(s.status(), "does not download"));
-  EXPECT_TRUE(Mentions(s.status(), "huggingface-cli download google/gemma-2-2b config.json"));
+  EXPECT_TRUE(Mentions(s.status(), "huggingface-cli download allenai/OLMo-2-1124-7B config.json"));
+  auto g = LoadModel("google/gemma-2-2b", kData);  // in the catalog since session 40
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->name, "gemma-2-2b");
   auto q = LoadModel("Qwen/Qwen2-7B", kData);
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   EXPECT_EQ(q->name, "qwen2-7b");

@@ -61,10 +61,9 @@ else
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 fi
-# Session 39: transformers 5.17's parameter counts of the staged Qwen3, Phi-3 and Gemma 2 catalog entries (meta device, seconds); when
-# they equal dsplan's (qwen3-1215/README.md), move the files into models/ and the counts into
-# tests/fixtures/hf_counts_transformers_5.17.json.
-for set in qwen3-1215 phi3-1215 gemma2-1215 gemma3-1216; do fam=${set%-*}; python3 tools/hf_param_counts.py docs/validation/deepspeed/$set/catalog > $OUT/hf-counts-$fam.json 2> $OUT/hf-counts-$fam.err; echo "hf counts $fam rc=$?"; head -12 $OUT/hf-counts-$fam.json; done
+# transformers 5.17's parameter counts of the whole catalog (meta device, seconds; session 40 moved the staged Qwen3, Phi-3,
+# Gemma 2 and Gemma 3 entries into models/ after their counts equalled dsplan's).
+python3 tools/hf_param_counts.py models > $OUT/hf-counts-models.json 2> $OUT/hf-counts-models.err; echo "hf counts (whole catalog; compare with tests/fixtures/hf_counts_transformers_5.17.json) rc=$?"
 # Session 39: transformers' own modeling code for the families users ask for and dsplan lacks (phi3, gemma2,
 # gemma3) and for qwen3 (added from a stored snapshot, to check against the installed 5.17), a few seconds.
 mkdir -p $OUT/transformers-src

@@ -314,6 +314,9 @@ def build(s, D):
     D["n_modules_with_direct_params"] = sum(1 for m in model.modules() if any(True for _ in m.parameters(recurse=False)))
     D["n_param_tensors_ge_1e5"] = sum(1 for p in model.parameters() if p.numel() >= 100000)
     D["attn_implementation"] = getattr(model.config, "_attn_implementation", None)
+    # Mixture-of-experts models (transformers 5's @use_experts_implementation): which experts
+    # forward ran (grouped_mm, batched_mm or the per-expert eager loop) decides their step time.
+    D["experts_implementation"] = getattr(model.config, "_experts_implementation", None)
     D["is_gradient_checkpointing"] = bool(getattr(model, "is_gradient_checkpointing", False))
     mem(D, "after_build")
     R["phase"] = "deepspeed_initialize"

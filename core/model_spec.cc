@@ -14,6 +14,7 @@ namespace {
 
 // The most blocks a config may have (CheckSizes says so; per-layer tables are not built past it).
 constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxExperts = 4096;  // num_local_experts / num_experts
 
 struct FamilyInfo {
   Family family;
@@ -447,9 +448,10 @@ void ReadQwen3(Reader& r, const HfConfig& c, ModelSpec& s) {
 void ReadExperts(Reader& r, const HfConfig& c, ModelSpec& s, int64_t experts, int64_t top_k) {
   s.num_experts = r.Int({"num_local_experts", "num_experts"}, experts);
   s.experts_per_token = r.Int({"num_experts_per_tok"}, top_k);
-  if (s.num_experts < 0 || s.num_experts > 4096) {
+  if (s.num_experts < 0 || s.num_experts > kMaxExperts) {
     const char* key = c.json().contains("num_local_experts") ? "num_local_experts" : "num_experts";
-    return r.Fail(c.Error(key, fmt::format("is {}; it must be between 0 and 4096", s.num_experts)));
+    return r.Fail(c.Error(
+        key, fmt::format("is {}; it must be between 0 and {}", s.num_experts, kMaxExperts)));
   }
   if (s.num_experts > 0 && s.experts_per_token > s.num_experts) {
     r.Fail(c.Error("num_experts_per_tok", fmt::format("{} exceeds num_local_experts {}",
@@ -480,12 +482,7 @@ void ReadQwen3Moe(Reader& r, const HfConfig& c, ModelSpec& s) {
   const int64_t window = SlidingWindow(r, c, 4096);
   s.sliding_window = r.Bool({"use_sliding_window"}, false) ? window : 0;
   ReadExperts(r, c, s, 128, 8);
-  s.moe_intermediate_size = r.Int({"moe_intermediate_size"}, 768);
-  if (s.moe_intermediate_size <= 0 || s.moe_intermediate_size > (int64_t{1} << 20)) {
-    return r.Fail(
-        c.Error("moe_intermediate_size", fmt::format("is {}; it must be between 1 and {}",
-                                                     s.moe_intermediate_size, int64_t{1} << 20)));
-  }
+  s.moe_intermediate_size = r.Int({"moe_intermediate_size"}, 768);  // CheckSizes bounds it
   const int64_t step = r.Int({"decoder_sparse_step"}, 1);
   if (step <= 0) {
     return r.Fail(c.Error("decoder_sparse_step", fmt::format("is {}; it must be 1 or more", step)));
@@ -513,15 +510,20 @@ void ReadQwen3Moe(Reader& r, const HfConfig& c, ModelSpec& s) {
   }
 }
 
-void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
-  ReadLlamaLike(r, c, s, {256000, 3072, 24576, 28, 16, 16, 256, 8192, "gelu_pytorch_tanh", 1e-6,
-                          true});
-  // GemmaMLP uses hidden_activation; configs that only set hidden_act mean the tanh GELU too.
+// GemmaConfig's keys beyond Llama's: GemmaMLP uses hidden_activation (configs that only set
+// hidden_act mean the tanh GELU too), and attention_bias. Gemma 2 and 3 read them the same way.
+void ReadGemmaLike(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDefaults& d) {
+  ReadLlamaLike(r, c, s, d);
   std::string act = r.String({"hidden_activation"}, "gelu_pytorch_tanh");
   auto a = ParseActivation(c, "hidden_activation", act);
   if (!a.ok()) return r.Fail(a.status());
   s.activation = *a;
   s.attention_bias = r.Bool({"attention_bias"}, false);
+}
+
+void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
+  ReadGemmaLike(r, c, s,
+                {256000, 3072, 24576, 28, 16, 16, 256, 8192, "gelu_pytorch_tanh", 1e-6, true});
 }
 
 // Gemma2Config and Gemma3TextConfig: Gemma's keys and norms with a family's own defaults,
@@ -530,12 +532,7 @@ void ReadGemma(Reader& r, const HfConfig& c, ModelSpec& s) {
 template <class Slides>
 void ReadGemma2Like(Reader& r, const HfConfig& c, ModelSpec& s, const LlamaLikeDefaults& d,
                     double attn_cap, double final_cap, Slides slides) {
-  ReadLlamaLike(r, c, s, d);
-  std::string act = r.String({"hidden_activation"}, "gelu_pytorch_tanh");
-  auto a = ParseActivation(c, "hidden_activation", act);
-  if (!a.ok()) return r.Fail(a.status());
-  s.activation = *a;
-  s.attention_bias = r.Bool({"attention_bias"}, false);
+  ReadGemmaLike(r, c, s, d);
   if (r.Bool({"use_bidirectional_attention"}, false)) {
     return r.Fail(c.Error("use_bidirectional_attention",
                           "is true (an embedding model); dsplan models causal language models"));
@@ -675,7 +672,6 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
   constexpr int64_t kMaxVocab = int64_t{1} << 24;     // 16,777,216 tokens
   constexpr int64_t kMaxHeads = 16384;
   constexpr int64_t kMaxPositions = int64_t{1} << 24;
-  constexpr int64_t kMaxExperts = 4096;
   const bool learned_pos = s.family == Family::kGpt2 || s.family == Family::kOpt ||
                            s.family == Family::kBert;
   const Check checks[] = {
@@ -687,6 +683,7 @@ Status CheckSizes(const HfConfig& c, const ModelSpec& s) {
       {"num_key_value_heads", s.num_kv_heads, true, kMaxHeads},
       {"head_dim", s.head_dim, true, kMaxWidth},
       {"intermediate_size", s.intermediate_size, true, kMaxFfn},
+      {"moe_intermediate_size", s.moe_intermediate_size, s.family == Family::kQwen3Moe, kMaxFfn},
       {"max_position_embeddings", s.max_positions, learned_pos, kMaxPositions},
       {"num_local_experts", s.num_experts, s.family == Family::kMixtral, kMaxExperts},
       {"num_experts_per_tok", s.experts_per_token, s.num_experts > 0, kMaxExperts},

@@ -678,8 +678,8 @@ void LlamaLike(Ctx& c, const T& ids) {
   Tracer& tr = c.tr;
   const ModelSpec& s = c.s;
   // Gemma 2 and Gemma 3 blocks: four norms each.
-  const bool gemma2 = s.family == Family::kGemma2 || s.family == Family::kGemma3;
-  const bool gemma = s.family == Family::kGemma || gemma2;
+  const bool four_norms = s.family == Family::kGemma2 || s.family == Family::kGemma3;
+  const bool gemma = s.family == Family::kGemma || four_norms;
   tr.BeginLayer("model.embeddings", LayerKind::kEmbedding, false);
   T emb;
   T h = Embedding(tr, "model.embed_tokens", ids, s.vocab_size, s.hidden_size, &emb);
@@ -706,12 +706,12 @@ void LlamaLike(Ctx& c, const T& ids) {
     T o = SeparateQkvAttention(c, Cat(p, ".self_attn"), x, names, qkv_bias, s.attention_bias, true);
     // Gemma 2 normalizes each branch's output too, before its residual add (post_attention_
     // layernorm on the attention output, pre_ and post_feedforward_layernorm around the MLP).
-    if (gemma2) o = norm(Cat(p, ".post_attention_layernorm"), o);
+    if (four_norms) o = norm(Cat(p, ".post_attention_layernorm"), o);
     T h2 = AddT(tr, Cat(p, ".residual_1"), h, o);
-    x = norm(Cat(p, gemma2 ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), h2);
+    x = norm(Cat(p, four_norms ? ".pre_feedforward_layernorm" : ".post_attention_layernorm"), h2);
     T m = s.sparse_layer(i) ? MoeBlock(c, Cat(p, ".mlp"), x)
                             : GatedMlp(c, Cat(p, ".mlp"), x, s.intermediate_size, s.mlp_bias);
-    if (gemma2) m = norm(Cat(p, ".post_feedforward_layernorm"), m);
+    if (four_norms) m = norm(Cat(p, ".post_feedforward_layernorm"), m);
     h = AddT(tr, Cat(p, ".residual_2"), h2, m);
   }
   TailAndLoss(c, h, "model.norm", "lm_head", emb, false, false);

@@ -749,7 +749,11 @@ T Attention(Tracer& tr, const AttentionArgs& a) {
     Op op = AttentionGemm(Cat(a.name, ".sdpa"), OpKind::kAttention, b * h, sq, sk, hd, 0);
     op.fwd_flops = qk_flops + pv_flops;
     op.bwd_flops = 2 * op.fwd_flops;
-    op.causal = a.causal;
+    // SDPA is told is_causal only when no mask is passed (transformers' sdpa_attention_forward:
+    // `is_causal = q_len > 1 and attention_mask is None and ...`; Falcon's own SDPA call the
+    // same): with a mask the kernel computes every score of the square and reads the bias, so
+    // it runs, and is priced, as a non-causal kernel (docs/simulator.md, Time).
+    op.causal = a.causal && a.float_mask == nullptr;
     op.dropout = a.dropout > 0;
     op.fwd_bytes = B(q) + B(k) + B(v) + B(out) + (a.float_mask ? B(*a.float_mask) : 0);
     op.bwd_bytes = 2 * op.fwd_bytes + B(out);

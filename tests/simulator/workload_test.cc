@@ -240,6 +240,19 @@ TEST(WorkloadTest, Gemma3PerHeadNormsAndPattern) {
             FindLayer(past, "model.layers.4").saved_bytes);
   EXPECT_GT(FindLayer(past, "model.layers.4").saved_bytes,
             FindLayer(past, "model.layers.5").saved_bytes);
+  // transformers tells SDPA is_causal only when it passes no mask: the sliding layers' kernel
+  // computes the whole square (priced non-causal), the full layer's skips the upper half.
+  auto sdpa_causal = [&](const Workload& w, const std::string& layer) {
+    for (const Op& op : FindLayer(w, layer).ops) {
+      if (op.kind == OpKind::kAttention) return op.causal;
+    }
+    ADD_FAILURE() << "no SDPA op in " << layer;
+    return true;
+  };
+  EXPECT_FALSE(sdpa_causal(past, "model.layers.4"));
+  EXPECT_TRUE(sdpa_causal(past, "model.layers.5"));
+  // Inside the window no mask is built and every layer's kernel is causal.
+  EXPECT_TRUE(sdpa_causal(g3, "model.layers.4"));
 }
 
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {

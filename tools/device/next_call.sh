@@ -1,5 +1,8 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
+# Session 41: pair-1217 first on either card (registered: each session-40 miss beside a measured family's control,
+# alternating in one process, to tell the family's mechanism from the host's speed). The H100 default then runs gemma2-1215
+# (its 8192-token and eager cases) and phi3-1215; qwen3-1215, gemma3-1216 and moe-1216 ran there in session 40.
 # Session 40: gemma3-1216 (Gemma 3's language model) and moe-1216 (the experts' trace: depth-cut Qwen3-30B-A3B and
 # Mixtral-8x7B), both registered, after the three 1215 sets, on either card; transformers-src adds qwen3_moe, qwen2_moe, mixtral.
 # Session 39: MALLOCTRACE=1 runs malloctrace-1215 (below). qwen3-1215, phi3-1215 and gemma2-1215 first on either card (registered: Qwen3 top plans, a family no run has; the driver records
@@ -108,11 +111,11 @@ fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h200.jsonl docs/validation/deepspeed/moe-1216/cases-moe-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/pair-1217/cases-pair-h200.jsonl docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h200.jsonl docs/validation/deepspeed/moe-1216/cases-moe-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100: the lists CASES_H100 names, by default qwen3-1215's H100 list (session 39).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/qwen3-1215/cases-qwen3-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h100.jsonl docs/validation/deepspeed/moe-1216/cases-moe-h100.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/pair-1217/cases-pair-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -148,10 +148,13 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
   T logits = Linear(tr, Cat(p, ".gate"), flat, e, false, &router_w);
   (void)logits;
   // softmax(logits.float()) saves its fp32 output; topk saves the indices; the renormalized
-  // top-k weights are fp32.
+  // top-k weights are fp32 in Mixtral's router, cast back to the logits' dtype in Qwen3-MoE's
+  // (Qwen3MoeTopKRouter: router_top_value.to(router_logits.dtype)), and the experts' forward
+  // keeps them sorted in that dtype.
+  const DType wdt = s.family == Family::kQwen3Moe ? x.dtype : DType::kF32;
   T probs = tr.New(Cat(p, ".router_probs"), {tokens, e}, DType::kF32);
   T idx = tr.New(Cat(p, ".topk_indices"), {tokens, k}, DType::kI64);
-  T weights = tr.New(Cat(p, ".topk_weights"), {tokens, k}, DType::kF32);
+  T weights = tr.New(Cat(p, ".topk_weights"), {tokens, k}, wdt);
   for (const T* t : {&probs, &idx, &weights}) tr.Save(*t);
   {
     Op op;
@@ -173,11 +176,11 @@ T MoeBlock(Ctx& c, const std::string& p, const T& x) {
   T prod = tr.New(Cat(p, ".experts.act_mul_up"), {routed, inter});
   T down = tr.New(Cat(p, ".experts.down"), {routed, d});
   for (const T* t : {&gathered, &gate_up, &act, &prod, &down}) tr.Save(*t);
-  // Bookkeeping the backward needs: gather and inverse-permutation indices, the sorted fp32
-  // routing weights, and the masked_fill masks of both grouped GEMM outputs.
+  // Bookkeeping the backward needs: gather and inverse-permutation indices, the sorted routing
+  // weights, and the masked_fill masks of both grouped GEMM outputs.
   for (const char* n : {".experts.gather_index", ".experts.inverse_perm"})
     tr.Save(tr.New(p + n, {routed}, DType::kI64));
-  tr.Save(tr.New(Cat(p, ".experts.sorted_weights"), {routed, 1}, DType::kF32));
+  tr.Save(tr.New(Cat(p, ".experts.sorted_weights"), {routed, 1}, wdt));
   for (const char* n : {".experts.gate_up_fill_mask", ".experts.down_fill_mask"})
     tr.Save(tr.New(p + n, {routed, 1}, DType::kBool));
   const int64_t per_expert = (routed + e - 1) / e;

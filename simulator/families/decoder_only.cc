@@ -37,10 +37,12 @@ Layout RopeLayout(const ModelSpec& s) {
   return s.rotary_dim < s.head_dim ? Layout::kBhsd : Layout::kBshd;
 }
 
-// Whether transformers builds a 4-D mask for SDPA: only when a sliding window is shorter than the
-// sequence (no padding is modeled). Eager attention always gets a float mask.
+// Whether transformers builds a 4-D mask for SDPA: only when the sequence reaches the sliding
+// window (no padding is modeled). masking_utils skips the mask only while kv_length <
+// local_size, so a sequence exactly as long as the window (Mistral-7B v0.1's and Gemma 2's 4096
+// at 4096 tokens) gets one although it masks nothing. Eager attention always gets a float mask.
 bool SdpaNeedsMask(const Ctx& c) {
-  return c.layer_slides && c.s.sliding_window > 0 && c.n > c.s.sliding_window;
+  return c.layer_slides && c.s.sliding_window > 0 && c.n >= c.s.sliding_window;
 }
 
 // The mask made once per forward in the model (create_causal_mask): float [b, 1, n, n] in the

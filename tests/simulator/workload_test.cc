@@ -197,10 +197,16 @@ TEST(WorkloadTest, Gemma2WindowOnEveryOtherLayer) {
   RunShape o;
   o.micro_batch = 2;
   o.attention = AttentionImpl::kSdpa;
-  o.seq_len = 64;
+  o.seq_len = 63;
   Workload within = Build(s, o);
   EXPECT_EQ(FindLayer(within, "model.layers.2").saved_bytes,
             FindLayer(within, "model.layers.3").saved_bytes);
+  // At the window's own length transformers already builds the mask (kv_length < window is
+  // what skips it): the sliding layers read it and K/V repeated.
+  o.seq_len = 64;
+  Workload at = Build(s, o);
+  EXPECT_GT(FindLayer(at, "model.layers.2").saved_bytes,
+            FindLayer(at, "model.layers.3").saved_bytes);
   o.seq_len = 128;
   Workload past = Build(s, o);
   EXPECT_GT(FindLayer(past, "model.layers.2").saved_bytes,
@@ -216,7 +222,7 @@ TEST(WorkloadTest, Gemma2WindowOnEveryOtherLayer) {
 TEST(WorkloadTest, Gemma3PerHeadNormsAndPattern) {
   const std::string shape = R"("vocab_size":1000,"hidden_size":256,"intermediate_size":512,
       "num_hidden_layers":6,"num_attention_heads":4,"num_key_value_heads":2,"head_dim":64,
-      "sliding_window":64)";
+      "sliding_window":96)";
   RunShape o;
   o.micro_batch = 3;
   o.seq_len = 64;
@@ -253,6 +259,12 @@ TEST(WorkloadTest, Gemma3PerHeadNormsAndPattern) {
   EXPECT_TRUE(sdpa_causal(past, "model.layers.5"));
   // Inside the window no mask is built and every layer's kernel is causal.
   EXPECT_TRUE(sdpa_causal(g3, "model.layers.4"));
+  // A sequence exactly as long as the window gets the mask too (masking_utils skips it only
+  // while kv_length < the window), although it masks nothing.
+  o.seq_len = 96;
+  Workload at = Build(FromConfig(R"("model_type":"gemma3_text")", shape), o);
+  EXPECT_FALSE(sdpa_causal(at, "model.layers.4"));
+  EXPECT_TRUE(sdpa_causal(at, "model.layers.5"));
 }
 
 TEST(WorkloadTest, LogitsKeptAndUpcastForCausalLmLoss) {

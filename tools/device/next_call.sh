@@ -79,6 +79,14 @@ for m in ['qwen3', 'phi3', 'gemma2', 'gemma3', 'qwen3_moe', 'qwen2_moe', 'mixtra
             shutil.copy(inspect.getsourcefile(mod), '$OUT/transformers-src/')
         except Exception as e:
             print(m, part, repr(e)[:200], file=sys.stderr)
+# The shared pieces the traces rely on: the experts' implementations (grouped_mm's kernels and
+# saved tensors), the mask rules (when SDPA gets a mask) and the SDPA call (is_causal).
+for m in ['integrations.moe', 'masking_utils', 'integrations.sdpa_attention', 'modeling_utils']:
+    try:
+        mod = importlib.import_module(f'transformers.{m}')
+        shutil.copy(inspect.getsourcefile(mod), '$OUT/transformers-src/')
+    except Exception as e:
+        print(m, repr(e)[:200], file=sys.stderr)
 " 2> $OUT/transformers-src/errors.txt; echo "transformers-src: $(ls $OUT/transformers-src | wc -l) files"
 if [ -n "$PLACEMENT" ]; then
   timeout 100 python3 tools/probes/host_placement.py --reps 20 --out $OUT/host-placement.json 2> $OUT/host-placement.log; echo "placement rc=$?"; tail -14 $OUT/host-placement.log
@@ -108,6 +116,11 @@ if [ -n "$MALLOCTRACE" ]; then
     bash .dsbench/go.sh 0 300 docs/validation/deepspeed/malloctrace-1215/cases-malloctrace.jsonl 2>&1 | tail -8
   for f in $OUT/malloc-trace/*.tsv; do [ "$(wc -l < $f)" -gt 50 ] && python3 tools/device/malloc_trace_table.py --skip 2 $f | head -30; done
 fi
+# Session 41: every case adds one step under the kernel profiler after its timed steps
+# (DSBENCH_KPROF: per phase, wall time against the GPU's busy time and the kernels by name; the
+# timed steps are unchanged). It tells a host-bound phase from a GPU-bound one directly, which
+# pair-1217 needs. KPROF=0 turns it off.
+if [ "${KPROF:-1}" != "0" ]; then export DSBENCH_KPROF=1; fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))

@@ -1,5 +1,8 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
+# Session 41, suggested calls: (1) GEMMNEW=0 bash tools/device/next_call.sh 565 (pair-1217, ~7 min, then the
+# lists below as time allows); (2) bash tools/device/next_call.sh 565 (the new catalog entries' GEMM rows,
+# ~2 min, tools/device/gemm_newfam.sh, then the lists).
 # Session 41: pair-1217 first on either card (registered: each session-40 miss beside a measured family's control,
 # alternating in one process, to tell the family's mechanism from the host's speed). The H100 default then runs gemma2-1215
 # (its 8192-token and eager cases) and phi3-1215; qwen3-1215, gemma3-1216 and moe-1216 ran there in session 40.
@@ -58,12 +61,17 @@ fi
 # of the H100 table with max(out, in) <= 10240 and min <= 2560) at 24576-131072 tokens, and the
 # vocabulary heads of hidden <= 2560 at 24576-65536 (<= 51200 rows) or 24576-32768 (larger
 # vocabularies: logits memory), so that no planned micro-batch of a small model extrapolates.
+# (gemm-tokens, the probe that ran here by default until session 40, measured those rows on H100s
+# twice: docs/validation/stack/gemm-tokens-*-h100-1207/1216.json; GEMMTOK=1 runs it again.)
 if [ -n "$GEMMX" ]; then
   bash tools/device/gemmx.sh
-else
+elif [ -n "$GEMMTOK" ]; then
 timeout 90 python3 tools/probes/torch_gemm.py --linears 768x768,3072x768,768x3072,2304x768,1024x1024,4096x1024,1024x4096,2048x2048,8192x2048,2048x8192:4096,8192,16384,31744,32768,65536,131072 --out $OUT/gemm-tokens.json 2> $OUT/gemm-tokens.log; echo "gemm-tokens rc=$?"
 timeout 60 python3 tools/probes/torch_gemm.py --linears 30522x768,50257x768,50272x1024:4096,8192,16384,32768,65536 --out $OUT/gemm-tokens-heads.json 2>> $OUT/gemm-tokens.log; echo "gemm-tokens-heads rc=$?"
 fi
+# Session 41: the new catalog entries' Linear shapes, which neither profile's table holds (~2 min;
+# GEMMNEW=0 skips). Put them in with profile_gemm_rows.py (tools/device/gemm_newfam.sh says how).
+if [ "${GEMMNEW:-1}" != "0" ]; then bash tools/device/gemm_newfam.sh; fi
 # transformers 5.17's parameter counts of the whole catalog (meta device, seconds; session 40 moved the staged Qwen3, Phi-3,
 # Gemma 2 and Gemma 3 entries into models/ after their counts equalled dsplan's).
 python3 tools/hf_param_counts.py models > $OUT/hf-counts-models.json 2> $OUT/hf-counts-models.err; echo "hf counts (whole catalog; compare with tests/fixtures/hf_counts_transformers_5.17.json) rc=$?"

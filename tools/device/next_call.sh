@@ -72,6 +72,14 @@ fi
 # Session 41: the new catalog entries' Linear shapes, which neither profile's table holds (~2 min;
 # GEMMNEW=0 skips). Put them in with profile_gemm_rows.py (tools/device/gemm_newfam.sh says how).
 if [ "${GEMMNEW:-1}" != "0" ]; then bash tools/device/gemm_newfam.sh; fi
+# Session 41: SDPA with a sliding-window mask (transformers' call for Gemma 3's local layers from
+# 512 tokens, Mistral-7B v0.1's and Gemma 2's from 4096), which dsplan prices on the plain
+# non-causal rows at the whole square's FLOPs; the same points without a mask on this machine
+# beside them (~40 s; SDPAMASK=0 skips).
+if [ "${SDPAMASK:-1}" != "0" ]; then
+  timeout 90 python3 tools/probes/torch_sdpa.py --dtypes bf16 --head-dims 128,256 --seqs 1024,2048,4096 --mask-window 512 --out $OUT/sdpa-mask.json 2> $OUT/sdpa-mask.log; echo "sdpa-mask rc=$?"
+  timeout 90 python3 tools/probes/torch_sdpa.py --dtypes bf16 --head-dims 128,256 --seqs 1024,2048,4096 --out $OUT/sdpa-nomask.json 2>> $OUT/sdpa-mask.log; echo "sdpa-nomask rc=$?"
+fi
 # transformers 5.17's parameter counts of the whole catalog (meta device, seconds; session 40 moved the staged Qwen3, Phi-3,
 # Gemma 2 and Gemma 3 entries into models/ after their counts equalled dsplan's).
 python3 tools/hf_param_counts.py models > $OUT/hf-counts-models.json 2> $OUT/hf-counts-models.err; echo "hf counts (whole catalog; compare with tests/fixtures/hf_counts_transformers_5.17.json) rc=$?"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The next device call (written in session 26, when no machine came; updated session 28): what to measure, by card.
-# Session 41, suggested calls: (1) GEMMNEW=0 bash tools/device/next_call.sh 565 (pair-1217, ~7 min, then the
+# Session 41, suggested calls: (1) GEMMNEW=0 SDPAMASK=0 bash tools/device/next_call.sh 565 (pair-1217, ~7 min, then the
 # lists below as time allows); (2) bash tools/device/next_call.sh 565 (the new catalog entries' GEMM rows,
-# ~2 min, tools/device/gemm_newfam.sh, then the lists).
+# ~2 min, tools/device/gemm_newfam.sh, and masked SDPA, ~1 min, then the lists).
 # Session 41: pair-1217 first on either card (registered: each session-40 miss beside a measured family's control,
 # alternating in one process, to tell the family's mechanism from the host's speed). The H100 default then runs gemma2-1215
 # (its 8192-token and eager cases) and phi3-1215; qwen3-1215, gemma3-1216 and moe-1216 ran there in session 40.

@@ -467,6 +467,19 @@ int RunAccuracy(const AccuracyFlags& f) {
                          {"runs_above_12_percent", c.over_12},
                          {"runs_above_12_percent_family_held_out", c.unseen_over_12}});
     }
+    nlohmann::json by_speed = nlohmann::json::array();
+    for (size_t i = 0; i < summary->by_host.size(); ++i) {
+      for (int k = 0; k < 2; ++k) {
+        const AccuracySummary::HostSpeedPart& p = summary->by_host_speed[i][k];
+        if (p.runs == 0) continue;
+        by_speed.push_back({{"class", summary->by_host[i].name},
+                            {"host", k ? "slow" : "normal"},
+                            {"runs", p.runs},
+                            {"step_mean_signed_error", p.signed_mean},
+                            {"step_mean_abs_error", p.mean_abs},
+                            {"step_mean_abs_error_family_held_out", p.unseen_mean_abs}});
+      }
+    }
     nlohmann::json by_file = nlohmann::json::array();
     for (const FileAccuracy& fa : AccuracyByFile(*summary)) {
       by_file.push_back({{"file", fa.file},
@@ -514,6 +527,11 @@ int RunAccuracy(const AccuracyFlags& f) {
                             {"mean_abs_error", summary->no_comm_step_mean_abs},
                             {"max_abs_error", summary->no_comm_step_max_abs}}},
                           {"step_error_by_host_share", by_host},
+                          {"step_error_by_host_speed",
+                           {{"runs_with_reading", summary->host_loop_runs},
+                            {"median_linear_fwd_us", summary->host_loop_median_us},
+                            {"slow_above", AccuracySummary::kSlowHostLoop},
+                            {"classes", by_speed}}},
                           {"by_file", by_file},
                           {"repeat_groups", repeats},
                           {"verdicts_right", summary->verdicts_right},

@@ -111,6 +111,19 @@ Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
     if (j.contains("steps_pinned") && j["steps_pinned"].is_object()) {
       r.pinned_peak_mib = Num(j["steps_pinned"], "allocated_mb.peak");
     }
+    {
+      double sum = 0;
+      int n = 0;
+      for (const char* key : {"host_speed_before", "host_speed_after"}) {
+        if (!j.contains(key) || !j[key].is_object()) continue;
+        const double us = Num(j[key], "linear_fwd_us");
+        if (std::isfinite(us) && us > 0 && us < 1e6) {  // a reading, not a failed loop
+          sum += us;
+          ++n;
+        }
+      }
+      r.host_loop_us = n > 0 ? sum / n : 0;
+    }
     r.file = path;
     runs.push_back(std::move(r));
   }
@@ -273,6 +286,41 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
     c.mean_abs /= c.runs;
     c.unseen_mean_abs /= c.runs;
   }
+  // The same classes by the host's speed at the run.
+  std::vector<double> loops;
+  for (const AccuracyRow& r : s.rows) {
+    if (r.has_time && r.run.host_loop_us > 0) loops.push_back(r.run.host_loop_us);
+  }
+  s.host_loop_runs = static_cast<int>(loops.size());
+  if (!loops.empty()) {
+    std::sort(loops.begin(), loops.end());
+    const size_t n = loops.size();
+    s.host_loop_median_us = n % 2 ? loops[n / 2] : 0.5 * (loops[n / 2 - 1] + loops[n / 2]);
+    for (const AccuracyRow& r : s.rows) {
+      if (!r.has_time || r.run.host_loop_us <= 0) continue;
+      const bool slow = r.run.host_loop_us > AccuracySummary::kSlowHostLoop * s.host_loop_median_us;
+      for (size_t i = 0; i < s.by_host.size(); ++i) {
+        const AccuracySummary::HostClass& c = s.by_host[i];
+        if (c.offloaded != r.optimizer_offloaded || r.host_bound_share < c.lo ||
+            r.host_bound_share >= c.hi) {
+          continue;
+        }
+        AccuracySummary::HostSpeedPart& p = s.by_host_speed[i][slow ? 1 : 0];
+        ++p.runs;
+        p.signed_mean += r.step_error;
+        p.mean_abs += std::abs(r.step_error);
+        p.unseen_mean_abs += std::abs(r.step_error_unseen);
+      }
+    }
+    for (auto& parts : s.by_host_speed) {
+      for (AccuracySummary::HostSpeedPart& p : parts) {
+        if (p.runs == 0) continue;
+        p.signed_mean /= p.runs;
+        p.mean_abs /= p.runs;
+        p.unseen_mean_abs /= p.runs;
+      }
+    }
+  }
   s.has_unseen = true;
   return s;
 }
@@ -408,6 +456,28 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
          "apart): " << classes
       << ". The host CPU's speed moved host-bound steps by up to 1.7x between days "
          "(docs/validation/deepspeed/rep-1204b/).\n\n";
+  }
+  std::string speed;
+  for (size_t i = 0; i < s.by_host.size(); ++i) {
+    const auto& parts = s.by_host_speed[i];
+    if (parts[1].runs == 0) continue;  // no slow run in the class: nothing to set apart
+    std::string halves;
+    for (int k = 0; k < 2; ++k) {
+      const AccuracySummary::HostSpeedPart& p = parts[k];
+      if (p.runs == 0) continue;
+      halves += fmt::format("{}{} {} runs, {:+.1f}% signed, {:.1f}% mean ({:.1f}% family held out)",
+                            halves.empty() ? "" : "; ", k ? "slow" : "normal", p.runs,
+                            100 * p.signed_mean, 100 * p.mean_abs, 100 * p.unseen_mean_abs);
+    }
+    speed += fmt::format("{}{}: {}", speed.empty() ? "" : ". ", s.by_host[i].name, halves);
+  }
+  if (!speed.empty()) {
+    o << fmt::format(
+        "By the host's speed at the run (the harness's Linear-forward loop before and after it, "
+        "`host_speed_before/after`, read on {} of the timed runs; \"slow\": above {:.1f}x their "
+        "median, {:.1f} us): {}. Not a correction: a run's loop does not predict its step "
+        "(docs/stack-costs.md 4c); it shows where the errors are.\n\n",
+        s.host_loop_runs, AccuracySummary::kSlowHostLoop, s.host_loop_median_us, speed);
   }
   if (s.no_comm_rows > 0) {
     o << fmt::format(

@@ -69,6 +69,10 @@ struct CalibrationRun {
   double step_s = 0;
   double host_rss_mib = 0;
   double pinned_peak_mib = 0;
+  /// The host's speed at the run: the mean of the harness's Linear-forward loop readings
+  /// before and after it (record keys host_speed_before / host_speed_after, "linear_fwd_us":
+  /// tools/probes/probe_util.py host_speed), microseconds per call; 0: not recorded.
+  double host_loop_us = 0;
 };
 
 /// Reads a calibration JSONL file (one run per line; "record_type" lines are skipped).
@@ -191,6 +195,19 @@ struct AccuracySummary {
                                        {"partly host-bound", 0.1, 0.6},
                                        {"host-bound", 0.6, 1.01},
                                        {"optimizer on the CPU", 0.0, 1.01, true}}};
+  /// The same classes split by the host's speed at the run (CalibrationRun::host_loop_us):
+  /// a timed run whose loop read more than kSlowHostLoop times the median of the timed runs
+  /// with a reading is "slow", the others "normal"; runs without a reading are left out. Not a
+  /// correction (a run's loop does not predict its step: docs/stack-costs.md 4c), a report of
+  /// where the errors are: the hosts of the device pool run in a fast and a slow state.
+  struct HostSpeedPart {
+    int runs = 0;
+    double signed_mean = 0, mean_abs = 0, unseen_mean_abs = 0;
+  };
+  static constexpr double kSlowHostLoop = 1.3;
+  int host_loop_runs = 0;                                       // timed runs with a reading
+  double host_loop_median_us = 0;                               // their median reading
+  std::array<std::array<HostSpeedPart, 2>, 4> by_host_speed{};  // [by_host class][normal, slow]
 };
 
 /// One record file's part of a summary (rows in file order of first appearance).

@@ -8,7 +8,9 @@
 #include <set>
 #include <string>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/hardware_profile.h"
 #include "planner/accuracy.h"
@@ -746,6 +748,84 @@ TEST(SmallModelsAtLargeTokenCounts, TopPlansOnAnH100) {
   ASSERT_EQ(s->rows.size(), 6u);
   for (const AccuracyRow& r : s->rows) EXPECT_LT(std::abs(r.step_error), 0.07) << r.run.id;
   EXPECT_LT(s->step_mean_abs, 0.04);
+}
+
+}  // namespace
+}  // namespace dsplan
+
+namespace dsplan {
+namespace {
+
+// The host's speed at each run (the harness's Linear-forward loop before and after it) is read
+// from the record, and the summary splits the host classes by it: bigtok-1212's six runs ran
+// on a fast host (13.0-13.3 us), gemma3-1216's four on a slow one (22.9-25.5 us), so with the
+// median of the ten in the first group the four are "slow" and the parts add up to the
+// classes.
+TEST(HostSpeed, RecordsReadingsSplitTheHostClasses) {
+  auto profile = FindHardwareProfile("h100-measured", kData);
+  ASSERT_TRUE(profile.ok()) << profile.status().ToString();
+  std::vector<CalibrationRun> runs;
+  for (const char* file : {"/docs/validation/deepspeed/bigtok-1212/records-bigtok-h100.jsonl",
+                           "/docs/validation/deepspeed/gemma3-1216/records-gemma3-h100.jsonl"}) {
+    auto more = LoadCalibration(kData + file);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    // Each run's reading is the mean of its record's two, read here from the file itself.
+    std::ifstream in(kData + file);
+    std::string line;
+    size_t i = 0;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      const nlohmann::json j = nlohmann::json::parse(line);
+      ASSERT_LT(i, more->size());
+      const double expect = (j["host_speed_before"]["linear_fwd_us"].get<double>() +
+                             j["host_speed_after"]["linear_fwd_us"].get<double>()) /
+                            2;
+      EXPECT_NEAR((*more)[i].host_loop_us, expect, 1e-9) << (*more)[i].id;
+      ++i;
+    }
+    EXPECT_EQ(i, more->size());
+    runs.insert(runs.end(), more->begin(), more->end());
+  }
+  auto s = EvaluateCalibration(runs, *profile, false);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->host_loop_runs, s->time_rows);
+  EXPECT_EQ(s->time_rows, 10);
+  int slow = 0, total = 0;
+  double slow_signed = 0;
+  for (const AccuracyRow& r : s->rows) {
+    const bool is_slow = r.run.id.rfind("gemma3_", 0) == 0;
+    EXPECT_EQ(r.run.host_loop_us > AccuracySummary::kSlowHostLoop * s->host_loop_median_us, is_slow)
+        << r.run.id << " " << r.run.host_loop_us;
+    if (is_slow) {
+      ++slow;
+      slow_signed += r.step_error;
+    }
+  }
+  EXPECT_EQ(slow, 4);
+  double parts_signed = 0;
+  for (size_t c = 0; c < s->by_host.size(); ++c) {
+    EXPECT_EQ(s->by_host_speed[c][0].runs + s->by_host_speed[c][1].runs, s->by_host[c].runs)
+        << s->by_host[c].name;
+    for (int k = 0; k < 2; ++k) total += s->by_host_speed[c][k].runs;
+    parts_signed += s->by_host_speed[c][1].signed_mean * s->by_host_speed[c][1].runs;
+  }
+  EXPECT_EQ(total, 10);
+  EXPECT_NEAR(parts_signed, slow_signed, 1e-9);
+  // The report names the split, with the reading's median.
+  const std::string md = AccuracyMarkdown(*s, *profile, "x", "");
+  EXPECT_NE(md.find("By the host's speed at the run"), std::string::npos);
+  EXPECT_NE(md.find(fmt::format("{:.1f} us", s->host_loop_median_us)), std::string::npos);
+}
+
+// A record without readings (the calibration fixture predates them) has no split and no
+// sentence.
+TEST(HostSpeed, NoReadingsNoSplit) {
+  std::unique_ptr<AccuracySummary> s =
+      LoadAndEvaluate("/tests/fixtures/calibration/deepspeed-h200.jsonl", 18);
+  EXPECT_EQ(s->host_loop_runs, 0);
+  for (const auto& parts : s->by_host_speed) {
+    for (const AccuracySummary::HostSpeedPart& p : parts) EXPECT_EQ(p.runs, 0);
+  }
 }
 
 }  // namespace

@@ -79,6 +79,9 @@ if [ "${GEMMNEW:-1}" != "0" ]; then bash tools/device/gemm_newfam.sh; fi
 if [ "${SDPAMASK:-1}" != "0" ]; then
   timeout 90 python3 tools/probes/torch_sdpa.py --dtypes bf16 --head-dims 128,256 --seqs 1024,2048,4096 --mask-window 512 --out $OUT/sdpa-mask.json 2> $OUT/sdpa-mask.log; echo "sdpa-mask rc=$?"
   timeout 90 python3 tools/probes/torch_sdpa.py --dtypes bf16 --head-dims 128,256 --seqs 1024,2048,4096 --out $OUT/sdpa-nomask.json 2>> $OUT/sdpa-mask.log; echo "sdpa-nomask rc=$?"
+  # Grouped-query K/V (enable_gqa, 4 query heads per K/V head: Gemma 3, Llama 3), which the table's
+  # rows (as many K/V heads as query heads) price today.
+  timeout 90 python3 tools/probes/torch_sdpa.py --dtypes bf16 --head-dims 128,256 --seqs 1024,2048,4096 --gqa 4 --out $OUT/sdpa-gqa.json 2>> $OUT/sdpa-mask.log; echo "sdpa-gqa rc=$?"
 fi
 # transformers 5.17's parameter counts of the whole catalog (meta device, seconds; session 40 moved the staged Qwen3, Phi-3,
 # Gemma 2 and Gemma 3 entries into models/ after their counts equalled dsplan's).

@@ -824,6 +824,17 @@ Result<SdpaTable> SdpaTableFromJson(const std::string& json_text, const std::str
                                     const std::string& dsplan_version) {
   DSPLAN_ASSIGN_OR_RETURN(json doc, ParseJson(json_text, source, "dsplan-torch-sdpa/1"));
   const std::string file = Escape(source);
+  // torch_sdpa.py's checks (a sliding-window mask, grouped-query K/V) time other calls than the
+  // table's: their rows would price every model's attention as masked or grouped.
+  for (const char* key : {"mask_window", "gqa"}) {
+    const int64_t none = std::string_view(key) == "gqa" ? 1 : 0;
+    if (doc.contains(key) && !(doc[key].is_number_integer() && doc[key].get<int64_t>() == none)) {
+      return Status::InvalidArgument(fmt::format(
+          "{}: made with torch_sdpa.py --{} (a check of another call, not the profile's table); "
+          "measure the table without it",
+          file, std::string_view(key) == "gqa" ? "gqa" : "mask-window"));
+    }
+  }
   DSPLAN_ASSIGN_OR_RETURN(const json* rows_at,
                           ProbeRows(doc, file, {"torch", "gpu", "date"}, 1, kMaxSdpaRows));
   const json& rows = *rows_at;

@@ -962,6 +962,10 @@ TEST(SdpaTableFromJson, BadOutputsAreErrorsNamingTheFileAndRow) {
       {[](json& d) { d["rows"][3][6] = nullptr; }, "rows[3][6]: expected a rate"},
       {[](json& d) { d["rows"][3].erase(6); }, "rows[3]: expected [dtype, head_dim"},
       {[](json& d) { d["rows"][4] = d["rows"][3]; }, "rows[4]: repeats an earlier row"},
+      // torch_sdpa.py's checks are not tables.
+      {[](json& d) { d["mask_window"] = 512; }, "made with torch_sdpa.py --mask-window"},
+      {[](json& d) { d["gqa"] = 4; }, "made with torch_sdpa.py --gqa"},
+      {[](json& d) { d["gqa"] = "4"; }, "made with torch_sdpa.py --gqa"},
       {[](json& d) {
          json row = d["rows"][0];
          d["rows"] = json::array();

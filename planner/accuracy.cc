@@ -465,9 +465,10 @@ std::string AccuracyMarkdown(const AccuracySummary& s, const HardwareProfile& pr
     for (int k = 0; k < 2; ++k) {
       const AccuracySummary::HostSpeedPart& p = parts[k];
       if (p.runs == 0) continue;
-      halves += fmt::format("{}{} {} runs, {:+.1f}% signed, {:.1f}% mean ({:.1f}% family held out)",
-                            halves.empty() ? "" : "; ", k ? "slow" : "normal", p.runs,
-                            100 * p.signed_mean, 100 * p.mean_abs, 100 * p.unseen_mean_abs);
+      halves += fmt::format(
+          "{}{} {} run{}, {:+.1f}% signed, {:.1f}% mean ({:.1f}% family held out)",
+          halves.empty() ? "" : "; ", k ? "slow" : "normal", p.runs, p.runs == 1 ? "" : "s",
+          100 * p.signed_mean, 100 * p.mean_abs, 100 * p.unseen_mean_abs);
     }
     speed += fmt::format("{}{}: {}", speed.empty() ? "" : ". ", s.by_host[i].name, halves);
   }

@@ -3,7 +3,8 @@
 # Session 41, suggested calls: (1) GEMMNEW=0 SDPAMASK=0 bash tools/device/next_call.sh 565 (pair-1217, ~7 min, then the
 # lists below as time allows); (2) bash tools/device/next_call.sh 565 (the new catalog entries' GEMM rows,
 # ~2 min, tools/device/gemm_newfam.sh, and masked SDPA, ~1 min, then the lists).
-# Session 41: pair-1217 first on either card (registered: each session-40 miss beside a measured family's control,
+# Session 41: pair-1217 first on either card, then window-1217 (Mistral cut to 4 layers at 4095 and 4096 tokens: is the
+# SDPA mask built at the window's own length?), (registered: each session-40 miss beside a measured family's control,
 # alternating in one process, to tell the family's mechanism from the host's speed). The H100 default then runs gemma2-1215
 # (its 8192-token and eager cases) and phi3-1215; qwen3-1215, gemma3-1216 and moe-1216 ran there in session 40.
 # Session 40: gemma3-1216 (Gemma 3's language model) and moe-1216 (the experts' trace: depth-cut Qwen3-30B-A3B and
@@ -143,11 +144,11 @@ if [ "${KPROF:-1}" != "0" ]; then export DSBENCH_KPROF=1; fi
 if echo "$G" | grep -q H200; then
   # Fresh set 15 and t5res-1207 ran in session 30; wsweep-1207's two H200 cases did not (no H200).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/pair-1217/cases-pair-h200.jsonl docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h200.jsonl docs/validation/deepspeed/moe-1216/cases-moe-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES:-docs/validation/deepspeed/pair-1217/cases-pair-h200.jsonl docs/validation/deepspeed/window-1217/cases-window-h200.jsonl docs/validation/deepspeed/qwen3-1215/cases-qwen3-h200.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h200.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h200.jsonl docs/validation/deepspeed/gemma3-1216/cases-gemma3-h200.jsonl docs/validation/deepspeed/moe-1216/cases-moe-h200.jsonl docs/validation/deepspeed/bigtok-1212/cases-bigtok-h200.jsonl docs/validation/deepspeed/accum3-1211/cases-accum3-h200.jsonl docs/validation/deepspeed/accum-1210/cases-accum-h200.jsonl docs/validation/deepspeed/accum2-1211/cases-accum2-h200.jsonl docs/validation/deepspeed/wsweep-1207/cases-h200.jsonl docs/validation/deepspeed/t511b-1208/cases-h200.jsonl} 2>&1 | tail -30
 else
   # H100: the lists CASES_H100 names, by default qwen3-1215's H100 list (session 39).
   LEFT=$((${1:-585} - ($(date +%s) - T0)))
-  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/pair-1217/cases-pair-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl} 2>&1 | tail -30
+  bash .dsbench/go.sh 0 $LEFT ${CASES_H100:-docs/validation/deepspeed/pair-1217/cases-pair-h100.jsonl docs/validation/deepspeed/window-1217/cases-window-h100.jsonl docs/validation/deepspeed/gemma2-1215/cases-gemma2-h100.jsonl docs/validation/deepspeed/phi3-1215/cases-phi3-h100.jsonl} 2>&1 | tail -30
 fi
 nvidia-smi --query-gpu=clocks.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "total $(( $(date +%s) - T0 ))s"

@@ -31,6 +31,13 @@ double Num(const nlohmann::json& j, const char* key) {
   return (it != j.end() && it->is_number()) ? it->get<double>() : 0.0;
 }
 
+// Whether |r| belongs to host class |c| (AccuracySummary::by_host): runs with the optimizer on
+// the CPU form their own class whatever their host-bound share.
+bool InHostClass(const AccuracySummary::HostClass& c, const AccuracyRow& r) {
+  return c.offloaded == r.optimizer_offloaded && r.host_bound_share >= c.lo &&
+         r.host_bound_share < c.hi;
+}
+
 }  // namespace
 
 Result<std::vector<CalibrationRun>> LoadCalibration(const std::string& path) {
@@ -268,10 +275,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
       s.unseen_step_mean_abs += std::abs(r.step_error_unseen) / s.time_rows;
       s.unseen_step_max_abs = std::max(s.unseen_step_max_abs, std::abs(r.step_error_unseen));
       for (AccuracySummary::HostClass& c : s.by_host) {
-        if (c.offloaded != r.optimizer_offloaded || r.host_bound_share < c.lo ||
-            r.host_bound_share >= c.hi) {
-          continue;
-        }
+        if (!InHostClass(c, r)) continue;
         ++c.runs;
         c.mean_abs += std::abs(r.step_error);
         c.unseen_mean_abs += std::abs(r.step_error_unseen);
@@ -300,11 +304,7 @@ Result<AccuracySummary> EvaluateCalibration(const std::vector<CalibrationRun>& r
       if (!r.has_time || r.run.host_loop_us <= 0) continue;
       const bool slow = r.run.host_loop_us > AccuracySummary::kSlowHostLoop * s.host_loop_median_us;
       for (size_t i = 0; i < s.by_host.size(); ++i) {
-        const AccuracySummary::HostClass& c = s.by_host[i];
-        if (c.offloaded != r.optimizer_offloaded || r.host_bound_share < c.lo ||
-            r.host_bound_share >= c.hi) {
-          continue;
-        }
+        if (!InHostClass(s.by_host[i], r)) continue;
         AccuracySummary::HostSpeedPart& p = s.by_host_speed[i][slow ? 1 : 0];
         ++p.runs;
         p.signed_mean += r.step_error;

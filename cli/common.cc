@@ -140,6 +140,13 @@ std::string CliErrorMessage(const CLI::ParseError& e, const CLI::App& app, int a
       std::reverse(stray.begin(), stray.end());
       ordered = stray;
     }
+    if (ordered.empty()) {
+      // Only empty arguments were left over (CLI11 lists them as nothing): an empty string on
+      // the command line, often an unset shell variable in quotes.
+      return "unexpected empty argument \"\" on the command line (an unset shell variable in "
+             "quotes?); remove it" +
+             help;
+    }
     std::string shown;
     for (size_t i = 0; i < ordered.size() && i < 5; ++i) {
       shown += (i ? ", " : "") + Quote(ordered[i], 40);

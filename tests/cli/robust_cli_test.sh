@@ -50,6 +50,10 @@ check "--gpus 16 on 8-GPU nodes is 2 nodes x 8" grep -q "on 2 node(s) x 8 GPU(s)
 badnf "flag value missing" "--gpus needs an integer" --gpus --model gpt2
 bad "two commands" "one command|unexpected" models model gpt2
 badnf "stray tokens in order" "unexpected arguments 'a', 'b', 'c'" --model gpt2 --gpus 1 a b c
+# An empty argument (an unset variable in quotes) crashed the error message until session 41
+# (found by the cli_args fuzzer).
+badnf "an empty argument" "unexpected empty argument \"\" on the command line" --model gpt2 --gpus 1 ""
+badnf "empty arguments after a stray one" "unexpected argument 'a'" --model gpt2 --gpus 1 a "" ""
 badnf "a flag given two values" "unexpected argument .5.; run" --model gpt2 --gpus 4 5
 badnf "a mistyped command" "unexpected argument .simulat. \\(did you mean the command .simulate.\\?\\)" simulat --model gpt2
 badnf "a config where the planner takes none" "unexpected argument .cfg.json. \\(to judge a DeepSpeed config: dsplan check .cfg.json. --model M --gpus N\\)" cfg.json --model gpt2 --gpus 1

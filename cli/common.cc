@@ -234,6 +234,27 @@ CLI::Validator CountFlag(const std::string& flag, int64_t lo, int64_t hi) {
   return CLI::Validator(op, "", "count");
 }
 
+Status CheckNoEmptyValues(const CLI::App& app) {
+  std::vector<const CLI::App*> apps = {&app};
+  for (const CLI::App* sub : app.get_subcommands()) apps.push_back(sub);
+  for (const CLI::App* a : apps) {
+    for (const CLI::Option* o : a->get_options()) {
+      if (o->get_type_size_min() == 0 || o->count() == 0) continue;  // a flag, or not given
+      for (const std::string& v : o->results()) {
+        if (!v.empty()) continue;
+        const std::string name = o->get_lnames().empty()
+                                     ? fmt::format("the {} argument", o->get_name())
+                                     : "--" + o->get_lnames()[0];
+        return Status::InvalidArgument(fmt::format(
+            "{} was given an empty value (an unset shell variable in quotes?); give it a value "
+            "or leave it out; run 'dsplan{} --help' for what it takes",
+            name, a == &app ? "" : " " + a->get_name()));
+      }
+    }
+  }
+  return Status();
+}
+
 Status CheckNumberFlag(const char* flag, double v, double lo, double hi, bool lo_open) {
   const bool ok = std::isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi;
   if (ok) return Status();

@@ -51,6 +51,11 @@ Status CheckIntFlag(const char* flag, int64_t v, int64_t lo, int64_t hi);
 /// an integer or lies outside [lo, hi] is refused with one line naming |flag| and the valid
 /// range. Anything else passes unchanged to CLI11's own conversion and range checks.
 CLI::Validator CountFlag(const std::string& flag, int64_t lo, int64_t hi);
+
+/// After parsing: an option that takes a value and was given an empty one (`--hardware ''`,
+/// often an unset shell variable in quotes) is an error naming it, where it would otherwise read
+/// as not given and fall back to its default. Checks |app| and the subcommand that parsed.
+Status CheckNoEmptyValues(const CLI::App& app);
 /// Adds --gpus (GPUs per node) and --nodes to |cmd|, both positive counts with their defaults
 /// shown in --help. Returns the --nodes option (to ask whether it was given).
 CLI::Option* AddGpusAndNodesFlags(CLI::App* cmd, int& gpus, int& nodes);

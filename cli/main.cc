@@ -224,6 +224,13 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
     }
     return Fail(s);
   }
+  if (Status s = CheckNoEmptyValues(app); !s.ok()) {
+    if (options.parse_error != nullptr) {
+      *options.parse_error = s.message();
+      return FailExitCode(s);
+    }
+    return Fail(s);
+  }
   if (options.parse_only) return 0;
 
   // At most one subcommand parses (require_subcommand(0, 1)); none: the main job.

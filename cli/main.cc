@@ -208,6 +208,14 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
   std::vector<DeclaredCommand> subcommands;
   for (auto add : kSubcommands) subcommands.push_back(add(app));
 
+  // A command line dsplan cannot run: one line, exit 2 (or handed to the caller that asked).
+  auto refuse = [&options](const Status& s) {
+    if (options.parse_error != nullptr) {
+      *options.parse_error = s.message();
+      return FailExitCode(s);
+    }
+    return Fail(s);
+  };
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -217,20 +225,9 @@ int DsplanMain(int argc, char** argv, const DsplanMainOptions& options) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    const Status s = Status::InvalidArgument(CliErrorMessage(e, app, argc, argv));
-    if (options.parse_error != nullptr) {
-      *options.parse_error = s.message();
-      return FailExitCode(s);
-    }
-    return Fail(s);
+    return refuse(Status::InvalidArgument(CliErrorMessage(e, app, argc, argv)));
   }
-  if (Status s = CheckNoEmptyValues(app); !s.ok()) {
-    if (options.parse_error != nullptr) {
-      *options.parse_error = s.message();
-      return FailExitCode(s);
-    }
-    return Fail(s);
-  }
+  if (Status s = CheckNoEmptyValues(app); !s.ok()) return refuse(s);
   if (options.parse_only) return 0;
 
   // At most one subcommand parses (require_subcommand(0, 1)); none: the main job.
